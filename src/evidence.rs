@@ -1,0 +1,1 @@
+//! Evidence redaction and bounds (placeholder, being written).

@@ -1,0 +1,167 @@
+//! The executor boundary: what dispatch calls, and how an effect is read back.
+//!
+//! The core knows nothing about MCP, files or HTTP. An [`Executor`] carries one
+//! request to one target and reports **how far the request got**, never more than
+//! it knows. A [`Readback`] independently observes whether an effect happened.
+
+pub mod file;
+
+use serde_json::Value;
+
+/// The request a pathway carries to its target: an action name and its arguments.
+///
+/// This is plain data; holding a `Request` grants nothing.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Request {
+    /// The action (for MCP: the tool name).
+    pub action: String,
+    /// The arguments (for MCP: the `arguments` object).
+    pub arguments: Value,
+}
+
+impl Request {
+    /// A request for `action` with `arguments`.
+    #[must_use]
+    pub fn new(action: impl Into<String>, arguments: Value) -> Self {
+        Self { action: action.into(), arguments }
+    }
+}
+
+/// What a pathway is bound to: one exact target, described by the executor.
+///
+/// `target` is a short human-readable identity (for MCP `name@version` and tool);
+/// `details` is the full description; `digest` is the sha256 (hex) of the RFC 8785
+/// canonical form of `details`, computed by the executor. Dispatch re-checks the live
+/// binding against this one before anything is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Binding {
+    /// Short identity of the target, for people.
+    pub target: String,
+    /// Everything that was bound, as JSON.
+    pub details: Value,
+    /// sha256 hex of the canonical JSON of `details`.
+    pub digest: String,
+}
+
+impl Binding {
+    /// Builds a binding, computing the digest of `details`.
+    pub fn new(target: impl Into<String>, details: Value) -> Result<Self, crate::canonical::CanonicalError> {
+        let digest = crate::canonical::sha256_hex(&details)?;
+        Ok(Self { target: target.into(), details, digest })
+    }
+}
+
+/// Why an executor refused a request before anything was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+#[non_exhaustive]
+pub struct Refusal {
+    /// A stable, machine-readable code (`binding_changed`, `invalid_arguments`, …).
+    pub code: String,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal with a code and a message.
+    #[must_use]
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { code: code.into(), message: message.into() }
+    }
+}
+
+/// How a JSON-RPC-style rejection (an error reply, not a tool result) is classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RejectionClass {
+    /// The target may or may not have acted (the fail-closed default).
+    Unknown,
+    /// The caller's policy declares that this rejection means nothing was applied.
+    NotApplied,
+}
+
+/// How far one request got, as the executor actually knows it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// Not one byte of the request reached the target. Safe to treat as not applied.
+    NothingWritten {
+        /// Why nothing was written.
+        reason: String,
+    },
+    /// Some or all of the request may have reached the target, and no reply was read
+    /// (timeout, EOF, crash, garbage, lost reply). The effect may have happened.
+    PossiblyWritten {
+        /// What was observed.
+        reason: String,
+    },
+    /// The target replied with success.
+    Succeeded {
+        /// The reply, retained as evidence.
+        reply: Value,
+    },
+    /// The target ran the action and reported that it failed (MCP `isError: true`).
+    ToolFailed {
+        /// The reply, retained as evidence.
+        reply: Value,
+    },
+    /// The target reported that only part of the effect happened.
+    Partial {
+        /// The reply, retained as evidence.
+        reply: Value,
+    },
+    /// The target rejected the request at the protocol level (a JSON-RPC error reply).
+    Rejected {
+        /// The error object, retained as evidence.
+        error: Value,
+        /// How the caller's policy classifies this rejection.
+        class: RejectionClass,
+    },
+}
+
+/// Carries one request to one target.
+///
+/// The pathway calls [`Executor::bind`] when it is bound, [`Executor::prepare`] just
+/// before the write-ahead attempt record is committed (a refusal there means nothing
+/// was sent and the bound pathway comes back), then [`Executor::execute`] after the
+/// record is durable.
+pub trait Executor {
+    /// Describes the exact target this request would go to now.
+    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal>;
+
+    /// Re-checks the live target against `binding` and validates the request. Any
+    /// difference must refuse before a byte is sent.
+    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal>;
+
+    /// Sends the request and reports how far it got.
+    fn execute(&mut self, request: &Request) -> Delivery;
+}
+
+/// What an independent observation found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Observation {
+    /// The intended effect is present.
+    Applied {
+        /// What was observed, retained as evidence.
+        evidence: Value,
+    },
+    /// The intended effect is absent.
+    NotApplied {
+        /// What was observed, retained as evidence.
+        evidence: Value,
+    },
+    /// The observation could not decide.
+    Inconclusive {
+        /// What was observed, retained as evidence.
+        evidence: Value,
+    },
+}
+
+/// Independently observes whether the effect of `request` happened.
+pub trait Readback {
+    /// Looks at the target (never through the reply) and reports what it sees.
+    fn observe(&mut self, request: &Request) -> Observation;
+}
