@@ -11,7 +11,7 @@ use serde_json::Value;
 /// The request a pathway carries to its target: an action name and its arguments.
 ///
 /// This is plain data; holding a `Request` grants nothing.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Request {
     /// The action (for MCP: the tool name).

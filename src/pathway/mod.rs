@@ -1,0 +1,411 @@
+//! The typestate responsibility pathway.
+//!
+//! A [`Pathway<S>`] is one consequential action on its way through the stages in
+//! [`stage`]. Every transition is a method on the stage it leaves, takes `self` by
+//! value, writes one step to the store, and returns the next stage. When a run-time
+//! check refuses (wrong actor, wrong token, conflict, store failure), the pathway
+//! comes back unchanged inside [`Refused`].
+
+mod outcome;
+pub mod stage;
+pub mod token;
+mod transitions;
+
+pub use outcome::{Admission, Confirmed, NotSent, Outcome, StoredPathway, Unrecorded};
+pub use transitions::TRANSITIONS;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::executor::Request;
+use stage::Stage;
+
+/// An actor: a person, service or agent that acts on a pathway.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Actor(String);
+
+impl Actor {
+    /// An actor named `name`.
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+    /// The actor's name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The eight authority roles of a pathway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[expect(clippy::exhaustive_enums, reason = "the eight roles are fixed by the design brief")]
+pub enum Role {
+    /// Admits or denies the proposal.
+    DecisionOwner,
+    /// Grants or refuses Human Gate approvals.
+    ApprovalAuthority,
+    /// Dispatches the call.
+    ExecutionActor,
+    /// Holds, stops and escalates to a Human Gate.
+    StopAuthority,
+    /// Confirms readback and attests reconciliation verdicts.
+    EvidenceOwner,
+    /// Repairs failed or not-applied attempts; may attest verdicts.
+    RepairOwner,
+    /// May resume a repaired pathway (as may the execution actor).
+    ResumeAuthority,
+    /// Aborts with residuals.
+    ResidualOwner,
+}
+
+impl Role {
+    /// The role's snake_case name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::DecisionOwner => "decision_owner",
+            Role::ApprovalAuthority => "approval_authority",
+            Role::ExecutionActor => "execution_actor",
+            Role::StopAuthority => "stop_authority",
+            Role::EvidenceOwner => "evidence_owner",
+            Role::RepairOwner => "repair_owner",
+            Role::ResumeAuthority => "resume_authority",
+            Role::ResidualOwner => "residual_owner",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who holds each authority role of a pathway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Authority {
+    /// Admits or denies.
+    pub decision_owner: Actor,
+    /// Grants Human Gate approvals.
+    pub approval_authority: Actor,
+    /// Dispatches.
+    pub execution_actor: Actor,
+    /// Holds, stops, escalates.
+    pub stop_authority: Actor,
+    /// Owns the evidence.
+    pub evidence_owner: Actor,
+    /// Repairs.
+    pub repair_owner: Actor,
+    /// Resumes.
+    pub resume_authority: Actor,
+    /// Aborts with residuals.
+    pub residual_owner: Actor,
+}
+
+impl Authority {
+    /// Every role held by one actor (useful for tests and single-operator hosts).
+    #[must_use]
+    pub fn single(actor: &Actor) -> Self {
+        Self {
+            decision_owner: actor.clone(),
+            approval_authority: actor.clone(),
+            execution_actor: actor.clone(),
+            stop_authority: actor.clone(),
+            evidence_owner: actor.clone(),
+            repair_owner: actor.clone(),
+            resume_authority: actor.clone(),
+            residual_owner: actor.clone(),
+        }
+    }
+
+    /// Gives `role` to `actor`.
+    #[must_use]
+    pub fn with(mut self, role: Role, actor: &Actor) -> Self {
+        *self.slot(role) = actor.clone();
+        self
+    }
+
+    fn slot(&mut self, role: Role) -> &mut Actor {
+        match role {
+            Role::DecisionOwner => &mut self.decision_owner,
+            Role::ApprovalAuthority => &mut self.approval_authority,
+            Role::ExecutionActor => &mut self.execution_actor,
+            Role::StopAuthority => &mut self.stop_authority,
+            Role::EvidenceOwner => &mut self.evidence_owner,
+            Role::RepairOwner => &mut self.repair_owner,
+            Role::ResumeAuthority => &mut self.resume_authority,
+            Role::ResidualOwner => &mut self.residual_owner,
+        }
+    }
+
+    /// The actor holding `role`.
+    #[must_use]
+    pub fn holder(&self, role: Role) -> &Actor {
+        match role {
+            Role::DecisionOwner => &self.decision_owner,
+            Role::ApprovalAuthority => &self.approval_authority,
+            Role::ExecutionActor => &self.execution_actor,
+            Role::StopAuthority => &self.stop_authority,
+            Role::EvidenceOwner => &self.evidence_owner,
+            Role::RepairOwner => &self.repair_owner,
+            Role::ResumeAuthority => &self.resume_authority,
+            Role::ResidualOwner => &self.residual_owner,
+        }
+    }
+}
+
+/// Whether the action changes the world. A mutating action completes only with readback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ActionClass {
+    /// Reads only: a success reply completes it.
+    ReadOnly,
+    /// Changes something: a success reply is not enough; readback must verify it.
+    Mutating,
+}
+
+/// What a pathway is about: the request, its class, its idempotency key and its authority.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Definition {
+    /// The request to carry out.
+    pub request: Request,
+    /// Read-only or mutating.
+    pub class: ActionClass,
+    /// The caller's key: the same key with the same content replays; different content conflicts.
+    pub idempotency_key: String,
+    /// Who holds which role.
+    pub authority: Authority,
+    /// Free-form metadata (redacted and bounded when stored).
+    pub metadata: Value,
+}
+
+impl Definition {
+    /// A definition with empty metadata.
+    #[must_use]
+    pub fn new(request: Request, class: ActionClass, idempotency_key: impl Into<String>, authority: Authority) -> Self {
+        Self { request, class, idempotency_key: idempotency_key.into(), authority, metadata: Value::Null }
+    }
+
+    /// Sets metadata.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// What admission decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decision {
+    /// Admit now.
+    Allow,
+    /// Wait for an approval by the approval authority.
+    Hold,
+    /// Put it in front of a Human Gate.
+    HumanGate,
+    /// Refuse, with a reason.
+    Deny(String),
+}
+
+/// An admission policy.
+pub trait Policy {
+    /// Decides what to do with a proposal.
+    fn decide(&self, definition: &Definition) -> Decision;
+}
+
+impl<F: Fn(&Definition) -> Decision> Policy for F {
+    fn decide(&self, definition: &Definition) -> Decision {
+        self(definition)
+    }
+}
+
+/// What can refuse a pathway step.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathwayError {
+    /// The actor does not hold a role that this step needs. Nothing was written.
+    #[error("{actor} may not {action}: it needs {needs}; ask that actor to do it")]
+    NotAuthorized {
+        /// Who tried.
+        actor: Actor,
+        /// What they tried.
+        action: &'static str,
+        /// The roles that may, as text.
+        needs: String,
+    },
+    /// Storage failed or another process changed the pathway first.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Evidence or a definition exceeded its bounds.
+    #[error(transparent)]
+    Evidence(#[from] crate::evidence::EvidenceError),
+    /// A value could not be put in canonical form.
+    #[error(transparent)]
+    Canonical(#[from] crate::canonical::CanonicalError),
+    /// The same idempotency key was used with different content.
+    #[error("idempotency key {key:?} is already used by pathway {existing} with different content; choose a new key")]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The pathway that holds it.
+        existing: String,
+    },
+    /// A token or approval for another pathway or attempt.
+    #[error("token mismatch: {0}")]
+    TokenMismatch(String),
+    /// The stored request was redacted; the host must supply it again.
+    #[error("the stored request of pathway {0} was redacted; pass the full request to restore_request() first")]
+    RequestRedacted(String),
+    /// A request whose digest differs from the pathway's.
+    #[error("request digest {given} does not match pathway digest {expected}")]
+    RequestMismatch {
+        /// Digest of what was given.
+        given: String,
+        /// Digest stored with the pathway.
+        expected: String,
+    },
+    /// The executor refused before anything was sent.
+    #[error("refused before sending: {0}")]
+    Executor(#[from] crate::executor::Refusal),
+}
+
+/// A refused step: the error and the untouched pathway, handed back.
+#[must_use = "a refused step hands the pathway back; dropping it loses the handle"]
+pub struct Refused<S: Stage> {
+    pathway: Pathway<S>,
+    error: PathwayError,
+}
+
+impl<S: Stage> Refused<S> {
+    pub(crate) fn new(pathway: Pathway<S>, error: impl Into<PathwayError>) -> Self {
+        Self { pathway, error: error.into() }
+    }
+    /// Why it was refused.
+    pub fn error(&self) -> &PathwayError {
+        &self.error
+    }
+    /// The pathway, unchanged.
+    pub fn into_pathway(self) -> Pathway<S> {
+        self.pathway
+    }
+    /// Both parts.
+    pub fn into_parts(self) -> (Pathway<S>, PathwayError) {
+        (self.pathway, self.error)
+    }
+}
+
+impl<S: Stage> fmt::Debug for Refused<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refused").field("pathway", &self.pathway.id()).field("error", &self.error).finish()
+    }
+}
+
+impl<S: Stage> fmt::Display for Refused<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pathway {} ({}): {}", self.pathway.id(), S::STATE, self.error)
+    }
+}
+
+impl<S: Stage> std::error::Error for Refused<S> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) id: String,
+    pub(crate) version: i64,
+    pub(crate) definition: Definition,
+    pub(crate) request_digest: String,
+    /// Whether `definition.request` is the redacted stored copy.
+    pub(crate) redacted: bool,
+}
+
+/// One consequential action in stage `S`.
+///
+/// Not `Clone`, no public constructor: each value is the single handle to its
+/// pathway's current stage, consumed by every transition.
+pub struct Pathway<S: Stage> {
+    pub(crate) core: Box<Core>,
+    pub(crate) stage: S,
+}
+
+impl<S: Stage> fmt::Debug for Pathway<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pathway")
+            .field("id", &self.core.id)
+            .field("state", &S::STATE)
+            .field("version", &self.core.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Stage> Pathway<S> {
+    /// The pathway id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.core.id
+    }
+    /// The stored state of this stage.
+    #[must_use]
+    pub fn state(&self) -> crate::state::State {
+        S::STATE
+    }
+    /// The definition (redacted if this pathway was re-hydrated from the store).
+    #[must_use]
+    pub fn definition(&self) -> &Definition {
+        &self.core.definition
+    }
+    /// sha256 of the canonical unredacted request.
+    #[must_use]
+    pub fn request_digest(&self) -> &str {
+        &self.core.request_digest
+    }
+    /// Whether the in-memory request is the redacted stored copy.
+    #[must_use]
+    pub fn is_redacted(&self) -> bool {
+        self.core.redacted
+    }
+
+    /// Supplies the full request again after re-hydration redacted it. Refused
+    /// unless its digest equals the pathway's request digest.
+    pub fn restore_request(mut self, request: Request) -> Result<Self, Refused<S>> {
+        let given = match crate::canonical::sha256_hex(&request_json(&request)) {
+            Ok(d) => d,
+            Err(e) => return Err(Refused::new(self, e)),
+        };
+        if given != self.core.request_digest {
+            let expected = self.core.request_digest.clone();
+            return Err(Refused::new(self, PathwayError::RequestMismatch { given, expected }));
+        }
+        self.core.definition.request = request;
+        self.core.redacted = false;
+        Ok(self)
+    }
+
+    pub(crate) fn into_stage<T: Stage>(self, version: i64, stage: T) -> Pathway<T> {
+        let mut core = self.core;
+        core.version = version;
+        Pathway { core, stage }
+    }
+}
+
+pub(crate) fn request_json(request: &Request) -> Value {
+    serde_json::json!({ "action": request.action, "arguments": request.arguments })
+}

@@ -1,0 +1,160 @@
+//! What transitions with more than one possible result hand back.
+
+use super::stage::{
+    Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Held, HumanGate, PartiallyCompleted, Proposed,
+    ReadyToResume, RepairRequired, Returned, Stopped, Unknown,
+};
+use super::{Pathway, PathwayError};
+use crate::store::{AttemptRecord, PathwayRecord};
+
+/// The result of admission.
+#[derive(Debug)]
+#[must_use = "admission hands the pathway on in its next stage"]
+#[non_exhaustive]
+pub enum Admission {
+    /// Admitted by policy.
+    Approved(Pathway<Approved>),
+    /// Waiting for an approval.
+    AwaitingApproval(Pathway<AwaitingApproval>),
+    /// In front of a Human Gate.
+    HumanGate(Pathway<HumanGate>),
+    /// Refused by policy. Terminal.
+    Denied(Pathway<Denied>),
+}
+
+/// Dispatch refused before any attempt was recorded or any byte was sent.
+/// The bound pathway comes back and may be dispatched again.
+#[derive(Debug)]
+#[must_use = "the bound pathway comes back inside NotSent"]
+pub struct NotSent {
+    pub(crate) pathway: Pathway<Bound>,
+    pub(crate) error: PathwayError,
+}
+
+impl NotSent {
+    /// Why nothing was sent.
+    pub fn error(&self) -> &PathwayError {
+        &self.error
+    }
+    /// The bound pathway, unchanged.
+    pub fn into_pathway(self) -> Pathway<Bound> {
+        self.pathway
+    }
+}
+
+/// The outcome was observed but could not be recorded (storage failed after the call).
+///
+/// The attempt stays `in_flight` in the database; [`Runtime::recover`](crate::Runtime::recover)
+/// returns it as unknown. Nothing about it may be retried.
+#[derive(Debug)]
+#[must_use = "an unrecorded outcome must be recovered"]
+pub struct Unrecorded {
+    /// The pathway.
+    pub pathway: String,
+    /// The attempt whose outcome was lost.
+    pub attempt: String,
+    /// Why the outcome could not be stored.
+    pub error: PathwayError,
+}
+
+/// The honest outcome of a dispatch, classified by what is actually known.
+#[derive(Debug)]
+#[must_use = "an outcome must be handled: an Unknown must be reconciled, a Returned read back"]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Refused before anything was sent; the bound pathway comes back.
+    NotSent(NotSent),
+    /// A read-only action succeeded. Terminal.
+    Completed(Pathway<Completed>),
+    /// A mutating action returned success; it completes only after readback.
+    Returned(Pathway<Returned>),
+    /// The tool failed, a rejection the policy calls not applied, or nothing was written
+    /// after the attempt was recorded: the repair owner must act.
+    Failed(Pathway<RepairRequired>),
+    /// Part of the effect happened.
+    Partial(Pathway<PartiallyCompleted>),
+    /// The effect may or may not have happened.
+    Unknown(Pathway<Unknown>),
+    /// The outcome could not be stored; recover() will report the attempt as unknown.
+    Unrecorded(Unrecorded),
+}
+
+/// The result of reading back a returned call.
+#[derive(Debug)]
+#[must_use = "confirmation hands the pathway on"]
+#[non_exhaustive]
+pub enum Confirmed {
+    /// Readback verified the effect. Terminal.
+    Completed(Pathway<Completed>),
+    /// Readback did not verify it: the pathway is unknown and must be reconciled.
+    Unknown(Pathway<Unknown>),
+}
+
+/// A pathway loaded from the store, in the stage its stored state allows.
+///
+/// Only stages that are safe to re-enter exist here: an attempt that was in flight
+/// comes back as [`StoredPathway::Unknown`], never as a bound pathway.
+#[derive(Debug)]
+#[must_use = "a recovered pathway needs handling"]
+#[non_exhaustive]
+pub enum StoredPathway {
+    /// Proposed.
+    Proposed(Pathway<Proposed>),
+    /// Awaiting approval.
+    AwaitingApproval(Pathway<AwaitingApproval>),
+    /// Human Gate.
+    HumanGate(Pathway<HumanGate>),
+    /// Held.
+    Held(Pathway<Held>),
+    /// Approved (must be bound again).
+    Approved(Pathway<Approved>),
+    /// Returned success, readback pending.
+    Returned(Pathway<Returned>),
+    /// Unknown: must be reconciled.
+    Unknown(Pathway<Unknown>),
+    /// Stopped.
+    Stopped(Pathway<Stopped>),
+    /// Partially completed.
+    PartiallyCompleted(Pathway<PartiallyCompleted>),
+    /// Repair required.
+    RepairRequired(Pathway<RepairRequired>),
+    /// Ready to resume.
+    ReadyToResume(Pathway<ReadyToResume>),
+    /// Completed (terminal; only from `load`).
+    Completed(Pathway<Completed>),
+    /// Denied (terminal; only from `load`).
+    Denied(Pathway<Denied>),
+    /// Aborted (terminal; only from `load`).
+    Aborted(Pathway<Aborted>),
+    /// An attempt is in flight in another live process: not ours to touch.
+    InFlightElsewhere {
+        /// The pathway row.
+        pathway: Box<PathwayRecord>,
+        /// The in-flight attempt.
+        attempt: Box<AttemptRecord>,
+    },
+}
+
+impl StoredPathway {
+    /// The pathway id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Proposed(p) => p.id(),
+            Self::AwaitingApproval(p) => p.id(),
+            Self::HumanGate(p) => p.id(),
+            Self::Held(p) => p.id(),
+            Self::Approved(p) => p.id(),
+            Self::Returned(p) => p.id(),
+            Self::Unknown(p) => p.id(),
+            Self::Stopped(p) => p.id(),
+            Self::PartiallyCompleted(p) => p.id(),
+            Self::RepairRequired(p) => p.id(),
+            Self::ReadyToResume(p) => p.id(),
+            Self::Completed(p) => p.id(),
+            Self::Denied(p) => p.id(),
+            Self::Aborted(p) => p.id(),
+            Self::InFlightElsewhere { pathway, .. } => &pathway.id,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The stage types of a pathway. Each is a distinct type; a [`Pathway`](super::Pathway)
+//! in one stage has exactly the methods that stage allows.
+//!
+//! No stage has a public constructor, `Clone`, `Default`, `From` or `Deserialize`:
+//! the only ways to get one are [`Runtime::propose`](crate::Runtime::propose), a
+//! transition, or [`Runtime::recover`](crate::Runtime::recover).
+
+use serde_json::Value;
+
+use crate::executor::Binding;
+use crate::state::State;
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+    /// What binding needs from a bindable stage.
+    pub trait BindFrom {
+        fn previous_attempt(&self) -> Option<String>;
+    }
+}
+
+/// A pathway stage. Sealed: only rpr defines stages.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a pathway stage",
+    label = "not one of rpr's stages",
+    note = "stages are defined by rpr only (rpr::stage::*); they cannot be implemented outside the crate"
+)]
+pub trait Stage: sealed::Sealed {
+    /// The stored state of a pathway in this stage.
+    const STATE: State;
+}
+
+macro_rules! stage {
+    ($(#[$m:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? } => $state:expr) => {
+        $(#[$m])*
+        #[derive(Debug)]
+        pub struct $name {
+            $(pub(crate) $field: $ty,)*
+            pub(crate) _private: (),
+        }
+        impl sealed::Sealed for $name {}
+        impl Stage for $name {
+            const STATE: State = $state;
+        }
+    };
+}
+
+stage!(
+    /// Proposed by an actor; admission decides what happens next.
+    Proposed {} => State::Proposed
+);
+stage!(
+    /// Admission asked for an approval by the approval authority.
+    AwaitingApproval {} => State::AwaitingApproval
+);
+stage!(
+    /// A Human Gate: the approval authority must decide.
+    HumanGate {} => State::HumanGate
+);
+stage!(
+    /// Held by the stop authority.
+    Held {} => State::Held
+);
+stage!(
+    /// Admitted; may be bound to a target.
+    Approved {} => State::Approved
+);
+stage!(
+    /// Bound to one exact target; the only stage with `dispatch`. Never re-hydrated.
+    Bound { binding: Binding, from: State, previous_attempt: Option<String> } => State::Approved
+);
+stage!(
+    /// A mutating call that returned success and awaits independent readback.
+    Returned { attempt: String, reply: Value } => State::Running
+);
+stage!(
+    /// The effect may or may not have happened. No dispatch, no retry: only reconciliation.
+    Unknown { attempt: String } => State::WriteStatusUnknown
+);
+stage!(
+    /// Stopped by the stop authority after the target answered.
+    Stopped { attempt: String } => State::Stopped
+);
+stage!(
+    /// Only part of the effect happened.
+    PartiallyCompleted { attempt: String } => State::PartiallyCompleted
+);
+stage!(
+    /// The attempt failed or did not apply; the repair owner must act.
+    RepairRequired { attempt: Option<String> } => State::RepairRequired
+);
+stage!(
+    /// Repaired; a new attempt may be bound and dispatched.
+    ReadyToResume { previous_attempt: Option<String> } => State::ReadyToResume
+);
+stage!(
+    /// Done. Terminal.
+    Completed {} => State::Completed
+);
+stage!(
+    /// Refused. Terminal.
+    Denied {} => State::Denied
+);
+stage!(
+    /// Abandoned, residuals recorded. Terminal.
+    Aborted {} => State::Aborted
+);
+
+/// Stages from which the residual owner may abort.
+#[diagnostic::on_unimplemented(
+    message = "a pathway in stage `{Self}` cannot be aborted",
+    note = "abort is an edge only from approved, held, human_gate, stopped, repair_required and ready_to_resume"
+)]
+pub trait Abortable: Stage {}
+impl Abortable for Approved {}
+impl Abortable for Held {}
+impl Abortable for HumanGate {}
+impl Abortable for Stopped {}
+impl Abortable for RepairRequired {}
+impl Abortable for ReadyToResume {}
+
+/// Stages in which the approval authority decides (approve with an [`Approval`](crate::token::Approval), or deny).
+#[diagnostic::on_unimplemented(
+    message = "a pathway in stage `{Self}` is not waiting for an approval",
+    note = "approve and deny exist only on AwaitingApproval and HumanGate"
+)]
+pub trait Gated: Stage {}
+impl Gated for AwaitingApproval {}
+impl Gated for HumanGate {}
+
+/// Stages that may be bound to a target: admitted, or repaired and ready to resume.
+#[diagnostic::on_unimplemented(
+    message = "a pathway in stage `{Self}` cannot be bound to a target",
+    note = "only Approved and ReadyToResume pathways can be bound; admit it, or repair it first"
+)]
+pub trait Bindable: Stage + sealed::BindFrom {}
+impl Bindable for Approved {}
+impl Bindable for ReadyToResume {}
+impl sealed::BindFrom for Approved {
+    fn previous_attempt(&self) -> Option<String> {
+        None
+    }
+}
+impl sealed::BindFrom for ReadyToResume {
+    fn previous_attempt(&self) -> Option<String> {
+        self.previous_attempt.clone()
+    }
+}

@@ -1,0 +1,697 @@
+//! Every typed transition. Each method names one edge of [`crate::state::EDGES`]
+//! (the table [`TRANSITIONS`] lists them) and writes exactly one step.
+
+use serde_json::{Value, json};
+
+use super::outcome::{Admission, Confirmed, NotSent, Outcome, Unrecorded};
+use super::stage::{
+    Abortable, Aborted, Approved, AwaitingApproval, Bindable, Bound, Completed, Denied, Gated, Held, HumanGate,
+    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stage, Stopped, Unknown,
+};
+use super::token::{Applied, Approval, NotApplied, Reconciliation, Unresolved, Verdict};
+use super::{ActionClass, Actor, Pathway, PathwayError, Policy, Refused, Role, request_json};
+use crate::executor::{Delivery, Executor, Observation, Readback, RejectionClass};
+use crate::runtime::{Runtime, StepPoint};
+use crate::state::State;
+use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step};
+
+/// Every typed transition: `(from, to, method)`. `tests/state_machine.rs` proves that
+/// these edges are exactly the spec file's, and drives each method to show that the
+/// ledger records exactly these edges.
+pub const TRANSITIONS: &[(State, State, &str)] = &[
+    (State::Proposed, State::AwaitingApproval, "Pathway<Proposed>::admit (Decision::Hold | HumanGate)"),
+    (State::Proposed, State::Approved, "Pathway<Proposed>::admit (Decision::Allow)"),
+    (State::Proposed, State::Denied, "Pathway<Proposed>::admit (Decision::Deny)"),
+    (State::AwaitingApproval, State::Approved, "Pathway<AwaitingApproval>::approve"),
+    (State::AwaitingApproval, State::Denied, "Pathway<AwaitingApproval>::deny"),
+    (State::AwaitingApproval, State::HumanGate, "Pathway<AwaitingApproval>::escalate"),
+    (State::Approved, State::Running, "Pathway<Bound>::dispatch"),
+    (State::Approved, State::Held, "Pathway<Approved>::hold"),
+    (State::Approved, State::Aborted, "Pathway<Approved>::abort"),
+    (State::Running, State::Completed, "Pathway<Bound>::dispatch (read-only) | Pathway<Returned>::confirm"),
+    (State::Running, State::Stopped, "Pathway<Returned>::stop"),
+    (State::Running, State::PartiallyCompleted, "Pathway<Bound>::dispatch (Delivery::Partial)"),
+    (State::Running, State::WriteStatusUnknown, "Pathway<Bound>::dispatch | Pathway<Returned>::confirm | Runtime::recover"),
+    (State::Running, State::RepairRequired, "Pathway<Bound>::dispatch (failed, not applied, nothing written)"),
+    (State::Held, State::HumanGate, "Pathway<Held>::escalate"),
+    (State::Held, State::Approved, "Pathway<Held>::release"),
+    (State::Held, State::Aborted, "Pathway<Held>::abort"),
+    (State::HumanGate, State::Approved, "Pathway<HumanGate>::approve"),
+    (State::HumanGate, State::Denied, "Pathway<HumanGate>::deny"),
+    (State::HumanGate, State::Aborted, "Pathway<HumanGate>::abort"),
+    (State::Stopped, State::RepairRequired, "Pathway<Stopped>::require_repair"),
+    (State::Stopped, State::Aborted, "Pathway<Stopped>::abort"),
+    (State::PartiallyCompleted, State::RepairRequired, "Pathway<PartiallyCompleted>::require_repair"),
+    (State::WriteStatusUnknown, State::Completed, "Pathway<Unknown>::complete (Reconciliation<Applied>)"),
+    (State::WriteStatusUnknown, State::RepairRequired, "Pathway<Unknown>::require_repair (Reconciliation<NotApplied>)"),
+    (State::RepairRequired, State::ReadyToResume, "Pathway<RepairRequired>::repair"),
+    (State::RepairRequired, State::Aborted, "Pathway<RepairRequired>::abort"),
+    (State::ReadyToResume, State::Running, "Pathway<Bound>::dispatch (resume)"),
+    (State::ReadyToResume, State::Aborted, "Pathway<ReadyToResume>::abort"),
+];
+
+/// One step's content, before it becomes a store [`Step`].
+struct Change {
+    from: State,
+    to: Option<State>,
+    events: Vec<EventDraft>,
+    attempt: Option<AttemptWrite>,
+    approval: Option<ApprovalWrite>,
+}
+
+fn event(kind: &'static str, actor: &str, from: State, to: State, data: Value) -> EventDraft {
+    EventDraft { kind, actor: actor.to_owned(), from: Some(from), to, attempt: None, attempt_status: None, data }
+}
+
+fn attempt_event(mut e: EventDraft, attempt: &str, status: &'static str) -> EventDraft {
+    e.attempt = Some(attempt.to_owned());
+    e.attempt_status = Some(status);
+    e
+}
+
+impl<S: Stage> Pathway<S> {
+    /// Writes `change` as one step. On success returns self with the new version.
+    fn commit(mut self, rt: &Runtime, change: Change) -> Result<Self, Refused<S>> {
+        let step = Step {
+            pathway: self.core.id.clone(),
+            expected_state: change.from,
+            expected_version: self.core.version,
+            to: change.to,
+            events: change.events,
+            attempt: change.attempt,
+            approval: change.approval,
+            at: rt.now(),
+        };
+        match rt.backend().apply(step) {
+            Ok(v) => {
+                self.core.version = v;
+                Ok(self)
+            }
+            Err(e) => Err(Refused::new(self, e)),
+        }
+    }
+
+    /// A plain transition by an authorized actor.
+    fn simple<T: Stage>(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        roles: &[Role],
+        action: &'static str,
+        to: State,
+        data: Value,
+        next: T,
+    ) -> Result<Pathway<T>, Refused<S>> {
+        if let Err(e) = Runtime::authorize(&self.core, actor, roles, action) {
+            return Err(Refused::new(self, e));
+        }
+        let data = rt.fit(&data);
+        let change = Change {
+            from: S::STATE,
+            to: Some(to),
+            events: vec![event(action_kind(action), actor.as_str(), S::STATE, to, data)],
+            attempt: None,
+            approval: None,
+        };
+        let p = self.commit(rt, change)?;
+        let v = p.core.version;
+        Ok(p.into_stage(v, next))
+    }
+}
+
+fn action_kind(action: &'static str) -> &'static str {
+    match action {
+        "deny" => "denied",
+        "escalate to a Human Gate" => "escalated",
+        "hold" => "held",
+        "release a hold" => "released",
+        "abort" => "aborted",
+        "stop" => "stopped",
+        "send to repair" => "repair_required",
+        _ => "step",
+    }
+}
+
+impl Pathway<Proposed> {
+    /// Admission by `policy`, invoked by the decision owner.
+    pub fn admit(self, rt: &Runtime, actor: &Actor, policy: &dyn Policy) -> Result<Admission, Refused<Proposed>> {
+        if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::DecisionOwner], "admit") {
+            return Err(Refused::new(self, e));
+        }
+        let decision = policy.decide(&self.core.definition);
+        let a = actor.as_str();
+        let from = State::Proposed;
+        let (to, events) = match &decision {
+            super::Decision::Allow => {
+                (State::Approved, vec![event("admitted", a, from, State::Approved, json!({"decision": "allow"}))])
+            }
+            super::Decision::Hold => (
+                State::AwaitingApproval,
+                vec![event("admitted", a, from, State::AwaitingApproval, json!({"decision": "hold"}))],
+            ),
+            super::Decision::HumanGate => (
+                State::HumanGate,
+                vec![
+                    event("admitted", a, from, State::AwaitingApproval, json!({"decision": "human_gate"})),
+                    event("human_gate", a, State::AwaitingApproval, State::HumanGate, json!({})),
+                ],
+            ),
+            super::Decision::Deny(reason) => (
+                State::Denied,
+                vec![event("admitted", a, from, State::Denied, json!({"decision": "deny", "reason": reason}))],
+            ),
+        };
+        // The human-gate decision crosses two edges; the store checks the composite.
+        let change = Change { from, to: None, events, attempt: None, approval: None };
+        let p = self.commit_to(rt, change, to)?;
+        let v = p.core.version;
+        Ok(match to {
+            State::Approved => Admission::Approved(p.into_stage(v, Approved { _private: () })),
+            State::AwaitingApproval => Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () })),
+            State::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
+            _ => Admission::Denied(p.into_stage(v, Denied { _private: () })),
+        })
+    }
+
+    fn commit_to(self, rt: &Runtime, mut change: Change, to: State) -> Result<Self, Refused<Proposed>> {
+        if State::Proposed.allows(to) {
+            change.to = Some(to);
+            return self.commit(rt, change);
+        }
+        // proposed -> awaiting_approval -> human_gate: write the final state; both edges are in the events.
+        change.to = Some(State::AwaitingApproval);
+        let mut events = std::mem::take(&mut change.events);
+        let second = events.pop();
+        change.events = events;
+        let p = self.commit(rt, change)?;
+        let Some(second) = second else { return Ok(p) };
+        p.commit(
+            rt,
+            Change { from: State::AwaitingApproval, to: Some(to), events: vec![second], attempt: None, approval: None },
+        )
+        .map_err(|r| {
+            let (p, e) = r.into_parts();
+            Refused::new(p, e)
+        })
+    }
+}
+
+impl<S: Gated> Pathway<S> {
+    /// Approves with a Human Gate approval granted for this pathway's exact request.
+    /// The approval is consumed; the database refuses a second use.
+    pub fn approve(self, rt: &Runtime, approval: Approval) -> Result<Pathway<Approved>, Refused<S>> {
+        if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
+            return Err(Refused::new(
+                self,
+                PathwayError::TokenMismatch("the approval was granted for another pathway or request".into()),
+            ));
+        }
+        if let Err(e) = Runtime::authorize(&self.core, &approval.approver, &[Role::ApprovalAuthority], "approve") {
+            return Err(Refused::new(self, e));
+        }
+        let change = Change {
+            from: S::STATE,
+            to: Some(State::Approved),
+            events: vec![event(
+                "approved",
+                approval.approver.as_str(),
+                S::STATE,
+                State::Approved,
+                json!({"approval": approval.id, "request_digest": approval.request_digest}),
+            )],
+            attempt: None,
+            approval: Some(ApprovalWrite::Use { id: approval.id, request_digest: approval.request_digest }),
+        };
+        let p = self.commit(rt, change)?;
+        let v = p.core.version;
+        Ok(p.into_stage(v, Approved { _private: () }))
+    }
+
+    /// Denied by the approval authority. Terminal.
+    pub fn deny(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Denied>, Refused<S>> {
+        self.simple(
+            rt,
+            actor,
+            &[Role::ApprovalAuthority],
+            "deny",
+            State::Denied,
+            json!({"reason": reason}),
+            Denied { _private: () },
+        )
+    }
+}
+
+impl Pathway<AwaitingApproval> {
+    /// Escalated to a Human Gate by the stop authority.
+    pub fn escalate(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<HumanGate>, Refused<AwaitingApproval>> {
+        self.simple(
+            rt,
+            actor,
+            &[Role::StopAuthority],
+            "escalate to a Human Gate",
+            State::HumanGate,
+            json!({}),
+            HumanGate { _private: () },
+        )
+    }
+}
+
+impl Pathway<Held> {
+    /// Escalated to a Human Gate by the stop authority.
+    pub fn escalate(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<HumanGate>, Refused<Held>> {
+        self.simple(
+            rt,
+            actor,
+            &[Role::StopAuthority],
+            "escalate to a Human Gate",
+            State::HumanGate,
+            json!({}),
+            HumanGate { _private: () },
+        )
+    }
+
+    /// Released by the stop authority: admitted again.
+    pub fn release(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<Approved>, Refused<Held>> {
+        self.simple(rt, actor, &[Role::StopAuthority], "release a hold", State::Approved, json!({}), Approved {
+            _private: (),
+        })
+    }
+}
+
+impl Pathway<Approved> {
+    /// Held by the stop authority.
+    pub fn hold(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Held>, Refused<Approved>> {
+        self.simple(rt, actor, &[Role::StopAuthority], "hold", State::Held, json!({"reason": reason}), Held {
+            _private: (),
+        })
+    }
+}
+
+impl<S: Abortable> Pathway<S> {
+    /// Aborted by the residual owner, with residual evidence (what is left behind). Terminal.
+    pub fn abort(self, rt: &Runtime, actor: &Actor, residuals: &Value) -> Result<Pathway<Aborted>, Refused<S>> {
+        self.simple(
+            rt,
+            actor,
+            &[Role::ResidualOwner],
+            "abort",
+            State::Aborted,
+            json!({"residuals": residuals}),
+            Aborted { _private: () },
+        )
+    }
+}
+
+impl<S: Bindable> Pathway<S> {
+    /// Binds to the exact target the executor describes now. Writes nothing; the
+    /// binding is stored with the attempt and re-checked just before dispatch.
+    pub fn bind(self, executor: &mut dyn Executor) -> Result<Pathway<Bound>, Refused<S>> {
+        if self.core.redacted {
+            let id = self.core.id.clone();
+            return Err(Refused::new(self, PathwayError::RequestRedacted(id)));
+        }
+        let binding = match executor.bind(&self.core.definition.request) {
+            Ok(b) => b,
+            Err(e) => return Err(Refused::new(self, e)),
+        };
+        let previous_attempt = previous_of(&self);
+        let v = self.core.version;
+        Ok(self.into_stage(v, Bound { binding, from: S::STATE, previous_attempt, _private: () }))
+    }
+}
+
+fn previous_of<S: Bindable>(p: &Pathway<S>) -> Option<String> {
+    super::stage::sealed::BindFrom::previous_attempt(&p.stage)
+}
+
+impl Pathway<Bound> {
+    /// What this pathway is bound to.
+    #[must_use]
+    pub fn binding(&self) -> &crate::executor::Binding {
+        &self.stage.binding
+    }
+
+    /// Dispatches the call: re-checks the binding, commits the write-ahead attempt
+    /// record, calls the executor, and records the honest outcome.
+    ///
+    /// The execution actor may dispatch; a resumed pathway may also be dispatched by
+    /// the resume authority.
+    pub fn dispatch(self, rt: &Runtime, actor: &Actor, executor: &mut dyn Executor) -> Outcome {
+        let from = self.stage.from;
+        let roles: &[Role] =
+            if from == State::ReadyToResume { &[Role::ExecutionActor, Role::ResumeAuthority] } else { &[Role::ExecutionActor] };
+        if let Err(error) = Runtime::authorize(&self.core, actor, roles, "dispatch") {
+            return Outcome::NotSent(NotSent { pathway: self, error });
+        }
+        let request = self.core.definition.request.clone();
+        if let Err(refusal) = executor.prepare(&request, &self.stage.binding) {
+            let data = json!({"code": refusal.code, "message": refusal.message, "binding": self.stage.binding.digest});
+            let change = Change {
+                from,
+                to: None,
+                events: vec![event("dispatch_refused", actor.as_str(), from, from, rt.fit(&data))],
+                attempt: None,
+                approval: None,
+            };
+            return match self.commit(rt, change) {
+                Ok(p) => Outcome::NotSent(NotSent { pathway: p, error: refusal.into() }),
+                Err(r) => {
+                    let (p, e) = r.into_parts();
+                    Outcome::NotSent(NotSent { pathway: p, error: e })
+                }
+            };
+        }
+        let attempt_id = rt.new_id("at");
+        let seq = match rt.reader().attempts(&self.core.id) {
+            Ok(a) => i64::try_from(a.len()).unwrap_or(i64::MAX) + 1,
+            Err(e) => return Outcome::NotSent(NotSent { pathway: self, error: e.into() }),
+        };
+        let stored_request = match crate::evidence::check(&request_json(&request), &crate::evidence::Bounds::DEFAULT)
+            .map_err(PathwayError::from)
+            .and_then(|v| crate::canonical::to_string(&v).map_err(PathwayError::from))
+        {
+            Ok(s) => s,
+            Err(error) => return Outcome::NotSent(NotSent { pathway: self, error }),
+        };
+        let binding_text = match crate::canonical::to_string(&self.stage.binding.details) {
+            Ok(s) => s,
+            Err(e) => return Outcome::NotSent(NotSent { pathway: self, error: e.into() }),
+        };
+        let start = Change {
+            from,
+            to: Some(State::Running),
+            events: vec![attempt_event(
+                event(
+                    "attempt_started",
+                    actor.as_str(),
+                    from,
+                    State::Running,
+                    json!({
+                        "seq": seq,
+                        "previous_attempt": self.stage.previous_attempt,
+                        "target": self.stage.binding.target,
+                        "binding_digest": self.stage.binding.digest,
+                        "request_digest": self.core.request_digest,
+                    }),
+                ),
+                &attempt_id,
+                "in_flight",
+            )],
+            attempt: Some(AttemptWrite::Start {
+                id: attempt_id.clone(),
+                seq,
+                previous: self.stage.previous_attempt.clone(),
+                request: stored_request,
+                request_digest: self.core.request_digest.clone(),
+                binding: binding_text,
+                binding_digest: self.stage.binding.digest.clone(),
+                owner: rt.owner_id(),
+                lease_until: rt.lease_until(),
+            }),
+            approval: None,
+        };
+        rt.point(StepPoint::BeforeAttemptCommit);
+        rt.track(&attempt_id, true);
+        let running = match self.commit(rt, start) {
+            Ok(p) => p,
+            Err(r) => {
+                rt.track(&attempt_id, false);
+                let (pathway, error) = r.into_parts();
+                return Outcome::NotSent(NotSent { pathway, error });
+            }
+        };
+        rt.point(StepPoint::AfterAttemptCommit);
+        let delivery = executor.execute(&request);
+        rt.point(StepPoint::AfterReply);
+        let outcome = record_delivery(running, rt, actor, &attempt_id, delivery);
+        rt.track(&attempt_id, false);
+        if !matches!(outcome, Outcome::Unrecorded(_)) {
+            rt.point(StepPoint::AfterOutcomeCommit);
+        }
+        outcome
+    }
+}
+
+/// What a delivery means for the pathway.
+enum Class {
+    Completed,
+    Returned,
+    Failed,
+    Partial,
+    Unknown,
+}
+
+fn record_delivery(p: Pathway<Bound>, rt: &Runtime, actor: &Actor, attempt: &str, delivery: Delivery) -> Outcome {
+    let mutating = p.core.definition.class != ActionClass::ReadOnly;
+    let (class, status, kind, evidence): (Class, &'static str, &'static str, Value) = match delivery {
+        Delivery::NothingWritten { reason } => {
+            (Class::Failed, "not_sent", "attempt_not_sent", json!({"reason": reason}))
+        }
+        Delivery::PossiblyWritten { reason } => {
+            (Class::Unknown, "unknown", "attempt_unknown", json!({"reason": reason}))
+        }
+        Delivery::Succeeded { reply } if mutating => (Class::Returned, "returned", "attempt_returned", reply),
+        Delivery::Succeeded { reply } => (Class::Completed, "succeeded", "attempt_completed", reply),
+        Delivery::ToolFailed { reply } => (Class::Failed, "failed", "attempt_failed", reply),
+        Delivery::Partial { reply } => (Class::Partial, "partial", "attempt_partial", reply),
+        Delivery::Rejected { error, class: RejectionClass::NotApplied } => {
+            (Class::Failed, "not_applied", "attempt_rejected", json!({"error": error, "class": "not_applied"}))
+        }
+        Delivery::Rejected { error, .. } => {
+            (Class::Unknown, "unknown", "attempt_rejected", json!({"error": error, "class": "unknown"}))
+        }
+    };
+    let evidence = rt.fit(&evidence);
+    let to = match class {
+        Class::Completed => Some(State::Completed),
+        Class::Returned => None,
+        Class::Failed => Some(State::RepairRequired),
+        Class::Partial => Some(State::PartiallyCompleted),
+        Class::Unknown => Some(State::WriteStatusUnknown),
+    };
+    let outcome_text = crate::canonical::to_string(&evidence).ok();
+    let change = Change {
+        from: State::Running,
+        to,
+        events: vec![attempt_event(
+            event(kind, actor.as_str(), State::Running, to.unwrap_or(State::Running), json!({"evidence": evidence})),
+            attempt,
+            status,
+        )],
+        attempt: Some(AttemptWrite::Finish { id: attempt.to_owned(), status, outcome: outcome_text }),
+        approval: None,
+    };
+    let id = p.core.id.clone();
+    let p = match p.commit_running(rt, change) {
+        Ok(p) => p,
+        Err(error) => return Outcome::Unrecorded(Unrecorded { pathway: id, attempt: attempt.to_owned(), error }),
+    };
+    let v = p.core.version;
+    let attempt = attempt.to_owned();
+    match class {
+        Class::Completed => Outcome::Completed(p.into_stage(v, Completed { _private: () })),
+        Class::Returned => Outcome::Returned(p.into_stage(v, Returned { attempt, reply: evidence, _private: () })),
+        Class::Failed => Outcome::Failed(p.into_stage(v, RepairRequired { attempt: Some(attempt), _private: () })),
+        Class::Partial => Outcome::Partial(p.into_stage(v, PartiallyCompleted { attempt, _private: () })),
+        Class::Unknown => Outcome::Unknown(p.into_stage(v, Unknown { attempt, _private: () })),
+    }
+}
+
+impl Pathway<Bound> {
+    /// Commits a step from `running` (the bound value's stored state moved on at the attempt commit).
+    fn commit_running(self, rt: &Runtime, change: Change) -> Result<Self, PathwayError> {
+        self.commit(rt, change).map_err(|r| r.into_parts().1)
+    }
+}
+
+impl Pathway<Returned> {
+    /// The attempt that returned.
+    #[must_use]
+    pub fn attempt(&self) -> &str {
+        &self.stage.attempt
+    }
+    /// The reply, as retained evidence.
+    #[must_use]
+    pub fn reply(&self) -> &Value {
+        &self.stage.reply
+    }
+
+    /// Confirms a returned mutating call by independent readback, invoked by the
+    /// execution actor or the evidence owner. Applied completes it; anything else
+    /// leaves it unknown (a success reply is not proof).
+    pub fn confirm(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        readback: &mut dyn Readback,
+    ) -> Result<Confirmed, Refused<Returned>> {
+        if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::ExecutionActor, Role::EvidenceOwner], "confirm by readback") {
+            return Err(Refused::new(self, e));
+        }
+        if self.core.redacted {
+            let id = self.core.id.clone();
+            return Err(Refused::new(self, PathwayError::RequestRedacted(id)));
+        }
+        let observation = readback.observe(&self.core.definition.request);
+        rt.point(StepPoint::AfterReadback);
+        let (to, status, verdict, evidence) = match observation {
+            Observation::Applied { evidence } => (State::Completed, "applied", "applied", evidence),
+            Observation::NotApplied { evidence } => (State::WriteStatusUnknown, "unknown", "not_applied", evidence),
+            Observation::Inconclusive { evidence } => (State::WriteStatusUnknown, "unknown", "unresolved", evidence),
+        };
+        let evidence = rt.fit(&evidence);
+        let attempt = self.stage.attempt.clone();
+        let change = Change {
+            from: State::Running,
+            to: Some(to),
+            events: vec![attempt_event(
+                event("readback", actor.as_str(), State::Running, to, json!({"verdict": verdict, "evidence": evidence})),
+                &attempt,
+                status,
+            )],
+            attempt: Some(AttemptWrite::Finish { id: attempt.clone(), status, outcome: None }),
+            approval: None,
+        };
+        let p = self.commit(rt, change)?;
+        let v = p.core.version;
+        Ok(if to == State::Completed {
+            Confirmed::Completed(p.into_stage(v, Completed { _private: () }))
+        } else {
+            Confirmed::Unknown(p.into_stage(v, Unknown { attempt, _private: () }))
+        })
+    }
+
+    /// Stopped by the stop authority instead of being confirmed.
+    pub fn stop(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Stopped>, Refused<Returned>> {
+        let attempt = self.stage.attempt.clone();
+        self.simple(rt, actor, &[Role::StopAuthority], "stop", State::Stopped, json!({"reason": reason}), Stopped {
+            attempt,
+            _private: (),
+        })
+    }
+}
+
+impl Pathway<Unknown> {
+    /// The attempt whose outcome is unknown.
+    #[must_use]
+    pub fn attempt(&self) -> &str {
+        &self.stage.attempt
+    }
+
+    fn reconciled<V: Verdict>(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<V>,
+        to: Option<State>,
+        status: &'static str,
+    ) -> Result<Self, Refused<Unknown>> {
+        if token.pathway != self.core.id || token.attempt != self.stage.attempt {
+            return Err(Refused::new(
+                self,
+                PathwayError::TokenMismatch("the reconciliation is for another pathway or attempt".into()),
+            ));
+        }
+        let from = State::WriteStatusUnknown;
+        let change = Change {
+            from,
+            to,
+            events: vec![attempt_event(
+                event(
+                    "reconciled",
+                    &token.actor,
+                    from,
+                    to.unwrap_or(from),
+                    json!({"verdict": V::NAME, "source": token.source, "evidence": token.evidence}),
+                ),
+                &token.attempt,
+                status,
+            )],
+            attempt: Some(AttemptWrite::Finish { id: token.attempt.clone(), status, outcome: None }),
+            approval: None,
+        };
+        self.commit(rt, change)
+    }
+
+    /// Completes the pathway: the reconciliation found the effect applied.
+    pub fn complete(self, rt: &Runtime, token: Reconciliation<Applied>) -> Result<Pathway<Completed>, Refused<Unknown>> {
+        let p = self.reconciled(rt, token, Some(State::Completed), "applied")?;
+        let v = p.core.version;
+        Ok(p.into_stage(v, Completed { _private: () }))
+    }
+
+    /// Sends the pathway to repair: the reconciliation found the effect not applied.
+    /// This is the only way from unknown towards a new attempt.
+    pub fn require_repair(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<NotApplied>,
+    ) -> Result<Pathway<RepairRequired>, Refused<Unknown>> {
+        let attempt = Some(self.stage.attempt.clone());
+        let p = self.reconciled(rt, token, Some(State::RepairRequired), "not_applied")?;
+        let v = p.core.version;
+        Ok(p.into_stage(v, RepairRequired { attempt, _private: () }))
+    }
+
+    /// Records an unresolved reconciliation; the pathway stays unknown.
+    pub fn keep_unknown(self, rt: &Runtime, token: Reconciliation<Unresolved>) -> Result<Pathway<Unknown>, Refused<Unknown>> {
+        self.reconciled(rt, token, None, "unknown")
+    }
+}
+
+impl Pathway<Stopped> {
+    /// Sent to repair by the repair owner.
+    pub fn require_repair(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<RepairRequired>, Refused<Stopped>> {
+        let attempt = Some(self.stage.attempt.clone());
+        self.simple(rt, actor, &[Role::RepairOwner], "send to repair", State::RepairRequired, json!({}), RepairRequired {
+            attempt,
+            _private: (),
+        })
+    }
+}
+
+impl Pathway<PartiallyCompleted> {
+    /// Sent to repair by the repair owner.
+    pub fn require_repair(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+    ) -> Result<Pathway<RepairRequired>, Refused<PartiallyCompleted>> {
+        let attempt = Some(self.stage.attempt.clone());
+        self.simple(rt, actor, &[Role::RepairOwner], "send to repair", State::RepairRequired, json!({}), RepairRequired {
+            attempt,
+            _private: (),
+        })
+    }
+}
+
+impl Pathway<RepairRequired> {
+    /// Repaired by the repair owner, with repair evidence and an optional compensation
+    /// record (compensation itself is a separate, separately approved pathway).
+    pub fn repair(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        evidence: &Value,
+        compensation: Option<&Value>,
+    ) -> Result<Pathway<ReadyToResume>, Refused<RepairRequired>> {
+        if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::RepairOwner], "repair") {
+            return Err(Refused::new(self, e));
+        }
+        let previous_attempt = self.stage.attempt.clone();
+        let data = json!({"evidence": evidence, "compensation": compensation, "attempt": previous_attempt});
+        let data = match crate::evidence::check(&data, &crate::evidence::Bounds::DEFAULT) {
+            Ok(d) => d,
+            Err(e) => return Err(Refused::new(self, e)),
+        };
+        let change = Change {
+            from: State::RepairRequired,
+            to: Some(State::ReadyToResume),
+            events: vec![event("repaired", actor.as_str(), State::RepairRequired, State::ReadyToResume, data)],
+            attempt: None,
+            approval: None,
+        };
+        let p = self.commit(rt, change)?;
+        let v = p.core.version;
+        Ok(p.into_stage(v, ReadyToResume { previous_attempt, _private: () }))
+    }
+}

@@ -1,0 +1,164 @@
+//! Durable storage: one SQLite database, one transaction per pathway step.
+//!
+//! The typestate layer ([`crate::pathway`]) talks to storage only through the
+//! narrow [`Backend`] trait: insert a pathway, apply one step, read rows back.
+//! A second backend (PostgreSQL for hosts on many machines) implements the same
+//! trait without touching the stage types.
+//!
+//! Every step is one `BEGIN IMMEDIATE` transaction that compare-and-sets the
+//! pathway's state and version, writes the attempt or approval row, appends the
+//! ledger event (chained to the current head) and moves the recorded head. A
+//! crash between any two statements rolls the whole step back.
+
+mod read;
+mod sqlite;
+
+pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
+pub(crate) use sqlite::SqliteBackend;
+
+use crate::state::State;
+use serde_json::Value;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The DDL of the current schema, as applied by the migrations.
+pub const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// What can go wrong in storage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite reported an error.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The file is not an rpr database.
+    #[error("{0}: not an rpr database (no rpr meta table); point --database at a file created by rpr")]
+    NotRprDatabase(String),
+    /// The database was written by a newer rpr.
+    #[error("database schema version {found} is newer than this build supports ({supported}); upgrade rpr")]
+    SchemaTooNew {
+        /// Version found in the file.
+        found: i64,
+        /// Newest version this build knows.
+        supported: i64,
+    },
+    /// The database file does not exist.
+    #[error("{0}: no such database file")]
+    Missing(String),
+    /// A compare-and-set lost: another process changed the pathway first.
+    #[error("pathway {pathway} changed elsewhere (expected {expected} v{version}); reload it with recover() or load()")]
+    Conflict {
+        /// The pathway.
+        pathway: String,
+        /// The state this process expected.
+        expected: State,
+        /// The version this process expected.
+        version: i64,
+    },
+    /// A state change that the state machine does not allow.
+    #[error("refused to store {from} -> {to}: not an edge of the state machine")]
+    IllegalEdge {
+        /// From.
+        from: State,
+        /// To.
+        to: State,
+    },
+    /// A row that does not parse.
+    #[error("corrupt row: {0}; run verify to see what changed")]
+    Corrupt(String),
+    /// No such pathway.
+    #[error("no pathway with id {0}")]
+    NoSuchPathway(String),
+    /// An approval that is missing, already used or for another request.
+    #[error("approval {0} is unknown, already used, or bound to another request")]
+    ApprovalUnusable(String),
+}
+
+/// A new pathway row.
+#[derive(Debug)]
+pub(crate) struct NewPathway {
+    pub(crate) id: String,
+    pub(crate) idempotency_key: String,
+    pub(crate) definition: String,
+    pub(crate) definition_digest: String,
+    pub(crate) request_digest: String,
+    pub(crate) proposer: String,
+    pub(crate) at: i64,
+}
+
+/// The ledger event a step appends. `seq`, `at` and the hashes are filled in by the backend.
+#[derive(Debug)]
+pub(crate) struct EventDraft {
+    pub(crate) kind: &'static str,
+    pub(crate) actor: String,
+    pub(crate) from: Option<State>,
+    pub(crate) to: State,
+    pub(crate) attempt: Option<String>,
+    pub(crate) attempt_status: Option<&'static str>,
+    pub(crate) data: Value,
+}
+
+/// The attempt part of a step.
+#[derive(Debug)]
+pub(crate) enum AttemptWrite {
+    /// The write-ahead record, committed before anything is sent.
+    Start {
+        id: String,
+        seq: i64,
+        previous: Option<String>,
+        request: String,
+        request_digest: String,
+        binding: String,
+        binding_digest: String,
+        owner: String,
+        lease_until: i64,
+    },
+    /// The attempt's outcome.
+    Finish {
+        id: String,
+        status: &'static str,
+        outcome: Option<String>,
+    },
+}
+
+/// The approval part of a step.
+#[derive(Debug)]
+pub(crate) enum ApprovalWrite {
+    /// Consume a granted approval (compare-and-set on `used_at IS NULL`).
+    Use { id: String, request_digest: String },
+}
+
+/// One step: everything written in one transaction.
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub(crate) pathway: String,
+    pub(crate) expected_state: State,
+    pub(crate) expected_version: i64,
+    /// `None`: record the event without changing the state (evidence only).
+    pub(crate) to: Option<State>,
+    pub(crate) events: Vec<EventDraft>,
+    pub(crate) attempt: Option<AttemptWrite>,
+    pub(crate) approval: Option<ApprovalWrite>,
+    pub(crate) at: i64,
+}
+
+/// The storage boundary the typestate layer uses. Nothing else touches SQL.
+pub(crate) trait Backend {
+    /// Inserts a proposed pathway and its first ledger event, atomically.
+    fn insert_pathway(&self, new: NewPathway, event: EventDraft) -> Result<(), StoreError>;
+    /// Applies one step; returns the new version.
+    fn apply(&self, step: Step) -> Result<i64, StoreError>;
+    /// Records a granted approval (and its ledger event) without changing state.
+    fn grant_approval(
+        &self,
+        pathway: &str,
+        id: &str,
+        request_digest: &str,
+        approver: &str,
+        at: i64,
+        event: EventDraft,
+    ) -> Result<(), StoreError>;
+    /// The read side.
+    fn reader(&self) -> &ReadStore;
+}

@@ -1,0 +1,240 @@
+//! The SQLite backend: pragmas, migrations and the one-transaction step.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde_json::json;
+
+use super::read::ReadStore;
+use super::{ApprovalWrite, AttemptWrite, Backend, EventDraft, NewPathway, SCHEMA_SQL, SCHEMA_VERSION, Step, StoreError};
+use crate::ledger;
+use crate::state::State;
+
+/// Migrations, in order; migration `i` brings the schema to version `i + 1`.
+const MIGRATIONS: &[&str] = &[SCHEMA_SQL];
+
+/// The SQLite implementation of [`Backend`].
+#[derive(Debug)]
+pub(crate) struct SqliteBackend {
+    read: ReadStore,
+}
+
+impl SqliteBackend {
+    /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,
+    /// and migrates it to [`SCHEMA_VERSION`].
+    pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") && path.as_os_str() != ":memory:" {
+            return Err(StoreError::Corrupt(format!("could not enable WAL (journal_mode is {mode})")));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        let backend = Self { read: ReadStore { conn } };
+        backend.migrate(&path.display().to_string())?;
+        Ok(backend)
+    }
+
+    fn conn(&self) -> &Connection {
+        &self.read.conn
+    }
+
+    fn migrate(&self, name: &str) -> Result<(), StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        let objects: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        let current = if objects == 0 {
+            0
+        } else {
+            drop(tx);
+            self.read.check_schema(name)?;
+            let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+            let v: i64 = tx
+                .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get::<_, String>(0))?
+                .parse()
+                .map_err(|_| StoreError::NotRprDatabase(name.to_owned()))?;
+            return self.apply_migrations(tx, v);
+        };
+        self.apply_migrations(tx, current)
+    }
+
+    fn apply_migrations(&self, tx: rusqlite::Transaction<'_>, from: i64) -> Result<(), StoreError> {
+        let mut version = from;
+        for (i, sql) in MIGRATIONS.iter().enumerate() {
+            let target = i64::try_from(i).unwrap_or(i64::MAX) + 1;
+            if target <= version {
+                continue;
+            }
+            tx.execute_batch(sql)?;
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![target.to_string()],
+            )?;
+            version = target;
+        }
+        debug_assert_eq!(version, SCHEMA_VERSION);
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn append_event(tx: &rusqlite::Transaction<'_>, pathway: &str, at: i64, draft: EventDraft) -> Result<(), StoreError> {
+        let head: Option<(i64, String)> = tx
+            .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let (seq, prev) = head.map_or((1, ledger::GENESIS.to_owned()), |(s, h)| (s + 1, h));
+        let event = json!({
+            "v": 1,
+            "seq": seq,
+            "at": at,
+            "pathway": pathway,
+            "kind": draft.kind,
+            "actor": draft.actor,
+            "from": draft.from.map(State::as_str),
+            "to": draft.to.as_str(),
+            "attempt": draft.attempt,
+            "attempt_status": draft.attempt_status,
+            "data": draft.data,
+        });
+        let text = crate::canonical::to_string(&event).map_err(|e| StoreError::Corrupt(format!("event: {e}")))?;
+        let hash = ledger::chain_hash(&prev, &text);
+        tx.execute(
+            "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![seq, pathway, text, prev, hash],
+        )?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('ledger_head', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![format!("{seq}:{hash}")],
+        )?;
+        Ok(())
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn insert_pathway(&self, new: NewPathway, event: EventDraft) -> Result<(), StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
+                                   proposer, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'proposed', 1, ?6, ?7, ?7)",
+            params![
+                new.id,
+                new.idempotency_key,
+                new.definition,
+                new.definition_digest,
+                new.request_digest,
+                new.proposer,
+                new.at
+            ],
+        )?;
+        Self::append_event(&tx, &new.id, new.at, event)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn apply(&self, step: Step) -> Result<i64, StoreError> {
+        if let Some(to) = step.to {
+            if !step.expected_state.allows(to) {
+                return Err(StoreError::IllegalEdge { from: step.expected_state, to });
+            }
+        }
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        let new_state = step.to.unwrap_or(step.expected_state);
+        let changed = tx.execute(
+            "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
+             WHERE id = ?3 AND state = ?4 AND version = ?5",
+            params![new_state.as_str(), step.at, step.pathway, step.expected_state.as_str(), step.expected_version],
+        )?;
+        if changed != 1 {
+            return Err(StoreError::Conflict {
+                pathway: step.pathway,
+                expected: step.expected_state,
+                version: step.expected_version,
+            });
+        }
+        match step.attempt {
+            Some(AttemptWrite::Start {
+                id,
+                seq,
+                previous,
+                request,
+                request_digest,
+                binding,
+                binding_digest,
+                owner,
+                lease_until,
+            }) => {
+                tx.execute(
+                    "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
+                                           binding_digest, status, owner, lease_until, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, ?10, ?11, ?11)",
+                    params![
+                        id,
+                        step.pathway,
+                        seq,
+                        previous,
+                        request,
+                        request_digest,
+                        binding,
+                        binding_digest,
+                        owner,
+                        lease_until,
+                        step.at
+                    ],
+                )?;
+            }
+            Some(AttemptWrite::Finish { id, status, outcome }) => {
+                let n = tx.execute(
+                    "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
+                            outcome = coalesce(?2, outcome), updated_at = ?3
+                     WHERE id = ?4 AND pathway_id = ?5",
+                    params![status, outcome, step.at, id, step.pathway],
+                )?;
+                if n != 1 {
+                    return Err(StoreError::Corrupt(format!("attempt {id} of pathway {} is missing", step.pathway)));
+                }
+            }
+            None => {}
+        }
+        if let Some(ApprovalWrite::Use { id, request_digest }) = step.approval {
+            let n = tx.execute(
+                "UPDATE approvals SET used_at = ?1
+                 WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4 AND used_at IS NULL",
+                params![step.at, id, step.pathway, request_digest],
+            )?;
+            if n != 1 {
+                return Err(StoreError::ApprovalUnusable(id));
+            }
+        }
+        for event in step.events {
+            Self::append_event(&tx, &step.pathway, step.at, event)?;
+        }
+        tx.commit()?;
+        Ok(step.expected_version + 1)
+    }
+
+    fn grant_approval(
+        &self,
+        pathway: &str,
+        id: &str,
+        request_digest: &str,
+        approver: &str,
+        at: i64,
+        event: EventDraft,
+    ) -> Result<(), StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO approvals (id, pathway_id, request_digest, approver, granted_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, pathway, request_digest, approver, at],
+        )?;
+        Self::append_event(&tx, pathway, at, event)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn reader(&self) -> &ReadStore {
+        &self.read
+    }
+}
