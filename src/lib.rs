@@ -2,4 +2,21 @@
 
 pub mod canonical;
 pub mod evidence;
+pub mod inspect;
 pub mod executor;
+pub mod ledger;
+pub mod pathway;
+mod runtime;
+pub mod state;
+pub mod store;
+
+pub use pathway::stage;
+pub use pathway::token;
+pub use pathway::{
+    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, NotSent, Outcome, Pathway, PathwayError,
+    Policy, Refused, Role, StoredPathway, Unrecorded,
+};
+pub use runtime::{Clock, IdSource, Proposal, RandomIds, Runtime, RuntimeBuilder, SequentialIds, StepPoint, SystemClock};
+pub use state::State;
+pub mod jsonrpc;
+pub mod mcp;

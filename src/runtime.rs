@@ -180,6 +180,11 @@ fn process_start(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Field 22 (starttime) counts from after the ")" that closes the command name.
     let rest = &stat[stat.rfind(')')? + 1..];
+    // Field 3 (state): a zombie (Z) or dead (X, x) process has exited; it holds nothing,
+    // even while its parent has not reaped it yet.
+    if matches!(rest.split_whitespace().next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
     rest.split_whitespace().nth(19).map(str::to_owned)
 }
 

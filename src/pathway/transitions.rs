@@ -196,10 +196,16 @@ impl Pathway<Proposed> {
     }
 }
 
-impl<S: Gated> Pathway<S> {
+// The gate bounds sit on the methods, not the impl blocks: a where-clause on the
+// method makes a wrong-stage call an E0277 that prints the gate's
+// `#[diagnostic::on_unimplemented]` text (an impl-block bound gives a bare E0599).
+impl<S: Stage> Pathway<S> {
     /// Approves with a Human Gate approval granted for this pathway's exact request.
     /// The approval is consumed; the database refuses a second use.
-    pub fn approve(self, rt: &Runtime, approval: Approval) -> Result<Pathway<Approved>, Refused<S>> {
+    pub fn approve(self, rt: &Runtime, approval: Approval) -> Result<Pathway<Approved>, Refused<S>>
+    where
+        S: Gated,
+    {
         if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
             return Err(Refused::new(
                 self,
@@ -228,7 +234,10 @@ impl<S: Gated> Pathway<S> {
     }
 
     /// Denied by the approval authority. Terminal.
-    pub fn deny(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Denied>, Refused<S>> {
+    pub fn deny(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Denied>, Refused<S>>
+    where
+        S: Gated,
+    {
         self.simple(
             rt,
             actor,
@@ -287,9 +296,12 @@ impl Pathway<Approved> {
     }
 }
 
-impl<S: Abortable> Pathway<S> {
+impl<S: Stage> Pathway<S> {
     /// Aborted by the residual owner, with residual evidence (what is left behind). Terminal.
-    pub fn abort(self, rt: &Runtime, actor: &Actor, residuals: &Value) -> Result<Pathway<Aborted>, Refused<S>> {
+    pub fn abort(self, rt: &Runtime, actor: &Actor, residuals: &Value) -> Result<Pathway<Aborted>, Refused<S>>
+    where
+        S: Abortable,
+    {
         self.simple(
             rt,
             actor,
@@ -302,10 +314,13 @@ impl<S: Abortable> Pathway<S> {
     }
 }
 
-impl<S: Bindable> Pathway<S> {
+impl<S: Stage> Pathway<S> {
     /// Binds to the exact target the executor describes now. Writes nothing; the
     /// binding is stored with the attempt and re-checked just before dispatch.
-    pub fn bind(self, executor: &mut dyn Executor) -> Result<Pathway<Bound>, Refused<S>> {
+    pub fn bind(self, executor: &mut dyn Executor) -> Result<Pathway<Bound>, Refused<S>>
+    where
+        S: Bindable,
+    {
         if self.core.redacted {
             let id = self.core.id.clone();
             return Err(Refused::new(self, PathwayError::RequestRedacted(id)));

@@ -137,3 +137,324 @@ pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+// ---------------------------------------------------------------------------
+// Database fingerprints (for "nothing was written" checks).
+
+/// Every row of every rpr table, as text, in a stable order. Read through a
+/// separate read-only connection, so it sees exactly what is committed.
+pub fn db_dump(path: &std::path::Path) -> String {
+    use std::fmt::Write;
+    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut out = String::new();
+    for table in ["meta", "pathways", "attempts", "approvals", "ledger"] {
+        writeln!(out, "== {table}").unwrap();
+        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid")).unwrap();
+        let n = stmt.column_count();
+        let mut rows = stmt.query([]).unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            let cells: Vec<String> =
+                (0..n).map(|i| format!("{:?}", row.get::<_, rusqlite::types::Value>(i).unwrap())).collect();
+            writeln!(out, "{}", cells.join(" | ")).unwrap();
+        }
+    }
+    out
+}
+
+/// The number of rows in `table`.
+pub fn row_count(path: &std::path::Path, table: &str) -> i64 {
+    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// A file-writing pathway whose effects are counted.
+
+/// A mutating `write_file` definition with one actor per role (as [`definition`]).
+pub fn file_definition(key: &str, path: &str, content: &str) -> Definition {
+    let mut d = definition(key, ActionClass::Mutating);
+    d.request = Request::new(rpr::executor::file::WRITE_FILE, json!({"path": path, "content": content}));
+    d
+}
+
+/// How many effects `log` records (one line per real write).
+pub fn effects(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log).map_or(0, |s| s.lines().count())
+}
+
+/// What a [`CountingFile`] reports after (or instead of) the real write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// Whatever the file executor reports.
+    Honest,
+    /// Writes the file, then reports `PossiblyWritten` (a lost reply).
+    WriteThenPossiblyWritten,
+    /// Writes nothing and reports `PossiblyWritten` (the request was lost on the way).
+    DropThenPossiblyWritten,
+}
+
+/// The local [`rpr::executor::file::FileExecutor`], wrapped so that every real write appends
+/// one line to an effects log (fsynced), with optional hooks just before and just
+/// after the write.
+pub struct CountingFile {
+    pub inner: rpr::executor::file::FileExecutor,
+    pub log: PathBuf,
+    pub report: Report,
+    pub before_write: Option<fn()>,
+    pub after_write: Option<fn()>,
+}
+
+impl CountingFile {
+    pub fn new(root: &std::path::Path, log: &std::path::Path) -> Self {
+        Self {
+            inner: rpr::executor::file::FileExecutor::new(root).unwrap(),
+            log: log.to_owned(),
+            report: Report::Honest,
+            before_write: None,
+            after_write: None,
+        }
+    }
+    pub fn readback(&self) -> rpr::executor::file::FileReadback {
+        rpr::executor::file::FileReadback::new(&self.inner)
+    }
+}
+
+impl Executor for CountingFile {
+    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+        self.inner.bind(request)
+    }
+    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
+        self.inner.prepare(request, binding)
+    }
+    fn execute(&mut self, request: &Request) -> Delivery {
+        use std::io::Write;
+        if let Some(f) = self.before_write {
+            f();
+        }
+        if self.report == Report::DropThenPossiblyWritten {
+            return Delivery::PossiblyWritten { reason: "request lost on the way (test)".into() };
+        }
+        let delivery = self.inner.execute(request);
+        if matches!(delivery, Delivery::Succeeded { .. } | Delivery::PossiblyWritten { .. }) {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+            writeln!(f, "write {} by pid {}", request.arguments, std::process::id()).unwrap();
+            f.sync_all().unwrap();
+        }
+        if let Some(f) = self.after_write {
+            f();
+        }
+        match self.report {
+            Report::Honest => delivery,
+            _ => Delivery::PossiblyWritten { reason: "reply lost (test)".into() },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Child processes: the test binary re-executes itself to run one `#[test]` entry.
+
+/// A child process running `entry` of this test binary, killed and reaped on drop.
+pub struct ChildProc {
+    pub child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    seen: Vec<String>,
+}
+
+/// The marker a child prints (on its own line) when it reaches a blocking point.
+pub const READY: &str = "RPR-READY";
+
+impl ChildProc {
+    /// Starts this test binary with `--exact entry` and the given environment.
+    pub fn spawn(entry: &str, envs: &[(&str, String)]) -> Self {
+        use std::io::{BufRead, Read};
+        use std::process::{Command, Stdio};
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", entry, "--nocapture", "--test-threads=1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = String::new();
+            let _ = err.read_to_string(&mut buf);
+            sink.lock().unwrap().push_str(&buf);
+        });
+        Self { child, lines, stderr, seen: Vec::new() }
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (up to 60 s) for a stdout line containing `prefix`; returns the rest of it.
+    pub fn expect(&mut self, prefix: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    // The harness prints `test child_entry ... ` without a newline first.
+                    if let Some(at) = line.find(prefix) {
+                        return line[at + prefix.len()..].trim().to_owned();
+                    }
+                    self.seen.push(line);
+                }
+                Err(e) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    panic!(
+                        "child {} never printed {prefix:?} ({e:?});\nstdout:\n{}\nstderr:\n{}",
+                        self.child.id(),
+                        self.seen.join("\n"),
+                        self.stderr.lock().unwrap()
+                    );
+                }
+            }
+        }
+    }
+
+    /// A stdout line containing `prefix` if one has arrived (without waiting); the rest of it.
+    pub fn poll(&mut self, prefix: &str) -> Option<String> {
+        while let Ok(line) = self.lines.try_recv() {
+            if let Some(at) = line.find(prefix) {
+                return Some(line[at + prefix.len()..].trim().to_owned());
+            }
+            self.seen.push(line);
+        }
+        None
+    }
+
+    /// What the child printed so far (for failure messages).
+    pub fn diagnostics(&mut self) -> String {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        format!("child {}:\nstdout:\n{}\nstderr:\n{}", self.child.id(), self.seen.join("\n"), self.stderr.lock().unwrap())
+    }
+
+    /// SIGKILLs the child (std's `Child::kill` sends SIGKILL on unix) and reaps it.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(!status.success(), "the child exited on its own: {status:?}");
+    }
+
+    /// Waits for the child to exit on its own and asserts it succeeded.
+    pub fn finish(mut self) {
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(status.success(), "child failed: {status:?}\nstderr:\n{}", self.stderr.lock().unwrap());
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// In a child: prints [`READY`] with the given tag, flushes, and blocks until killed.
+pub fn block_until_killed(tag: &str) -> ! {
+    use std::io::Write;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "\n{READY} {tag}").unwrap();
+        out.flush().unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_secs(30));
+    eprintln!("child {} was not killed within 30 s at {tag}", std::process::id());
+    std::process::exit(86);
+}
+
+/// In a child: prints one `prefix rest` line and flushes.
+pub fn say(prefix: &str, rest: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\n{prefix} {rest}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Fills `rt` with one pathway in each reachable state (deterministic with [`runtime`]):
+/// keys `s01`… in this order: proposed, awaiting_approval, human_gate, approved,
+/// running (returned), write_status_unknown, repair_required, ready_to_resume, stopped,
+/// partially_completed, held, completed, denied, aborted. The first carries metadata
+/// with a secret-named key, to show redaction.
+pub fn scripted_states(rt: &Runtime) {
+    use rpr::token::Reconciled;
+    use rpr::{Admission, Decision, Outcome, Pathway, Proposal};
+
+    let propose = |key: &str, class: ActionClass, meta: Value| -> Pathway<rpr::stage::Proposed> {
+        match rt.propose(&actor("proposer"), definition(key, class).with_metadata(meta)).unwrap() {
+            Proposal::New(p) => p,
+            other => panic!("expected a new pathway, got {other:?}"),
+        }
+    };
+    let admit = |key: &str, class: ActionClass, d: Decision| -> Admission {
+        propose(key, class, Value::Null).admit(rt, &actor("decision_owner"), &move |_: &Definition| d.clone()).unwrap()
+    };
+    let approved = |key: &str, class: ActionClass| match admit(key, class, Decision::Allow) {
+        Admission::Approved(p) => p,
+        other => panic!("{other:?}"),
+    };
+    let dispatch = |p: Pathway<rpr::stage::Approved>, d: Delivery| -> Outcome {
+        let mut ex = Scripted::new(vec![d]);
+        p.bind(&mut ex).unwrap().dispatch(rt, &actor("execution_actor"), &mut ex)
+    };
+    let m = ActionClass::Mutating;
+
+    let _ = propose("s01", m, json!({"ticket": "T-1", "api_key": "sk-live-123"}));
+    let Admission::AwaitingApproval(_) = admit("s02", m, Decision::Hold) else { panic!() };
+    let Admission::HumanGate(_) = admit("s03", m, Decision::HumanGate) else { panic!() };
+    let _ = approved("s04", m);
+    let Outcome::Returned(_) = dispatch(approved("s05", m), Delivery::Succeeded { reply: json!({"ok": true}) }) else {
+        panic!()
+    };
+    let Outcome::Unknown(_) = dispatch(approved("s06", m), Delivery::PossiblyWritten { reason: "timeout".into() })
+    else {
+        panic!()
+    };
+    let Outcome::Failed(_) = dispatch(approved("s07", m), Delivery::ToolFailed { reply: json!({"error": "no"}) })
+    else {
+        panic!()
+    };
+    let Outcome::Unknown(p) = dispatch(approved("s08", m), Delivery::PossiblyWritten { reason: "eof".into() }) else {
+        panic!()
+    };
+    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else { panic!() };
+    let _ = p.require_repair(rt, t).unwrap().repair(rt, &actor("repair_owner"), &json!({"fixed": true}), None).unwrap();
+    let Outcome::Returned(p) = dispatch(approved("s09", m), Delivery::Succeeded { reply: json!({}) }) else { panic!() };
+    let _ = p.stop(rt, &actor("stop_authority"), "halt").unwrap();
+    let Outcome::Partial(_) = dispatch(approved("s10", m), Delivery::Partial { reply: json!({"done": 1}) }) else {
+        panic!()
+    };
+    let _ = approved("s11", m).hold(rt, &actor("stop_authority"), "wait").unwrap();
+    let Outcome::Completed(_) =
+        dispatch(approved("s12", ActionClass::ReadOnly), Delivery::Succeeded { reply: json!({"v": 1}) })
+    else {
+        panic!()
+    };
+    let Admission::Denied(_) = admit("s13", m, Decision::Deny("no".into())) else { panic!() };
+    let _ = approved("s14", m).abort(rt, &actor("residual_owner"), &json!({"left": "nothing"})).unwrap();
+}

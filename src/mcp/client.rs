@@ -1,0 +1,297 @@
+//! The MCP lifecycle on top of a session: `initialize`, `tools/list`, `tools/call`.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::session::{Reply, Session, SessionConfig};
+use super::transport::{ServerCommand, ShutdownReport};
+use super::{McpError, PROTOCOL_VERSION};
+
+/// What the server said about itself in its `initialize` reply.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServerInfo {
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`, verbatim. It may be empty: the Python SDK sends `""`.
+    pub version: String,
+    /// The `capabilities` object, as sent.
+    pub capabilities: Value,
+    /// The `instructions` text, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// `name@version`; with an empty version this is `name@`.
+    #[must_use]
+    pub fn identity(&self) -> String {
+        format!("{}@{}", self.name, self.version)
+    }
+}
+
+/// One tool definition from `tools/list` that passed validation.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Tool {
+    /// The tool's name (non-empty).
+    pub name: String,
+    /// The whole definition, as sent.
+    pub definition: Value,
+}
+
+impl Tool {
+    /// Checks one tool definition as [`McpClient::list_tools`] does (non-empty
+    /// `name`; `inputSchema` an object with `"type": "object"`; well-typed optional
+    /// members) and wraps it.
+    pub fn from_definition(definition: Value) -> Result<Self, McpError> {
+        match check_tool(&definition) {
+            Ok(name) => Ok(Self { name, definition }),
+            Err(reason) => Err(McpError::InvalidReply { method: "tools/list".into(), reason }),
+        }
+    }
+
+    /// The tool's `inputSchema` (always a JSON object with `"type": "object"`).
+    #[must_use]
+    pub fn input_schema(&self) -> &Value {
+        &self.definition["inputSchema"]
+    }
+}
+
+/// A tool definition that was rejected, and why.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct InvalidTool {
+    /// The definition, as sent.
+    pub definition: Value,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// The result of a complete, paginated `tools/list`.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct ToolList {
+    /// The valid tools, in the server's order.
+    pub tools: Vec<Tool>,
+    /// Definitions that were rejected (missing or empty name, no object
+    /// `inputSchema`, duplicate name, …). A rejected tool cannot be bound.
+    pub invalid: Vec<InvalidTool>,
+    /// How many pages were fetched.
+    pub pages: usize,
+}
+
+impl ToolList {
+    /// The valid tool called `name`.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Why a tool called `name` was rejected, if it was.
+    #[must_use]
+    pub fn rejection(&self, name: &str) -> Option<&str> {
+        self.invalid
+            .iter()
+            .find(|t| t.definition.get("name").and_then(Value::as_str) == Some(name))
+            .map(|t| t.reason.as_str())
+    }
+}
+
+/// An initialized MCP client connection to one stdio server.
+///
+/// [`McpClient::connect`] starts the server, sends `initialize` (protocol
+/// [`PROTOCOL_VERSION`], empty capabilities, `clientInfo` `rpr` and this crate's
+/// version), checks the version the server chose, and sends
+/// `notifications/initialized`. All methods take `&self`, so the client can be
+/// shared (for example in an `Arc`) by an executor and a readback.
+#[derive(Debug)]
+pub struct McpClient {
+    session: Session,
+    server: ServerInfo,
+    request_timeout: Duration,
+    max_tool_pages: usize,
+}
+
+impl McpClient {
+    /// Starts the server and runs the `initialize` handshake.
+    ///
+    /// If the server answers a protocol version not in
+    /// [`SessionConfig::accepted_versions`], the server is shut down and
+    /// [`McpError::UnsupportedProtocolVersion`] is returned.
+    pub fn connect(command: &ServerCommand, config: &SessionConfig) -> Result<Self, McpError> {
+        let session = Session::start(command, config)?;
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "rpr", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = expect_result("initialize", session.request_default("initialize", Some(params))?)?;
+        let server = parse_initialize(&result)?;
+        if !config.accepted_versions.contains(&server.protocol_version) {
+            session.shutdown();
+            return Err(McpError::UnsupportedProtocolVersion {
+                offered: server.protocol_version,
+                accepted: config.accepted_versions.clone(),
+            });
+        }
+        session.notify("notifications/initialized", None)?;
+        Ok(Self {
+            session,
+            server,
+            request_timeout: config.request_timeout,
+            max_tool_pages: config.max_tool_pages,
+        })
+    }
+
+    /// What the server said about itself at `initialize`.
+    #[must_use]
+    pub fn server(&self) -> &ServerInfo {
+        &self.server
+    }
+
+    /// The underlying JSON-RPC session (notifications, stats, stderr, raw requests).
+    #[must_use]
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The default request timeout.
+    #[must_use]
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// Fetches every page of `tools/list` and validates each definition.
+    ///
+    /// Stops with [`McpError::CursorRepeated`] when a cursor comes back a second
+    /// time, and with [`McpError::TooManyPages`] past
+    /// [`SessionConfig::max_tool_pages`] pages.
+    pub fn list_tools(&self) -> Result<ToolList, McpError> {
+        let mut cursors = HashSet::new();
+        let mut cursor: Option<String> = None;
+        let mut definitions = Vec::new();
+        let mut pages = 0;
+        loop {
+            if pages == self.max_tool_pages {
+                return Err(McpError::TooManyPages { limit: self.max_tool_pages });
+            }
+            let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+            let result = expect_result("tools/list", self.session.request_default("tools/list", params)?)?;
+            pages += 1;
+            let invalid = |reason: &str| McpError::InvalidReply { method: "tools/list".into(), reason: reason.into() };
+            let tools = result.get("tools").and_then(Value::as_array).ok_or_else(|| invalid("`tools` is not an array"))?;
+            definitions.extend(tools.iter().cloned());
+            match result.get("nextCursor") {
+                None | Some(Value::Null) => break,
+                Some(Value::String(next)) => {
+                    if !cursors.insert(next.clone()) {
+                        return Err(McpError::CursorRepeated { cursor: next.clone() });
+                    }
+                    cursor = Some(next.clone());
+                }
+                Some(_) => return Err(invalid("`nextCursor` is not a string")),
+            }
+        }
+        let mut list = validate_tools(definitions);
+        list.pages = pages;
+        Ok(list)
+    }
+
+    /// Sends `tools/call` for `name` with `arguments` and waits up to `timeout`.
+    ///
+    /// The arguments are sent as given; validate them first (the executor does).
+    pub fn call_tool(&self, name: &str, arguments: &Value, timeout: Duration) -> Result<Reply, McpError> {
+        let params = json!({"name": name, "arguments": arguments});
+        self.session.request("tools/call", Some(params), timeout)
+    }
+
+    /// Sends `ping` and expects an empty result object.
+    pub fn ping(&self) -> Result<(), McpError> {
+        expect_result("ping", self.session.request_default("ping", None)?).map(drop)
+    }
+
+    /// Shuts the server down (see [`Session::shutdown`]).
+    pub fn shutdown(&self) -> ShutdownReport {
+        self.session.shutdown()
+    }
+}
+
+/// Turns a reply into its result, or a JSON-RPC error into [`McpError::Rpc`].
+fn expect_result(method: &str, reply: Reply) -> Result<Value, McpError> {
+    match reply {
+        Reply::Result(result) => Ok(result),
+        Reply::Error(error) => Err(McpError::Rpc { method: method.into(), error: Box::new(error) }),
+    }
+}
+
+fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
+    let invalid = |reason: &str| McpError::InvalidReply { method: "initialize".into(), reason: reason.into() };
+    let text = |v: Option<&Value>, what: &str| {
+        v.and_then(Value::as_str).map(str::to_owned).ok_or_else(|| invalid(&format!("`{what}` is missing or not a string")))
+    };
+    let protocol_version = text(result.get("protocolVersion"), "protocolVersion")?;
+    let capabilities = result.get("capabilities").filter(|c| c.is_object()).cloned();
+    let capabilities = capabilities.ok_or_else(|| invalid("`capabilities` is missing or not an object"))?;
+    let info = result.get("serverInfo").ok_or_else(|| invalid("`serverInfo` is missing"))?;
+    let name = text(info.get("name"), "serverInfo.name")?;
+    let version = text(info.get("version"), "serverInfo.version")?;
+    let instructions = match result.get("instructions") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(invalid("`instructions` is not a string")),
+    };
+    Ok(ServerInfo { protocol_version, name, version, capabilities, instructions })
+}
+
+fn check_tool(definition: &Value) -> Result<String, String> {
+    let obj: &Map<String, Value> = definition.as_object().ok_or("the definition is not an object")?;
+    let name = match obj.get("name") {
+        Some(Value::String(name)) if !name.is_empty() => name.clone(),
+        _ => return Err("`name` is missing, empty or not a string".into()),
+    };
+    let schema = obj.get("inputSchema").and_then(Value::as_object).ok_or("`inputSchema` is missing or not an object")?;
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("`inputSchema` does not have `\"type\": \"object\"` at its root".into());
+    }
+    if obj.get("outputSchema").is_some_and(|s| !s.is_object()) {
+        return Err("`outputSchema` is not an object".into());
+    }
+    for field in ["title", "description"] {
+        if obj.get(field).is_some_and(|v| !v.is_string()) {
+            return Err(format!("`{field}` is not a string"));
+        }
+    }
+    for field in ["annotations", "execution"] {
+        if obj.get(field).is_some_and(|v| !v.is_object()) {
+            return Err(format!("`{field}` is not an object"));
+        }
+    }
+    Ok(name)
+}
+
+fn validate_tools(definitions: Vec<Value>) -> ToolList {
+    let checked: Vec<(Value, Result<String, String>)> =
+        definitions.into_iter().map(|d| (check_tool(&d), d)).map(|(r, d)| (d, r)).collect();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for (_, result) in &checked {
+        if let Ok(name) = result {
+            *counts.entry(name.clone()).or_default() += 1;
+        }
+    }
+    let mut list = ToolList::default();
+    for (definition, result) in checked {
+        match result {
+            Ok(name) if counts[&name] == 1 => list.tools.push(Tool { name, definition }),
+            Ok(name) => list.invalid.push(InvalidTool {
+                definition,
+                reason: format!("the name `{name}` is used by {} tools; a binding must be unambiguous", counts[&name]),
+            }),
+            Err(reason) => list.invalid.push(InvalidTool { definition, reason }),
+        }
+    }
+    list
+}

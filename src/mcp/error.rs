@@ -1,0 +1,156 @@
+//! The one error type of the MCP layer.
+
+use std::time::Duration;
+
+use crate::jsonrpc::ErrorObject;
+
+/// What went wrong in the MCP client layer (transport, session, lifecycle, binding).
+///
+/// The request-level variants say how far the request got, which is what a caller
+/// needs to stay honest about side effects:
+///
+/// | variant | bytes of the request that reached the server's stdin |
+/// |---|---|
+/// | [`McpError::NotSent`] | none, and none ever will |
+/// | [`McpError::WriteFailed`] | some, or all without a confirmed flush |
+/// | [`McpError::TimedOut`] | all (or a stalled write still in progress) |
+/// | [`McpError::ConnectionLost`] | all |
+///
+/// [`McpError::nothing_written`] is true only for `NotSent`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The server process could not be started.
+    #[error("could not start the MCP server `{program}`: {source}; check the path and permissions")]
+    Spawn {
+        /// The program that was to be started.
+        program: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The request was not sent: not one byte of it reached the server, and none will.
+    #[error("`{method}` was not sent: {reason}")]
+    NotSent {
+        /// The request's method.
+        method: String,
+        /// Why it was not sent.
+        reason: String,
+    },
+
+    /// Writing the request failed part-way: the server may have received part or all of it.
+    #[error(
+        "writing `{method}` failed after {written} of {total} bytes ({reason}); the server \
+         may have received it, treat its effect as unknown"
+    )]
+    WriteFailed {
+        /// The request's method.
+        method: String,
+        /// Bytes that reached the pipe.
+        written: usize,
+        /// Bytes in the whole request line.
+        total: usize,
+        /// The I/O failure.
+        reason: String,
+    },
+
+    /// No reply came in time. The request was written (or its write was still stuck),
+    /// a `notifications/cancelled` was sent, and a late reply will be dropped.
+    #[error(
+        "`{method}` got no reply within {timeout:?} ({written} of {total} bytes written); \
+         the server may have acted on it, treat its effect as unknown"
+    )]
+    TimedOut {
+        /// The request's method.
+        method: String,
+        /// The timeout that expired.
+        timeout: Duration,
+        /// Bytes that reached the pipe when the time ran out.
+        written: usize,
+        /// Bytes in the whole request line.
+        total: usize,
+    },
+
+    /// The request was written, then the connection ended or the reply was unreadable.
+    #[error(
+        "`{method}` was sent but no usable reply arrived: {reason}; the server may have \
+         acted on it, treat its effect as unknown"
+    )]
+    ConnectionLost {
+        /// The request's method.
+        method: String,
+        /// What happened (EOF, crash, malformed reply, shutdown).
+        reason: String,
+    },
+
+    /// The server answered with a JSON-RPC error.
+    #[error("the server rejected `{method}`: {error}")]
+    Rpc {
+        /// The request's method.
+        method: String,
+        /// The error object, as sent.
+        error: Box<ErrorObject>,
+    },
+
+    /// The server's reply did not have the shape the protocol requires.
+    #[error("the server's reply to `{method}` is invalid: {reason}")]
+    InvalidReply {
+        /// The request's method.
+        method: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The server chose a protocol version this client was not configured to accept.
+    /// The server was shut down.
+    #[error(
+        "the server answered protocol version {offered:?}, which is not among the accepted \
+         versions {accepted:?}; add it to `SessionConfig::accepted_versions` only if you have \
+         checked that version's differences"
+    )]
+    UnsupportedProtocolVersion {
+        /// The version the server answered.
+        offered: String,
+        /// The versions the client accepts.
+        accepted: Vec<String>,
+    },
+
+    /// `tools/list` returned a cursor it had already returned: the listing would loop.
+    #[error("`tools/list` repeated the cursor {cursor:?}; the server's pagination loops, stopped")]
+    CursorRepeated {
+        /// The repeated cursor.
+        cursor: String,
+    },
+
+    /// `tools/list` needed more pages than allowed.
+    #[error(
+        "`tools/list` did not end within {limit} pages; stopped. Raise \
+         `SessionConfig::max_tool_pages` if the server really has that many tools"
+    )]
+    TooManyPages {
+        /// The page cap in force.
+        limit: usize,
+    },
+
+    /// A tool's input schema cannot be used to validate arguments.
+    #[error("the input schema of tool `{tool}` is unusable: {reason}")]
+    UnsupportedSchema {
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with the schema.
+        reason: String,
+    },
+
+    /// A digest could not be computed (the value is not representable in RFC 8785 JSON).
+    #[error("a binding digest could not be computed: {0}")]
+    Canonical(#[from] crate::canonical::CanonicalError),
+}
+
+impl McpError {
+    /// True when not one byte of the request reached the server (and none will).
+    #[must_use]
+    pub fn nothing_written(&self) -> bool {
+        matches!(self, Self::NotSent { .. })
+    }
+}

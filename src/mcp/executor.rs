@@ -1,0 +1,221 @@
+//! The MCP executor: one tool on one live session, behind the core [`Executor`] trait.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::binding::{ToolBinding, changed_fields};
+use super::client::{McpClient, Tool};
+use super::schema::ArgumentValidator;
+use super::session::Reply;
+use crate::executor::{Binding, Delivery, Executor, Refusal, RejectionClass, Request};
+
+/// How the executor sends calls and classifies JSON-RPC error replies.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ExecutorConfig {
+    /// Timeout of the `tools/call` request; `None` uses the client's request timeout.
+    pub call_timeout: Option<Duration>,
+    /// JSON-RPC error codes that the caller declares to mean "not applied" (for
+    /// example `-32602` for a server known to reject before acting). Every other
+    /// code is classified [`RejectionClass::Unknown`], the fail-closed default.
+    pub not_applied_codes: BTreeSet<i64>,
+}
+
+impl ExecutorConfig {
+    /// Sets [`ExecutorConfig::call_timeout`].
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Adds `code` to [`ExecutorConfig::not_applied_codes`].
+    #[must_use]
+    pub fn with_not_applied_code(mut self, code: i64) -> Self {
+        self.not_applied_codes.insert(code);
+        self
+    }
+}
+
+/// Carries a request to one MCP tool over one live [`McpClient`].
+///
+/// - [`Executor::bind`] lists the tools and binds the request to the server identity,
+///   capabilities and tool definition (see [`ToolBinding`]);
+/// - [`Executor::prepare`] lists the tools again, refuses (`binding_changed`) if
+///   anything bound differs, and validates the arguments against the tool's
+///   `inputSchema` (`invalid_arguments`);
+/// - [`Executor::execute`] re-checks the binding once more right before the call
+///   (a change yields [`Delivery::NothingWritten`]), sends `tools/call`, and maps the
+///   outcome to a [`Delivery`] by what is actually known:
+///
+/// | outcome | delivery |
+/// |---|---|
+/// | no byte of `tools/call` was written | `NothingWritten` |
+/// | bytes written, then timeout, EOF, crash, malformed or lost reply | `PossiblyWritten` |
+/// | JSON-RPC error reply | `Rejected` (class from [`ExecutorConfig::not_applied_codes`]) |
+/// | result with `isError: true` | `ToolFailed` (result retained) |
+/// | any other result object | `Succeeded` (result retained) |
+///
+/// `execute` consumes the preparation: a second `execute` without a new `prepare`
+/// sends nothing.
+#[derive(Debug)]
+pub struct McpExecutor {
+    client: Arc<McpClient>,
+    tool: String,
+    config: ExecutorConfig,
+    prepared: Option<Binding>,
+}
+
+impl McpExecutor {
+    /// An executor for the tool `tool` on `client`, with the default configuration.
+    pub fn new(client: Arc<McpClient>, tool: impl Into<String>) -> Self {
+        Self { client, tool: tool.into(), config: ExecutorConfig::default(), prepared: None }
+    }
+
+    /// Replaces the configuration.
+    #[must_use]
+    pub fn with_config(mut self, config: ExecutorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The client this executor calls through.
+    #[must_use]
+    pub fn client(&self) -> &Arc<McpClient> {
+        &self.client
+    }
+
+    /// Lists the tools now and returns the live binding of this executor's tool.
+    pub fn live_binding(&self) -> Result<(ToolBinding, Tool), Refusal> {
+        let list = self.client.list_tools().map_err(|e| {
+            Refusal::new(
+                "binding_unverifiable",
+                format!("`tools/list` failed, so the binding cannot be checked: {e}; check the server and retry"),
+            )
+        })?;
+        let Some(tool) = list.get(&self.tool) else {
+            let message = match list.rejection(&self.tool) {
+                Some(reason) => format!("the server lists tool `{}` with an invalid definition: {reason}", self.tool),
+                None => format!("the server does not list a tool named `{}`; check the tool name", self.tool),
+            };
+            return Err(Refusal::new("tool_missing", message));
+        };
+        let binding = ToolBinding::new(self.client.server(), tool)
+            .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))?;
+        Ok((binding, tool.clone()))
+    }
+
+    fn check_action(&self, request: &Request) -> Result<(), Refusal> {
+        if request.action == self.tool {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                "wrong_tool",
+                format!(
+                    "this executor calls tool `{}` but the request is for `{}`; use an executor for that tool",
+                    self.tool, request.action
+                ),
+            ))
+        }
+    }
+
+    /// Re-lists the tools, compares with `bound`, and validates the arguments.
+    fn verify(&self, request: &Request, bound: &Binding) -> Result<(), Refusal> {
+        let (live, tool) = self.live_binding()?;
+        let live_details = live.details();
+        if live_details != bound.details || live.target() != bound.target {
+            let changed = changed_fields(&bound.details, &live_details).join(", ");
+            return Err(Refusal::new(
+                "binding_changed",
+                format!(
+                    "the live server no longer matches the binding (changed: {changed}; now {}); nothing was \
+                     sent. Review the change and bind again if it is expected",
+                    live.target()
+                ),
+            ));
+        }
+        check_arguments(&tool, &request.arguments)
+    }
+
+    fn classify_error_code(&self, code: i64) -> RejectionClass {
+        if self.config.not_applied_codes.contains(&code) { RejectionClass::NotApplied } else { RejectionClass::Unknown }
+    }
+}
+
+/// Validates `arguments` against `tool`'s input schema.
+fn check_arguments(tool: &Tool, arguments: &Value) -> Result<(), Refusal> {
+    let validator =
+        ArgumentValidator::new(tool).map_err(|e| Refusal::new("unsupported_schema", format!("{e}; nothing was sent")))?;
+    if !arguments.is_object() {
+        return Err(Refusal::new(
+            "invalid_arguments",
+            format!("the arguments of tool `{}` must be a JSON object; nothing was sent", tool.name),
+        ));
+    }
+    validator.check(arguments).map_err(|messages| {
+        Refusal::new(
+            "invalid_arguments",
+            format!(
+                "the arguments do not match the input schema of tool `{}` ({}); nothing was sent. Fix the arguments",
+                tool.name,
+                messages.join("; ")
+            ),
+        )
+    })
+}
+
+impl Executor for McpExecutor {
+    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+        self.check_action(request)?;
+        let (live, tool) = self.live_binding()?;
+        ArgumentValidator::new(&tool).map_err(|e| Refusal::new("unsupported_schema", e.to_string()))?;
+        live.to_binding().map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))
+    }
+
+    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
+        self.prepared = None;
+        self.check_action(request)?;
+        self.verify(request, binding)?;
+        self.prepared = Some(binding.clone());
+        Ok(())
+    }
+
+    fn execute(&mut self, request: &Request) -> Delivery {
+        let Some(bound) = self.prepared.take() else {
+            return Delivery::NothingWritten {
+                reason: "execute was called without a successful prepare; nothing was sent".into(),
+            };
+        };
+        if let Err(refusal) = self.check_action(request).and_then(|()| self.verify(request, &bound)) {
+            return Delivery::NothingWritten { reason: format!("refused just before the call: {refusal}") };
+        }
+        let timeout = self.config.call_timeout.unwrap_or_else(|| self.client.request_timeout());
+        match self.client.call_tool(&self.tool, &request.arguments, timeout) {
+            Ok(Reply::Result(result)) => classify_result(result),
+            Ok(Reply::Error(error)) => {
+                Delivery::Rejected { error: error.to_value(), class: self.classify_error_code(error.code) }
+            }
+            Err(e) if e.nothing_written() => Delivery::NothingWritten { reason: e.to_string() },
+            Err(e) => Delivery::PossiblyWritten { reason: e.to_string() },
+        }
+    }
+}
+
+/// Maps a `tools/call` result to a delivery.
+fn classify_result(result: Value) -> Delivery {
+    if !result.is_object() {
+        return Delivery::PossiblyWritten {
+            reason: format!("the `tools/call` result is not an object ({result}); the effect is unknown"),
+        };
+    }
+    match result.get("isError") {
+        Some(Value::Bool(true)) => Delivery::ToolFailed { reply: result },
+        None | Some(Value::Bool(false)) => Delivery::Succeeded { reply: result },
+        Some(other) => Delivery::PossiblyWritten {
+            reason: format!("the `tools/call` result has a non-boolean `isError` ({other}); the effect is unknown"),
+        },
+    }
+}

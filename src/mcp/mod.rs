@@ -1,0 +1,47 @@
+//! Outbound MCP over stdio: the client side of the Model Context Protocol.
+//!
+//! Thin, synchronous and std-only (threads and channels, no async runtime). The
+//! layers, bottom up:
+//!
+//! - [`Transport`]: the server as a child process in its own process group, with an
+//!   explicit environment, stderr drained into a capped buffer, and a shutdown ladder
+//!   (close stdin, wait, `SIGTERM` the group, wait, `SIGKILL` the group, reap) that
+//!   also runs on drop;
+//! - [`Session`]: JSON-RPC correlation by id over [`crate::jsonrpc`] framing; server
+//!   notifications and requests at any time; per-request timeouts followed by
+//!   `notifications/cancelled`; every failure says how much of the request was
+//!   written ([`McpError`]);
+//! - [`McpClient`]: the lifecycle (`initialize` at [`PROTOCOL_VERSION`],
+//!   `notifications/initialized`), paginated `tools/list`, `tools/call`;
+//! - [`ToolBinding`], [`ArgumentValidator`]: what a call is bound to and how its
+//!   arguments are checked before anything is sent;
+//! - [`McpExecutor`] and [`McpReadback`]: the core [`crate::executor::Executor`] and
+//!   [`crate::executor::Readback`] for MCP tools.
+//!
+//! The crate also ships `rpr-fault-server`, a stdio MCP server that injects one
+//! fault on demand (crashes, garbage, lost replies, schema changes, …), used by this
+//! crate's tests and usable by hosts to test their own handling; run it with `--help`.
+//!
+//! Not covered: remote transports (HTTP), OAuth, tasks, sampling, elicitation, and
+//! the 2026-07-28 protocol revision. Unix only (process groups and signals).
+
+mod binding;
+mod client;
+mod error;
+mod executor;
+mod readback;
+mod schema;
+mod session;
+mod transport;
+
+pub use binding::{ToolBinding, UNBOUND_TOOL_FIELDS, bound_definition, changed_fields};
+pub use client::{InvalidTool, McpClient, ServerInfo, Tool, ToolList};
+pub use error::McpError;
+pub use executor::{ExecutorConfig, McpExecutor};
+pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};
+pub use schema::{ArgumentValidator, Dialect};
+pub use session::{NotificationCallback, Reply, Session, SessionConfig, SessionStats};
+pub use transport::{ServerCommand, ShutdownReport, ShutdownStage, Transport, TransportConfig};
+
+/// The MCP protocol revision this client speaks: `2025-11-25`.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";

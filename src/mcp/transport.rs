@@ -1,0 +1,336 @@
+//! The stdio subprocess transport: spawn, drain stderr, and the shutdown ladder.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use super::McpError;
+
+/// How to start an MCP server: a program and its arguments (no shell), and an
+/// explicit environment.
+///
+/// By default the child gets **only** the variables set with [`ServerCommand::env`]
+/// (not even `PATH`), so no secret of the host leaks by accident; opt in to the
+/// host's environment with [`ServerCommand::inherit_env`]. The program path is
+/// resolved by the operating system: give an absolute path when `PATH` is not passed.
+#[derive(Debug, Clone)]
+pub struct ServerCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    inherit_env: bool,
+    current_dir: Option<PathBuf>,
+}
+
+impl ServerCommand {
+    /// A command that runs `program` with no arguments and an empty environment.
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
+        Self {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            inherit_env: false,
+            current_dir: None,
+        }
+    }
+
+    /// Adds one argument.
+    #[must_use]
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds several arguments.
+    #[must_use]
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets one environment variable for the child.
+    #[must_use]
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Whether the child also inherits the host's whole environment (default: no).
+    #[must_use]
+    pub fn inherit_env(mut self, inherit: bool) -> Self {
+        self.inherit_env = inherit;
+        self
+    }
+
+    /// Runs the child in `dir`.
+    #[must_use]
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// The program to run.
+    #[must_use]
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+}
+
+/// Timing and buffer settings of the transport.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TransportConfig {
+    /// How long to wait for the server to exit after its stdin is closed (default 2 s).
+    pub close_wait: Duration,
+    /// How long to wait after `SIGTERM` before `SIGKILL` (default 2 s).
+    pub term_wait: Duration,
+    /// How many of the last bytes of the server's stderr are kept (default 64 KiB).
+    pub stderr_capacity: usize,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            close_wait: Duration::from_secs(2),
+            term_wait: Duration::from_secs(2),
+            stderr_capacity: 64 * 1024,
+        }
+    }
+}
+
+/// How the server process ended during [`Transport::shutdown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShutdownStage {
+    /// It exited on its own: after its stdin was closed, or earlier.
+    Exited,
+    /// It exited after `SIGTERM` was sent to its process group.
+    Terminated,
+    /// It had to be killed with `SIGKILL`.
+    Killed,
+}
+
+/// What the shutdown ladder did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// The rung at which the server ended.
+    pub stage: ShutdownStage,
+    /// Its exit status, when it could be collected.
+    pub status: Option<ExitStatus>,
+    /// Time the ladder took.
+    pub elapsed: Duration,
+}
+
+/// A running MCP server child process in its own process group.
+///
+/// stdin and stdout are pipes (taken by the session), stderr is drained by a thread
+/// into a ring buffer of the last [`TransportConfig::stderr_capacity`] bytes, so a
+/// chatty server never blocks on a full pipe. Dropping the transport runs the
+/// shutdown ladder, so the process never outlives this value.
+#[derive(Debug)]
+pub struct Transport {
+    child: Child,
+    pgid: Pid,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stderr: Arc<Mutex<StderrRing>>,
+    stderr_thread: Option<JoinHandle<()>>,
+    config: TransportConfig,
+    report: Option<ShutdownReport>,
+}
+
+impl Transport {
+    /// Starts the server: no shell, its own process group, piped stdio.
+    pub fn spawn(command: &ServerCommand, config: TransportConfig) -> Result<Self, McpError> {
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args);
+        if !command.inherit_env {
+            cmd.env_clear();
+        }
+        cmd.envs(command.env.iter().map(|(k, v)| (k, v)));
+        if let Some(dir) = &command.current_dir {
+            cmd.current_dir(dir);
+        }
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
+            program: command.program.to_string_lossy().into_owned(),
+            source,
+        })?;
+        let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let stderr = Arc::new(Mutex::new(StderrRing::new(config.stderr_capacity)));
+        let stderr_thread = child.stderr.take().and_then(|pipe| {
+            let ring = Arc::clone(&stderr);
+            std::thread::Builder::new()
+                .name("rpr-mcp-stderr".into())
+                .spawn(move || drain_stderr(pipe, &ring))
+                .ok()
+        });
+        Ok(Self {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            child,
+            pgid,
+            stderr,
+            stderr_thread,
+            config,
+            report: None,
+        })
+    }
+
+    /// The server's process id (also its process group id).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Takes the server's stdin pipe (once).
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// Takes the server's stdout pipe (once).
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.stdout.take()
+    }
+
+    /// The last bytes the server wrote to stderr, decoded lossily as UTF-8.
+    #[must_use]
+    pub fn stderr_tail(&self) -> String {
+        let ring = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        let (a, b) = ring.bytes.as_slices();
+        let mut bytes = Vec::with_capacity(a.len() + b.len());
+        bytes.extend_from_slice(a);
+        bytes.extend_from_slice(b);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Whether the server process has exited (it is not reaped by this call).
+    pub fn has_exited(&mut self) -> bool {
+        self.report.is_some() || leader_exited(&mut self.child)
+    }
+
+    /// Runs the shutdown ladder once and reports; later calls return the same report.
+    ///
+    /// 1. close the server's stdin (if the transport still holds it; a session closes
+    ///    its own handle first) and wait [`TransportConfig::close_wait`];
+    /// 2. if it is still running, `SIGTERM` its process group and wait
+    ///    [`TransportConfig::term_wait`];
+    /// 3. `SIGKILL` the process group. This rung runs even when the server exited on
+    ///    its own, to remove any process it left behind in its group. The server
+    ///    process is not reaped until after this signal, so its group id cannot have
+    ///    been reused by an unrelated process;
+    /// 4. reap the server.
+    pub fn shutdown(&mut self) -> ShutdownReport {
+        if let Some(report) = &self.report {
+            return report.clone();
+        }
+        let start = Instant::now();
+        drop(self.stdin.take());
+        let stage = if self.wait_for_exit(self.config.close_wait) {
+            ShutdownStage::Exited
+        } else {
+            let _ = killpg(self.pgid, Signal::SIGTERM);
+            if self.wait_for_exit(self.config.term_wait) {
+                ShutdownStage::Terminated
+            } else {
+                ShutdownStage::Killed
+            }
+        };
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        let status = self.child.wait().ok();
+        if let Some(handle) = self.stderr_thread.take() {
+            join_briefly(handle);
+        }
+        let report = ShutdownReport { stage, status, elapsed: start.elapsed() };
+        self.report = Some(report.clone());
+        report
+    }
+
+    fn wait_for_exit(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if leader_exited(&mut self.child) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Whether the child has exited, without reaping it (so its pid and process group
+/// id stay reserved until [`Child::wait`]).
+fn leader_exited(child: &mut Child) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT) {
+        Ok(WaitStatus::StillAlive) => false,
+        Ok(_) | Err(nix::errno::Errno::ECHILD) => true,
+        Err(_) => false,
+    }
+}
+
+/// Joins a helper thread if it ends within a short while; otherwise leaves it
+/// detached (a grandchild outside the process group may still hold the pipe open).
+pub(crate) fn join_briefly(handle: JoinHandle<()>) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !handle.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if handle.is_finished() {
+        let _ = handle.join();
+    }
+}
+
+#[derive(Debug)]
+struct StderrRing {
+    bytes: VecDeque<u8>,
+    capacity: usize,
+}
+
+impl StderrRing {
+    fn new(capacity: usize) -> Self {
+        Self { bytes: VecDeque::new(), capacity }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        let chunk = &chunk[chunk.len().saturating_sub(self.capacity)..];
+        let overflow = (self.bytes.len() + chunk.len()).saturating_sub(self.capacity);
+        self.bytes.drain(..overflow);
+        self.bytes.extend(chunk);
+    }
+}
+
+fn drain_stderr(mut pipe: impl Read, ring: &Mutex<StderrRing>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => ring.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Crash tests: a real child process runs a governed `write_file` pathway and is
+//! killed with SIGKILL at each step boundary; a fresh runtime then recovers the
+//! database and drives the pathway to its end without ever re-sending an unknown.
+//!
+//! The test binary re-executes itself as the child (`child_entry`, which does
+//! nothing unless `RPR_CRASH_POINT` is set). Each real file write appends one line
+//! to `effects.log`, so the number of effects is counted across child and parent.
+
+mod common;
+
+use common::*;
+use rpr::executor::Readback;
+use rpr::executor::file::FileReadback;
+use rpr::token::Reconciled;
+use rpr::{Admission, Confirmed, Decision, Outcome, Proposal, Runtime, State, StepPoint, StoredPathway};
+use serde_json::json;
+
+const ITERATIONS: usize = 20;
+const FILE: &str = "out.txt";
+const CONTENT: &str = "the effect, exactly once";
+
+/// Where the child is killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Point {
+    /// Step hook: the write-ahead attempt record is about to be committed.
+    BeforeAttemptCommit,
+    /// Step hook: the attempt record is durable, the executor not yet called.
+    AfterAttemptCommit,
+    /// Inside the executor, before the file is written (the effect did not happen).
+    InsideExecutorBeforeWrite,
+    /// Inside the executor, after the file was written (the reply never came back).
+    InsideExecutorAfterWrite,
+    /// Step hook: the executor replied success; the outcome is not yet recorded.
+    AfterReply,
+    /// Step hook: the outcome (returned, awaiting readback) is durable.
+    AfterOutcomeCommit,
+    /// The outcome is recorded as unknown (the write really happened); killed inside the readback.
+    InsideReadbackWritten,
+    /// The outcome is recorded as unknown (the request was lost); killed inside the readback.
+    InsideReadbackLost,
+}
+
+impl Point {
+    const ALL: [Point; 8] = [
+        Point::BeforeAttemptCommit,
+        Point::AfterAttemptCommit,
+        Point::InsideExecutorBeforeWrite,
+        Point::InsideExecutorAfterWrite,
+        Point::AfterReply,
+        Point::AfterOutcomeCommit,
+        Point::InsideReadbackWritten,
+        Point::InsideReadbackLost,
+    ];
+    fn name(self) -> String {
+        format!("{self:?}")
+    }
+    fn parse(s: &str) -> Self {
+        Self::ALL.into_iter().find(|p| p.name() == s).unwrap_or_else(|| panic!("unknown point {s}"))
+    }
+    fn hook(self) -> Option<StepPoint> {
+        match self {
+            Point::BeforeAttemptCommit => Some(StepPoint::BeforeAttemptCommit),
+            Point::AfterAttemptCommit => Some(StepPoint::AfterAttemptCommit),
+            Point::AfterReply => Some(StepPoint::AfterReply),
+            Point::AfterOutcomeCommit => Some(StepPoint::AfterOutcomeCommit),
+            _ => None,
+        }
+    }
+    /// Whether the file was really written before the kill.
+    fn effect_before_kill(self) -> bool {
+        matches!(
+            self,
+            Point::InsideExecutorAfterWrite | Point::AfterReply | Point::AfterOutcomeCommit | Point::InsideReadbackWritten
+        )
+    }
+}
+
+fn block_before_write() {
+    block_until_killed("inside the executor, before the write");
+}
+fn block_after_write() {
+    block_until_killed("inside the executor, after the write");
+}
+
+/// A readback that blocks (to be killed) instead of observing.
+struct BlockingReadback;
+
+impl Readback for BlockingReadback {
+    fn observe(&mut self, _request: &rpr::executor::Request) -> rpr::executor::Observation {
+        block_until_killed("inside the readback")
+    }
+}
+
+/// The child: loads the admitted pathway, binds and dispatches it, and blocks at its point.
+#[test]
+fn child_entry() {
+    let Ok(point) = std::env::var("RPR_CRASH_POINT") else { return };
+    let point = Point::parse(&point);
+    let var = |k: &str| std::env::var(k).unwrap();
+    let (db, root, log, id) = (var("RPR_CRASH_DB"), var("RPR_CRASH_ROOT"), var("RPR_CRASH_LOG"), var("RPR_CRASH_PATHWAY"));
+    let mut builder = Runtime::builder(&db);
+    if let Some(at) = point.hook() {
+        builder = builder.step_hook(move |p| {
+            if p == at {
+                block_until_killed(&format!("{p:?}"));
+            }
+        });
+    }
+    let rt = builder.open().unwrap();
+    let mut ex = CountingFile::new(root.as_ref(), log.as_ref());
+    match point {
+        Point::InsideExecutorBeforeWrite => ex.before_write = Some(block_before_write),
+        Point::InsideExecutorAfterWrite => ex.after_write = Some(block_after_write),
+        Point::InsideReadbackWritten => ex.report = Report::WriteThenPossiblyWritten,
+        Point::InsideReadbackLost => ex.report = Report::DropThenPossiblyWritten,
+        _ => {}
+    }
+    let StoredPathway::Approved(p) = rt.load(&id).unwrap() else { panic!("the child expects an approved pathway") };
+    let outcome = p.bind(&mut ex).unwrap().dispatch(&rt, &actor("execution_actor"), &mut ex);
+    if let Outcome::Unknown(p) = &outcome {
+        let _ = rt.reconcile(p, &mut BlockingReadback);
+    }
+    panic!("the child was not blocked at {point:?}; outcome {outcome:?}");
+}
+
+/// One crash iteration's directory: database, write root, effects log.
+struct Setup {
+    dir: TempDir,
+    id: String,
+}
+
+impl Setup {
+    fn new(tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        std::fs::create_dir_all(dir.path().join("root")).unwrap();
+        let rt = Runtime::open(dir.db()).unwrap();
+        let Proposal::New(p) = rt.propose(&actor("proposer"), file_definition("crash", FILE, CONTENT)).unwrap() else {
+            panic!()
+        };
+        let Admission::Approved(p) = p.admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| Decision::Allow).unwrap()
+        else {
+            panic!()
+        };
+        let id = p.id().to_owned();
+        Self { dir, id }
+    }
+    fn root(&self) -> std::path::PathBuf {
+        self.dir.path().join("root")
+    }
+    fn log(&self) -> std::path::PathBuf {
+        self.dir.path().join("effects.log")
+    }
+    fn spawn(&self, point: Point) -> ChildProc {
+        ChildProc::spawn("child_entry", &[
+            ("RPR_CRASH_POINT", point.name()),
+            ("RPR_CRASH_DB", self.dir.db().display().to_string()),
+            ("RPR_CRASH_ROOT", self.root().display().to_string()),
+            ("RPR_CRASH_LOG", self.log().display().to_string()),
+            ("RPR_CRASH_PATHWAY", self.id.clone()),
+        ])
+    }
+    fn file_written(&self) -> bool {
+        std::fs::read_to_string(self.root().join(FILE)).is_ok_and(|s| s == CONTENT)
+    }
+}
+
+fn kind(s: &StoredPathway) -> &'static str {
+    match s {
+        StoredPathway::Approved(_) => "approved",
+        StoredPathway::Returned(_) => "returned",
+        StoredPathway::Unknown(_) => "unknown",
+        StoredPathway::ReadyToResume(_) => "ready_to_resume",
+        StoredPathway::InFlightElsewhere { .. } => "in_flight_elsewhere",
+        StoredPathway::Completed(_) => "completed",
+        _ => "other",
+    }
+}
+
+/// Drives a recovered pathway to completion the only legal way: reconcile an unknown
+/// by readback, repair and resume a not-applied one, confirm a returned one. Returns
+/// the steps taken.
+fn drive(rt: &Runtime, mut stored: StoredPathway, ex: &mut CountingFile) -> Vec<&'static str> {
+    let mut steps = Vec::new();
+    let mut readback: FileReadback = ex.readback();
+    let (exec, evid, repair) = (actor("execution_actor"), actor("evidence_owner"), actor("repair_owner"));
+    let from_outcome = |o: Outcome| match o {
+        Outcome::Returned(p) => StoredPathway::Returned(p),
+        Outcome::Unknown(p) => StoredPathway::Unknown(p),
+        other => panic!("unexpected outcome {other:?}"),
+    };
+    for _ in 0..10 {
+        stored = match stored {
+            StoredPathway::Approved(p) => {
+                steps.push("dispatch");
+                from_outcome(p.bind(ex).unwrap().dispatch(rt, &exec, ex))
+            }
+            StoredPathway::ReadyToResume(p) => {
+                steps.push("resume");
+                from_outcome(p.bind(ex).unwrap().dispatch(rt, &exec, ex))
+            }
+            StoredPathway::Returned(p) => {
+                steps.push("confirm");
+                match p.confirm(rt, &evid, &mut readback).unwrap() {
+                    Confirmed::Completed(p) => StoredPathway::Completed(p),
+                    Confirmed::Unknown(p) => StoredPathway::Unknown(p),
+                    other => panic!("{other:?}"),
+                }
+            }
+            StoredPathway::Unknown(p) => match rt.reconcile(&p, &mut readback) {
+                Reconciled::Applied(t) => {
+                    steps.push("reconciled_applied");
+                    StoredPathway::Completed(p.complete(rt, t).unwrap())
+                }
+                Reconciled::NotApplied(t) => {
+                    steps.push("reconciled_not_applied");
+                    let p = p.require_repair(rt, t).unwrap();
+                    StoredPathway::ReadyToResume(p.repair(rt, &repair, &json!({"checked": "file absent"}), None).unwrap())
+                }
+                other => panic!("readback of a local file must decide: {other:?}"),
+            },
+            StoredPathway::Completed(_) => return steps,
+            other => panic!("unexpected stage while driving: {other:?}"),
+        };
+    }
+    panic!("did not complete: {steps:?}");
+}
+
+/// What each point must look like after the crash, and how it must end.
+struct Expect {
+    recovered: &'static str,
+    steps: &'static [&'static str],
+    attempts: &'static [&'static str],
+}
+
+fn expect(point: Point) -> Expect {
+    match point {
+        Point::BeforeAttemptCommit => {
+            Expect { recovered: "approved", steps: &["dispatch", "confirm"], attempts: &["applied"] }
+        }
+        Point::AfterAttemptCommit | Point::InsideExecutorBeforeWrite | Point::InsideReadbackLost => Expect {
+            recovered: "unknown",
+            steps: &["reconciled_not_applied", "resume", "confirm"],
+            attempts: &["not_applied", "applied"],
+        },
+        Point::InsideExecutorAfterWrite | Point::AfterReply | Point::InsideReadbackWritten => {
+            Expect { recovered: "unknown", steps: &["reconciled_applied"], attempts: &["applied"] }
+        }
+        Point::AfterOutcomeCommit => Expect { recovered: "returned", steps: &["confirm"], attempts: &["applied"] },
+    }
+}
+
+fn crash_at(point: Point) {
+    for i in 0..ITERATIONS {
+        let s = Setup::new(&format!("crash-{}-{i}", point.name()));
+        let child = s.spawn(point);
+        let mut child = child;
+        child.expect(READY);
+        child.kill();
+
+        // Right after the crash: what the child left is explained by the ledger.
+        let rt = Runtime::open(s.dir.db()).unwrap();
+        let report = rt.verify(None).unwrap();
+        assert!(report.is_ok(), "{point:?}#{i}: after the kill: {:?}", report.problems);
+        assert_eq!(effects(&s.log()), usize::from(point.effect_before_kill()), "{point:?}#{i}: effects before recovery");
+        assert_eq!(s.file_written(), point.effect_before_kill(), "{point:?}#{i}: the file before recovery");
+        let before_attempts = rt.reader().attempts(&s.id).unwrap();
+        assert_eq!(before_attempts.len(), usize::from(point != Point::BeforeAttemptCommit), "{point:?}#{i}");
+
+        // Recovery: the dead owner is detected at once; nothing comes back bindable after the attempt commit.
+        let mut recovered = rt.recover().unwrap();
+        assert_eq!(recovered.len(), 1, "{point:?}#{i}: the pathway is not lost");
+        let stored = recovered.pop().unwrap();
+        assert_eq!(stored.id(), s.id);
+        let e = expect(point);
+        assert_eq!(kind(&stored), e.recovered, "{point:?}#{i}: recovered stage");
+        assert!(rt.reader().attempts(&s.id).unwrap().iter().all(|a| a.status != "in_flight" && a.owner.is_none()));
+        assert!(rt.verify(None).unwrap().is_ok(), "{point:?}#{i}: after recover()");
+
+        // Drive it to the end without re-sending an unknown.
+        let mut ex = CountingFile::new(&s.root(), &s.log());
+        let steps = drive(&rt, stored, &mut ex);
+        assert_eq!(steps, e.steps, "{point:?}#{i}: steps");
+        assert_eq!(effects(&s.log()), 1, "{point:?}#{i}: the effect happened exactly once across child and parent");
+        assert!(s.file_written());
+
+        let record = rt.reader().pathway(&s.id).unwrap().unwrap();
+        assert_eq!(record.state, State::Completed);
+        let attempts = rt.reader().attempts(&s.id).unwrap();
+        let statuses: Vec<&str> = attempts.iter().map(|a| a.status.as_str()).collect();
+        assert_eq!(statuses, e.attempts, "{point:?}#{i}: attempt statuses");
+        if let [first, second] = attempts.as_slice() {
+            assert_eq!(second.previous_attempt.as_deref(), Some(first.id.as_str()), "the new attempt links to the old one");
+            assert_eq!(second.seq, 2);
+        }
+        let report = rt.verify(None).unwrap();
+        assert!(report.is_ok(), "{point:?}#{i}: {:?}", report.problems);
+        assert!(rt.recover().unwrap().is_empty(), "nothing unresolved is left");
+    }
+}
+
+#[test]
+fn crash_before_attempt_commit() {
+    crash_at(Point::BeforeAttemptCommit);
+}
+
+#[test]
+fn crash_after_attempt_commit() {
+    crash_at(Point::AfterAttemptCommit);
+}
+
+#[test]
+fn crash_inside_executor_before_write() {
+    crash_at(Point::InsideExecutorBeforeWrite);
+}
+
+#[test]
+fn crash_inside_executor_after_write() {
+    crash_at(Point::InsideExecutorAfterWrite);
+}
+
+#[test]
+fn crash_after_reply_before_outcome_commit() {
+    crash_at(Point::AfterReply);
+}
+
+#[test]
+fn crash_after_outcome_commit() {
+    crash_at(Point::AfterOutcomeCommit);
+}
+
+#[test]
+fn crash_inside_reconciliation_effect_applied() {
+    crash_at(Point::InsideReadbackWritten);
+}
+
+#[test]
+fn crash_inside_reconciliation_effect_lost() {
+    crash_at(Point::InsideReadbackLost);
+}
+
+/// A killed owner that its parent has not reaped yet (a zombie) is dead too:
+/// recovery must not wait for the lease.
+#[test]
+fn unreaped_dead_owner_is_detected_at_once() {
+    let s = Setup::new("crash-zombie");
+    let mut child = s.spawn(Point::AfterAttemptCommit);
+    child.expect(READY);
+    let pid = child.pid();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid.cast_signed()), nix::sys::signal::Signal::SIGKILL).unwrap();
+    // Wait until the kernel has made it a zombie, without reaping it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let state = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().next().unwrap().to_owned();
+        if state == "Z" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "child never became a zombie (state {state})");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let rt = Runtime::open(s.dir.db()).unwrap();
+    let stored = rt.load(&s.id).unwrap();
+    assert_eq!(kind(&stored), "unknown", "a zombie owner holds nothing: {stored:?}");
+    drop(child);
+}

@@ -1,0 +1,10 @@
+// Invariant: `admit` consumes the proposed pathway; it cannot be admitted twice.
+use rpr::stage::Proposed;
+use rpr::{Actor, Pathway, Policy, Runtime};
+
+fn misuse(proposed: Pathway<Proposed>, rt: &Runtime, actor: &Actor, policy: &dyn Policy) {
+    let _first = proposed.admit(rt, actor, policy);
+    let _second = proposed.admit(rt, actor, policy);
+}
+
+fn main() {}
