@@ -76,7 +76,10 @@ impl ToolBinding {
     /// `name@version/tool`, for people.
     #[must_use]
     pub fn target(&self) -> String {
-        format!("{}@{}/{}", self.server_name, self.server_version, self.tool_name)
+        format!(
+            "{}@{}/{}",
+            self.server_name, self.server_version, self.tool_name
+        )
     }
 
     /// Everything that is bound, as the JSON stored in the core [`Binding`].
@@ -120,7 +123,12 @@ pub fn changed_fields(bound: &Value, live: &Value) -> Vec<String> {
     let empty = serde_json::Map::new();
     let a = bound.as_object().unwrap_or(&empty);
     let b = live.as_object().unwrap_or(&empty);
-    let mut names: Vec<String> = a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).cloned().collect();
+    let mut names: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect();
     names.sort();
     names.dedup();
     names

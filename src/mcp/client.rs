@@ -50,7 +50,10 @@ impl Tool {
     pub fn from_definition(definition: Value) -> Result<Self, McpError> {
         match check_tool(&definition) {
             Ok(name) => Ok(Self { name, definition }),
-            Err(reason) => Err(McpError::InvalidReply { method: "tools/list".into(), reason }),
+            Err(reason) => Err(McpError::InvalidReply {
+                method: "tools/list".into(),
+                reason,
+            }),
         }
     }
 
@@ -129,7 +132,10 @@ impl McpClient {
             "capabilities": {},
             "clientInfo": {"name": "rpr", "version": env!("CARGO_PKG_VERSION")},
         });
-        let result = expect_result("initialize", session.request_default("initialize", Some(params))?)?;
+        let result = expect_result(
+            "initialize",
+            session.request_default("initialize", Some(params))?,
+        )?;
         let server = parse_initialize(&result)?;
         if !config.accepted_versions.contains(&server.protocol_version) {
             session.shutdown();
@@ -177,19 +183,32 @@ impl McpClient {
         let mut pages = 0;
         loop {
             if pages == self.max_tool_pages {
-                return Err(McpError::TooManyPages { limit: self.max_tool_pages });
+                return Err(McpError::TooManyPages {
+                    limit: self.max_tool_pages,
+                });
             }
             let params = cursor.as_ref().map(|c| json!({"cursor": c}));
-            let result = expect_result("tools/list", self.session.request_default("tools/list", params)?)?;
+            let result = expect_result(
+                "tools/list",
+                self.session.request_default("tools/list", params)?,
+            )?;
             pages += 1;
-            let invalid = |reason: &str| McpError::InvalidReply { method: "tools/list".into(), reason: reason.into() };
-            let tools = result.get("tools").and_then(Value::as_array).ok_or_else(|| invalid("`tools` is not an array"))?;
+            let invalid = |reason: &str| McpError::InvalidReply {
+                method: "tools/list".into(),
+                reason: reason.into(),
+            };
+            let tools = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid("`tools` is not an array"))?;
             definitions.extend(tools.iter().cloned());
             match result.get("nextCursor") {
                 None | Some(Value::Null) => break,
                 Some(Value::String(next)) => {
                     if !cursors.insert(next.clone()) {
-                        return Err(McpError::CursorRepeated { cursor: next.clone() });
+                        return Err(McpError::CursorRepeated {
+                            cursor: next.clone(),
+                        });
                     }
                     cursor = Some(next.clone());
                 }
@@ -204,7 +223,12 @@ impl McpClient {
     /// Sends `tools/call` for `name` with `arguments` and waits up to `timeout`.
     ///
     /// The arguments are sent as given; validate them first (the executor does).
-    pub fn call_tool(&self, name: &str, arguments: &Value, timeout: Duration) -> Result<Reply, McpError> {
+    pub fn call_tool(
+        &self,
+        name: &str,
+        arguments: &Value,
+        timeout: Duration,
+    ) -> Result<Reply, McpError> {
         let params = json!({"name": name, "arguments": arguments});
         self.session.request("tools/call", Some(params), timeout)
     }
@@ -224,19 +248,33 @@ impl McpClient {
 fn expect_result(method: &str, reply: Reply) -> Result<Value, McpError> {
     match reply {
         Reply::Result(result) => Ok(result),
-        Reply::Error(error) => Err(McpError::Rpc { method: method.into(), error: Box::new(error) }),
+        Reply::Error(error) => Err(McpError::Rpc {
+            method: method.into(),
+            error: Box::new(error),
+        }),
     }
 }
 
 fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
-    let invalid = |reason: &str| McpError::InvalidReply { method: "initialize".into(), reason: reason.into() };
+    let invalid = |reason: &str| McpError::InvalidReply {
+        method: "initialize".into(),
+        reason: reason.into(),
+    };
     let text = |v: Option<&Value>, what: &str| {
-        v.and_then(Value::as_str).map(str::to_owned).ok_or_else(|| invalid(&format!("`{what}` is missing or not a string")))
+        v.and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| invalid(&format!("`{what}` is missing or not a string")))
     };
     let protocol_version = text(result.get("protocolVersion"), "protocolVersion")?;
-    let capabilities = result.get("capabilities").filter(|c| c.is_object()).cloned();
-    let capabilities = capabilities.ok_or_else(|| invalid("`capabilities` is missing or not an object"))?;
-    let info = result.get("serverInfo").ok_or_else(|| invalid("`serverInfo` is missing"))?;
+    let capabilities = result
+        .get("capabilities")
+        .filter(|c| c.is_object())
+        .cloned();
+    let capabilities =
+        capabilities.ok_or_else(|| invalid("`capabilities` is missing or not an object"))?;
+    let info = result
+        .get("serverInfo")
+        .ok_or_else(|| invalid("`serverInfo` is missing"))?;
     let name = text(info.get("name"), "serverInfo.name")?;
     let version = text(info.get("version"), "serverInfo.version")?;
     let instructions = match result.get("instructions") {
@@ -244,16 +282,27 @@ fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(invalid("`instructions` is not a string")),
     };
-    Ok(ServerInfo { protocol_version, name, version, capabilities, instructions })
+    Ok(ServerInfo {
+        protocol_version,
+        name,
+        version,
+        capabilities,
+        instructions,
+    })
 }
 
 fn check_tool(definition: &Value) -> Result<String, String> {
-    let obj: &Map<String, Value> = definition.as_object().ok_or("the definition is not an object")?;
+    let obj: &Map<String, Value> = definition
+        .as_object()
+        .ok_or("the definition is not an object")?;
     let name = match obj.get("name") {
         Some(Value::String(name)) if !name.is_empty() => name.clone(),
         _ => return Err("`name` is missing, empty or not a string".into()),
     };
-    let schema = obj.get("inputSchema").and_then(Value::as_object).ok_or("`inputSchema` is missing or not an object")?;
+    let schema = obj
+        .get("inputSchema")
+        .and_then(Value::as_object)
+        .ok_or("`inputSchema` is missing or not an object")?;
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err("`inputSchema` does not have `\"type\": \"object\"` at its root".into());
     }
@@ -274,8 +323,11 @@ fn check_tool(definition: &Value) -> Result<String, String> {
 }
 
 fn validate_tools(definitions: Vec<Value>) -> ToolList {
-    let checked: Vec<(Value, Result<String, String>)> =
-        definitions.into_iter().map(|d| (check_tool(&d), d)).map(|(r, d)| (d, r)).collect();
+    let checked: Vec<(Value, Result<String, String>)> = definitions
+        .into_iter()
+        .map(|d| (check_tool(&d), d))
+        .map(|(r, d)| (d, r))
+        .collect();
     let mut counts: HashMap<String, usize> = HashMap::new();
     for (_, result) in &checked {
         if let Ok(name) = result {
@@ -288,7 +340,10 @@ fn validate_tools(definitions: Vec<Value>) -> ToolList {
             Ok(name) if counts[&name] == 1 => list.tools.push(Tool { name, definition }),
             Ok(name) => list.invalid.push(InvalidTool {
                 definition,
-                reason: format!("the name `{name}` is used by {} tools; a binding must be unambiguous", counts[&name]),
+                reason: format!(
+                    "the name `{name}` is used by {} tools; a binding must be unambiguous",
+                    counts[&name]
+                ),
             }),
             Err(reason) => list.invalid.push(InvalidTool { definition, reason }),
         }

@@ -72,7 +72,12 @@ pub struct McpExecutor {
 impl McpExecutor {
     /// An executor for the tool `tool` on `client`, with the default configuration.
     pub fn new(client: Arc<McpClient>, tool: impl Into<String>) -> Self {
-        Self { client, tool: tool.into(), config: ExecutorConfig::default(), prepared: None }
+        Self {
+            client,
+            tool: tool.into(),
+            config: ExecutorConfig::default(),
+            prepared: None,
+        }
     }
 
     /// Replaces the configuration.
@@ -98,8 +103,14 @@ impl McpExecutor {
         })?;
         let Some(tool) = list.get(&self.tool) else {
             let message = match list.rejection(&self.tool) {
-                Some(reason) => format!("the server lists tool `{}` with an invalid definition: {reason}", self.tool),
-                None => format!("the server does not list a tool named `{}`; check the tool name", self.tool),
+                Some(reason) => format!(
+                    "the server lists tool `{}` with an invalid definition: {reason}",
+                    self.tool
+                ),
+                None => format!(
+                    "the server does not list a tool named `{}`; check the tool name",
+                    self.tool
+                ),
             };
             return Err(Refusal::new("tool_missing", message));
         };
@@ -141,18 +152,25 @@ impl McpExecutor {
     }
 
     fn classify_error_code(&self, code: i64) -> RejectionClass {
-        if self.config.not_applied_codes.contains(&code) { RejectionClass::NotApplied } else { RejectionClass::Unknown }
+        if self.config.not_applied_codes.contains(&code) {
+            RejectionClass::NotApplied
+        } else {
+            RejectionClass::Unknown
+        }
     }
 }
 
 /// Validates `arguments` against `tool`'s input schema.
 fn check_arguments(tool: &Tool, arguments: &Value) -> Result<(), Refusal> {
-    let validator =
-        ArgumentValidator::new(tool).map_err(|e| Refusal::new("unsupported_schema", format!("{e}; nothing was sent")))?;
+    let validator = ArgumentValidator::new(tool)
+        .map_err(|e| Refusal::new("unsupported_schema", format!("{e}; nothing was sent")))?;
     if !arguments.is_object() {
         return Err(Refusal::new(
             "invalid_arguments",
-            format!("the arguments of tool `{}` must be a JSON object; nothing was sent", tool.name),
+            format!(
+                "the arguments of tool `{}` must be a JSON object; nothing was sent",
+                tool.name
+            ),
         ));
     }
     validator.check(arguments).map_err(|messages| {
@@ -171,8 +189,10 @@ impl Executor for McpExecutor {
     fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
         self.check_action(request)?;
         let (live, tool) = self.live_binding()?;
-        ArgumentValidator::new(&tool).map_err(|e| Refusal::new("unsupported_schema", e.to_string()))?;
-        live.to_binding().map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))
+        ArgumentValidator::new(&tool)
+            .map_err(|e| Refusal::new("unsupported_schema", e.to_string()))?;
+        live.to_binding()
+            .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))
     }
 
     fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
@@ -189,17 +209,33 @@ impl Executor for McpExecutor {
                 reason: "execute was called without a successful prepare; nothing was sent".into(),
             };
         };
-        if let Err(refusal) = self.check_action(request).and_then(|()| self.verify(request, &bound)) {
-            return Delivery::NothingWritten { reason: format!("refused just before the call: {refusal}") };
+        if let Err(refusal) = self
+            .check_action(request)
+            .and_then(|()| self.verify(request, &bound))
+        {
+            return Delivery::NothingWritten {
+                reason: format!("refused just before the call: {refusal}"),
+            };
         }
-        let timeout = self.config.call_timeout.unwrap_or_else(|| self.client.request_timeout());
-        match self.client.call_tool(&self.tool, &request.arguments, timeout) {
+        let timeout = self
+            .config
+            .call_timeout
+            .unwrap_or_else(|| self.client.request_timeout());
+        match self
+            .client
+            .call_tool(&self.tool, &request.arguments, timeout)
+        {
             Ok(Reply::Result(result)) => classify_result(result),
-            Ok(Reply::Error(error)) => {
-                Delivery::Rejected { error: error.to_value(), class: self.classify_error_code(error.code) }
-            }
-            Err(e) if e.nothing_written() => Delivery::NothingWritten { reason: e.to_string() },
-            Err(e) => Delivery::PossiblyWritten { reason: e.to_string() },
+            Ok(Reply::Error(error)) => Delivery::Rejected {
+                error: error.to_value(),
+                class: self.classify_error_code(error.code),
+            },
+            Err(e) if e.nothing_written() => Delivery::NothingWritten {
+                reason: e.to_string(),
+            },
+            Err(e) => Delivery::PossiblyWritten {
+                reason: e.to_string(),
+            },
         }
     }
 }
@@ -208,14 +244,18 @@ impl Executor for McpExecutor {
 fn classify_result(result: Value) -> Delivery {
     if !result.is_object() {
         return Delivery::PossiblyWritten {
-            reason: format!("the `tools/call` result is not an object ({result}); the effect is unknown"),
+            reason: format!(
+                "the `tools/call` result is not an object ({result}); the effect is unknown"
+            ),
         };
     }
     match result.get("isError") {
         Some(Value::Bool(true)) => Delivery::ToolFailed { reply: result },
         None | Some(Value::Bool(false)) => Delivery::Succeeded { reply: result },
         Some(other) => Delivery::PossiblyWritten {
-            reason: format!("the `tools/call` result has a non-boolean `isError` ({other}); the effect is unknown"),
+            reason: format!(
+                "the `tools/call` result has a non-boolean `isError` ({other}); the effect is unknown"
+            ),
         },
     }
 }

@@ -29,6 +29,7 @@ mod binding;
 mod client;
 mod error;
 mod executor;
+pub mod fault_server;
 mod readback;
 mod schema;
 mod session;

@@ -59,7 +59,12 @@ impl std::fmt::Debug for McpReadback {
 
 impl McpReadback {
     /// A readback through `tool` on `client`.
-    pub fn new<A, J>(client: Arc<McpClient>, tool: impl Into<String>, arguments: A, judge: J) -> Self
+    pub fn new<A, J>(
+        client: Arc<McpClient>,
+        tool: impl Into<String>,
+        arguments: A,
+        judge: J,
+    ) -> Self
     where
         A: FnMut(&Request) -> Value + Send + 'static,
         J: FnMut(&Request, &Value) -> ReadbackVerdict + Send + 'static,
@@ -98,7 +103,9 @@ impl Readback for McpReadback {
             "server": self.client.server().identity(),
             "arguments": arguments,
         });
-        let timeout = self.timeout.unwrap_or_else(|| self.client.request_timeout());
+        let timeout = self
+            .timeout
+            .unwrap_or_else(|| self.client.request_timeout());
         match self.client.call_tool(&self.tool, &arguments, timeout) {
             Ok(Reply::Result(result)) => {
                 let tool_error = result.get("isError") == Some(&Value::Bool(true));

@@ -29,7 +29,9 @@ pub struct ArgumentValidator {
 
 impl std::fmt::Debug for ArgumentValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArgumentValidator").field("dialect", &self.dialect).finish_non_exhaustive()
+        f.debug_struct("ArgumentValidator")
+            .field("dialect", &self.dialect)
+            .finish_non_exhaustive()
     }
 }
 
@@ -38,10 +40,17 @@ impl ArgumentValidator {
     /// any other declared dialect is refused with [`McpError::UnsupportedSchema`].
     pub fn new(tool: &Tool) -> Result<Self, McpError> {
         let schema = tool.input_schema();
-        let unsupported = |reason: String| McpError::UnsupportedSchema { tool: tool.name.clone(), reason };
+        let unsupported = |reason: String| McpError::UnsupportedSchema {
+            tool: tool.name.clone(),
+            reason,
+        };
         let dialect = match schema.get("$schema") {
             None => Dialect::Draft202012,
-            Some(Value::String(uri)) => match uri.trim_end_matches('#').trim_start_matches("https://").trim_start_matches("http://") {
+            Some(Value::String(uri)) => match uri
+                .trim_end_matches('#')
+                .trim_start_matches("https://")
+                .trim_start_matches("http://")
+            {
                 "json-schema.org/draft/2020-12/schema" => Dialect::Draft202012,
                 "json-schema.org/draft-07/schema" => Dialect::Draft07,
                 _ => {
@@ -78,10 +87,18 @@ impl ArgumentValidator {
             .take(MAX_MESSAGES)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "/".to_owned() } else { path };
+                let at = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
                 format!("at {at}: {}", e.masked())
             })
             .collect();
-        if messages.is_empty() { Ok(()) } else { Err(messages) }
+        if messages.is_empty() {
+            Ok(())
+        } else {
+            Err(messages)
+        }
     }
 }

@@ -28,14 +28,15 @@ use serde_json::{Value, json};
 use super::transport::{ServerCommand, ShutdownReport, Transport, TransportConfig, join_briefly};
 use super::{McpError, PROTOCOL_VERSION};
 use crate::jsonrpc::{
-    DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, Id, JsonRpcError, Message, MessageReader, MessageWriter, Notification,
-    Request, Response, codes, encode_line,
+    DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, Id, JsonRpcError, Message, MessageReader,
+    MessageWriter, Notification, Request, Response, codes, encode_line,
 };
 
 /// A callback that receives server notifications on the session's reader thread.
 ///
 /// It must return quickly and must not wait for a reply from the same session (the
-/// reply would be read by the thread that is running the callback).
+/// reply would be read by the thread that is running the callback). A panic in it is
+/// caught and counted as a protocol error.
 pub type NotificationCallback = Arc<dyn Fn(&Notification) + Send + Sync>;
 
 /// Settings of a session and of the MCP client built on it.
@@ -84,7 +85,10 @@ impl std::fmt::Debug for SessionConfig {
             .field("accepted_versions", &self.accepted_versions)
             .field("max_tool_pages", &self.max_tool_pages)
             .field("notification_queue", &self.notification_queue)
-            .field("on_notification", &self.on_notification.as_ref().map(|_| "callback"))
+            .field(
+                "on_notification",
+                &self.on_notification.as_ref().map(|_| "callback"),
+            )
             .finish()
     }
 }
@@ -130,6 +134,7 @@ pub struct Session {
     threads: Mutex<Vec<JoinHandle<()>>>,
     max_message_bytes: usize,
     request_timeout: Duration,
+    pid: u32,
 }
 
 impl Session {
@@ -138,7 +143,10 @@ impl Session {
         let mut transport = Transport::spawn(command, config.transport.clone())?;
         let (Some(stdin), Some(stdout)) = (transport.take_stdin(), transport.take_stdout()) else {
             let source = std::io::Error::other("the child's stdin or stdout pipe is missing");
-            return Err(McpError::Spawn { program: command.program().to_string_lossy().into_owned(), source });
+            return Err(McpError::Spawn {
+                program: command.program().to_string_lossy().into_owned(),
+                source,
+            });
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -152,25 +160,31 @@ impl Session {
             .spawn(move || writer_loop(MessageWriter::with_max_message_bytes(stdin, max), &jobs));
         let reader_shared = Arc::clone(&shared);
         let reply_writer = writer.clone();
-        let reader_thread = std::thread::Builder::new().name("rpr-mcp-reader".into()).spawn(move || {
-            reader_loop(
-                MessageReader::with_max_message_bytes(BufReader::new(stdout), max),
-                &reader_shared,
-                &reply_writer,
-                max,
-            );
-        });
+        let reader_thread = std::thread::Builder::new()
+            .name("rpr-mcp-reader".into())
+            .spawn(move || {
+                reader_loop(
+                    MessageReader::with_max_message_bytes(BufReader::new(stdout), max),
+                    &reader_shared,
+                    &reply_writer,
+                    max,
+                );
+            });
         let mut threads = Vec::new();
         for thread in [writer_thread, reader_thread] {
             match thread {
                 Ok(handle) => threads.push(handle),
                 Err(source) => {
                     // `transport` drops here and runs the shutdown ladder.
-                    return Err(McpError::Spawn { program: "session thread".into(), source });
+                    return Err(McpError::Spawn {
+                        program: "session thread".into(),
+                        source,
+                    });
                 }
             }
         }
         Ok(Self {
+            pid: transport.pid(),
             shared,
             writer,
             transport: Mutex::new(transport),
@@ -184,13 +198,20 @@ impl Session {
     ///
     /// On timeout a `notifications/cancelled` is sent (except for `initialize`, which
     /// must never be cancelled) and a reply arriving later is dropped.
-    pub fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Reply, McpError> {
+    pub fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Reply, McpError> {
         let deadline = Instant::now() + timeout;
-        let not_sent = |reason: String| McpError::NotSent { method: method.to_owned(), reason };
         let (id, replies) = {
             let mut state = self.shared.lock();
             if let Some(reason) = &state.closed {
-                return Err(not_sent(format!("the session is closed ({reason})")));
+                return Err(McpError::NotSent {
+                    method: method.to_owned(),
+                    reason: format!("the session is closed ({reason})"),
+                });
             }
             state.next_id += 1;
             let id = Id::Number(state.next_id);
@@ -198,63 +219,113 @@ impl Session {
             state.pending.insert(id.clone(), tx);
             (id, rx)
         };
-        let message = Message::Request(Request { id: id.clone(), method: method.to_owned(), params });
-        let line = match encode_line(&message.to_value(), self.max_message_bytes) {
-            Ok(line) => line,
+        let request = Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        };
+        match self.write_request(request, timeout, deadline) {
+            Ok(total) => self.await_reply(&id, method, &replies, timeout, deadline, total),
             Err(e) => {
                 self.shared.lock().pending.remove(&id);
-                return Err(not_sent(e.to_string()));
+                Err(e)
             }
+        }
+    }
+
+    /// Queues the request line and waits until it is written, failed, withdrawn or
+    /// stalled at the deadline. Returns the line's length once fully written.
+    fn write_request(
+        &self,
+        request: Request,
+        timeout: Duration,
+        deadline: Instant,
+    ) -> Result<usize, McpError> {
+        let method = request.method.clone();
+        let not_sent = |reason: String| McpError::NotSent {
+            method: method.clone(),
+            reason,
         };
+        let line = encode_line(
+            &Message::Request(request).to_value(),
+            self.max_message_bytes,
+        )
+        .map_err(|e| not_sent(e.to_string()))?;
         let total = line.len();
         let ticket = Arc::new(Ticket::default());
-        if self.writer.send(WriteJob::Line { line, ticket: Some(Arc::clone(&ticket)) }).is_err() {
-            self.shared.lock().pending.remove(&id);
+        let job = WriteJob::Line {
+            line,
+            ticket: Some(Arc::clone(&ticket)),
+        };
+        if self.writer.send(job).is_err() {
             return Err(not_sent("the session's writer has stopped".into()));
         }
         match ticket.wait(deadline) {
-            TicketWait::Written => {}
-            TicketWait::Failed { written: 0, reason } => {
-                self.shared.lock().pending.remove(&id);
-                return Err(not_sent(reason));
-            }
-            TicketWait::Failed { written, reason } => {
-                self.shared.lock().pending.remove(&id);
-                return Err(McpError::WriteFailed { method: method.to_owned(), written, total, reason });
-            }
-            TicketWait::Withdrawn => {
-                self.shared.lock().pending.remove(&id);
-                return Err(not_sent(format!(
-                    "the server did not take input within {timeout:?}; the request was withdrawn before \
-                     any byte of it was written"
-                )));
-            }
-            TicketWait::Stalled { written } => {
-                self.shared.lock().pending.remove(&id);
-                return Err(McpError::TimedOut { method: method.to_owned(), timeout, written, total });
-            }
+            TicketWait::Written => Ok(total),
+            TicketWait::Failed { written: 0, reason } => Err(not_sent(reason)),
+            TicketWait::Failed { written, reason } => Err(McpError::WriteFailed {
+                method,
+                written,
+                total,
+                reason,
+            }),
+            TicketWait::Withdrawn => Err(not_sent(format!(
+                "the server did not take input within {timeout:?}; the request was withdrawn \
+                 before any byte of it was written"
+            ))),
+            TicketWait::Stalled { written } => Err(McpError::TimedOut {
+                method,
+                timeout,
+                written,
+                total,
+            }),
         }
-        let lost = |reason: String| McpError::ConnectionLost { method: method.to_owned(), reason };
-        match replies.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(Incoming::Reply(reply)) => Ok(reply),
-            Ok(Incoming::Lost(reason)) => Err(lost(reason)),
-            Err(RecvTimeoutError::Disconnected) => Err(lost("the session's reader stopped".into())),
-            Err(RecvTimeoutError::Timeout) => {
-                let still_pending = self.shared.lock().pending.remove(&id).is_some();
-                if !still_pending {
-                    // The reply raced the timeout and won.
-                    return match replies.try_recv() {
-                        Ok(Incoming::Reply(reply)) => Ok(reply),
-                        Ok(Incoming::Lost(reason)) => Err(lost(reason)),
-                        Err(_) => Err(lost("the session's reader stopped".into())),
-                    };
+    }
+
+    /// Waits for the reply to a fully written request; on timeout, withdraws the id,
+    /// sends `notifications/cancelled` (never for `initialize`) and reports.
+    fn await_reply(
+        &self,
+        id: &Id,
+        method: &str,
+        replies: &mpsc::Receiver<Incoming>,
+        timeout: Duration,
+        deadline: Instant,
+        total: usize,
+    ) -> Result<Reply, McpError> {
+        let lost = |reason: String| McpError::ConnectionLost {
+            method: method.to_owned(),
+            reason,
+        };
+        let incoming =
+            match replies.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(incoming) => incoming,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(lost("the session's reader stopped".into()));
                 }
-                if method != "initialize" {
-                    let params = json!({"requestId": id.to_value(), "reason": "timeout"});
-                    let _ = self.notify("notifications/cancelled", Some(params));
+                Err(RecvTimeoutError::Timeout) => {
+                    let still_pending = self.shared.lock().pending.remove(id).is_some();
+                    if still_pending {
+                        if method != "initialize" {
+                            let params = json!({"requestId": id.to_value(), "reason": "timeout"});
+                            let _ = self.notify("notifications/cancelled", Some(params));
+                        }
+                        return Err(McpError::TimedOut {
+                            method: method.to_owned(),
+                            timeout,
+                            written: total,
+                            total,
+                        });
+                    }
+                    // The reply raced the timeout and won: it is already in the channel.
+                    replies
+                        .try_recv()
+                        .map_err(|_| lost("the session's reader stopped".into()))?
                 }
-                Err(McpError::TimedOut { method: method.to_owned(), timeout, written: total, total })
-            }
+            };
+        match incoming {
+            Incoming::Reply(reply) => Ok(reply),
+            Incoming::Lost(reason) => Err(lost(reason)),
         }
     }
 
@@ -266,11 +337,17 @@ impl Session {
     /// Queues a notification. It is written in order with requests; write failures
     /// are not reported (a notification has no reply to wait for).
     pub fn notify(&self, method: &str, params: Option<Value>) -> Result<(), McpError> {
-        let not_sent = |reason: String| McpError::NotSent { method: method.to_owned(), reason };
+        let not_sent = |reason: String| McpError::NotSent {
+            method: method.to_owned(),
+            reason,
+        };
         if let Some(reason) = &self.shared.lock().closed {
             return Err(not_sent(format!("the session is closed ({reason})")));
         }
-        let message = Message::Notification(Notification { method: method.to_owned(), params });
+        let message = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        });
         let line = encode_line(&message.to_value(), self.max_message_bytes)
             .map_err(|e| not_sent(e.to_string()))?;
         self.writer
@@ -304,7 +381,7 @@ impl Session {
     /// The server's process id (also its process group id).
     #[must_use]
     pub fn pid(&self) -> u32 {
-        self.lock_transport().pid()
+        self.pid
     }
 
     /// The last bytes the server wrote to stderr.
@@ -320,7 +397,12 @@ impl Session {
         let _ = self.writer.send(WriteJob::Close);
         let report = self.lock_transport().shutdown();
         self.shared.close("the session was shut down");
-        let threads: Vec<_> = self.threads.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect();
+        let threads: Vec<_> = self
+            .threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+            .collect();
         for handle in threads {
             join_briefly(handle);
         }
@@ -328,7 +410,9 @@ impl Session {
     }
 
     fn lock_transport(&self) -> MutexGuard<'_, Transport> {
-        self.transport.lock().unwrap_or_else(PoisonError::into_inner)
+        self.transport
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -410,7 +494,9 @@ impl Shared {
             if len == RECENT_ERRORS {
                 state.recent_errors.pop_front();
             }
-            state.recent_errors.push_back(format!("dropped a response for unknown or expired id {id}"));
+            state
+                .recent_errors
+                .push_back(format!("dropped a response for unknown or expired id {id}"));
         }
     }
 
@@ -420,7 +506,16 @@ impl Shared {
             return;
         }
         if let Some(callback) = &self.on_notification {
-            callback(&notification);
+            let call = std::panic::AssertUnwindSafe(|| callback(&notification));
+            if std::panic::catch_unwind(call).is_err() {
+                Self::record_error(
+                    &mut self.lock(),
+                    format!(
+                        "the notification callback panicked on {}",
+                        notification.method
+                    ),
+                );
+            }
             return;
         }
         let mut state = self.lock();
@@ -437,10 +532,15 @@ impl Shared {
 
     fn unreadable(&self, error: JsonRpcError) {
         let mut state = self.lock();
-        if let JsonRpcError::InvalidMessage { id: Some(id), reason } = &error
+        if let JsonRpcError::InvalidMessage {
+            id: Some(id),
+            reason,
+        } = &error
             && let Some(tx) = state.pending.remove(id)
         {
-            let _ = tx.send(Incoming::Lost(format!("the reply was malformed ({reason})")));
+            let _ = tx.send(Incoming::Lost(format!(
+                "the reply was malformed ({reason})"
+            )));
         }
         Self::record_error(&mut state, error.to_string());
     }
@@ -468,10 +568,16 @@ fn reader_loop(
                     shared.lock().stats.requests_refused += 1;
                     Err(ErrorObject::new(
                         codes::METHOD_NOT_FOUND,
-                        format!("Method not found: {} (this client offers no capabilities)", request.method),
+                        format!(
+                            "Method not found: {} (this client offers no capabilities)",
+                            request.method
+                        ),
                     ))
                 };
-                let response = Message::Response(Response { id: Some(request.id), outcome });
+                let response = Message::Response(Response {
+                    id: Some(request.id),
+                    outcome,
+                });
                 if let Ok(line) = encode_line(&response.to_value(), max) {
                     let _ = writer.send(WriteJob::Line { line, ticket: None });
                 }
@@ -486,7 +592,10 @@ fn reader_loop(
 }
 
 enum WriteJob {
-    Line { line: Vec<u8>, ticket: Option<Arc<Ticket>> },
+    Line {
+        line: Vec<u8>,
+        ticket: Option<Arc<Ticket>>,
+    },
     Close,
 }
 
@@ -557,7 +666,10 @@ impl Ticket {
     fn finish(&self, result: Result<usize, JsonRpcError>) {
         *self.lock() = match result {
             Ok(_) => TicketState::Written,
-            Err(error) => TicketState::Failed { written: error.bytes_written().unwrap_or(0), reason: error.to_string() },
+            Err(error) => TicketState::Failed {
+                written: error.bytes_written().unwrap_or(0),
+                reason: error.to_string(),
+            },
         };
         self.changed.notify_all();
     }
@@ -570,7 +682,10 @@ impl Ticket {
             match &*state {
                 TicketState::Written => return TicketWait::Written,
                 TicketState::Failed { written, reason } => {
-                    return TicketWait::Failed { written: *written, reason: reason.clone() };
+                    return TicketWait::Failed {
+                        written: *written,
+                        reason: reason.clone(),
+                    };
                 }
                 TicketState::Withdrawn => return TicketWait::Withdrawn,
                 TicketState::Queued | TicketState::Writing(_) => {}
@@ -583,7 +698,11 @@ impl Ticket {
                 *state = TicketState::Withdrawn;
                 return TicketWait::Withdrawn;
             }
-            state = self.changed.wait_timeout(state, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 }

@@ -57,14 +57,16 @@ impl ServerCommand {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
         self
     }
 
     /// Sets one environment variable for the child.
     #[must_use]
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
-        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self.env
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
         self
     }
 
@@ -165,7 +167,10 @@ impl Transport {
         if let Some(dir) = &command.current_dir {
             cmd.current_dir(dir);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
         let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
             program: command.program.to_string_lossy().into_owned(),
             source,
@@ -255,7 +260,11 @@ impl Transport {
         if let Some(handle) = self.stderr_thread.take() {
             join_briefly(handle);
         }
-        let report = ShutdownReport { stage, status, elapsed: start.elapsed() };
+        let report = ShutdownReport {
+            stage,
+            status,
+            elapsed: start.elapsed(),
+        };
         self.report = Some(report.clone());
         report
     }
@@ -285,7 +294,10 @@ impl Drop for Transport {
 fn leader_exited(child: &mut Child) -> bool {
     use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT) {
+    match waitid(
+        Id::Pid(pid),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+    ) {
         Ok(WaitStatus::StillAlive) => false,
         Ok(_) | Err(nix::errno::Errno::ECHILD) => true,
         Err(_) => false,
@@ -312,7 +324,10 @@ struct StderrRing {
 
 impl StderrRing {
     fn new(capacity: usize) -> Self {
-        Self { bytes: VecDeque::new(), capacity }
+        Self {
+            bytes: VecDeque::new(),
+            capacity,
+        }
     }
 
     fn push(&mut self, chunk: &[u8]) {
@@ -328,7 +343,10 @@ fn drain_stderr(mut pipe: impl Read, ring: &Mutex<StderrRing>) {
     loop {
         match pipe.read(&mut buf) {
             Ok(0) => return,
-            Ok(n) => ring.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]),
+            Ok(n) => ring
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
