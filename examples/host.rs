@@ -13,11 +13,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use rpr::executor::Request;
-use rpr::mcp::{McpClient, McpExecutor, McpReadback, ReadbackVerdict, ServerCommand, SessionConfig};
+use rpr::mcp::{
+    McpClient, McpExecutor, McpReadback, ReadbackVerdict, ServerCommand, SessionConfig,
+};
 use rpr::token::Reconciled;
 use rpr::{
-    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Proposal, Role, Runtime,
-    StepPoint, StoredPathway,
+    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Proposal,
+    Role, Runtime, StepPoint, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -55,7 +57,11 @@ fn parse_demo(args: &[String]) -> Result<Option<PathBuf>, Failure> {
         [flag, path] if flag == "--database" => {
             let path = PathBuf::from(path);
             if path.exists() {
-                return Err(format!("{} already exists; the demo needs a fresh database path", path.display()).into());
+                return Err(format!(
+                    "{} already exists; the demo needs a fresh database path",
+                    path.display()
+                )
+                .into());
             }
             Ok(Some(path))
         }
@@ -139,11 +145,25 @@ fn demo(database: Option<&Path>) -> Result<(), Failure> {
     // 1. A governed call that completes.
     println!("1. A consequential call: put invoice-42 = paid");
     let rt = runtime(&db)?;
-    let client = Arc::new(McpClient::connect(&demo_server(&work, "none")?, &SessionConfig::default())?);
+    let client = Arc::new(McpClient::connect(
+        &demo_server(&work, "none")?,
+        &SessionConfig::default(),
+    )?);
     let request = Request::new("put", json!({"key": "invoice-42", "value": "paid"}));
-    let definition = Definition::new(request, ActionClass::Mutating, "invoice-42-paid", authority());
-    let Proposal::New(p) = rt.propose(&agent, definition)? else { return Err("replayed".into()) };
-    println!("  proposed by {agent} (pathway {}, request digest {}…)", p.id(), &p.request_digest()[..16]);
+    let definition = Definition::new(
+        request,
+        ActionClass::Mutating,
+        "invoice-42-paid",
+        authority(),
+    );
+    let Proposal::New(p) = rt.propose(&agent, definition)? else {
+        return Err("replayed".into());
+    };
+    println!(
+        "  proposed by {agent} (pathway {}, request digest {}…)",
+        p.id(),
+        &p.request_digest()[..16]
+    );
     let Admission::HumanGate(p) = p.admit(&rt, &Actor::new("policy"), &policy)? else {
         return Err("expected a Human Gate".into());
     };
@@ -170,20 +190,39 @@ fn demo(database: Option<&Path>) -> Result<(), Failure> {
         other => return Err(format!("unexpected outcome {other:?}").into()),
     };
     println!("  the server replied success — not proof yet; reading back with `get`…");
-    let Confirmed::Completed(done) = returned.confirm(&rt, &Actor::new("auditor"), &mut readback(Arc::clone(&client)))?
+    let Confirmed::Completed(done) = returned.confirm(
+        &rt,
+        &Actor::new("auditor"),
+        &mut readback(Arc::clone(&client)),
+    )?
     else {
         return Err("readback did not verify".into());
     };
-    println!("  readback verified invoice-42 = paid → {} is COMPLETED", done.id());
+    println!(
+        "  readback verified invoice-42 = paid → {} is COMPLETED",
+        done.id()
+    );
     println!("  effects on the server so far: {}\n", effects(&work));
     client.shutdown();
 
     // 2. A call whose reply is lost.
-    println!("2. A call whose reply is lost: put invoice-43 = paid (the server dies after the effect)");
-    let crashing = Arc::new(McpClient::connect(&demo_server(&work, "crash-after-effect")?, &SessionConfig::default())?);
+    println!(
+        "2. A call whose reply is lost: put invoice-43 = paid (the server dies after the effect)"
+    );
+    let crashing = Arc::new(McpClient::connect(
+        &demo_server(&work, "crash-after-effect")?,
+        &SessionConfig::default(),
+    )?);
     let request = Request::new("put", json!({"key": "invoice-43", "value": "paid"}));
-    let definition = Definition::new(request, ActionClass::Mutating, "invoice-43-paid", authority());
-    let Proposal::New(p) = rt.propose(&agent, definition)? else { return Err("replayed".into()) };
+    let definition = Definition::new(
+        request,
+        ActionClass::Mutating,
+        "invoice-43-paid",
+        authority(),
+    );
+    let Proposal::New(p) = rt.propose(&agent, definition)? else {
+        return Err("replayed".into());
+    };
     let Admission::HumanGate(p) = p.admit(&rt, &Actor::new("policy"), &policy)? else {
         return Err("expected a Human Gate".into());
     };
@@ -196,7 +235,10 @@ fn demo(database: Option<&Path>) -> Result<(), Failure> {
         Outcome::Unknown(u) => u,
         other => return Err(format!("unexpected outcome {other:?}").into()),
     };
-    println!("  the pipe broke after the request was written → {} is WRITE_STATUS_UNKNOWN", unknown.id());
+    println!(
+        "  the pipe broke after the request was written → {} is WRITE_STATUS_UNKNOWN",
+        unknown.id()
+    );
     println!("  (no retry method exists on an unknown pathway: retrying it would not compile)");
     let unknown_id = unknown.id().to_owned();
     drop(unknown);
@@ -214,27 +256,47 @@ fn demo(database: Option<&Path>) -> Result<(), Failure> {
         }
     }
     let unknown = recovered.ok_or("the unknown pathway was not recovered")?;
-    println!("  recover() returns {} as unknown — nothing was re-sent", unknown.id());
-    println!("  effects on the server: {} (invoice-42 once, invoice-43 once)", effects(&work));
+    println!(
+        "  recover() returns {} as unknown — nothing was re-sent",
+        unknown.id()
+    );
+    println!(
+        "  effects on the server: {} (invoice-42 once, invoice-43 once)",
+        effects(&work)
+    );
 
     // 4. Reconciliation.
     println!("\n4. Reconciliation by independent readback (a fresh server session, tool `get`)");
-    let reader = Arc::new(McpClient::connect(&demo_server(&work, "none")?, &SessionConfig::default())?);
-    let Reconciled::Applied(token) = rt.reconcile(&unknown, &mut readback(Arc::clone(&reader))) else {
+    let reader = Arc::new(McpClient::connect(
+        &demo_server(&work, "none")?,
+        &SessionConfig::default(),
+    )?);
+    let Reconciled::Applied(token) = rt.reconcile(&unknown, &mut readback(Arc::clone(&reader)))
+    else {
         return Err("readback did not find the effect".into());
     };
     let done = unknown.complete(&rt, token)?;
-    println!("  readback found invoice-43 = paid → verdict applied → {} is COMPLETED", done.id());
+    println!(
+        "  readback found invoice-43 = paid → verdict applied → {} is COMPLETED",
+        done.id()
+    );
     reader.shutdown();
 
     // 5. The ledger.
     let report = rt.verify(None)?;
-    println!("\n5. Evidence ledger: {} events, chain and states verified: {}", report.events, report.is_ok());
+    println!(
+        "\n5. Evidence ledger: {} events, chain and states verified: {}",
+        report.events,
+        report.is_ok()
+    );
     println!("   head {}", report.head.as_deref().unwrap_or("-"));
     if !report.is_ok() {
         return Err(format!("ledger problems: {:?}", report.problems).into());
     }
-    println!("   effects on the server: {} — each call happened exactly once", effects(&work));
+    println!(
+        "   effects on the server: {} — each call happened exactly once",
+        effects(&work)
+    );
     println!("\nInspect it read-only from any MCP client:");
     println!("  cargo run --bin rpr-mcp -- --database {}", db.display());
     drop(rt);
@@ -247,5 +309,6 @@ fn demo(database: Option<&Path>) -> Result<(), Failure> {
 }
 
 fn short(v: &Value) -> String {
-    v.as_str().map_or_else(|| "?".into(), |s| s.chars().take(12).collect())
+    v.as_str()
+        .map_or_else(|| "?".into(), |s| s.chars().take(12).collect())
 }

@@ -131,16 +131,30 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
         }
         for row in rows {
             last_seq = row.seq;
-            let p = |kind, detail: String| Problem { kind, seq: Some(row.seq), pathway: Some(row.pathway_id.clone()), detail };
+            let p = |kind, detail: String| Problem {
+                kind,
+                seq: Some(row.seq),
+                pathway: Some(row.pathway_id.clone()),
+                detail,
+            };
             if row.seq != expected_seq {
-                problems.push(p(ProblemKind::Sequence, format!("expected seq {expected_seq}, found {}", row.seq)));
+                problems.push(p(
+                    ProblemKind::Sequence,
+                    format!("expected seq {expected_seq}, found {}", row.seq),
+                ));
             }
             expected_seq = row.seq + 1;
             if row.prev_hash != prev_hash {
-                problems.push(p(ProblemKind::BrokenLink, "prev_hash does not match the previous event's hash".into()));
+                problems.push(p(
+                    ProblemKind::BrokenLink,
+                    "prev_hash does not match the previous event's hash".into(),
+                ));
             }
             if chain_hash(&row.prev_hash, &row.event) != row.hash {
-                problems.push(p(ProblemKind::HashMismatch, "stored hash does not match the event".into()));
+                problems.push(p(
+                    ProblemKind::HashMismatch,
+                    "stored hash does not match the event".into(),
+                ));
             }
             prev_hash.clone_from(&row.hash);
             if known_head == Some(row.hash.as_str()) {
@@ -150,20 +164,35 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
             let event: Value = match serde_json::from_str(&row.event) {
                 Ok(v) => v,
                 Err(e) => {
-                    problems.push(p(ProblemKind::Unreadable, format!("event is not JSON: {e}")));
+                    problems.push(p(
+                        ProblemKind::Unreadable,
+                        format!("event is not JSON: {e}"),
+                    ));
                     continue;
                 }
             };
             if crate::canonical::to_string(&event).ok().as_deref() != Some(row.event.as_str()) {
-                problems.push(p(ProblemKind::Unreadable, "event text is not in canonical form".into()));
+                problems.push(p(
+                    ProblemKind::Unreadable,
+                    "event text is not in canonical form".into(),
+                ));
             }
             if event.get("seq").and_then(Value::as_i64) != Some(row.seq)
                 || event.get("pathway").and_then(Value::as_str) != Some(row.pathway_id.as_str())
             {
-                problems.push(p(ProblemKind::Sequence, "event's own seq or pathway disagrees with its row".into()));
+                problems.push(p(
+                    ProblemKind::Sequence,
+                    "event's own seq or pathway disagrees with its row".into(),
+                ));
             }
-            let from = event.get("from").and_then(Value::as_str).map(str::parse::<State>);
-            let to = event.get("to").and_then(Value::as_str).map(str::parse::<State>);
+            let from = event
+                .get("from")
+                .and_then(Value::as_str)
+                .map(str::parse::<State>);
+            let to = event
+                .get("to")
+                .and_then(Value::as_str)
+                .map(str::parse::<State>);
             let replay = replays.entry(row.pathway_id.clone()).or_default();
             match (replay.state, from, to) {
                 (None, None, Some(Ok(State::Proposed))) => replay.state = Some(State::Proposed),
@@ -202,7 +231,11 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
         }),
     }
     check_rows(store, &mut replays, &attempts, &mut problems)?;
-    Ok(Report { events: last_seq, head, problems })
+    Ok(Report {
+        events: last_seq,
+        head,
+        problems,
+    })
 }
 
 fn check_rows(
@@ -222,12 +255,14 @@ fn check_rows(
                 pathway: Some(id),
                 detail: "pathway has no ledger events".into(),
             }),
-            Some(r) if r.state.map(State::as_str) != Some(state.as_str()) => problems.push(Problem {
-                kind: ProblemKind::StateMismatch,
-                seq: None,
-                pathway: Some(id),
-                detail: format!("stored state {state}, events end in {:?}", r.state),
-            }),
+            Some(r) if r.state.map(State::as_str) != Some(state.as_str()) => {
+                problems.push(Problem {
+                    kind: ProblemKind::StateMismatch,
+                    seq: None,
+                    pathway: Some(id),
+                    detail: format!("stored state {state}, events end in {:?}", r.state),
+                })
+            }
             Some(_) => {}
         }
     }
@@ -239,8 +274,16 @@ fn check_rows(
             detail: "events name a pathway that is not stored".into(),
         });
     }
-    let mut stmt = store.conn.prepare("SELECT id, pathway_id, status FROM attempts")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+    let mut stmt = store
+        .conn
+        .prepare("SELECT id, pathway_id, status FROM attempts")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
     for row in rows {
         let (id, pathway, status) = row?;
         if attempts.get(&id) != Some(&status) {
@@ -248,7 +291,10 @@ fn check_rows(
                 kind: ProblemKind::AttemptMismatch,
                 seq: None,
                 pathway: Some(pathway),
-                detail: format!("attempt {id} stored as {status}, events say {:?}", attempts.get(&id)),
+                detail: format!(
+                    "attempt {id} stored as {status}, events say {:?}",
+                    attempts.get(&id)
+                ),
             });
         }
     }

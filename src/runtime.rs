@@ -10,18 +10,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::evidence::{self, Bounds};
+use crate::executor::{Observation, Readback};
 use crate::ledger::{self, Report};
 use crate::pathway::stage::{
-    Aborted, Approved, AwaitingApproval, Completed, Denied, Gated, Held, HumanGate, PartiallyCompleted, Proposed,
-    ReadyToResume, RepairRequired, Returned, Stage, Stopped, Unknown,
+    Aborted, Approved, AwaitingApproval, Completed, Denied, Gated, Held, HumanGate,
+    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stage, Stopped, Unknown,
 };
-use crate::pathway::token::{Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved};
-use crate::pathway::{Actor, Core, Definition, Pathway, PathwayError, Role, StoredPathway, request_json};
-use crate::executor::{Observation, Readback};
+use crate::pathway::token::{
+    Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
+};
+use crate::pathway::{
+    Actor, Core, Definition, Pathway, PathwayError, Role, StoredPathway, request_json,
+};
 use crate::state::State;
 use crate::store::{
-    AttemptRecord, AttemptWrite, Backend, EventDraft, NewPathway, PathwayRecord, ReadStore, SqliteBackend, Step,
-    StoreError,
+    AttemptRecord, AttemptWrite, Backend, EventDraft, NewPathway, PathwayRecord, ReadStore,
+    SqliteBackend, Step, StoreError,
 };
 
 /// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
@@ -58,7 +62,9 @@ pub struct RandomIds {
 impl IdSource for RandomIds {
     fn next_id(&self, prefix: &str) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let seed = format!("{}:{nanos}:{n}", std::process::id());
         let hex = crate::canonical::sha256_hex_bytes(seed.as_bytes());
         format!("{prefix}_{}", &hex[..20])
@@ -108,7 +114,10 @@ pub struct RuntimeBuilder {
 
 impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeBuilder").field("path", &self.path).field("lease", &self.lease).finish_non_exhaustive()
+        f.debug_struct("RuntimeBuilder")
+            .field("path", &self.path)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
     }
 }
 
@@ -173,7 +182,8 @@ struct Owner {
 static NONCE: AtomicU64 = AtomicU64::new(0);
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "unknown-host".into(), |s| s.trim().to_owned())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "unknown-host".into(), |s| s.trim().to_owned())
 }
 
 fn process_start(pid: u32) -> Option<String> {
@@ -207,7 +217,12 @@ impl Owner {
         let start = it.next()?.to_owned();
         let pid = it.next()?.parse().ok()?;
         let host = it.next()?.to_owned();
-        Some(Self { host, pid, start, nonce })
+        Some(Self {
+            host,
+            pid,
+            start,
+            nonce,
+        })
     }
 }
 
@@ -229,7 +244,9 @@ pub struct Runtime {
 
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Runtime").field("owner", &self.owner.encode()).finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("owner", &self.owner.encode())
+            .finish_non_exhaustive()
     }
 }
 
@@ -256,7 +273,7 @@ impl Runtime {
             path: path.as_ref().to_owned(),
             clock: Box::new(SystemClock),
             ids: Box::new(RandomIds::default()),
-            lease: Duration::from_secs(600),
+            lease: Duration::from_mins(10),
             hook: None,
             bounds: Bounds::DEFAULT,
         }
@@ -312,13 +329,20 @@ impl Runtime {
         roles: &[Role],
         action: &'static str,
     ) -> Result<(), PathwayError> {
-        if roles.iter().any(|r| core.definition.authority.holder(*r) == actor) {
+        if roles
+            .iter()
+            .any(|r| core.definition.authority.holder(*r) == actor)
+        {
             Ok(())
         } else {
             Err(PathwayError::NotAuthorized {
                 actor: actor.clone(),
                 action,
-                needs: roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(" or "),
+                needs: roles
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
             })
         }
     }
@@ -326,8 +350,13 @@ impl Runtime {
     /// Proposes an action. The definition is redacted, bounded and stored with the
     /// first ledger event in one transaction. The same idempotency key with the same
     /// content replays the stored pathway; with other content it is refused.
-    pub fn propose(&self, proposer: &Actor, definition: Definition) -> Result<Proposal, PathwayError> {
-        let full = serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    pub fn propose(
+        &self,
+        proposer: &Actor,
+        definition: Definition,
+    ) -> Result<Proposal, PathwayError> {
+        let full =
+            serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let definition_digest = crate::canonical::sha256_hex(&full)?;
         let request_digest = crate::canonical::sha256_hex(&request_json(&definition.request))?;
         let stored = evidence::check(&full, &self.bounds)?;
@@ -373,7 +402,13 @@ impl Runtime {
             Err(e) => return Err(e.into()),
         }
         Ok(Proposal::New(Pathway {
-            core: Box::new(Core { id, version: 1, definition, request_digest, redacted: false }),
+            core: Box::new(Core {
+                id,
+                version: 1,
+                definition,
+                request_digest,
+                redacted: false,
+            }),
             stage: Proposed { _private: () },
         }))
     }
@@ -391,17 +426,34 @@ impl Runtime {
             .optional()?)
     }
 
-    fn replay(&self, (id, digest): (String, String), wanted: &str, key: &str) -> Result<Proposal, PathwayError> {
+    fn replay(
+        &self,
+        (id, digest): (String, String),
+        wanted: &str,
+        key: &str,
+    ) -> Result<Proposal, PathwayError> {
         if digest != wanted {
-            return Err(PathwayError::IdempotencyConflict { key: key.to_owned(), existing: id });
+            return Err(PathwayError::IdempotencyConflict {
+                key: key.to_owned(),
+                existing: id,
+            });
         }
         Ok(Proposal::Existing(self.load(&id)?))
     }
 
     /// Grants a Human Gate approval for `pathway`'s exact request. Only the approval
     /// authority may; the approval is recorded and usable once.
-    pub fn grant_approval<S: Gated>(&self, pathway: &Pathway<S>, approver: &Actor) -> Result<Approval, PathwayError> {
-        Self::authorize(&pathway.core, approver, &[Role::ApprovalAuthority], "grant an approval")?;
+    pub fn grant_approval<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        approver: &Actor,
+    ) -> Result<Approval, PathwayError> {
+        Self::authorize(
+            &pathway.core,
+            approver,
+            &[Role::ApprovalAuthority],
+            "grant an approval",
+        )?;
         let id = self.new_id("ap");
         let event = EventDraft {
             kind: "approval_granted",
@@ -414,6 +466,8 @@ impl Runtime {
         };
         self.backend.grant_approval(
             &pathway.core.id,
+            S::STATE,
+            pathway.core.version,
             &id,
             &pathway.core.request_digest,
             approver.as_str(),
@@ -441,7 +495,14 @@ impl Runtime {
             Observation::Inconclusive { evidence } => ("unresolved", evidence),
         };
         let evidence = self.fit(&evidence);
-        make_token(verdict, id, attempt, "readback", "readback".to_owned(), evidence)
+        make_token(
+            verdict,
+            id,
+            attempt,
+            "readback",
+            "readback".to_owned(),
+            evidence,
+        )
     }
 
     /// Reconciles an unknown attempt by an attested decision of the evidence owner or
@@ -453,7 +514,12 @@ impl Runtime {
         verdict: Attestation,
         evidence: &Value,
     ) -> Result<Reconciled, PathwayError> {
-        Self::authorize(&pathway.core, actor, &[Role::EvidenceOwner, Role::RepairOwner], "attest a verdict")?;
+        Self::authorize(
+            &pathway.core,
+            actor,
+            &[Role::EvidenceOwner, Role::RepairOwner],
+            "attest a verdict",
+        )?;
         let evidence = evidence::check(evidence, &self.bounds)?;
         let verdict = match verdict {
             Attestation::Applied => "applied",
@@ -476,7 +542,10 @@ impl Runtime {
     /// `write_status_unknown` (recorded in the ledger) and returned as unknown; one whose
     /// owner is alive is returned as [`StoredPathway::InFlightElsewhere`].
     pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
-        let record = self.reader().pathway(id)?.ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
+        let record = self
+            .reader()
+            .pathway(id)?
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
         self.rehydrate(record)
     }
 
@@ -496,7 +565,9 @@ impl Runtime {
     }
 
     fn owner_gone(&self, attempt: &AttemptRecord) -> bool {
-        let Some(owner) = attempt.owner.as_deref().and_then(Owner::decode) else { return true };
+        let Some(owner) = attempt.owner.as_deref().and_then(Owner::decode) else {
+            return true;
+        };
         if owner == self.owner {
             return !self.in_flight.borrow().contains(&attempt.id);
         }
@@ -512,7 +583,8 @@ impl Runtime {
     fn rehydrate(&self, record: PathwayRecord) -> Result<StoredPathway, PathwayError> {
         let definition: Definition = serde_json::from_value(record.definition.clone())
             .map_err(|e| StoreError::Corrupt(format!("pathway {}: definition: {e}", record.id)))?;
-        let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))? != record.request_digest;
+        let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))?
+            != record.request_digest;
         let core = Box::new(Core {
             id: record.id.clone(),
             version: record.version,
@@ -524,18 +596,35 @@ impl Runtime {
         let last = attempts.last();
         let last_id = last.map(|a| a.id.clone());
         let need_attempt = || {
-            last_id.clone().ok_or_else(|| StoreError::Corrupt(format!("pathway {} has no attempt", record.id)))
+            last_id
+                .clone()
+                .ok_or_else(|| StoreError::Corrupt(format!("pathway {} has no attempt", record.id)))
         };
         Ok(match record.state {
-            State::Proposed => StoredPathway::Proposed(Pathway { core, stage: Proposed { _private: () } }),
-            State::AwaitingApproval => {
-                StoredPathway::AwaitingApproval(Pathway { core, stage: AwaitingApproval { _private: () } })
-            }
-            State::HumanGate => StoredPathway::HumanGate(Pathway { core, stage: HumanGate { _private: () } }),
-            State::Held => StoredPathway::Held(Pathway { core, stage: Held { _private: () } }),
-            State::Approved => StoredPathway::Approved(Pathway { core, stage: Approved { _private: () } }),
+            State::Proposed => StoredPathway::Proposed(Pathway {
+                core,
+                stage: Proposed { _private: () },
+            }),
+            State::AwaitingApproval => StoredPathway::AwaitingApproval(Pathway {
+                core,
+                stage: AwaitingApproval { _private: () },
+            }),
+            State::HumanGate => StoredPathway::HumanGate(Pathway {
+                core,
+                stage: HumanGate { _private: () },
+            }),
+            State::Held => StoredPathway::Held(Pathway {
+                core,
+                stage: Held { _private: () },
+            }),
+            State::Approved => StoredPathway::Approved(Pathway {
+                core,
+                stage: Approved { _private: () },
+            }),
             State::Running => {
-                let attempt = last.ok_or_else(|| StoreError::Corrupt(format!("running pathway {} has no attempt", record.id)))?;
+                let attempt = last.ok_or_else(|| {
+                    StoreError::Corrupt(format!("running pathway {} has no attempt", record.id))
+                })?;
                 match attempt.status.as_str() {
                     "returned" => StoredPathway::Returned(Pathway {
                         core,
@@ -574,7 +663,13 @@ impl Runtime {
                         })?;
                         let mut core = core;
                         core.version = version;
-                        StoredPathway::Unknown(Pathway { core, stage: Unknown { attempt: attempt.id.clone(), _private: () } })
+                        StoredPathway::Unknown(Pathway {
+                            core,
+                            stage: Unknown {
+                                attempt: attempt.id.clone(),
+                                _private: (),
+                            },
+                        })
                     }
                     other => {
                         return Err(StoreError::Corrupt(format!(
@@ -585,26 +680,53 @@ impl Runtime {
                     }
                 }
             }
-            State::WriteStatusUnknown => {
-                StoredPathway::Unknown(Pathway { core, stage: Unknown { attempt: need_attempt()?, _private: () } })
-            }
-            State::Stopped => {
-                StoredPathway::Stopped(Pathway { core, stage: Stopped { attempt: need_attempt()?, _private: () } })
-            }
+            State::WriteStatusUnknown => StoredPathway::Unknown(Pathway {
+                core,
+                stage: Unknown {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
+            }),
+            State::Stopped => StoredPathway::Stopped(Pathway {
+                core,
+                stage: Stopped {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
+            }),
             State::PartiallyCompleted => StoredPathway::PartiallyCompleted(Pathway {
                 core,
-                stage: PartiallyCompleted { attempt: need_attempt()?, _private: () },
+                stage: PartiallyCompleted {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
             }),
-            State::RepairRequired => {
-                StoredPathway::RepairRequired(Pathway { core, stage: RepairRequired { attempt: last_id, _private: () } })
-            }
+            State::RepairRequired => StoredPathway::RepairRequired(Pathway {
+                core,
+                stage: RepairRequired {
+                    attempt: last_id,
+                    _private: (),
+                },
+            }),
             State::ReadyToResume => StoredPathway::ReadyToResume(Pathway {
                 core,
-                stage: ReadyToResume { previous_attempt: last_id, _private: () },
+                stage: ReadyToResume {
+                    previous_attempt: last_id,
+                    _private: (),
+                },
             }),
-            State::Completed => StoredPathway::Completed(Pathway { core, stage: Completed { _private: () } }),
-            State::Denied => StoredPathway::Denied(Pathway { core, stage: Denied { _private: () } }),
-            State::Aborted => StoredPathway::Aborted(Pathway { core, stage: Aborted { _private: () } }),
+            State::Completed => StoredPathway::Completed(Pathway {
+                core,
+                stage: Completed { _private: () },
+            }),
+            State::Denied => StoredPathway::Denied(Pathway {
+                core,
+                stage: Denied { _private: () },
+            }),
+            State::Aborted => StoredPathway::Aborted(Pathway {
+                core,
+                stage: Aborted { _private: () },
+            }),
         })
     }
 }

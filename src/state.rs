@@ -11,7 +11,10 @@ use std::str::FromStr;
 
 /// One of the fourteen pathway states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[expect(clippy::exhaustive_enums, reason = "the state machine is fixed by the brief; a new state is a breaking change")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the state machine is fixed by the brief; a new state is a breaking change"
+)]
 pub enum State {
     /// Proposed by an actor, not yet admitted.
     Proposed,
@@ -110,7 +113,9 @@ impl fmt::Display for State {
 
 /// A state name that is not one of the fourteen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a pathway state; expected one of the fourteen snake_case names in src/state_machine.json")]
+#[error(
+    "`{0}` is not a pathway state; expected one of the fourteen snake_case names in src/state_machine.json"
+)]
 pub struct UnknownState(pub String);
 
 impl FromStr for State {

@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 use common::*;
 use rpr::executor::Delivery;
 use rpr::token::Reconciled;
-use rpr::{ActionClass, Admission, Confirmed, Decision, Outcome, Pathway, Proposal, Runtime, State};
+use rpr::{
+    ActionClass, Admission, Confirmed, Decision, Outcome, Pathway, Proposal, Runtime, State,
+};
 use serde_json::{Value, json};
 
 fn spec() -> Value {
@@ -26,17 +28,34 @@ fn spec_edges() -> BTreeSet<(String, String)> {
 }
 
 fn names(edges: impl IntoIterator<Item = (State, State)>) -> BTreeSet<(String, String)> {
-    edges.into_iter().map(|(f, t)| (f.as_str().to_owned(), t.as_str().to_owned())).collect()
+    edges
+        .into_iter()
+        .map(|(f, t)| (f.as_str().to_owned(), t.as_str().to_owned()))
+        .collect()
 }
 
 #[test]
 fn states_match_the_spec_file() {
     let spec = spec();
-    let states: Vec<&str> = spec["states"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    let states: Vec<&str> = spec["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
     let code: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(states, code);
-    let terminal: BTreeSet<&str> = spec["terminal"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
-    let code_terminal: BTreeSet<&str> = State::ALL.iter().filter(|s| s.is_terminal()).map(|s| s.as_str()).collect();
+    let terminal: BTreeSet<&str> = spec["terminal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let code_terminal: BTreeSet<&str> = State::ALL
+        .iter()
+        .filter(|s| s.is_terminal())
+        .map(|s| s.as_str())
+        .collect();
     assert_eq!(terminal, code_terminal);
     for s in State::ALL {
         assert_eq!(s.as_str().parse::<State>().unwrap(), s);
@@ -50,28 +69,40 @@ fn edge_table_matches_the_spec_file() {
 
 #[test]
 fn typed_transition_list_matches_the_spec_file() {
-    assert_eq!(names(rpr::pathway::TRANSITIONS.iter().map(|&(f, t, _)| (f, t))), spec_edges());
+    assert_eq!(
+        names(rpr::pathway::TRANSITIONS.iter().map(|&(f, t, _)| (f, t))),
+        spec_edges()
+    );
 }
 
 #[test]
 fn no_state_outside_the_table_is_allowed() {
     for from in State::ALL {
         for to in State::ALL {
-            let in_spec = spec_edges().contains(&(from.as_str().to_owned(), to.as_str().to_owned()));
+            let in_spec =
+                spec_edges().contains(&(from.as_str().to_owned(), to.as_str().to_owned()));
             assert_eq!(from.allows(to), in_spec, "{from} -> {to}");
         }
     }
 }
 
 fn propose(rt: &Runtime, key: &str, class: ActionClass) -> Pathway<rpr::stage::Proposed> {
-    match rt.propose(&actor("proposer"), definition(key, class)).unwrap() {
+    match rt
+        .propose(&actor("proposer"), definition(key, class))
+        .unwrap()
+    {
         Proposal::New(p) => p,
         other => panic!("expected a new pathway, got {other:?}"),
     }
 }
 
 fn admitted(rt: &Runtime, key: &str, class: ActionClass) -> Pathway<rpr::stage::Approved> {
-    match propose(rt, key, class).admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| Decision::Allow).unwrap() {
+    match propose(rt, key, class)
+        .admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| {
+            Decision::Allow
+        })
+        .unwrap()
+    {
         Admission::Approved(p) => p,
         other => panic!("{other:?}"),
     }
@@ -79,11 +110,15 @@ fn admitted(rt: &Runtime, key: &str, class: ActionClass) -> Pathway<rpr::stage::
 
 fn dispatch(rt: &Runtime, p: Pathway<rpr::stage::Approved>, d: Delivery) -> Outcome {
     let mut ex = Scripted::new(vec![d]);
-    p.bind(&mut ex).unwrap().dispatch(rt, &actor("execution_actor"), &mut ex)
+    p.bind(&mut ex)
+        .unwrap()
+        .dispatch(rt, &actor("execution_actor"), &mut ex)
 }
 
 fn possibly() -> Delivery {
-    Delivery::PossiblyWritten { reason: "timeout".into() }
+    Delivery::PossiblyWritten {
+        reason: "timeout".into(),
+    }
 }
 
 /// Drives every typed method and collects the edges the ledger records.
@@ -105,56 +140,165 @@ fn every_typed_method_records_exactly_the_spec_edges() {
     let deny = |_: &rpr::Definition| Decision::Deny("no".into());
 
     // A: allow, dispatch, returned, confirm by readback.
-    let Outcome::Returned(p) = dispatch(&rt, admitted(&rt, "a", ActionClass::Mutating), Delivery::Succeeded { reply: json!({}) }) else { panic!() };
-    let Confirmed::Completed(_) = p.confirm(&rt, &evid, &mut Sees("applied")).unwrap() else { panic!() };
+    let Outcome::Returned(p) = dispatch(
+        &rt,
+        admitted(&rt, "a", ActionClass::Mutating),
+        Delivery::Succeeded { reply: json!({}) },
+    ) else {
+        panic!()
+    };
+    let Confirmed::Completed(_) = p.confirm(&rt, &evid, &mut Sees("applied")).unwrap() else {
+        panic!()
+    };
 
     // B: hold -> approve -> hold -> escalate -> approve -> hold -> release -> abort.
-    let Admission::AwaitingApproval(p) = propose(&rt, "b", ActionClass::Mutating).admit(&rt, &dec, &hold).unwrap() else { panic!() };
+    let Admission::AwaitingApproval(p) = propose(&rt, "b", ActionClass::Mutating)
+        .admit(&rt, &dec, &hold)
+        .unwrap()
+    else {
+        panic!()
+    };
     let ap = rt.grant_approval(&p, &appr).unwrap();
-    let p = p.approve(&rt, ap).unwrap().hold(&rt, &stop, "wait").unwrap().escalate(&rt, &stop).unwrap();
+    let p = p
+        .approve(&rt, ap)
+        .unwrap()
+        .hold(&rt, &stop, "wait")
+        .unwrap()
+        .escalate(&rt, &stop)
+        .unwrap();
     let ap = rt.grant_approval(&p, &appr).unwrap();
-    let p = p.approve(&rt, ap).unwrap().hold(&rt, &stop, "again").unwrap().release(&rt, &stop).unwrap();
+    let p = p
+        .approve(&rt, ap)
+        .unwrap()
+        .hold(&rt, &stop, "again")
+        .unwrap()
+        .release(&rt, &stop)
+        .unwrap();
     p.abort(&rt, &resid, &json!({"left": "nothing"})).unwrap();
 
     // C: human gate, denied.
-    let Admission::HumanGate(p) = propose(&rt, "c", ActionClass::Mutating).admit(&rt, &dec, &gate).unwrap() else { panic!() };
+    let Admission::HumanGate(p) = propose(&rt, "c", ActionClass::Mutating)
+        .admit(&rt, &dec, &gate)
+        .unwrap()
+    else {
+        panic!()
+    };
     p.deny(&rt, &appr, "no").unwrap();
     // D: denied by policy.
-    let Admission::Denied(_) = propose(&rt, "d", ActionClass::Mutating).admit(&rt, &dec, &deny).unwrap() else { panic!() };
+    let Admission::Denied(_) = propose(&rt, "d", ActionClass::Mutating)
+        .admit(&rt, &dec, &deny)
+        .unwrap()
+    else {
+        panic!()
+    };
     // E: awaiting -> escalate -> abort.
-    let Admission::AwaitingApproval(p) = propose(&rt, "e", ActionClass::Mutating).admit(&rt, &dec, &hold).unwrap() else { panic!() };
-    p.escalate(&rt, &stop).unwrap().abort(&rt, &resid, &json!({})).unwrap();
+    let Admission::AwaitingApproval(p) = propose(&rt, "e", ActionClass::Mutating)
+        .admit(&rt, &dec, &hold)
+        .unwrap()
+    else {
+        panic!()
+    };
+    p.escalate(&rt, &stop)
+        .unwrap()
+        .abort(&rt, &resid, &json!({}))
+        .unwrap();
     // F: awaiting -> deny.
-    let Admission::AwaitingApproval(p) = propose(&rt, "f", ActionClass::Mutating).admit(&rt, &dec, &hold).unwrap() else { panic!() };
+    let Admission::AwaitingApproval(p) = propose(&rt, "f", ActionClass::Mutating)
+        .admit(&rt, &dec, &hold)
+        .unwrap()
+    else {
+        panic!()
+    };
     p.deny(&rt, &appr, "no").unwrap();
     // G: held -> abort.
-    admitted(&rt, "g", ActionClass::Mutating).hold(&rt, &stop, "x").unwrap().abort(&rt, &resid, &json!({})).unwrap();
+    admitted(&rt, "g", ActionClass::Mutating)
+        .hold(&rt, &stop, "x")
+        .unwrap()
+        .abort(&rt, &resid, &json!({}))
+        .unwrap();
     // H: unknown -> reconciled applied.
-    let Outcome::Unknown(p) = dispatch(&rt, admitted(&rt, "h", ActionClass::Mutating), possibly()) else { panic!() };
-    let Reconciled::Applied(t) = rt.reconcile(&p, &mut Sees("applied")) else { panic!() };
+    let Outcome::Unknown(p) = dispatch(&rt, admitted(&rt, "h", ActionClass::Mutating), possibly())
+    else {
+        panic!()
+    };
+    let Reconciled::Applied(t) = rt.reconcile(&p, &mut Sees("applied")) else {
+        panic!()
+    };
     p.complete(&rt, t).unwrap();
     // I: unknown -> not applied -> repair -> resume -> returned -> stop -> repair -> abort.
-    let Outcome::Unknown(p) = dispatch(&rt, admitted(&rt, "i", ActionClass::Mutating), possibly()) else { panic!() };
-    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else { panic!() };
-    let p = p.require_repair(&rt, t).unwrap().repair(&rt, &repair, &json!({"fixed": true}), None).unwrap();
+    let Outcome::Unknown(p) = dispatch(&rt, admitted(&rt, "i", ActionClass::Mutating), possibly())
+    else {
+        panic!()
+    };
+    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else {
+        panic!()
+    };
+    let p = p
+        .require_repair(&rt, t)
+        .unwrap()
+        .repair(&rt, &repair, &json!({"fixed": true}), None)
+        .unwrap();
     let mut ex = Scripted::ok();
-    let Outcome::Returned(p) = p.bind(&mut ex).unwrap().dispatch(&rt, &resume, &mut ex) else { panic!() };
-    let p = p.stop(&rt, &stop, "halt").unwrap().require_repair(&rt, &repair).unwrap();
+    let Outcome::Returned(p) = p.bind(&mut ex).unwrap().dispatch(&rt, &resume, &mut ex) else {
+        panic!()
+    };
+    let p = p
+        .stop(&rt, &stop, "halt")
+        .unwrap()
+        .require_repair(&rt, &repair)
+        .unwrap();
     p.abort(&rt, &resid, &json!({})).unwrap();
     // J: partial -> repair -> ready -> abort.
-    let Outcome::Partial(p) = dispatch(&rt, admitted(&rt, "j", ActionClass::Mutating), Delivery::Partial { reply: json!({}) }) else { panic!() };
-    let p = p.require_repair(&rt, &repair).unwrap().repair(&rt, &repair, &json!({}), Some(&json!({"undo": 1}))).unwrap();
+    let Outcome::Partial(p) = dispatch(
+        &rt,
+        admitted(&rt, "j", ActionClass::Mutating),
+        Delivery::Partial { reply: json!({}) },
+    ) else {
+        panic!()
+    };
+    let p = p
+        .require_repair(&rt, &repair)
+        .unwrap()
+        .repair(&rt, &repair, &json!({}), Some(&json!({"undo": 1})))
+        .unwrap();
     p.abort(&rt, &resid, &json!({})).unwrap();
     // K: tool failed.
-    let Outcome::Failed(_) = dispatch(&rt, admitted(&rt, "k", ActionClass::Mutating), Delivery::ToolFailed { reply: json!({}) }) else { panic!() };
+    let Outcome::Failed(_) = dispatch(
+        &rt,
+        admitted(&rt, "k", ActionClass::Mutating),
+        Delivery::ToolFailed { reply: json!({}) },
+    ) else {
+        panic!()
+    };
     // L: returned -> stop -> abort.
-    let Outcome::Returned(p) = dispatch(&rt, admitted(&rt, "l", ActionClass::Mutating), Delivery::Succeeded { reply: json!({}) }) else { panic!() };
-    p.stop(&rt, &stop, "x").unwrap().abort(&rt, &resid, &json!({})).unwrap();
+    let Outcome::Returned(p) = dispatch(
+        &rt,
+        admitted(&rt, "l", ActionClass::Mutating),
+        Delivery::Succeeded { reply: json!({}) },
+    ) else {
+        panic!()
+    };
+    p.stop(&rt, &stop, "x")
+        .unwrap()
+        .abort(&rt, &resid, &json!({}))
+        .unwrap();
     // M: read-only success completes directly. N: approved -> abort.
-    let Outcome::Completed(_) = dispatch(&rt, admitted(&rt, "m", ActionClass::ReadOnly), Delivery::Succeeded { reply: json!({}) }) else { panic!() };
-    admitted(&rt, "n", ActionClass::Mutating).abort(&rt, &resid, &json!({})).unwrap();
+    let Outcome::Completed(_) = dispatch(
+        &rt,
+        admitted(&rt, "m", ActionClass::ReadOnly),
+        Delivery::Succeeded { reply: json!({}) },
+    ) else {
+        panic!()
+    };
+    admitted(&rt, "n", ActionClass::Mutating)
+        .abort(&rt, &resid, &json!({}))
+        .unwrap();
 
     let observed: BTreeSet<(String, String)> = ledger_edges(&rt).into_iter().collect();
-    assert_eq!(observed, spec_edges(), "the typed methods must record exactly the spec's edges");
+    assert_eq!(
+        observed,
+        spec_edges(),
+        "the typed methods must record exactly the spec's edges"
+    );
     assert!(rt.verify(None).unwrap().is_ok());
 }

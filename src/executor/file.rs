@@ -33,11 +33,14 @@ struct WriteRequest<'a> {
     content: &'a str,
 }
 
-fn parse<'a>(request: &'a Request, max_bytes: usize) -> Result<WriteRequest<'a>, Refusal> {
+fn parse(request: &Request, max_bytes: usize) -> Result<WriteRequest<'_>, Refusal> {
     if request.action != WRITE_FILE {
         return Err(Refusal::new(
             "unsupported_action",
-            format!("the file executor only runs `{WRITE_FILE}`, not `{}`", request.action),
+            format!(
+                "the file executor only runs `{WRITE_FILE}`, not `{}`",
+                request.action
+            ),
         ));
     }
     let path = request
@@ -53,11 +56,18 @@ fn parse<'a>(request: &'a Request, max_bytes: usize) -> Result<WriteRequest<'a>,
     if content.len() > max_bytes {
         return Err(Refusal::new(
             "too_large",
-            format!("content is {} bytes, more than the limit of {max_bytes}", content.len()),
+            format!(
+                "content is {} bytes, more than the limit of {max_bytes}",
+                content.len()
+            ),
         ));
     }
     let relative = PathBuf::from(path);
-    if path.is_empty() || relative.components().any(|c| !matches!(c, Component::Normal(_))) {
+    if path.is_empty()
+        || relative
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_)))
+    {
         return Err(Refusal::new(
             "path_escape",
             format!("`{path}` must be a relative path without `..`, `.` or a root"),
@@ -69,7 +79,10 @@ fn parse<'a>(request: &'a Request, max_bytes: usize) -> Result<WriteRequest<'a>,
 impl FileExecutor {
     /// An executor for files under `root` (which must exist), with a 16 MiB content limit.
     pub fn new(root: impl AsRef<Path>) -> std::io::Result<Self> {
-        Ok(Self { root: fs::canonicalize(root)?, max_bytes: 16 * 1024 * 1024 })
+        Ok(Self {
+            root: fs::canonicalize(root)?,
+            max_bytes: 16 * 1024 * 1024,
+        })
     }
 
     /// Sets the content limit in bytes.
@@ -95,19 +108,31 @@ impl FileExecutor {
                 Ok(m) if m.file_type().is_symlink() => {
                     return Err(Refusal::new(
                         "symlink",
-                        format!("`{}` is a symbolic link; the file executor never follows links", at.display()),
+                        format!(
+                            "`{}` is a symbolic link; the file executor never follows links",
+                            at.display()
+                        ),
                     ));
                 }
                 Ok(m) if i + 1 < parts.len() && !m.is_dir() => {
-                    return Err(Refusal::new("not_a_directory", format!("`{}` is not a directory", at.display())));
+                    return Err(Refusal::new(
+                        "not_a_directory",
+                        format!("`{}` is not a directory", at.display()),
+                    ));
                 }
                 Ok(m) if i + 1 == parts.len() && m.is_dir() => {
-                    return Err(Refusal::new("is_a_directory", format!("`{}` is a directory", at.display())));
+                    return Err(Refusal::new(
+                        "is_a_directory",
+                        format!("`{}` is a directory", at.display()),
+                    ));
                 }
                 Ok(_) => {}
                 Err(_) if i + 1 == parts.len() => {}
                 Err(e) => {
-                    return Err(Refusal::new("missing_directory", format!("`{}`: {e}", at.display())));
+                    return Err(Refusal::new(
+                        "missing_directory",
+                        format!("`{}`: {e}", at.display()),
+                    ));
                 }
             }
         }
@@ -131,7 +156,10 @@ impl Executor for FileExecutor {
 
     fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
         if self.binding()?.digest != binding.digest {
-            return Err(Refusal::new("binding_changed", "the executor's root or limits changed since binding"));
+            return Err(Refusal::new(
+                "binding_changed",
+                "the executor's root or limits changed since binding",
+            ));
         }
         let req = parse(request, self.max_bytes)?;
         self.resolve(&req.relative).map(|_| ())
@@ -143,10 +171,17 @@ impl Executor for FileExecutor {
             Ok((r, t))
         }) {
             Ok(v) => v,
-            Err(e) => return Delivery::NothingWritten { reason: e.to_string() },
+            Err(e) => {
+                return Delivery::NothingWritten {
+                    reason: e.to_string(),
+                };
+            }
         };
         let dir = target.parent().unwrap_or(&self.root).to_owned();
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let tmp = dir.join(format!(".{name}.rpr-tmp-{}", std::process::id()));
         let written = (|| -> std::io::Result<()> {
             let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
@@ -155,15 +190,21 @@ impl Executor for FileExecutor {
         })();
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
-            return Delivery::NothingWritten { reason: format!("temporary file: {e}") };
+            return Delivery::NothingWritten {
+                reason: format!("temporary file: {e}"),
+            };
         }
         if let Err(e) = fs::rename(&tmp, &target) {
             let _ = fs::remove_file(&tmp);
-            return Delivery::NothingWritten { reason: format!("rename: {e}") };
+            return Delivery::NothingWritten {
+                reason: format!("rename: {e}"),
+            };
         }
         // The target is replaced; only its durability is in question now.
         if let Err(e) = File::open(&dir).and_then(|d| d.sync_all()) {
-            return Delivery::PossiblyWritten { reason: format!("replaced, but fsync of the directory failed: {e}") };
+            return Delivery::PossiblyWritten {
+                reason: format!("replaced, but fsync of the directory failed: {e}"),
+            };
         }
         Delivery::Succeeded {
             reply: json!({
@@ -185,7 +226,9 @@ impl FileReadback {
     /// A readback over the same root as `executor`.
     #[must_use]
     pub fn new(executor: &FileExecutor) -> Self {
-        Self { executor: executor.clone() }
+        Self {
+            executor: executor.clone(),
+        }
     }
 }
 
@@ -193,11 +236,19 @@ impl Readback for FileReadback {
     fn observe(&mut self, request: &Request) -> Observation {
         let req = match parse(request, usize::MAX) {
             Ok(r) => r,
-            Err(e) => return Observation::Inconclusive { evidence: json!({"error": e.to_string()}) },
+            Err(e) => {
+                return Observation::Inconclusive {
+                    evidence: json!({"error": e.to_string()}),
+                };
+            }
         };
         let path = match self.executor.resolve(&req.relative) {
             Ok(p) => p,
-            Err(e) => return Observation::Inconclusive { evidence: json!({"error": e.to_string()}) },
+            Err(e) => {
+                return Observation::Inconclusive {
+                    evidence: json!({"error": e.to_string()}),
+                };
+            }
         };
         let expected = sha256_hex_bytes(req.content.as_bytes());
         match fs::read(&path) {
@@ -214,7 +265,9 @@ impl Readback for FileReadback {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observation::NotApplied {
                 evidence: json!({"path": req.relative.display().to_string(), "expected_sha256": expected, "found": null}),
             },
-            Err(e) => Observation::Inconclusive { evidence: json!({"error": e.to_string()}) },
+            Err(e) => Observation::Inconclusive {
+                evidence: json!({"error": e.to_string()}),
+            },
         }
     }
 }

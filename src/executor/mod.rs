@@ -24,7 +24,10 @@ impl Request {
     /// A request for `action` with `arguments`.
     #[must_use]
     pub fn new(action: impl Into<String>, arguments: Value) -> Self {
-        Self { action: action.into(), arguments }
+        Self {
+            action: action.into(),
+            arguments,
+        }
     }
 }
 
@@ -47,9 +50,16 @@ pub struct Binding {
 
 impl Binding {
     /// Builds a binding, computing the digest of `details`.
-    pub fn new(target: impl Into<String>, details: Value) -> Result<Self, crate::canonical::CanonicalError> {
+    pub fn new(
+        target: impl Into<String>,
+        details: Value,
+    ) -> Result<Self, crate::canonical::CanonicalError> {
         let digest = crate::canonical::sha256_hex(&details)?;
-        Ok(Self { target: target.into(), details, digest })
+        Ok(Self {
+            target: target.into(),
+            details,
+            digest,
+        })
     }
 }
 
@@ -68,7 +78,10 @@ impl Refusal {
     /// A refusal with a code and a message.
     #[must_use]
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into() }
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
     }
 }
 

@@ -49,7 +49,10 @@ impl fmt::Display for Actor {
 /// The eight authority roles of a pathway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-#[expect(clippy::exhaustive_enums, reason = "the eight roles are fixed by the design brief")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the eight roles are fixed by the design brief"
+)]
 pub enum Role {
     /// Admits or denies the proposal.
     DecisionOwner,
@@ -196,8 +199,19 @@ pub struct Definition {
 impl Definition {
     /// A definition with empty metadata.
     #[must_use]
-    pub fn new(request: Request, class: ActionClass, idempotency_key: impl Into<String>, authority: Authority) -> Self {
-        Self { request, class, idempotency_key: idempotency_key.into(), authority, metadata: Value::Null }
+    pub fn new(
+        request: Request,
+        class: ActionClass,
+        idempotency_key: impl Into<String>,
+        authority: Authority,
+    ) -> Self {
+        Self {
+            request,
+            class,
+            idempotency_key: idempotency_key.into(),
+            authority,
+            metadata: Value::Null,
+        }
     }
 
     /// Sets metadata.
@@ -258,7 +272,9 @@ pub enum PathwayError {
     #[error(transparent)]
     Canonical(#[from] crate::canonical::CanonicalError),
     /// The same idempotency key was used with different content.
-    #[error("idempotency key {key:?} is already used by pathway {existing} with different content; choose a new key")]
+    #[error(
+        "idempotency key {key:?} is already used by pathway {existing} with different content; choose a new key"
+    )]
     IdempotencyConflict {
         /// The key.
         key: String,
@@ -269,7 +285,9 @@ pub enum PathwayError {
     #[error("token mismatch: {0}")]
     TokenMismatch(String),
     /// The stored request was redacted; the host must supply it again.
-    #[error("the stored request of pathway {0} was redacted; pass the full request to restore_request() first")]
+    #[error(
+        "the stored request of pathway {0} was redacted; pass the full request to restore_request() first"
+    )]
     RequestRedacted(String),
     /// A request whose digest differs from the pathway's.
     #[error("request digest {given} does not match pathway digest {expected}")]
@@ -288,12 +306,15 @@ pub enum PathwayError {
 #[must_use = "a refused step hands the pathway back; dropping it loses the handle"]
 pub struct Refused<S: Stage> {
     pathway: Pathway<S>,
-    error: PathwayError,
+    error: Box<PathwayError>,
 }
 
 impl<S: Stage> Refused<S> {
     pub(crate) fn new(pathway: Pathway<S>, error: impl Into<PathwayError>) -> Self {
-        Self { pathway, error: error.into() }
+        Self {
+            pathway,
+            error: Box::new(error.into()),
+        }
     }
     /// Why it was refused.
     pub fn error(&self) -> &PathwayError {
@@ -305,25 +326,34 @@ impl<S: Stage> Refused<S> {
     }
     /// Both parts.
     pub fn into_parts(self) -> (Pathway<S>, PathwayError) {
-        (self.pathway, self.error)
+        (self.pathway, *self.error)
     }
 }
 
 impl<S: Stage> fmt::Debug for Refused<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Refused").field("pathway", &self.pathway.id()).field("error", &self.error).finish()
+        f.debug_struct("Refused")
+            .field("pathway", &self.pathway.id())
+            .field("error", &self.error)
+            .finish()
     }
 }
 
 impl<S: Stage> fmt::Display for Refused<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pathway {} ({}): {}", self.pathway.id(), S::STATE, self.error)
+        write!(
+            f,
+            "pathway {} ({}): {}",
+            self.pathway.id(),
+            S::STATE,
+            self.error
+        )
     }
 }
 
 impl<S: Stage> std::error::Error for Refused<S> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        Some(&*self.error)
     }
 }
 
@@ -392,7 +422,10 @@ impl<S: Stage> Pathway<S> {
         };
         if given != self.core.request_digest {
             let expected = self.core.request_digest.clone();
-            return Err(Refused::new(self, PathwayError::RequestMismatch { given, expected }));
+            return Err(Refused::new(
+                self,
+                PathwayError::RequestMismatch { given, expected },
+            ));
         }
         self.core.definition.request = request;
         self.core.redacted = false;

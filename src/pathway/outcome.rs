@@ -1,8 +1,8 @@
 //! What transitions with more than one possible result hand back.
 
 use super::stage::{
-    Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Held, HumanGate, PartiallyCompleted, Proposed,
-    ReadyToResume, RepairRequired, Returned, Stopped, Unknown,
+    Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Held, HumanGate,
+    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stopped, Unknown,
 };
 use super::{Pathway, PathwayError};
 use crate::store::{AttemptRecord, PathwayRecord};
@@ -33,10 +33,12 @@ pub struct NotSent {
 
 impl NotSent {
     /// Why nothing was sent.
+    #[must_use]
     pub fn error(&self) -> &PathwayError {
         &self.error
     }
     /// The bound pathway, unchanged.
+    #[must_use]
     pub fn into_pathway(self) -> Pathway<Bound> {
         self.pathway
     }
@@ -75,7 +77,7 @@ pub enum Outcome {
     Partial(Pathway<PartiallyCompleted>),
     /// The effect may or may not have happened.
     Unknown(Pathway<Unknown>),
-    /// The outcome could not be stored; recover() will report the attempt as unknown.
+    /// The outcome could not be stored; `recover()` will report the attempt as unknown.
     Unrecorded(Unrecorded),
 }
 

@@ -5,8 +5,9 @@ use serde_json::{Value, json};
 
 use super::outcome::{Admission, Confirmed, NotSent, Outcome, Unrecorded};
 use super::stage::{
-    Abortable, Aborted, Approved, AwaitingApproval, Bindable, Bound, Completed, Denied, Gated, Held, HumanGate,
-    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stage, Stopped, Unknown,
+    Abortable, Aborted, Approved, AwaitingApproval, Bindable, Bound, Completed, Denied, Gated,
+    Held, HumanGate, PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stage,
+    Stopped, Unknown,
 };
 use super::token::{Applied, Approval, NotApplied, Reconciliation, Unresolved, Verdict};
 use super::{ActionClass, Actor, Pathway, PathwayError, Policy, Refused, Role, request_json};
@@ -19,35 +20,115 @@ use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step};
 /// these edges are exactly the spec file's, and drives each method to show that the
 /// ledger records exactly these edges.
 pub const TRANSITIONS: &[(State, State, &str)] = &[
-    (State::Proposed, State::AwaitingApproval, "Pathway<Proposed>::admit (Decision::Hold | HumanGate)"),
-    (State::Proposed, State::Approved, "Pathway<Proposed>::admit (Decision::Allow)"),
-    (State::Proposed, State::Denied, "Pathway<Proposed>::admit (Decision::Deny)"),
-    (State::AwaitingApproval, State::Approved, "Pathway<AwaitingApproval>::approve"),
-    (State::AwaitingApproval, State::Denied, "Pathway<AwaitingApproval>::deny"),
-    (State::AwaitingApproval, State::HumanGate, "Pathway<AwaitingApproval>::escalate"),
+    (
+        State::Proposed,
+        State::AwaitingApproval,
+        "Pathway<Proposed>::admit (Decision::Hold | HumanGate)",
+    ),
+    (
+        State::Proposed,
+        State::Approved,
+        "Pathway<Proposed>::admit (Decision::Allow)",
+    ),
+    (
+        State::Proposed,
+        State::Denied,
+        "Pathway<Proposed>::admit (Decision::Deny)",
+    ),
+    (
+        State::AwaitingApproval,
+        State::Approved,
+        "Pathway<AwaitingApproval>::approve",
+    ),
+    (
+        State::AwaitingApproval,
+        State::Denied,
+        "Pathway<AwaitingApproval>::deny",
+    ),
+    (
+        State::AwaitingApproval,
+        State::HumanGate,
+        "Pathway<AwaitingApproval>::escalate",
+    ),
     (State::Approved, State::Running, "Pathway<Bound>::dispatch"),
     (State::Approved, State::Held, "Pathway<Approved>::hold"),
     (State::Approved, State::Aborted, "Pathway<Approved>::abort"),
-    (State::Running, State::Completed, "Pathway<Bound>::dispatch (read-only) | Pathway<Returned>::confirm"),
+    (
+        State::Running,
+        State::Completed,
+        "Pathway<Bound>::dispatch (read-only) | Pathway<Returned>::confirm",
+    ),
     (State::Running, State::Stopped, "Pathway<Returned>::stop"),
-    (State::Running, State::PartiallyCompleted, "Pathway<Bound>::dispatch (Delivery::Partial)"),
-    (State::Running, State::WriteStatusUnknown, "Pathway<Bound>::dispatch | Pathway<Returned>::confirm | Runtime::recover"),
-    (State::Running, State::RepairRequired, "Pathway<Bound>::dispatch (failed, not applied, nothing written)"),
+    (
+        State::Running,
+        State::PartiallyCompleted,
+        "Pathway<Bound>::dispatch (Delivery::Partial)",
+    ),
+    (
+        State::Running,
+        State::WriteStatusUnknown,
+        "Pathway<Bound>::dispatch | Pathway<Returned>::confirm | Runtime::recover",
+    ),
+    (
+        State::Running,
+        State::RepairRequired,
+        "Pathway<Bound>::dispatch (failed, not applied, nothing written)",
+    ),
     (State::Held, State::HumanGate, "Pathway<Held>::escalate"),
     (State::Held, State::Approved, "Pathway<Held>::release"),
     (State::Held, State::Aborted, "Pathway<Held>::abort"),
-    (State::HumanGate, State::Approved, "Pathway<HumanGate>::approve"),
+    (
+        State::HumanGate,
+        State::Approved,
+        "Pathway<HumanGate>::approve",
+    ),
     (State::HumanGate, State::Denied, "Pathway<HumanGate>::deny"),
-    (State::HumanGate, State::Aborted, "Pathway<HumanGate>::abort"),
-    (State::Stopped, State::RepairRequired, "Pathway<Stopped>::require_repair"),
+    (
+        State::HumanGate,
+        State::Aborted,
+        "Pathway<HumanGate>::abort",
+    ),
+    (
+        State::Stopped,
+        State::RepairRequired,
+        "Pathway<Stopped>::require_repair",
+    ),
     (State::Stopped, State::Aborted, "Pathway<Stopped>::abort"),
-    (State::PartiallyCompleted, State::RepairRequired, "Pathway<PartiallyCompleted>::require_repair"),
-    (State::WriteStatusUnknown, State::Completed, "Pathway<Unknown>::complete (Reconciliation<Applied>)"),
-    (State::WriteStatusUnknown, State::RepairRequired, "Pathway<Unknown>::require_repair (Reconciliation<NotApplied>)"),
-    (State::RepairRequired, State::ReadyToResume, "Pathway<RepairRequired>::repair"),
-    (State::RepairRequired, State::Aborted, "Pathway<RepairRequired>::abort"),
-    (State::ReadyToResume, State::Running, "Pathway<Bound>::dispatch (resume)"),
-    (State::ReadyToResume, State::Aborted, "Pathway<ReadyToResume>::abort"),
+    (
+        State::PartiallyCompleted,
+        State::RepairRequired,
+        "Pathway<PartiallyCompleted>::require_repair",
+    ),
+    (
+        State::WriteStatusUnknown,
+        State::Completed,
+        "Pathway<Unknown>::complete (Reconciliation<Applied>)",
+    ),
+    (
+        State::WriteStatusUnknown,
+        State::RepairRequired,
+        "Pathway<Unknown>::require_repair (Reconciliation<NotApplied>)",
+    ),
+    (
+        State::RepairRequired,
+        State::ReadyToResume,
+        "Pathway<RepairRequired>::repair",
+    ),
+    (
+        State::RepairRequired,
+        State::Aborted,
+        "Pathway<RepairRequired>::abort",
+    ),
+    (
+        State::ReadyToResume,
+        State::Running,
+        "Pathway<Bound>::dispatch (resume)",
+    ),
+    (
+        State::ReadyToResume,
+        State::Aborted,
+        "Pathway<ReadyToResume>::abort",
+    ),
 ];
 
 /// One step's content, before it becomes a store [`Step`].
@@ -60,7 +141,15 @@ struct Change {
 }
 
 fn event(kind: &'static str, actor: &str, from: State, to: State, data: Value) -> EventDraft {
-    EventDraft { kind, actor: actor.to_owned(), from: Some(from), to, attempt: None, attempt_status: None, data }
+    EventDraft {
+        kind,
+        actor: actor.to_owned(),
+        from: Some(from),
+        to,
+        attempt: None,
+        attempt_status: None,
+        data,
+    }
 }
 
 fn attempt_event(mut e: EventDraft, attempt: &str, status: &'static str) -> EventDraft {
@@ -92,6 +181,10 @@ impl<S: Stage> Pathway<S> {
     }
 
     /// A plain transition by an authorized actor.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site per edge; a struct would only rename the arguments"
+    )]
     fn simple<T: Stage>(
         self,
         rt: &Runtime,
@@ -109,7 +202,13 @@ impl<S: Stage> Pathway<S> {
         let change = Change {
             from: S::STATE,
             to: Some(to),
-            events: vec![event(action_kind(action), actor.as_str(), S::STATE, to, data)],
+            events: vec![event(
+                action_kind(action),
+                actor.as_str(),
+                S::STATE,
+                to,
+                data,
+            )],
             attempt: None,
             approval: None,
         };
@@ -134,7 +233,12 @@ fn action_kind(action: &'static str) -> &'static str {
 
 impl Pathway<Proposed> {
     /// Admission by `policy`, invoked by the decision owner.
-    pub fn admit(self, rt: &Runtime, actor: &Actor, policy: &dyn Policy) -> Result<Admission, Refused<Proposed>> {
+    pub fn admit(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        policy: &dyn Policy,
+    ) -> Result<Admission, Refused<Proposed>> {
         if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::DecisionOwner], "admit") {
             return Err(Refused::new(self, e));
         }
@@ -142,38 +246,82 @@ impl Pathway<Proposed> {
         let a = actor.as_str();
         let from = State::Proposed;
         let (to, events) = match &decision {
-            super::Decision::Allow => {
-                (State::Approved, vec![event("admitted", a, from, State::Approved, json!({"decision": "allow"}))])
-            }
+            super::Decision::Allow => (
+                State::Approved,
+                vec![event(
+                    "admitted",
+                    a,
+                    from,
+                    State::Approved,
+                    json!({"decision": "allow"}),
+                )],
+            ),
             super::Decision::Hold => (
                 State::AwaitingApproval,
-                vec![event("admitted", a, from, State::AwaitingApproval, json!({"decision": "hold"}))],
+                vec![event(
+                    "admitted",
+                    a,
+                    from,
+                    State::AwaitingApproval,
+                    json!({"decision": "hold"}),
+                )],
             ),
             super::Decision::HumanGate => (
                 State::HumanGate,
                 vec![
-                    event("admitted", a, from, State::AwaitingApproval, json!({"decision": "human_gate"})),
-                    event("human_gate", a, State::AwaitingApproval, State::HumanGate, json!({})),
+                    event(
+                        "admitted",
+                        a,
+                        from,
+                        State::AwaitingApproval,
+                        json!({"decision": "human_gate"}),
+                    ),
+                    event(
+                        "human_gate",
+                        a,
+                        State::AwaitingApproval,
+                        State::HumanGate,
+                        json!({}),
+                    ),
                 ],
             ),
             super::Decision::Deny(reason) => (
                 State::Denied,
-                vec![event("admitted", a, from, State::Denied, json!({"decision": "deny", "reason": reason}))],
+                vec![event(
+                    "admitted",
+                    a,
+                    from,
+                    State::Denied,
+                    json!({"decision": "deny", "reason": reason}),
+                )],
             ),
         };
         // The human-gate decision crosses two edges; the store checks the composite.
-        let change = Change { from, to: None, events, attempt: None, approval: None };
+        let change = Change {
+            from,
+            to: None,
+            events,
+            attempt: None,
+            approval: None,
+        };
         let p = self.commit_to(rt, change, to)?;
         let v = p.core.version;
         Ok(match to {
             State::Approved => Admission::Approved(p.into_stage(v, Approved { _private: () })),
-            State::AwaitingApproval => Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () })),
+            State::AwaitingApproval => {
+                Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () }))
+            }
             State::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
             _ => Admission::Denied(p.into_stage(v, Denied { _private: () })),
         })
     }
 
-    fn commit_to(self, rt: &Runtime, mut change: Change, to: State) -> Result<Self, Refused<Proposed>> {
+    fn commit_to(
+        self,
+        rt: &Runtime,
+        mut change: Change,
+        to: State,
+    ) -> Result<Self, Refused<Proposed>> {
         if State::Proposed.allows(to) {
             change.to = Some(to);
             return self.commit(rt, change);
@@ -187,7 +335,13 @@ impl Pathway<Proposed> {
         let Some(second) = second else { return Ok(p) };
         p.commit(
             rt,
-            Change { from: State::AwaitingApproval, to: Some(to), events: vec![second], attempt: None, approval: None },
+            Change {
+                from: State::AwaitingApproval,
+                to: Some(to),
+                events: vec![second],
+                attempt: None,
+                approval: None,
+            },
         )
         .map_err(|r| {
             let (p, e) = r.into_parts();
@@ -209,10 +363,17 @@ impl<S: Stage> Pathway<S> {
         if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
             return Err(Refused::new(
                 self,
-                PathwayError::TokenMismatch("the approval was granted for another pathway or request".into()),
+                PathwayError::TokenMismatch(
+                    "the approval was granted for another pathway or request".into(),
+                ),
             ));
         }
-        if let Err(e) = Runtime::authorize(&self.core, &approval.approver, &[Role::ApprovalAuthority], "approve") {
+        if let Err(e) = Runtime::authorize(
+            &self.core,
+            &approval.approver,
+            &[Role::ApprovalAuthority],
+            "approve",
+        ) {
             return Err(Refused::new(self, e));
         }
         let change = Change {
@@ -226,7 +387,10 @@ impl<S: Stage> Pathway<S> {
                 json!({"approval": approval.id, "request_digest": approval.request_digest}),
             )],
             attempt: None,
-            approval: Some(ApprovalWrite::Use { id: approval.id, request_digest: approval.request_digest }),
+            approval: Some(ApprovalWrite::Use {
+                id: approval.id,
+                request_digest: approval.request_digest,
+            }),
         };
         let p = self.commit(rt, change)?;
         let v = p.core.version;
@@ -234,7 +398,12 @@ impl<S: Stage> Pathway<S> {
     }
 
     /// Denied by the approval authority. Terminal.
-    pub fn deny(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Denied>, Refused<S>>
+    pub fn deny(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Pathway<Denied>, Refused<S>>
     where
         S: Gated,
     {
@@ -252,7 +421,11 @@ impl<S: Stage> Pathway<S> {
 
 impl Pathway<AwaitingApproval> {
     /// Escalated to a Human Gate by the stop authority.
-    pub fn escalate(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<HumanGate>, Refused<AwaitingApproval>> {
+    pub fn escalate(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+    ) -> Result<Pathway<HumanGate>, Refused<AwaitingApproval>> {
         self.simple(
             rt,
             actor,
@@ -267,7 +440,11 @@ impl Pathway<AwaitingApproval> {
 
 impl Pathway<Held> {
     /// Escalated to a Human Gate by the stop authority.
-    pub fn escalate(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<HumanGate>, Refused<Held>> {
+    pub fn escalate(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+    ) -> Result<Pathway<HumanGate>, Refused<Held>> {
         self.simple(
             rt,
             actor,
@@ -281,24 +458,46 @@ impl Pathway<Held> {
 
     /// Released by the stop authority: admitted again.
     pub fn release(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<Approved>, Refused<Held>> {
-        self.simple(rt, actor, &[Role::StopAuthority], "release a hold", State::Approved, json!({}), Approved {
-            _private: (),
-        })
+        self.simple(
+            rt,
+            actor,
+            &[Role::StopAuthority],
+            "release a hold",
+            State::Approved,
+            json!({}),
+            Approved { _private: () },
+        )
     }
 }
 
 impl Pathway<Approved> {
     /// Held by the stop authority.
-    pub fn hold(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Held>, Refused<Approved>> {
-        self.simple(rt, actor, &[Role::StopAuthority], "hold", State::Held, json!({"reason": reason}), Held {
-            _private: (),
-        })
+    pub fn hold(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Pathway<Held>, Refused<Approved>> {
+        self.simple(
+            rt,
+            actor,
+            &[Role::StopAuthority],
+            "hold",
+            State::Held,
+            json!({"reason": reason}),
+            Held { _private: () },
+        )
     }
 }
 
 impl<S: Stage> Pathway<S> {
     /// Aborted by the residual owner, with residual evidence (what is left behind). Terminal.
-    pub fn abort(self, rt: &Runtime, actor: &Actor, residuals: &Value) -> Result<Pathway<Aborted>, Refused<S>>
+    pub fn abort(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        residuals: &Value,
+    ) -> Result<Pathway<Aborted>, Refused<S>>
     where
         S: Abortable,
     {
@@ -331,7 +530,15 @@ impl<S: Stage> Pathway<S> {
         };
         let previous_attempt = previous_of(&self);
         let v = self.core.version;
-        Ok(self.into_stage(v, Bound { binding, from: S::STATE, previous_attempt, _private: () }))
+        Ok(self.into_stage(
+            v,
+            Bound {
+                binding,
+                from: S::STATE,
+                previous_attempt,
+                _private: (),
+            },
+        ))
     }
 }
 
@@ -353,10 +560,16 @@ impl Pathway<Bound> {
     /// the resume authority.
     pub fn dispatch(self, rt: &Runtime, actor: &Actor, executor: &mut dyn Executor) -> Outcome {
         let from = self.stage.from;
-        let roles: &[Role] =
-            if from == State::ReadyToResume { &[Role::ExecutionActor, Role::ResumeAuthority] } else { &[Role::ExecutionActor] };
+        let roles: &[Role] = if from == State::ReadyToResume {
+            &[Role::ExecutionActor, Role::ResumeAuthority]
+        } else {
+            &[Role::ExecutionActor]
+        };
         if let Err(error) = Runtime::authorize(&self.core, actor, roles, "dispatch") {
-            return Outcome::NotSent(NotSent { pathway: self, error });
+            return Outcome::NotSent(NotSent {
+                pathway: self,
+                error,
+            });
         }
         let request = self.core.definition.request.clone();
         if let Err(refusal) = executor.prepare(&request, &self.stage.binding) {
@@ -364,33 +577,63 @@ impl Pathway<Bound> {
             let change = Change {
                 from,
                 to: None,
-                events: vec![event("dispatch_refused", actor.as_str(), from, from, rt.fit(&data))],
+                events: vec![event(
+                    "dispatch_refused",
+                    actor.as_str(),
+                    from,
+                    from,
+                    rt.fit(&data),
+                )],
                 attempt: None,
                 approval: None,
             };
             return match self.commit(rt, change) {
-                Ok(p) => Outcome::NotSent(NotSent { pathway: p, error: refusal.into() }),
+                Ok(p) => Outcome::NotSent(NotSent {
+                    pathway: p,
+                    error: refusal.into(),
+                }),
                 Err(r) => {
                     let (p, e) = r.into_parts();
-                    Outcome::NotSent(NotSent { pathway: p, error: e })
+                    Outcome::NotSent(NotSent {
+                        pathway: p,
+                        error: e,
+                    })
                 }
             };
         }
         let attempt_id = rt.new_id("at");
         let seq = match rt.reader().attempts(&self.core.id) {
             Ok(a) => i64::try_from(a.len()).unwrap_or(i64::MAX) + 1,
-            Err(e) => return Outcome::NotSent(NotSent { pathway: self, error: e.into() }),
+            Err(e) => {
+                return Outcome::NotSent(NotSent {
+                    pathway: self,
+                    error: e.into(),
+                });
+            }
         };
-        let stored_request = match crate::evidence::check(&request_json(&request), &crate::evidence::Bounds::DEFAULT)
-            .map_err(PathwayError::from)
-            .and_then(|v| crate::canonical::to_string(&v).map_err(PathwayError::from))
+        let stored_request = match crate::evidence::check(
+            &request_json(&request),
+            &crate::evidence::Bounds::DEFAULT,
+        )
+        .map_err(PathwayError::from)
+        .and_then(|v| crate::canonical::to_string(&v).map_err(PathwayError::from))
         {
             Ok(s) => s,
-            Err(error) => return Outcome::NotSent(NotSent { pathway: self, error }),
+            Err(error) => {
+                return Outcome::NotSent(NotSent {
+                    pathway: self,
+                    error,
+                });
+            }
         };
         let binding_text = match crate::canonical::to_string(&self.stage.binding.details) {
             Ok(s) => s,
-            Err(e) => return Outcome::NotSent(NotSent { pathway: self, error: e.into() }),
+            Err(e) => {
+                return Outcome::NotSent(NotSent {
+                    pathway: self,
+                    error: e.into(),
+                });
+            }
         };
         let start = Change {
             from,
@@ -456,25 +699,51 @@ enum Class {
     Unknown,
 }
 
-fn record_delivery(p: Pathway<Bound>, rt: &Runtime, actor: &Actor, attempt: &str, delivery: Delivery) -> Outcome {
+fn record_delivery(
+    p: Pathway<Bound>,
+    rt: &Runtime,
+    actor: &Actor,
+    attempt: &str,
+    delivery: Delivery,
+) -> Outcome {
     let mutating = p.core.definition.class != ActionClass::ReadOnly;
-    let (class, status, kind, evidence): (Class, &'static str, &'static str, Value) = match delivery {
-        Delivery::NothingWritten { reason } => {
-            (Class::Failed, "not_sent", "attempt_not_sent", json!({"reason": reason}))
+    let (class, status, kind, evidence): (Class, &'static str, &'static str, Value) = match delivery
+    {
+        Delivery::NothingWritten { reason } => (
+            Class::Failed,
+            "not_sent",
+            "attempt_not_sent",
+            json!({"reason": reason}),
+        ),
+        Delivery::PossiblyWritten { reason } => (
+            Class::Unknown,
+            "unknown",
+            "attempt_unknown",
+            json!({"reason": reason}),
+        ),
+        Delivery::Succeeded { reply } if mutating => {
+            (Class::Returned, "returned", "attempt_returned", reply)
         }
-        Delivery::PossiblyWritten { reason } => {
-            (Class::Unknown, "unknown", "attempt_unknown", json!({"reason": reason}))
+        Delivery::Succeeded { reply } => {
+            (Class::Completed, "succeeded", "attempt_completed", reply)
         }
-        Delivery::Succeeded { reply } if mutating => (Class::Returned, "returned", "attempt_returned", reply),
-        Delivery::Succeeded { reply } => (Class::Completed, "succeeded", "attempt_completed", reply),
         Delivery::ToolFailed { reply } => (Class::Failed, "failed", "attempt_failed", reply),
         Delivery::Partial { reply } => (Class::Partial, "partial", "attempt_partial", reply),
-        Delivery::Rejected { error, class: RejectionClass::NotApplied } => {
-            (Class::Failed, "not_applied", "attempt_rejected", json!({"error": error, "class": "not_applied"}))
-        }
-        Delivery::Rejected { error, .. } => {
-            (Class::Unknown, "unknown", "attempt_rejected", json!({"error": error, "class": "unknown"}))
-        }
+        Delivery::Rejected {
+            error,
+            class: RejectionClass::NotApplied,
+        } => (
+            Class::Failed,
+            "not_applied",
+            "attempt_rejected",
+            json!({"error": error, "class": "not_applied"}),
+        ),
+        Delivery::Rejected { error, .. } => (
+            Class::Unknown,
+            "unknown",
+            "attempt_rejected",
+            json!({"error": error, "class": "unknown"}),
+        ),
     };
     let evidence = rt.fit(&evidence);
     let to = match class {
@@ -489,26 +758,67 @@ fn record_delivery(p: Pathway<Bound>, rt: &Runtime, actor: &Actor, attempt: &str
         from: State::Running,
         to,
         events: vec![attempt_event(
-            event(kind, actor.as_str(), State::Running, to.unwrap_or(State::Running), json!({"evidence": evidence})),
+            event(
+                kind,
+                actor.as_str(),
+                State::Running,
+                to.unwrap_or(State::Running),
+                json!({"evidence": evidence}),
+            ),
             attempt,
             status,
         )],
-        attempt: Some(AttemptWrite::Finish { id: attempt.to_owned(), status, outcome: outcome_text }),
+        attempt: Some(AttemptWrite::Finish {
+            id: attempt.to_owned(),
+            status,
+            outcome: outcome_text,
+        }),
         approval: None,
     };
     let id = p.core.id.clone();
     let p = match p.commit_running(rt, change) {
         Ok(p) => p,
-        Err(error) => return Outcome::Unrecorded(Unrecorded { pathway: id, attempt: attempt.to_owned(), error }),
+        Err(error) => {
+            return Outcome::Unrecorded(Unrecorded {
+                pathway: id,
+                attempt: attempt.to_owned(),
+                error,
+            });
+        }
     };
     let v = p.core.version;
     let attempt = attempt.to_owned();
     match class {
         Class::Completed => Outcome::Completed(p.into_stage(v, Completed { _private: () })),
-        Class::Returned => Outcome::Returned(p.into_stage(v, Returned { attempt, reply: evidence, _private: () })),
-        Class::Failed => Outcome::Failed(p.into_stage(v, RepairRequired { attempt: Some(attempt), _private: () })),
-        Class::Partial => Outcome::Partial(p.into_stage(v, PartiallyCompleted { attempt, _private: () })),
-        Class::Unknown => Outcome::Unknown(p.into_stage(v, Unknown { attempt, _private: () })),
+        Class::Returned => Outcome::Returned(p.into_stage(
+            v,
+            Returned {
+                attempt,
+                reply: evidence,
+                _private: (),
+            },
+        )),
+        Class::Failed => Outcome::Failed(p.into_stage(
+            v,
+            RepairRequired {
+                attempt: Some(attempt),
+                _private: (),
+            },
+        )),
+        Class::Partial => Outcome::Partial(p.into_stage(
+            v,
+            PartiallyCompleted {
+                attempt,
+                _private: (),
+            },
+        )),
+        Class::Unknown => Outcome::Unknown(p.into_stage(
+            v,
+            Unknown {
+                attempt,
+                _private: (),
+            },
+        )),
     }
 }
 
@@ -540,7 +850,12 @@ impl Pathway<Returned> {
         actor: &Actor,
         readback: &mut dyn Readback,
     ) -> Result<Confirmed, Refused<Returned>> {
-        if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::ExecutionActor, Role::EvidenceOwner], "confirm by readback") {
+        if let Err(e) = Runtime::authorize(
+            &self.core,
+            actor,
+            &[Role::ExecutionActor, Role::EvidenceOwner],
+            "confirm by readback",
+        ) {
             return Err(Refused::new(self, e));
         }
         if self.core.redacted {
@@ -551,8 +866,15 @@ impl Pathway<Returned> {
         rt.point(StepPoint::AfterReadback);
         let (to, status, verdict, evidence) = match observation {
             Observation::Applied { evidence } => (State::Completed, "applied", "applied", evidence),
-            Observation::NotApplied { evidence } => (State::WriteStatusUnknown, "unknown", "not_applied", evidence),
-            Observation::Inconclusive { evidence } => (State::WriteStatusUnknown, "unknown", "unresolved", evidence),
+            Observation::NotApplied { evidence } => (
+                State::WriteStatusUnknown,
+                "unknown",
+                "not_applied",
+                evidence,
+            ),
+            Observation::Inconclusive { evidence } => {
+                (State::WriteStatusUnknown, "unknown", "unresolved", evidence)
+            }
         };
         let evidence = rt.fit(&evidence);
         let attempt = self.stage.attempt.clone();
@@ -560,11 +882,21 @@ impl Pathway<Returned> {
             from: State::Running,
             to: Some(to),
             events: vec![attempt_event(
-                event("readback", actor.as_str(), State::Running, to, json!({"verdict": verdict, "evidence": evidence})),
+                event(
+                    "readback",
+                    actor.as_str(),
+                    State::Running,
+                    to,
+                    json!({"verdict": verdict, "evidence": evidence}),
+                ),
                 &attempt,
                 status,
             )],
-            attempt: Some(AttemptWrite::Finish { id: attempt.clone(), status, outcome: None }),
+            attempt: Some(AttemptWrite::Finish {
+                id: attempt.clone(),
+                status,
+                outcome: None,
+            }),
             approval: None,
         };
         let p = self.commit(rt, change)?;
@@ -572,17 +904,36 @@ impl Pathway<Returned> {
         Ok(if to == State::Completed {
             Confirmed::Completed(p.into_stage(v, Completed { _private: () }))
         } else {
-            Confirmed::Unknown(p.into_stage(v, Unknown { attempt, _private: () }))
+            Confirmed::Unknown(p.into_stage(
+                v,
+                Unknown {
+                    attempt,
+                    _private: (),
+                },
+            ))
         })
     }
 
     /// Stopped by the stop authority instead of being confirmed.
-    pub fn stop(self, rt: &Runtime, actor: &Actor, reason: &str) -> Result<Pathway<Stopped>, Refused<Returned>> {
+    pub fn stop(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Pathway<Stopped>, Refused<Returned>> {
         let attempt = self.stage.attempt.clone();
-        self.simple(rt, actor, &[Role::StopAuthority], "stop", State::Stopped, json!({"reason": reason}), Stopped {
-            attempt,
-            _private: (),
-        })
+        self.simple(
+            rt,
+            actor,
+            &[Role::StopAuthority],
+            "stop",
+            State::Stopped,
+            json!({"reason": reason}),
+            Stopped {
+                attempt,
+                _private: (),
+            },
+        )
     }
 }
 
@@ -603,7 +954,9 @@ impl Pathway<Unknown> {
         if token.pathway != self.core.id || token.attempt != self.stage.attempt {
             return Err(Refused::new(
                 self,
-                PathwayError::TokenMismatch("the reconciliation is for another pathway or attempt".into()),
+                PathwayError::TokenMismatch(
+                    "the reconciliation is for another pathway or attempt".into(),
+                ),
             ));
         }
         let from = State::WriteStatusUnknown;
@@ -621,14 +974,22 @@ impl Pathway<Unknown> {
                 &token.attempt,
                 status,
             )],
-            attempt: Some(AttemptWrite::Finish { id: token.attempt.clone(), status, outcome: None }),
+            attempt: Some(AttemptWrite::Finish {
+                id: token.attempt.clone(),
+                status,
+                outcome: None,
+            }),
             approval: None,
         };
         self.commit(rt, change)
     }
 
     /// Completes the pathway: the reconciliation found the effect applied.
-    pub fn complete(self, rt: &Runtime, token: Reconciliation<Applied>) -> Result<Pathway<Completed>, Refused<Unknown>> {
+    pub fn complete(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<Applied>,
+    ) -> Result<Pathway<Completed>, Refused<Unknown>> {
         let p = self.reconciled(rt, token, Some(State::Completed), "applied")?;
         let v = p.core.version;
         Ok(p.into_stage(v, Completed { _private: () }))
@@ -644,23 +1005,45 @@ impl Pathway<Unknown> {
         let attempt = Some(self.stage.attempt.clone());
         let p = self.reconciled(rt, token, Some(State::RepairRequired), "not_applied")?;
         let v = p.core.version;
-        Ok(p.into_stage(v, RepairRequired { attempt, _private: () }))
+        Ok(p.into_stage(
+            v,
+            RepairRequired {
+                attempt,
+                _private: (),
+            },
+        ))
     }
 
     /// Records an unresolved reconciliation; the pathway stays unknown.
-    pub fn keep_unknown(self, rt: &Runtime, token: Reconciliation<Unresolved>) -> Result<Pathway<Unknown>, Refused<Unknown>> {
+    pub fn keep_unknown(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<Unresolved>,
+    ) -> Result<Pathway<Unknown>, Refused<Unknown>> {
         self.reconciled(rt, token, None, "unknown")
     }
 }
 
 impl Pathway<Stopped> {
     /// Sent to repair by the repair owner.
-    pub fn require_repair(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<RepairRequired>, Refused<Stopped>> {
+    pub fn require_repair(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+    ) -> Result<Pathway<RepairRequired>, Refused<Stopped>> {
         let attempt = Some(self.stage.attempt.clone());
-        self.simple(rt, actor, &[Role::RepairOwner], "send to repair", State::RepairRequired, json!({}), RepairRequired {
-            attempt,
-            _private: (),
-        })
+        self.simple(
+            rt,
+            actor,
+            &[Role::RepairOwner],
+            "send to repair",
+            State::RepairRequired,
+            json!({}),
+            RepairRequired {
+                attempt,
+                _private: (),
+            },
+        )
     }
 }
 
@@ -672,10 +1055,18 @@ impl Pathway<PartiallyCompleted> {
         actor: &Actor,
     ) -> Result<Pathway<RepairRequired>, Refused<PartiallyCompleted>> {
         let attempt = Some(self.stage.attempt.clone());
-        self.simple(rt, actor, &[Role::RepairOwner], "send to repair", State::RepairRequired, json!({}), RepairRequired {
-            attempt,
-            _private: (),
-        })
+        self.simple(
+            rt,
+            actor,
+            &[Role::RepairOwner],
+            "send to repair",
+            State::RepairRequired,
+            json!({}),
+            RepairRequired {
+                attempt,
+                _private: (),
+            },
+        )
     }
 }
 
@@ -701,12 +1092,24 @@ impl Pathway<RepairRequired> {
         let change = Change {
             from: State::RepairRequired,
             to: Some(State::ReadyToResume),
-            events: vec![event("repaired", actor.as_str(), State::RepairRequired, State::ReadyToResume, data)],
+            events: vec![event(
+                "repaired",
+                actor.as_str(),
+                State::RepairRequired,
+                State::ReadyToResume,
+                data,
+            )],
             attempt: None,
             approval: None,
         };
         let p = self.commit(rt, change)?;
         let v = p.core.version;
-        Ok(p.into_stage(v, ReadyToResume { previous_attempt, _private: () }))
+        Ok(p.into_stage(
+            v,
+            ReadyToResume {
+                previous_attempt,
+                _private: (),
+            },
+        ))
     }
 }

@@ -33,10 +33,14 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// The file is not an rpr database.
-    #[error("{0}: not an rpr database (no rpr meta table); point --database at a file created by rpr")]
+    #[error(
+        "{0}: not an rpr database (no rpr meta table); point --database at a file created by rpr"
+    )]
     NotRprDatabase(String),
     /// The database was written by a newer rpr.
-    #[error("database schema version {found} is newer than this build supports ({supported}); upgrade rpr")]
+    #[error(
+        "database schema version {found} is newer than this build supports ({supported}); upgrade rpr"
+    )]
     SchemaTooNew {
         /// Version found in the file.
         found: i64,
@@ -47,7 +51,9 @@ pub enum StoreError {
     #[error("{0}: no such database file")]
     Missing(String),
     /// A compare-and-set lost: another process changed the pathway first.
-    #[error("pathway {pathway} changed elsewhere (expected {expected} v{version}); reload it with recover() or load()")]
+    #[error(
+        "pathway {pathway} changed elsewhere (expected {expected} v{version}); reload it with recover() or load()"
+    )]
     Conflict {
         /// The pathway.
         pathway: String,
@@ -149,10 +155,17 @@ pub(crate) trait Backend {
     fn insert_pathway(&self, new: NewPathway, event: EventDraft) -> Result<(), StoreError>;
     /// Applies one step; returns the new version.
     fn apply(&self, step: Step) -> Result<i64, StoreError>;
-    /// Records a granted approval (and its ledger event) without changing state.
+    /// Records a granted approval (and its ledger event) without changing state,
+    /// provided the pathway is still in `expected` at `version` (else [`StoreError::Conflict`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one flat record: the fence, the approvals row and its event"
+    )]
     fn grant_approval(
         &self,
         pathway: &str,
+        expected: State,
+        version: i64,
         id: &str,
         request_digest: &str,
         approver: &str,

@@ -115,17 +115,20 @@ pub struct ReadStore {
 
 fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
-        AuthAction::Select | AuthAction::Read { .. } => Authorization::Allow,
-        AuthAction::Function { function_name } => {
-            if function_name.eq_ignore_ascii_case("load_extension") {
-                Authorization::Deny
-            } else {
-                Authorization::Allow
-            }
+        AuthAction::Function { function_name }
+            if function_name.eq_ignore_ascii_case("load_extension") =>
+        {
+            Authorization::Deny
         }
         // Reading a pragma (no value) is allowed; setting one is not.
-        AuthAction::Pragma { pragma_value: None, .. } => Authorization::Allow,
-        AuthAction::Transaction { .. } | AuthAction::Savepoint { .. } => Authorization::Allow,
+        AuthAction::Select
+        | AuthAction::Read { .. }
+        | AuthAction::Function { .. }
+        | AuthAction::Pragma {
+            pragma_value: None, ..
+        }
+        | AuthAction::Transaction { .. }
+        | AuthAction::Savepoint { .. } => Authorization::Allow,
         _ => Authorization::Deny,
     }
 }
@@ -166,7 +169,9 @@ impl ReadStore {
                 |r| r.get::<_, i64>(0),
             )
             .map_err(|e| match e {
-                rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::NotADatabase =>
+                {
                     StoreError::NotRprDatabase(name.to_owned())
                 }
                 other => StoreError::Sqlite(other),
@@ -177,22 +182,33 @@ impl ReadStore {
         }
         let version: Option<String> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
             .optional()?;
         let version: i64 = version
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| StoreError::NotRprDatabase(name.to_owned()))?;
         if version > SCHEMA_VERSION {
-            return Err(StoreError::SchemaTooNew { found: version, supported: SCHEMA_VERSION });
+            return Err(StoreError::SchemaTooNew {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
         }
         Ok(())
     }
 
     /// Schema version, counts by state, unresolved count and ledger head.
     pub fn status(&self) -> Result<Status, StoreError> {
-        let mut counts: BTreeMap<String, i64> =
-            State::ALL.iter().map(|s| (s.as_str().to_owned(), 0)).collect();
-        let mut stmt = self.conn.prepare_cached("SELECT state, count(*) FROM pathways GROUP BY state")?;
+        let mut counts: BTreeMap<String, i64> = State::ALL
+            .iter()
+            .map(|s| (s.as_str().to_owned(), 0))
+            .collect();
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, count(*) FROM pathways GROUP BY state")?;
         let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
         for row in rows {
             let (state, n) = row?;
@@ -205,13 +221,19 @@ impl ReadStore {
             .sum();
         let head: Option<(i64, String)> = self
             .conn
-            .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
         let schema_version = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get::<_, String>(0))?
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get::<_, String>(0),
+            )?
             .parse()
             .map_err(|_| StoreError::Corrupt("meta.schema_version is not an integer".into()))?;
         Ok(Status {
@@ -225,8 +247,12 @@ impl ReadStore {
 
     /// One pathway by id.
     pub fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(&format!("{PATHWAY_SELECT} WHERE id = ?1"))?;
-        stmt.query_row(params![id], pathway_row).optional()?.transpose()
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("{PATHWAY_SELECT} WHERE id = ?1"))?;
+        stmt.query_row(params![id], pathway_row)
+            .optional()?
+            .transpose()
     }
 
     /// A page of pathways ordered by id, after `after`, optionally only in `state`.
@@ -247,8 +273,9 @@ impl ReadStore {
                 out.push(r??);
             }
         } else {
-            let mut stmt =
-                self.conn.prepare_cached(&format!("{PATHWAY_SELECT} WHERE id > ?1 ORDER BY id LIMIT ?2"))?;
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "{PATHWAY_SELECT} WHERE id > ?1 ORDER BY id LIMIT ?2"
+            ))?;
             for r in stmt.query_map(params![after, limit], pathway_row)? {
                 out.push(r??);
             }
@@ -257,7 +284,11 @@ impl ReadStore {
     }
 
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.
-    pub fn list_unresolved(&self, after: Option<&str>, limit: usize) -> Result<Vec<PathwayRecord>, StoreError> {
+    pub fn list_unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut stmt = self.conn.prepare_cached(&format!(
             "{PATHWAY_SELECT} WHERE state NOT IN ('completed', 'denied', 'aborted') AND id > ?1 ORDER BY id LIMIT ?2"
@@ -283,7 +314,12 @@ impl ReadStore {
     }
 
     /// A page of one pathway's ledger events with `seq > after`, oldest first.
-    pub fn events(&self, pathway: &str, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
+    pub fn events(
+        &self,
+        pathway: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger WHERE pathway_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
@@ -306,7 +342,11 @@ impl ReadStore {
     pub fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
         let v: Option<String> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = 'ledger_head'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'ledger_head'",
+                [],
+                |r| r.get(0),
+            )
             .optional()?;
         Ok(v.and_then(|v| {
             let (seq, hash) = v.split_once(':')?;
@@ -340,9 +380,9 @@ fn pathway_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PathwayRecord, 
             idempotency_key: r.get(1)?,
             definition: parse_json(&definition, "pathways.definition")?,
             request_digest: r.get(3)?,
-            state: state
-                .parse()
-                .map_err(|e: crate::state::UnknownState| StoreError::Corrupt(format!("pathway {id}: {e}")))?,
+            state: state.parse().map_err(|e: crate::state::UnknownState| {
+                StoreError::Corrupt(format!("pathway {id}: {e}"))
+            })?,
             version: r.get(5)?,
             proposer: r.get(6)?,
             created_at: r.get(7)?,
@@ -369,7 +409,10 @@ fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<AttemptRecord, 
             status: r.get(8)?,
             owner: r.get(9)?,
             lease_until: r.get(10)?,
-            outcome: outcome.as_deref().map(|o| parse_json(o, "attempts.outcome")).transpose()?,
+            outcome: outcome
+                .as_deref()
+                .map(|o| parse_json(o, "attempts.outcome"))
+                .transpose()?,
             created_at: r.get(12)?,
             updated_at: r.get(13)?,
         })

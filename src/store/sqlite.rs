@@ -7,7 +7,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::json;
 
 use super::read::ReadStore;
-use super::{ApprovalWrite, AttemptWrite, Backend, EventDraft, NewPathway, SCHEMA_SQL, SCHEMA_VERSION, Step, StoreError};
+use super::{
+    ApprovalWrite, AttemptWrite, Backend, EventDraft, NewPathway, SCHEMA_SQL, SCHEMA_VERSION, Step,
+    StoreError,
+};
 use crate::ledger;
 use crate::state::State;
 
@@ -28,11 +31,15 @@ impl SqliteBackend {
         conn.busy_timeout(Duration::from_secs(10))?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") && path.as_os_str() != ":memory:" {
-            return Err(StoreError::Corrupt(format!("could not enable WAL (journal_mode is {mode})")));
+            return Err(StoreError::Corrupt(format!(
+                "could not enable WAL (journal_mode is {mode})"
+            )));
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", true)?;
-        let backend = Self { read: ReadStore { conn } };
+        let backend = Self {
+            read: ReadStore { conn },
+        };
         backend.migrate(&path.display().to_string())?;
         Ok(backend)
     }
@@ -49,17 +56,22 @@ impl SqliteBackend {
         } else {
             drop(tx);
             self.read.check_schema(name)?;
-            let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+            let tx =
+                rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
             let v: i64 = tx
-                .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get::<_, String>(0))?
+                .query_row(
+                    "SELECT value FROM meta WHERE key = 'schema_version'",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )?
                 .parse()
                 .map_err(|_| StoreError::NotRprDatabase(name.to_owned()))?;
-            return self.apply_migrations(tx, v);
+            return Self::apply_migrations(tx, v);
         };
-        self.apply_migrations(tx, current)
+        Self::apply_migrations(tx, current)
     }
 
-    fn apply_migrations(&self, tx: rusqlite::Transaction<'_>, from: i64) -> Result<(), StoreError> {
+    fn apply_migrations(tx: rusqlite::Transaction<'_>, from: i64) -> Result<(), StoreError> {
         let mut version = from;
         for (i, sql) in MIGRATIONS.iter().enumerate() {
             let target = i64::try_from(i).unwrap_or(i64::MAX) + 1;
@@ -79,9 +91,18 @@ impl SqliteBackend {
         Ok(())
     }
 
-    fn append_event(tx: &rusqlite::Transaction<'_>, pathway: &str, at: i64, draft: EventDraft) -> Result<(), StoreError> {
+    fn append_event(
+        tx: &rusqlite::Transaction<'_>,
+        pathway: &str,
+        at: i64,
+        draft: EventDraft,
+    ) -> Result<(), StoreError> {
         let head: Option<(i64, String)> = tx
-            .query_row("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row(
+                "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
         let (seq, prev) = head.map_or((1, ledger::GENESIS.to_owned()), |(s, h)| (s + 1, h));
         let event = json!({
@@ -97,7 +118,8 @@ impl SqliteBackend {
             "attempt_status": draft.attempt_status,
             "data": draft.data,
         });
-        let text = crate::canonical::to_string(&event).map_err(|e| StoreError::Corrupt(format!("event: {e}")))?;
+        let text = crate::canonical::to_string(&event)
+            .map_err(|e| StoreError::Corrupt(format!("event: {e}")))?;
         let hash = ledger::chain_hash(&prev, &text);
         tx.execute(
             "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -135,17 +157,26 @@ impl Backend for SqliteBackend {
     }
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
-        if let Some(to) = step.to {
-            if !step.expected_state.allows(to) {
-                return Err(StoreError::IllegalEdge { from: step.expected_state, to });
-            }
+        if let Some(to) = step.to
+            && !step.expected_state.allows(to)
+        {
+            return Err(StoreError::IllegalEdge {
+                from: step.expected_state,
+                to,
+            });
         }
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
         let new_state = step.to.unwrap_or(step.expected_state);
         let changed = tx.execute(
             "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
              WHERE id = ?3 AND state = ?4 AND version = ?5",
-            params![new_state.as_str(), step.at, step.pathway, step.expected_state.as_str(), step.expected_version],
+            params![
+                new_state.as_str(),
+                step.at,
+                step.pathway,
+                step.expected_state.as_str(),
+                step.expected_version
+            ],
         )?;
         if changed != 1 {
             return Err(StoreError::Conflict {
@@ -185,7 +216,11 @@ impl Backend for SqliteBackend {
                     ],
                 )?;
             }
-            Some(AttemptWrite::Finish { id, status, outcome }) => {
+            Some(AttemptWrite::Finish {
+                id,
+                status,
+                outcome,
+            }) => {
                 let n = tx.execute(
                     "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
                             outcome = coalesce(?2, outcome), updated_at = ?3
@@ -193,7 +228,10 @@ impl Backend for SqliteBackend {
                     params![status, outcome, step.at, id, step.pathway],
                 )?;
                 if n != 1 {
-                    return Err(StoreError::Corrupt(format!("attempt {id} of pathway {} is missing", step.pathway)));
+                    return Err(StoreError::Corrupt(format!(
+                        "attempt {id} of pathway {} is missing",
+                        step.pathway
+                    )));
                 }
             }
             None => {}
@@ -218,6 +256,8 @@ impl Backend for SqliteBackend {
     fn grant_approval(
         &self,
         pathway: &str,
+        expected: State,
+        version: i64,
         id: &str,
         request_digest: &str,
         approver: &str,
@@ -225,6 +265,19 @@ impl Backend for SqliteBackend {
         event: EventDraft,
     ) -> Result<(), StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        // Fenced like every step: a stale handle must not record a grant for a stage the pathway left.
+        let current: i64 = tx.query_row(
+            "SELECT count(*) FROM pathways WHERE id = ?1 AND state = ?2 AND version = ?3",
+            params![pathway, expected.as_str(), version],
+            |r| r.get(0),
+        )?;
+        if current != 1 {
+            return Err(StoreError::Conflict {
+                pathway: pathway.to_owned(),
+                expected,
+                version,
+            });
+        }
         tx.execute(
             "INSERT INTO approvals (id, pathway_id, request_digest, approver, granted_at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![id, pathway, request_digest, approver, at],
