@@ -12,7 +12,9 @@ use common::*;
 use rpr::executor::Readback;
 use rpr::executor::file::FileReadback;
 use rpr::token::Reconciled;
-use rpr::{Admission, Confirmed, Decision, Outcome, Proposal, Runtime, State, StepPoint, StoredPathway};
+use rpr::{
+    Admission, Confirmed, Decision, Outcome, Proposal, Runtime, State, StepPoint, StoredPathway,
+};
 use serde_json::json;
 
 const ITERATIONS: usize = 20;
@@ -55,7 +57,10 @@ impl Point {
         format!("{self:?}")
     }
     fn parse(s: &str) -> Self {
-        Self::ALL.into_iter().find(|p| p.name() == s).unwrap_or_else(|| panic!("unknown point {s}"))
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .unwrap_or_else(|| panic!("unknown point {s}"))
     }
     fn hook(self) -> Option<StepPoint> {
         match self {
@@ -70,7 +75,10 @@ impl Point {
     fn effect_before_kill(self) -> bool {
         matches!(
             self,
-            Point::InsideExecutorAfterWrite | Point::AfterReply | Point::AfterOutcomeCommit | Point::InsideReadbackWritten
+            Point::InsideExecutorAfterWrite
+                | Point::AfterReply
+                | Point::AfterOutcomeCommit
+                | Point::InsideReadbackWritten
         )
     }
 }
@@ -94,10 +102,17 @@ impl Readback for BlockingReadback {
 /// The child: loads the admitted pathway, binds and dispatches it, and blocks at its point.
 #[test]
 fn child_entry() {
-    let Ok(point) = std::env::var("RPR_CRASH_POINT") else { return };
+    let Ok(point) = std::env::var("RPR_CRASH_POINT") else {
+        return;
+    };
     let point = Point::parse(&point);
     let var = |k: &str| std::env::var(k).unwrap();
-    let (db, root, log, id) = (var("RPR_CRASH_DB"), var("RPR_CRASH_ROOT"), var("RPR_CRASH_LOG"), var("RPR_CRASH_PATHWAY"));
+    let (db, root, log, id) = (
+        var("RPR_CRASH_DB"),
+        var("RPR_CRASH_ROOT"),
+        var("RPR_CRASH_LOG"),
+        var("RPR_CRASH_PATHWAY"),
+    );
     let mut builder = Runtime::builder(&db);
     if let Some(at) = point.hook() {
         builder = builder.step_hook(move |p| {
@@ -115,8 +130,13 @@ fn child_entry() {
         Point::InsideReadbackLost => ex.report = Report::DropThenPossiblyWritten,
         _ => {}
     }
-    let StoredPathway::Approved(p) = rt.load(&id).unwrap() else { panic!("the child expects an approved pathway") };
-    let outcome = p.bind(&mut ex).unwrap().dispatch(&rt, &actor("execution_actor"), &mut ex);
+    let StoredPathway::Approved(p) = rt.load(&id).unwrap() else {
+        panic!("the child expects an approved pathway")
+    };
+    let outcome = p
+        .bind(&mut ex)
+        .unwrap()
+        .dispatch(&rt, &actor("execution_actor"), &mut ex);
     if let Outcome::Unknown(p) = &outcome {
         let _ = rt.reconcile(p, &mut BlockingReadback);
     }
@@ -134,10 +154,17 @@ impl Setup {
         let dir = TempDir::new(tag);
         std::fs::create_dir_all(dir.path().join("root")).unwrap();
         let rt = Runtime::open(dir.db()).unwrap();
-        let Proposal::New(p) = rt.propose(&actor("proposer"), file_definition("crash", FILE, CONTENT)).unwrap() else {
+        let Proposal::New(p) = rt
+            .propose(&actor("proposer"), file_definition("crash", FILE, CONTENT))
+            .unwrap()
+        else {
             panic!()
         };
-        let Admission::Approved(p) = p.admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| Decision::Allow).unwrap()
+        let Admission::Approved(p) = p
+            .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
+                Decision::Allow
+            })
+            .unwrap()
         else {
             panic!()
         };
@@ -151,13 +178,16 @@ impl Setup {
         self.dir.path().join("effects.log")
     }
     fn spawn(&self, point: Point) -> ChildProc {
-        ChildProc::spawn("child_entry", &[
-            ("RPR_CRASH_POINT", point.name()),
-            ("RPR_CRASH_DB", self.dir.db().display().to_string()),
-            ("RPR_CRASH_ROOT", self.root().display().to_string()),
-            ("RPR_CRASH_LOG", self.log().display().to_string()),
-            ("RPR_CRASH_PATHWAY", self.id.clone()),
-        ])
+        ChildProc::spawn(
+            "child_entry",
+            &[
+                ("RPR_CRASH_POINT", point.name()),
+                ("RPR_CRASH_DB", self.dir.db().display().to_string()),
+                ("RPR_CRASH_ROOT", self.root().display().to_string()),
+                ("RPR_CRASH_LOG", self.log().display().to_string()),
+                ("RPR_CRASH_PATHWAY", self.id.clone()),
+            ],
+        )
     }
     fn file_written(&self) -> bool {
         std::fs::read_to_string(self.root().join(FILE)).is_ok_and(|s| s == CONTENT)
@@ -182,7 +212,11 @@ fn kind(s: &StoredPathway) -> &'static str {
 fn drive(rt: &Runtime, mut stored: StoredPathway, ex: &mut CountingFile) -> Vec<&'static str> {
     let mut steps = Vec::new();
     let mut readback: FileReadback = ex.readback();
-    let (exec, evid, repair) = (actor("execution_actor"), actor("evidence_owner"), actor("repair_owner"));
+    let (exec, evid, repair) = (
+        actor("execution_actor"),
+        actor("evidence_owner"),
+        actor("repair_owner"),
+    );
     let from_outcome = |o: Outcome| match o {
         Outcome::Returned(p) => StoredPathway::Returned(p),
         Outcome::Unknown(p) => StoredPathway::Unknown(p),
@@ -214,7 +248,10 @@ fn drive(rt: &Runtime, mut stored: StoredPathway, ex: &mut CountingFile) -> Vec<
                 Reconciled::NotApplied(t) => {
                     steps.push("reconciled_not_applied");
                     let p = p.require_repair(rt, t).unwrap();
-                    StoredPathway::ReadyToResume(p.repair(rt, &repair, &json!({"checked": "file absent"}), None).unwrap())
+                    StoredPathway::ReadyToResume(
+                        p.repair(rt, &repair, &json!({"checked": "file absent"}), None)
+                            .unwrap(),
+                    )
                 }
                 other => panic!("readback of a local file must decide: {other:?}"),
             },
@@ -234,18 +271,30 @@ struct Expect {
 
 fn expect(point: Point) -> Expect {
     match point {
-        Point::BeforeAttemptCommit => {
-            Expect { recovered: "approved", steps: &["dispatch", "confirm"], attempts: &["applied"] }
-        }
-        Point::AfterAttemptCommit | Point::InsideExecutorBeforeWrite | Point::InsideReadbackLost => Expect {
+        Point::BeforeAttemptCommit => Expect {
+            recovered: "approved",
+            steps: &["dispatch", "confirm"],
+            attempts: &["applied"],
+        },
+        Point::AfterAttemptCommit
+        | Point::InsideExecutorBeforeWrite
+        | Point::InsideReadbackLost => Expect {
             recovered: "unknown",
             steps: &["reconciled_not_applied", "resume", "confirm"],
             attempts: &["not_applied", "applied"],
         },
         Point::InsideExecutorAfterWrite | Point::AfterReply | Point::InsideReadbackWritten => {
-            Expect { recovered: "unknown", steps: &["reconciled_applied"], attempts: &["applied"] }
+            Expect {
+                recovered: "unknown",
+                steps: &["reconciled_applied"],
+                attempts: &["applied"],
+            }
         }
-        Point::AfterOutcomeCommit => Expect { recovered: "returned", steps: &["confirm"], attempts: &["applied"] },
+        Point::AfterOutcomeCommit => Expect {
+            recovered: "returned",
+            steps: &["confirm"],
+            attempts: &["applied"],
+        },
     }
 }
 
@@ -260,11 +309,27 @@ fn crash_at(point: Point) {
         // Right after the crash: what the child left is explained by the ledger.
         let rt = Runtime::open(s.dir.db()).unwrap();
         let report = rt.verify(None).unwrap();
-        assert!(report.is_ok(), "{point:?}#{i}: after the kill: {:?}", report.problems);
-        assert_eq!(effects(&s.log()), usize::from(point.effect_before_kill()), "{point:?}#{i}: effects before recovery");
-        assert_eq!(s.file_written(), point.effect_before_kill(), "{point:?}#{i}: the file before recovery");
+        assert!(
+            report.is_ok(),
+            "{point:?}#{i}: after the kill: {:?}",
+            report.problems
+        );
+        assert_eq!(
+            effects(&s.log()),
+            usize::from(point.effect_before_kill()),
+            "{point:?}#{i}: effects before recovery"
+        );
+        assert_eq!(
+            s.file_written(),
+            point.effect_before_kill(),
+            "{point:?}#{i}: the file before recovery"
+        );
         let before_attempts = rt.reader().attempts(&s.id).unwrap();
-        assert_eq!(before_attempts.len(), usize::from(point != Point::BeforeAttemptCommit), "{point:?}#{i}");
+        assert_eq!(
+            before_attempts.len(),
+            usize::from(point != Point::BeforeAttemptCommit),
+            "{point:?}#{i}"
+        );
 
         // Recovery: the dead owner is detected at once; nothing comes back bindable after the attempt commit.
         let mut recovered = rt.recover().unwrap();
@@ -273,14 +338,27 @@ fn crash_at(point: Point) {
         assert_eq!(stored.id(), s.id);
         let e = expect(point);
         assert_eq!(kind(&stored), e.recovered, "{point:?}#{i}: recovered stage");
-        assert!(rt.reader().attempts(&s.id).unwrap().iter().all(|a| a.status != "in_flight" && a.owner.is_none()));
-        assert!(rt.verify(None).unwrap().is_ok(), "{point:?}#{i}: after recover()");
+        assert!(
+            rt.reader()
+                .attempts(&s.id)
+                .unwrap()
+                .iter()
+                .all(|a| a.status != "in_flight" && a.owner.is_none())
+        );
+        assert!(
+            rt.verify(None).unwrap().is_ok(),
+            "{point:?}#{i}: after recover()"
+        );
 
         // Drive it to the end without re-sending an unknown.
         let mut ex = CountingFile::new(&s.root(), &s.log());
         let steps = drive(&rt, stored, &mut ex);
         assert_eq!(steps, e.steps, "{point:?}#{i}: steps");
-        assert_eq!(effects(&s.log()), 1, "{point:?}#{i}: the effect happened exactly once across child and parent");
+        assert_eq!(
+            effects(&s.log()),
+            1,
+            "{point:?}#{i}: the effect happened exactly once across child and parent"
+        );
         assert!(s.file_written());
 
         let record = rt.reader().pathway(&s.id).unwrap().unwrap();
@@ -289,12 +367,19 @@ fn crash_at(point: Point) {
         let statuses: Vec<&str> = attempts.iter().map(|a| a.status.as_str()).collect();
         assert_eq!(statuses, e.attempts, "{point:?}#{i}: attempt statuses");
         if let [first, second] = attempts.as_slice() {
-            assert_eq!(second.previous_attempt.as_deref(), Some(first.id.as_str()), "the new attempt links to the old one");
+            assert_eq!(
+                second.previous_attempt.as_deref(),
+                Some(first.id.as_str()),
+                "the new attempt links to the old one"
+            );
             assert_eq!(second.seq, 2);
         }
         let report = rt.verify(None).unwrap();
         assert!(report.is_ok(), "{point:?}#{i}: {:?}", report.problems);
-        assert!(rt.recover().unwrap().is_empty(), "nothing unresolved is left");
+        assert!(
+            rt.recover().unwrap().is_empty(),
+            "nothing unresolved is left"
+        );
     }
 }
 
@@ -346,20 +431,35 @@ fn unreaped_dead_owner_is_detected_at_once() {
     let mut child = s.spawn(Point::AfterAttemptCommit);
     child.expect(READY);
     let pid = child.pid();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid.cast_signed()), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid.cast_signed()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     // Wait until the kernel has made it a zombie, without reaping it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let state = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().next().unwrap().to_owned();
+        let state = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned();
         if state == "Z" {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "child never became a zombie (state {state})");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "child never became a zombie (state {state})"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let rt = Runtime::open(s.dir.db()).unwrap();
     let stored = rt.load(&s.id).unwrap();
-    assert_eq!(kind(&stored), "unknown", "a zombie owner holds nothing: {stored:?}");
+    assert_eq!(
+        kind(&stored),
+        "unknown",
+        "a zombie owner holds nothing: {stored:?}"
+    );
     drop(child);
 }

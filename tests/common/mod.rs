@@ -1,5 +1,9 @@
 //! Shared test support: temporary databases and scripted executors.
-#![allow(dead_code, unreachable_pub, reason = "each test binary uses a different part of the support module")]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test binary uses a different part of the support module"
+)]
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -73,7 +77,12 @@ pub fn definition(key: &str, class: ActionClass) -> Definition {
         .with(RepairOwner, &actor("repair_owner"))
         .with(ResumeAuthority, &actor("resume_authority"))
         .with(ResidualOwner, &actor("residual_owner"));
-    Definition::new(Request::new("put", json!({"key": key, "value": "v"})), class, key, auth)
+    Definition::new(
+        Request::new("put", json!({"key": key, "value": "v"})),
+        class,
+        key,
+        auth,
+    )
 }
 
 /// An executor that answers with a scripted delivery and counts its calls.
@@ -85,10 +94,16 @@ pub struct Scripted {
 
 impl Scripted {
     pub fn new(deliveries: Vec<Delivery>) -> Self {
-        Self { deliveries, executed: 0, refuse_prepare: None }
+        Self {
+            deliveries,
+            executed: 0,
+            refuse_prepare: None,
+        }
     }
     pub fn ok() -> Self {
-        Self::new(vec![Delivery::Succeeded { reply: json!({"ok": true}) }])
+        Self::new(vec![Delivery::Succeeded {
+            reply: json!({"ok": true}),
+        }])
     }
 }
 
@@ -103,7 +118,11 @@ impl Executor for Scripted {
         }
     }
     fn execute(&mut self, _request: &Request) -> Delivery {
-        let d = if self.deliveries.len() > 1 { self.deliveries.remove(0) } else { self.deliveries[0].clone() };
+        let d = if self.deliveries.len() > 1 {
+            self.deliveries.remove(0)
+        } else {
+            self.deliveries[0].clone()
+        };
         self.executed += 1;
         d
     }
@@ -145,16 +164,21 @@ pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
 /// separate read-only connection, so it sees exactly what is committed.
 pub fn db_dump(path: &std::path::Path) -> String {
     use std::fmt::Write;
-    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
     let mut out = String::new();
     for table in ["meta", "pathways", "attempts", "approvals", "ledger"] {
         writeln!(out, "== {table}").unwrap();
-        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid")).unwrap();
+        let mut stmt = conn
+            .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
+            .unwrap();
         let n = stmt.column_count();
         let mut rows = stmt.query([]).unwrap();
         while let Some(row) = rows.next().unwrap() {
-            let cells: Vec<String> =
-                (0..n).map(|i| format!("{:?}", row.get::<_, rusqlite::types::Value>(i).unwrap())).collect();
+            let cells: Vec<String> = (0..n)
+                .map(|i| format!("{:?}", row.get::<_, rusqlite::types::Value>(i).unwrap()))
+                .collect();
             writeln!(out, "{}", cells.join(" | ")).unwrap();
         }
     }
@@ -163,8 +187,11 @@ pub fn db_dump(path: &std::path::Path) -> String {
 
 /// The number of rows in `table`.
 pub fn row_count(path: &std::path::Path, table: &str) -> i64 {
-    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
 }
 
 // ---------------------------------------------------------------------------
@@ -173,7 +200,10 @@ pub fn row_count(path: &std::path::Path, table: &str) -> i64 {
 /// A mutating `write_file` definition with one actor per role (as [`definition`]).
 pub fn file_definition(key: &str, path: &str, content: &str) -> Definition {
     let mut d = definition(key, ActionClass::Mutating);
-    d.request = Request::new(rpr::executor::file::WRITE_FILE, json!({"path": path, "content": content}));
+    d.request = Request::new(
+        rpr::executor::file::WRITE_FILE,
+        json!({"path": path, "content": content}),
+    );
     d
 }
 
@@ -232,12 +262,27 @@ impl Executor for CountingFile {
             f();
         }
         if self.report == Report::DropThenPossiblyWritten {
-            return Delivery::PossiblyWritten { reason: "request lost on the way (test)".into() };
+            return Delivery::PossiblyWritten {
+                reason: "request lost on the way (test)".into(),
+            };
         }
         let delivery = self.inner.execute(request);
-        if matches!(delivery, Delivery::Succeeded { .. } | Delivery::PossiblyWritten { .. }) {
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
-            writeln!(f, "write {} by pid {}", request.arguments, std::process::id()).unwrap();
+        if matches!(
+            delivery,
+            Delivery::Succeeded { .. } | Delivery::PossiblyWritten { .. }
+        ) {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .unwrap();
+            writeln!(
+                f,
+                "write {} by pid {}",
+                request.arguments,
+                std::process::id()
+            )
+            .unwrap();
             f.sync_all().unwrap();
         }
         if let Some(f) = self.after_write {
@@ -245,7 +290,9 @@ impl Executor for CountingFile {
         }
         match self.report {
             Report::Honest => delivery,
-            _ => Delivery::PossiblyWritten { reason: "reply lost (test)".into() },
+            _ => Delivery::PossiblyWritten {
+                reason: "reply lost (test)".into(),
+            },
         }
     }
 }
@@ -296,7 +343,12 @@ impl ChildProc {
             let _ = err.read_to_string(&mut buf);
             sink.lock().unwrap().push_str(&buf);
         });
-        Self { child, lines, stderr, seen: Vec::new() }
+        Self {
+            child,
+            lines,
+            stderr,
+            seen: Vec::new(),
+        }
     }
 
     /// The child's pid.
@@ -306,7 +358,7 @@ impl ChildProc {
 
     /// Waits (up to 60 s) for a stdout line containing `prefix`; returns the rest of it.
     pub fn expect(&mut self, prefix: &str) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.lines.recv_timeout(left) {
@@ -348,7 +400,12 @@ impl ChildProc {
         while let Ok(line) = self.lines.try_recv() {
             self.seen.push(line);
         }
-        format!("child {}:\nstdout:\n{}\nstderr:\n{}", self.child.id(), self.seen.join("\n"), self.stderr.lock().unwrap())
+        format!(
+            "child {}:\nstdout:\n{}\nstderr:\n{}",
+            self.child.id(),
+            self.seen.join("\n"),
+            self.stderr.lock().unwrap()
+        )
     }
 
     /// SIGKILLs the child (std's `Child::kill` sends SIGKILL on unix) and reaps it.
@@ -362,7 +419,11 @@ impl ChildProc {
     pub fn finish(mut self) {
         let status = self.child.wait().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        assert!(status.success(), "child failed: {status:?}\nstderr:\n{}", self.stderr.lock().unwrap());
+        assert!(
+            status.success(),
+            "child failed: {status:?}\nstderr:\n{}",
+            self.stderr.lock().unwrap()
+        );
     }
 }
 
@@ -384,7 +445,10 @@ pub fn block_until_killed(tag: &str) -> ! {
         out.flush().unwrap();
     }
     std::thread::sleep(std::time::Duration::from_secs(30));
-    eprintln!("child {} was not killed within 30 s at {tag}", std::process::id());
+    eprintln!(
+        "child {} was not killed within 30 s at {tag}",
+        std::process::id()
+    );
     std::process::exit(86);
 }
 
@@ -406,13 +470,23 @@ pub fn scripted_states(rt: &Runtime) {
     use rpr::{Admission, Decision, Outcome, Pathway, Proposal};
 
     let propose = |key: &str, class: ActionClass, meta: Value| -> Pathway<rpr::stage::Proposed> {
-        match rt.propose(&actor("proposer"), definition(key, class).with_metadata(meta)).unwrap() {
+        match rt
+            .propose(
+                &actor("proposer"),
+                definition(key, class).with_metadata(meta),
+            )
+            .unwrap()
+        {
             Proposal::New(p) => p,
             other => panic!("expected a new pathway, got {other:?}"),
         }
     };
     let admit = |key: &str, class: ActionClass, d: Decision| -> Admission {
-        propose(key, class, Value::Null).admit(rt, &actor("decision_owner"), &move |_: &Definition| d.clone()).unwrap()
+        propose(key, class, Value::Null)
+            .admit(rt, &actor("decision_owner"), &move |_: &Definition| {
+                d.clone()
+            })
+            .unwrap()
     };
     let approved = |key: &str, class: ActionClass| match admit(key, class, Decision::Allow) {
         Admission::Approved(p) => p,
@@ -420,41 +494,89 @@ pub fn scripted_states(rt: &Runtime) {
     };
     let dispatch = |p: Pathway<rpr::stage::Approved>, d: Delivery| -> Outcome {
         let mut ex = Scripted::new(vec![d]);
-        p.bind(&mut ex).unwrap().dispatch(rt, &actor("execution_actor"), &mut ex)
+        p.bind(&mut ex)
+            .unwrap()
+            .dispatch(rt, &actor("execution_actor"), &mut ex)
     };
     let m = ActionClass::Mutating;
 
     let _ = propose("s01", m, json!({"ticket": "T-1", "api_key": "sk-live-123"}));
-    let Admission::AwaitingApproval(_) = admit("s02", m, Decision::Hold) else { panic!() };
-    let Admission::HumanGate(_) = admit("s03", m, Decision::HumanGate) else { panic!() };
+    let Admission::AwaitingApproval(_) = admit("s02", m, Decision::Hold) else {
+        panic!()
+    };
+    let Admission::HumanGate(_) = admit("s03", m, Decision::HumanGate) else {
+        panic!()
+    };
     let _ = approved("s04", m);
-    let Outcome::Returned(_) = dispatch(approved("s05", m), Delivery::Succeeded { reply: json!({"ok": true}) }) else {
+    let Outcome::Returned(_) = dispatch(
+        approved("s05", m),
+        Delivery::Succeeded {
+            reply: json!({"ok": true}),
+        },
+    ) else {
         panic!()
     };
-    let Outcome::Unknown(_) = dispatch(approved("s06", m), Delivery::PossiblyWritten { reason: "timeout".into() })
+    let Outcome::Unknown(_) = dispatch(
+        approved("s06", m),
+        Delivery::PossiblyWritten {
+            reason: "timeout".into(),
+        },
+    ) else {
+        panic!()
+    };
+    let Outcome::Failed(_) = dispatch(
+        approved("s07", m),
+        Delivery::ToolFailed {
+            reply: json!({"error": "no"}),
+        },
+    ) else {
+        panic!()
+    };
+    let Outcome::Unknown(p) = dispatch(
+        approved("s08", m),
+        Delivery::PossiblyWritten {
+            reason: "eof".into(),
+        },
+    ) else {
+        panic!()
+    };
+    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else {
+        panic!()
+    };
+    let _ = p
+        .require_repair(rt, t)
+        .unwrap()
+        .repair(rt, &actor("repair_owner"), &json!({"fixed": true}), None)
+        .unwrap();
+    let Outcome::Returned(p) =
+        dispatch(approved("s09", m), Delivery::Succeeded { reply: json!({}) })
     else {
         panic!()
     };
-    let Outcome::Failed(_) = dispatch(approved("s07", m), Delivery::ToolFailed { reply: json!({"error": "no"}) })
-    else {
-        panic!()
-    };
-    let Outcome::Unknown(p) = dispatch(approved("s08", m), Delivery::PossiblyWritten { reason: "eof".into() }) else {
-        panic!()
-    };
-    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else { panic!() };
-    let _ = p.require_repair(rt, t).unwrap().repair(rt, &actor("repair_owner"), &json!({"fixed": true}), None).unwrap();
-    let Outcome::Returned(p) = dispatch(approved("s09", m), Delivery::Succeeded { reply: json!({}) }) else { panic!() };
     let _ = p.stop(rt, &actor("stop_authority"), "halt").unwrap();
-    let Outcome::Partial(_) = dispatch(approved("s10", m), Delivery::Partial { reply: json!({"done": 1}) }) else {
+    let Outcome::Partial(_) = dispatch(
+        approved("s10", m),
+        Delivery::Partial {
+            reply: json!({"done": 1}),
+        },
+    ) else {
         panic!()
     };
-    let _ = approved("s11", m).hold(rt, &actor("stop_authority"), "wait").unwrap();
-    let Outcome::Completed(_) =
-        dispatch(approved("s12", ActionClass::ReadOnly), Delivery::Succeeded { reply: json!({"v": 1}) })
-    else {
+    let _ = approved("s11", m)
+        .hold(rt, &actor("stop_authority"), "wait")
+        .unwrap();
+    let Outcome::Completed(_) = dispatch(
+        approved("s12", ActionClass::ReadOnly),
+        Delivery::Succeeded {
+            reply: json!({"v": 1}),
+        },
+    ) else {
         panic!()
     };
-    let Admission::Denied(_) = admit("s13", m, Decision::Deny("no".into())) else { panic!() };
-    let _ = approved("s14", m).abort(rt, &actor("residual_owner"), &json!({"left": "nothing"})).unwrap();
+    let Admission::Denied(_) = admit("s13", m, Decision::Deny("no".into())) else {
+        panic!()
+    };
+    let _ = approved("s14", m)
+        .abort(rt, &actor("residual_owner"), &json!({"left": "nothing"}))
+        .unwrap();
 }

@@ -1,0 +1,239 @@
+//! Snapshots (insta) of the schema and of full ledgers for scripted stories, on the
+//! deterministic runtime (sequential ids, ticking clock), so that every event, every
+//! digest and every chain hash is reproducible. Only the owner of an abandoned
+//! attempt (host, pid, process start) varies between runs; it is redacted, and with
+//! it the hashes that cover it.
+
+mod common;
+
+use std::cell::Cell;
+
+use common::*;
+use rpr::executor::Delivery;
+use rpr::token::Reconciled;
+use rpr::{
+    ActionClass, Admission, Confirmed, Decision, Outcome, Pathway, Proposal, Runtime,
+    SequentialIds, StepPoint, StoredPathway,
+};
+use serde_json::{Value, json};
+
+fn propose(rt: &Runtime, key: &str) -> Pathway<rpr::stage::Proposed> {
+    match rt
+        .propose(&actor("proposer"), definition(key, ActionClass::Mutating))
+        .unwrap()
+    {
+        Proposal::New(p) => p,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn allowed(rt: &Runtime, key: &str) -> Pathway<rpr::stage::Approved> {
+    match propose(rt, key)
+        .admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| {
+            Decision::Allow
+        })
+        .unwrap()
+    {
+        Admission::Approved(p) => p,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The whole ledger, each event parsed from its canonical text.
+fn ledger(rt: &Runtime) -> Value {
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    Value::Array(
+        rt.reader()
+            .ledger(0, usize::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                json!({
+                    "seq": r.seq,
+                    "pathway_id": r.pathway_id,
+                    "event": serde_json::from_str::<Value>(&r.event).unwrap(),
+                    "prev_hash": r.prev_hash,
+                    "hash": r.hash,
+                })
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn schema() {
+    let dir = TempDir::new("snap-schema");
+    let rt = runtime(&dir.db());
+    insta::assert_snapshot!("schema", rt.reader().schema().unwrap().join(";\n\n"));
+}
+
+/// Held for approval, approved by the approval authority, dispatched, returned,
+/// confirmed by readback.
+#[test]
+fn ledger_happy_path() {
+    let dir = TempDir::new("snap-happy");
+    let rt = runtime(&dir.db());
+    let Admission::AwaitingApproval(p) = propose(&rt, "happy")
+        .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
+            Decision::Hold
+        })
+        .unwrap()
+    else {
+        panic!()
+    };
+    let ap = rt.grant_approval(&p, &actor("approval_authority")).unwrap();
+    let p = p.approve(&rt, ap).unwrap();
+    let mut ex = Scripted::new(vec![Delivery::Succeeded {
+        reply: json!({"written": 1}),
+    }]);
+    let Outcome::Returned(p) =
+        p.bind(&mut ex)
+            .unwrap()
+            .dispatch(&rt, &actor("execution_actor"), &mut ex)
+    else {
+        panic!()
+    };
+    let Confirmed::Completed(_) = p
+        .confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
+        .unwrap()
+    else {
+        panic!()
+    };
+    insta::assert_json_snapshot!("ledger_happy_path", ledger(&rt));
+}
+
+/// A timeout leaves the write unknown; a readback finds it applied; completed.
+#[test]
+fn ledger_unknown_then_reconciled_applied() {
+    let dir = TempDir::new("snap-unknown-applied");
+    let rt = runtime(&dir.db());
+    let mut ex = Scripted::new(vec![Delivery::PossiblyWritten {
+        reason: "timeout after the request was written".into(),
+    }]);
+    let Outcome::Unknown(p) = allowed(&rt, "unknown").bind(&mut ex).unwrap().dispatch(
+        &rt,
+        &actor("execution_actor"),
+        &mut ex,
+    ) else {
+        panic!()
+    };
+    let Reconciled::Applied(t) = rt.reconcile(&p, &mut Sees("applied")) else {
+        panic!()
+    };
+    p.complete(&rt, t).unwrap();
+    insta::assert_json_snapshot!("ledger_unknown_then_reconciled_applied", ledger(&rt));
+}
+
+/// A timeout leaves the write unknown; a readback is inconclusive (still unknown), a
+/// second finds it not applied; repaired; resumed with a new attempt linked to the
+/// old one; returned; confirmed.
+#[test]
+fn ledger_unknown_then_not_applied_repaired_and_resumed() {
+    let dir = TempDir::new("snap-unknown-resumed");
+    let rt = runtime(&dir.db());
+    let mut ex = Scripted::new(vec![
+        Delivery::PossiblyWritten {
+            reason: "connection closed after the request was written".into(),
+        },
+        Delivery::Succeeded {
+            reply: json!({"written": 1}),
+        },
+    ]);
+    let Outcome::Unknown(p) = allowed(&rt, "resumed").bind(&mut ex).unwrap().dispatch(
+        &rt,
+        &actor("execution_actor"),
+        &mut ex,
+    ) else {
+        panic!()
+    };
+    let Reconciled::Unresolved(t) = rt.reconcile(&p, &mut Sees("inconclusive")) else {
+        panic!()
+    };
+    let p = p.keep_unknown(&rt, t).unwrap();
+    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else {
+        panic!()
+    };
+    let p = p.require_repair(&rt, t).unwrap();
+    let p = p
+        .repair(
+            &rt,
+            &actor("repair_owner"),
+            &json!({"checked": "target unchanged"}),
+            None,
+        )
+        .unwrap();
+    let Outcome::Returned(p) =
+        p.bind(&mut ex)
+            .unwrap()
+            .dispatch(&rt, &actor("resume_authority"), &mut ex)
+    else {
+        panic!()
+    };
+    let Confirmed::Completed(_) = p
+        .confirm(&rt, &actor("execution_actor"), &mut Sees("applied"))
+        .unwrap()
+    else {
+        panic!()
+    };
+    insta::assert_json_snapshot!(
+        "ledger_unknown_then_not_applied_repaired_and_resumed",
+        ledger(&rt)
+    );
+}
+
+/// A host abandons an attempt in flight (its lease runs out); another runtime's
+/// recovery records it as unknown; the evidence owner attests it applied.
+#[test]
+fn ledger_abandoned_attempt_recovered_as_unknown() {
+    let dir = TempDir::new("snap-recovered");
+    let start = 1_700_000_000_000;
+    let host_a = Runtime::builder(dir.db())
+        .clock(TickClock(Cell::new(start)))
+        .ids(SequentialIds::default())
+        .step_hook(|point| {
+            // The host stops here (simulated by unwinding out of dispatch).
+            assert_ne!(
+                point,
+                StepPoint::AfterAttemptCommit,
+                "the host stops here (simulated)"
+            );
+        })
+        .open()
+        .unwrap();
+    let mut ex = Scripted::ok();
+    let bound = allowed(&host_a, "abandoned").bind(&mut ex).unwrap();
+    let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = bound.dispatch(&host_a, &actor("execution_actor"), &mut ex);
+    }));
+    assert!(crashed.is_err());
+    assert_eq!(ex.executed, 0, "the executor was never called");
+
+    // An hour later (past the 10-minute lease), another runtime recovers it.
+    let host_b = Runtime::builder(dir.db())
+        .clock(TickClock(Cell::new(start + 3_600_000)))
+        .open()
+        .unwrap();
+    let mut all = host_b.recover().unwrap();
+    let Some(StoredPathway::Unknown(unknown)) = all.pop() else {
+        panic!("{all:?}")
+    };
+    let Reconciled::Applied(token) = host_b
+        .attest(
+            &unknown,
+            &actor("evidence_owner"),
+            rpr::token::Attestation::Applied,
+            &json!({"ticket": "checked by hand"}),
+        )
+        .unwrap()
+    else {
+        panic!()
+    };
+    unknown.complete(&host_b, token).unwrap();
+    drop(host_a);
+    insta::assert_json_snapshot!("ledger_abandoned_attempt_recovered_as_unknown", ledger(&host_b), {
+        "[].event.data.owner" => "[owner: host/pid/start/nonce]",
+        "[].hash" => "[hash]",
+        "[].prev_hash" => "[hash]",
+    });
+}
