@@ -261,7 +261,7 @@ fn check_rows(
                     seq: None,
                     pathway: Some(id),
                     detail: format!("stored state {state}, events end in {:?}", r.state),
-                })
+                });
             }
             Some(_) => {}
         }

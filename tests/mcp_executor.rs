@@ -10,8 +10,8 @@ use std::time::Duration;
 use mcp_support::{Fixture, assert_gone, fast_config};
 use rpr::executor::{Delivery, Executor, Observation, Readback, RejectionClass, Request};
 use rpr::mcp::{
-    ArgumentValidator, Dialect, ExecutorConfig, McpClient, McpError, McpExecutor, McpReadback, ReadbackVerdict,
-    ServerCommand, SessionConfig, Tool,
+    ArgumentValidator, Dialect, ExecutorConfig, McpClient, McpError, McpExecutor, McpReadback,
+    ReadbackVerdict, ServerCommand, SessionConfig, Tool,
 };
 use serde_json::{Value, json};
 
@@ -21,7 +21,12 @@ fn put_request() -> Request {
 
 /// Connects, then bind → prepare → execute one `put`; returns the delivery and the
 /// number of effects, after checking that the server process is gone.
-fn dispatch(fx: &Fixture, command: ServerCommand, config: &SessionConfig, exec: ExecutorConfig) -> Delivery {
+fn dispatch(
+    fx: &Fixture,
+    command: ServerCommand,
+    config: &SessionConfig,
+    exec: ExecutorConfig,
+) -> Delivery {
     let client = Arc::new(McpClient::connect(&command, config).unwrap());
     let pid = client.session().pid();
     let mut executor = McpExecutor::new(Arc::clone(&client), "put").with_config(exec);
@@ -38,7 +43,13 @@ fn dispatch(fx: &Fixture, command: ServerCommand, config: &SessionConfig, exec: 
 
 fn run(fault: &str, args: &[&str]) -> (Delivery, usize) {
     let fx = Fixture::new(fault);
-    let exec = ExecutorConfig::default().with_call_timeout(Duration::from_millis(1500));
+    // Short timeouts only where no reply will ever come; a reply may take long on a busy machine.
+    let exec = match fault {
+        "wrong-id" | "never-reply" => {
+            ExecutorConfig::default().with_call_timeout(Duration::from_millis(800))
+        }
+        _ => ExecutorConfig::default(),
+    };
     let delivery = dispatch(&fx, fx.command(fault).args(args), &fast_config(), exec);
     (delivery, fx.effects())
 }
@@ -46,8 +57,13 @@ fn run(fault: &str, args: &[&str]) -> (Delivery, usize) {
 #[test]
 fn success_is_succeeded_with_the_reply() {
     let (delivery, effects) = run("none", &[]);
-    let Delivery::Succeeded { reply } = delivery else { panic!("{delivery:?}") };
-    assert_eq!(reply["structuredContent"], json!({"key": "k", "value": "v"}));
+    let Delivery::Succeeded { reply } = delivery else {
+        panic!("{delivery:?}")
+    };
+    assert_eq!(
+        reply["structuredContent"],
+        json!({"key": "k", "value": "v"})
+    );
     assert_eq!(effects, 1);
 }
 
@@ -57,7 +73,9 @@ fn server_gone_before_the_call_is_nothing_written() {
     // stdin before answering the third listing and exits, so `tools/call` meets a
     // closed pipe.
     let (delivery, effects) = run("crash-before-read", &["--lists-before", "3"]);
-    let Delivery::NothingWritten { reason } = delivery else { panic!("{delivery:?}") };
+    let Delivery::NothingWritten { reason } = delivery else {
+        panic!("{delivery:?}")
+    };
     assert!(reason.contains("`tools/call` was not sent"), "{reason}");
     assert_eq!(effects, 0);
 }
@@ -65,21 +83,29 @@ fn server_gone_before_the_call_is_nothing_written() {
 #[test]
 fn crash_after_read_is_possibly_written_without_effect() {
     let (delivery, effects) = run("crash-after-read", &[]);
-    assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{delivery:?}");
+    assert!(
+        matches!(delivery, Delivery::PossiblyWritten { .. }),
+        "{delivery:?}"
+    );
     assert_eq!(effects, 0);
 }
 
 #[test]
 fn crash_after_effect_is_possibly_written_with_effect() {
     let (delivery, effects) = run("crash-after-effect", &[]);
-    assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{delivery:?}");
+    assert!(
+        matches!(delivery, Delivery::PossiblyWritten { .. }),
+        "{delivery:?}"
+    );
     assert_eq!(effects, 1);
 }
 
 #[test]
 fn garbage_reply_is_possibly_written() {
     let (delivery, effects) = run("garbage-reply", &[]);
-    let Delivery::PossiblyWritten { reason } = delivery else { panic!("{delivery:?}") };
+    let Delivery::PossiblyWritten { reason } = delivery else {
+        panic!("{delivery:?}")
+    };
     assert!(reason.contains("malformed"), "{reason}");
     assert_eq!(effects, 1);
 }
@@ -87,28 +113,39 @@ fn garbage_reply_is_possibly_written() {
 #[test]
 fn wrong_id_is_possibly_written() {
     let (delivery, effects) = run("wrong-id", &[]);
-    assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{delivery:?}");
+    assert!(
+        matches!(delivery, Delivery::PossiblyWritten { .. }),
+        "{delivery:?}"
+    );
     assert_eq!(effects, 1);
 }
 
 #[test]
 fn reply_twice_is_succeeded_once() {
     let (delivery, effects) = run("reply-twice", &[]);
-    assert!(matches!(delivery, Delivery::Succeeded { .. }), "{delivery:?}");
+    assert!(
+        matches!(delivery, Delivery::Succeeded { .. }),
+        "{delivery:?}"
+    );
     assert_eq!(effects, 1);
 }
 
 #[test]
 fn never_reply_is_possibly_written() {
     let (delivery, effects) = run("never-reply", &[]);
-    assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{delivery:?}");
+    assert!(
+        matches!(delivery, Delivery::PossiblyWritten { .. }),
+        "{delivery:?}"
+    );
     assert_eq!(effects, 1);
 }
 
 #[test]
 fn interleaved_server_traffic_still_succeeds() {
     let (delivery, effects) = run("notify-mid-call", &[]);
-    let Delivery::Succeeded { reply } = delivery else { panic!("{delivery:?}") };
+    let Delivery::Succeeded { reply } = delivery else {
+        panic!("{delivery:?}")
+    };
     assert_eq!(reply.get("isError"), None);
     assert_eq!(effects, 1);
 }
@@ -118,17 +155,25 @@ fn oversized_reply_is_possibly_written() {
     let fx = Fixture::new("huge");
     let mut config = fast_config();
     config.max_message_bytes = 1024 * 1024;
-    let command = fx.command("huge-line").arg("--huge-bytes").arg((2 * 1024 * 1024).to_string());
+    let command = fx
+        .command("huge-line")
+        .arg("--huge-bytes")
+        .arg((2 * 1024 * 1024).to_string());
     let exec = ExecutorConfig::default().with_call_timeout(Duration::from_millis(1500));
     let delivery = dispatch(&fx, command, &config, exec);
-    assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{delivery:?}");
+    assert!(
+        matches!(delivery, Delivery::PossiblyWritten { .. }),
+        "{delivery:?}"
+    );
     assert_eq!(fx.effects(), 1);
 }
 
 #[test]
 fn is_error_is_tool_failed_with_the_result() {
     let (delivery, effects) = run("is-error", &[]);
-    let Delivery::ToolFailed { reply } = delivery else { panic!("{delivery:?}") };
+    let Delivery::ToolFailed { reply } = delivery else {
+        panic!("{delivery:?}")
+    };
     assert_eq!(reply["isError"], true);
     assert_eq!(effects, 0);
 }
@@ -136,7 +181,9 @@ fn is_error_is_tool_failed_with_the_result() {
 #[test]
 fn rpc_error_is_rejected_unknown_by_default() {
     let (delivery, effects) = run("rpc-error", &[]);
-    let Delivery::Rejected { error, class } = delivery else { panic!("{delivery:?}") };
+    let Delivery::Rejected { error, class } = delivery else {
+        panic!("{delivery:?}")
+    };
     assert_eq!(class, RejectionClass::Unknown);
     assert_eq!(error["code"], -32603);
     assert_eq!(effects, 0);
@@ -145,10 +192,22 @@ fn rpc_error_is_rejected_unknown_by_default() {
 #[test]
 fn rpc_error_code_declared_not_applied() {
     let fx = Fixture::new("rpc-notapplied");
-    let command = fx.command("rpc-error").arg("--rpc-error-code").arg("-32602");
+    let command = fx
+        .command("rpc-error")
+        .arg("--rpc-error-code")
+        .arg("-32602");
     let exec = ExecutorConfig::default().with_not_applied_code(-32602);
     let delivery = dispatch(&fx, command, &fast_config(), exec);
-    assert!(matches!(delivery, Delivery::Rejected { class: RejectionClass::NotApplied, .. }), "{delivery:?}");
+    assert!(
+        matches!(
+            delivery,
+            Delivery::Rejected {
+                class: RejectionClass::NotApplied,
+                ..
+            }
+        ),
+        "{delivery:?}"
+    );
 }
 
 #[test]
@@ -157,21 +216,35 @@ fn timeout_then_late_effect_is_possibly_written() {
     let command = fx.command("slow").arg("--sleep-ms").arg("800");
     let exec = ExecutorConfig::default().with_call_timeout(Duration::from_millis(200));
     let delivery = dispatch(&fx, command, &fast_config(), exec);
-    assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{delivery:?}");
-    assert_eq!(fx.wait_for_effects(1, Duration::from_secs(3)), 1, "the effect happened after the timeout");
+    assert!(
+        matches!(delivery, Delivery::PossiblyWritten { .. }),
+        "{delivery:?}"
+    );
+    assert_eq!(
+        fx.wait_for_effects(1, Duration::from_secs(3)),
+        1,
+        "the effect happened after the timeout"
+    );
 }
 
 #[test]
 fn schema_change_after_bind_refuses_prepare() {
     let fx = Fixture::new("rugpull");
-    let client = Arc::new(McpClient::connect(&fx.command("change-schema"), &fast_config()).unwrap());
+    let client =
+        Arc::new(McpClient::connect(&fx.command("change-schema"), &fast_config()).unwrap());
     let mut executor = McpExecutor::new(Arc::clone(&client), "put");
     let request = put_request();
     let binding = executor.bind(&request).unwrap();
     let refusal = executor.prepare(&request, &binding).unwrap_err();
     assert_eq!(refusal.code, "binding_changed");
-    assert!(refusal.message.contains("input_schema_digest") && refusal.message.contains("tool_digest"), "{refusal}");
-    assert!(matches!(executor.execute(&request), Delivery::NothingWritten { .. }));
+    assert!(
+        refusal.message.contains("input_schema_digest") && refusal.message.contains("tool_digest"),
+        "{refusal}"
+    );
+    assert!(matches!(
+        executor.execute(&request),
+        Delivery::NothingWritten { .. }
+    ));
     assert_eq!(fx.effects(), 0);
 }
 
@@ -185,7 +258,9 @@ fn schema_change_between_prepare_and_execute_sends_nothing() {
     let binding = executor.bind(&request).unwrap();
     executor.prepare(&request, &binding).unwrap();
     let delivery = executor.execute(&request);
-    let Delivery::NothingWritten { reason } = delivery else { panic!("{delivery:?}") };
+    let Delivery::NothingWritten { reason } = delivery else {
+        panic!("{delivery:?}")
+    };
     assert!(reason.contains("binding_changed"), "{reason}");
     assert_eq!(fx.effects(), 0);
 }
@@ -193,12 +268,18 @@ fn schema_change_between_prepare_and_execute_sends_nothing() {
 #[test]
 fn identity_change_between_processes_refuses() {
     let fx = Fixture::new("identity");
-    let first = Arc::new(McpClient::connect(&fx.command("change-identity"), &fast_config()).unwrap());
+    let first =
+        Arc::new(McpClient::connect(&fx.command("change-identity"), &fast_config()).unwrap());
     let request = put_request();
-    let binding = McpExecutor::new(Arc::clone(&first), "put").bind(&request).unwrap();
+    let binding = McpExecutor::new(Arc::clone(&first), "put")
+        .bind(&request)
+        .unwrap();
     drop(first);
-    let second = Arc::new(McpClient::connect(&fx.command("change-identity"), &fast_config()).unwrap());
-    let refusal = McpExecutor::new(second, "put").prepare(&request, &binding).unwrap_err();
+    let second =
+        Arc::new(McpClient::connect(&fx.command("change-identity"), &fast_config()).unwrap());
+    let refusal = McpExecutor::new(second, "put")
+        .prepare(&request, &binding)
+        .unwrap_err();
     assert_eq!(refusal.code, "binding_changed");
     assert!(refusal.message.contains("server_version"), "{refusal}");
     assert_eq!(fx.effects(), 0);
@@ -213,7 +294,10 @@ fn same_server_in_a_new_process_keeps_the_binding() {
     let second = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
     let mut executor = McpExecutor::new(second, "put");
     executor.prepare(&request, &binding).unwrap();
-    assert!(matches!(executor.execute(&request), Delivery::Succeeded { .. }));
+    assert!(matches!(
+        executor.execute(&request),
+        Delivery::Succeeded { .. }
+    ));
 }
 
 #[test]
@@ -224,7 +308,10 @@ fn binding_details_and_digest() {
     let a = executor.bind(&put_request()).unwrap();
     let b = executor.bind(&put_request()).unwrap();
     assert_eq!(a, b, "`_meta` changes with every listing but is not bound");
-    assert_eq!(a.target, format!("rpr-fault-server@{}/put", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        a.target,
+        format!("rpr-fault-server@{}/put", env!("CARGO_PKG_VERSION"))
+    );
     for key in [
         "protocol_version",
         "server_name",
@@ -234,7 +321,10 @@ fn binding_details_and_digest() {
         "tool_digest",
         "input_schema_digest",
     ] {
-        assert!(a.details.get(key).is_some_and(|v| !v.is_null()), "missing {key}");
+        assert!(
+            a.details.get(key).is_some_and(|v| !v.is_null()),
+            "missing {key}"
+        );
     }
     assert_eq!(a.details["tool_name"], "put");
     assert_eq!(a.digest, rpr::canonical::sha256_hex(&a.details).unwrap());
@@ -261,11 +351,20 @@ fn invalid_arguments_are_refused_before_sending() {
             let request = Request::new("put", arguments.clone());
             let refusal = executor.prepare(&request, &binding).unwrap_err();
             assert_eq!(refusal.code, "invalid_arguments", "{arguments}");
-            assert!(!refusal.message.contains("secret-value"), "argument values are masked: {refusal}");
-            assert!(matches!(executor.execute(&request), Delivery::NothingWritten { .. }));
+            assert!(
+                !refusal.message.contains("secret-value"),
+                "argument values are masked: {refusal}"
+            );
+            assert!(matches!(
+                executor.execute(&request),
+                Delivery::NothingWritten { .. }
+            ));
         }
         executor.prepare(&put_request(), &binding).unwrap();
-        assert!(matches!(executor.execute(&put_request()), Delivery::Succeeded { .. }), "draft07={draft07}");
+        assert!(
+            matches!(executor.execute(&put_request()), Delivery::Succeeded { .. }),
+            "draft07={draft07}"
+        );
         assert_eq!(fx.effects(), 1);
     }
 }
@@ -277,13 +376,30 @@ fn wrong_tool_and_missing_prepare_send_nothing() {
     let mut executor = McpExecutor::new(Arc::clone(&client), "put");
     let other = Request::new("get", json!({"key": "k"}));
     assert_eq!(executor.bind(&other).unwrap_err().code, "wrong_tool");
-    assert!(matches!(executor.execute(&put_request()), Delivery::NothingWritten { .. }), "no prepare");
+    assert!(
+        matches!(
+            executor.execute(&put_request()),
+            Delivery::NothingWritten { .. }
+        ),
+        "no prepare"
+    );
     let binding = executor.bind(&put_request()).unwrap();
     executor.prepare(&put_request(), &binding).unwrap();
-    assert!(matches!(executor.execute(&put_request()), Delivery::Succeeded { .. }));
-    assert!(matches!(executor.execute(&put_request()), Delivery::NothingWritten { .. }), "prepare is consumed");
+    assert!(matches!(
+        executor.execute(&put_request()),
+        Delivery::Succeeded { .. }
+    ));
+    assert!(
+        matches!(
+            executor.execute(&put_request()),
+            Delivery::NothingWritten { .. }
+        ),
+        "prepare is consumed"
+    );
     assert_eq!(fx.effects(), 1);
-    let refusal = McpExecutor::new(client, "nope").bind(&Request::new("nope", json!({}))).unwrap_err();
+    let refusal = McpExecutor::new(client, "nope")
+        .bind(&Request::new("nope", json!({})))
+        .unwrap_err();
     assert_eq!(refusal.code, "tool_missing");
 }
 
@@ -308,7 +424,10 @@ fn readback_on_another_process_tells_applied_from_not_applied() {
         let fx = Fixture::new("readback");
         let exec = ExecutorConfig::default();
         let delivery = dispatch(&fx, fx.command(fault), &fast_config(), exec);
-        assert!(matches!(delivery, Delivery::PossiblyWritten { .. }), "{fault}: {delivery:?}");
+        assert!(
+            matches!(delivery, Delivery::PossiblyWritten { .. }),
+            "{fault}: {delivery:?}"
+        );
         let reader = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
         let observation = readback(Arc::clone(&reader)).observe(&put_request());
         match (observation, expect_applied) {
@@ -318,7 +437,10 @@ fn readback_on_another_process_tells_applied_from_not_applied() {
                 assert_eq!(evidence["arguments"], json!({"key": "k"}));
             }
             (Observation::NotApplied { evidence }, false) => {
-                assert_eq!(evidence["result"]["structuredContent"]["value"], Value::Null);
+                assert_eq!(
+                    evidence["result"]["structuredContent"]["value"],
+                    Value::Null
+                );
             }
             (other, _) => panic!("{fault}: unexpected {other:?}"),
         }
@@ -330,20 +452,38 @@ fn readback_failures_are_inconclusive() {
     let fx = Fixture::new("readback-fail");
     let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
     // A tool error (the key argument is missing) is inconclusive unless judged.
-    let mut bad_args = McpReadback::new(Arc::clone(&client), "get", |_: &Request| json!({}), |_: &Request, _: &Value| {
-        ReadbackVerdict::NotApplied
-    });
-    assert!(matches!(bad_args.observe(&put_request()), Observation::Inconclusive { .. }));
+    let mut bad_args = McpReadback::new(
+        Arc::clone(&client),
+        "get",
+        |_: &Request| json!({}),
+        |_: &Request, _: &Value| ReadbackVerdict::NotApplied,
+    );
+    assert!(matches!(
+        bad_args.observe(&put_request()),
+        Observation::Inconclusive { .. }
+    ));
     // A JSON-RPC error (unknown tool) is inconclusive.
-    let mut unknown = McpReadback::new(Arc::clone(&client), "nope", |_: &Request| json!({}), |_: &Request, _: &Value| {
-        ReadbackVerdict::Applied
-    });
-    let Observation::Inconclusive { evidence } = unknown.observe(&put_request()) else { panic!() };
+    let mut unknown = McpReadback::new(
+        Arc::clone(&client),
+        "nope",
+        |_: &Request| json!({}),
+        |_: &Request, _: &Value| ReadbackVerdict::Applied,
+    );
+    let Observation::Inconclusive { evidence } = unknown.observe(&put_request()) else {
+        panic!()
+    };
     assert_eq!(evidence["error"]["code"], -32602);
     // A dead session is inconclusive.
     client.shutdown();
-    let Observation::Inconclusive { evidence } = readback(client).observe(&put_request()) else { panic!() };
-    assert!(evidence["failure"].as_str().is_some_and(|f| f.contains("not sent")), "{evidence}");
+    let Observation::Inconclusive { evidence } = readback(client).observe(&put_request()) else {
+        panic!()
+    };
+    assert!(
+        evidence["failure"]
+            .as_str()
+            .is_some_and(|f| f.contains("not sent")),
+        "{evidence}"
+    );
 }
 
 fn tool_with_schema(schema: &Value) -> Tool {
@@ -352,15 +492,40 @@ fn tool_with_schema(schema: &Value) -> Tool {
 
 #[test]
 fn schema_dialects() {
-    let draft7 = tool_with_schema(&json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}));
-    assert_eq!(ArgumentValidator::new(&draft7).unwrap().dialect(), Dialect::Draft07);
-    let default = tool_with_schema(&json!({"type": "object", "properties": {"a": {"prefixItems": [{"type": "string"}]}}}));
-    assert_eq!(ArgumentValidator::new(&default).unwrap().dialect(), Dialect::Draft202012);
-    let other = tool_with_schema(&json!({"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object"}));
-    assert!(matches!(ArgumentValidator::new(&other), Err(McpError::UnsupportedSchema { .. })));
-    let remote = tool_with_schema(&json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}));
-    assert!(matches!(ArgumentValidator::new(&remote), Err(McpError::UnsupportedSchema { .. })), "no remote fetching");
+    let draft7 = tool_with_schema(
+        &json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}),
+    );
+    assert_eq!(
+        ArgumentValidator::new(&draft7).unwrap().dialect(),
+        Dialect::Draft07
+    );
+    let default = tool_with_schema(
+        &json!({"type": "object", "properties": {"a": {"prefixItems": [{"type": "string"}]}}}),
+    );
+    assert_eq!(
+        ArgumentValidator::new(&default).unwrap().dialect(),
+        Dialect::Draft202012
+    );
+    let other = tool_with_schema(
+        &json!({"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object"}),
+    );
+    assert!(matches!(
+        ArgumentValidator::new(&other),
+        Err(McpError::UnsupportedSchema { .. })
+    ));
+    let remote = tool_with_schema(
+        &json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}),
+    );
+    assert!(
+        matches!(
+            ArgumentValidator::new(&remote),
+            Err(McpError::UnsupportedSchema { .. })
+        ),
+        "no remote fetching"
+    );
     assert!(Tool::from_definition(json!({"name": "", "inputSchema": {"type": "object"}})).is_err());
-    assert!(Tool::from_definition(json!({"name": "x", "inputSchema": {"type": "string"}})).is_err());
+    assert!(
+        Tool::from_definition(json!({"name": "x", "inputSchema": {"type": "string"}})).is_err()
+    );
     assert!(Tool::from_definition(json!({"name": "x"})).is_err());
 }

@@ -2,7 +2,10 @@
 
 use std::io::{BufReader, Cursor, Read, Write};
 
-use rpr::jsonrpc::{ErrorObject, Id, JsonRpcError, Message, MessageReader, MessageWriter, Notification, Request, Response};
+use rpr::jsonrpc::{
+    ErrorObject, Id, JsonRpcError, Message, MessageReader, MessageWriter, Notification, Request,
+    Response,
+};
 use serde_json::json;
 
 fn reader(bytes: &[u8], max: usize) -> MessageReader<Cursor<Vec<u8>>> {
@@ -19,20 +22,39 @@ fn crlf_and_blank_lines() {
     let mut input = b"\r\n\n  \n{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\r\n".to_vec();
     input.extend_from_slice(tail);
     let mut r = reader(&input, 1024);
-    assert_eq!(next(&mut r), Message::Notification(Notification { method: "a".into(), params: None }));
+    assert_eq!(
+        next(&mut r),
+        Message::Notification(Notification {
+            method: "a".into(),
+            params: None
+        })
+    );
     // The last line has no line feed: it is reported, not parsed.
-    assert!(matches!(r.read_message(), Err(JsonRpcError::UnterminatedLine { length }) if length == tail.len() as u64));
+    assert!(
+        matches!(r.read_message(), Err(JsonRpcError::UnterminatedLine { length }) if length == tail.len() as u64)
+    );
     assert!(r.read_message().expect("clean EOF").is_none());
 }
 
 #[test]
 fn invalid_utf8_and_non_json_lines_are_skipped() {
     let mut r = reader(b"\xff\xfe oops\nnot json\n{\"a\":1} {\"b\":2}\n{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n", 1024);
-    assert!(matches!(r.read_message(), Err(JsonRpcError::InvalidUtf8 { valid_up_to: 0 })));
+    assert!(matches!(
+        r.read_message(),
+        Err(JsonRpcError::InvalidUtf8 { valid_up_to: 0 })
+    ));
     let e = r.read_message().unwrap_err();
-    assert!(matches!(e, JsonRpcError::NotJson { .. }) && !e.is_fatal(), "{e}");
-    assert!(matches!(r.read_message(), Err(JsonRpcError::NotJson { .. })), "two values on one line");
-    let Message::Response(resp) = next(&mut r) else { panic!("expected a response") };
+    assert!(
+        matches!(e, JsonRpcError::NotJson { .. }) && !e.is_fatal(),
+        "{e}"
+    );
+    assert!(
+        matches!(r.read_message(), Err(JsonRpcError::NotJson { .. })),
+        "two values on one line"
+    );
+    let Message::Response(resp) = next(&mut r) else {
+        panic!("expected a response")
+    };
     assert_eq!(resp.id, Some(Id::Number(0)), "id 0 is a valid id");
     assert!(r.read_message().unwrap().is_none());
 }
@@ -46,7 +68,10 @@ fn size_cap_is_exact_and_cr_does_not_count() {
     next(&mut r);
     next(&mut r);
     let e = r.read_message().unwrap_err();
-    assert!(matches!(e, JsonRpcError::LineTooLong { length, limit } if length == max as u64 + 1 && limit == max), "{e}");
+    assert!(
+        matches!(e, JsonRpcError::LineTooLong { length, limit } if length == max as u64 + 1 && limit == max),
+        "{e}"
+    );
     next(&mut r);
 }
 
@@ -61,11 +86,16 @@ fn oversized_line_is_skipped_without_buffering_and_reading_goes_on() {
     let huge = 64 * 1024 * 1024;
     let input = Cursor::new(b"{\"jsonrpc\":\"2.0\",\"method\":\"before\"}\n".to_vec())
         .chain(endless_line(huge))
-        .chain(Cursor::new(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"after\"}\n".to_vec()));
+        .chain(Cursor::new(
+            b"\n{\"jsonrpc\":\"2.0\",\"method\":\"after\"}\n".to_vec(),
+        ));
     let mut r = MessageReader::with_max_message_bytes(BufReader::new(input), 1024);
     assert!(matches!(next(&mut r), Message::Notification(n) if n.method == "before"));
     match r.read_message() {
-        Err(JsonRpcError::LineTooLong { length, limit: 1024 }) => assert_eq!(length, huge),
+        Err(JsonRpcError::LineTooLong {
+            length,
+            limit: 1024,
+        }) => assert_eq!(length, huge),
         other => panic!("expected LineTooLong, got {other:?}"),
     }
     assert!(matches!(next(&mut r), Message::Notification(n) if n.method == "after"));
@@ -74,17 +104,28 @@ fn oversized_line_is_skipped_without_buffering_and_reading_goes_on() {
 #[test]
 fn huge_notification_under_the_default_cap_is_read() {
     let text = "y".repeat(11 * 1024 * 1024); // above the TS SDK's 10 MiB, under our 16 MiB
-    let line = format!("{}\n", json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": text}}));
+    let line = format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": text}})
+    );
     let mut r = MessageReader::new(Cursor::new(line.into_bytes()));
-    let Message::Notification(n) = next(&mut r) else { panic!("expected a notification") };
-    assert_eq!(n.params.unwrap()["data"].as_str().map(str::len), Some(11 * 1024 * 1024));
+    let Message::Notification(n) = next(&mut r) else {
+        panic!("expected a notification")
+    };
+    assert_eq!(
+        n.params.unwrap()["data"].as_str().map(str::len),
+        Some(11 * 1024 * 1024)
+    );
 }
 
 #[test]
 fn deep_nesting_is_an_error_not_a_crash() {
     let line = format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
     let mut r = reader(line.as_bytes(), 1 << 20);
-    assert!(matches!(r.read_message(), Err(JsonRpcError::NotJson { .. })));
+    assert!(matches!(
+        r.read_message(),
+        Err(JsonRpcError::NotJson { .. })
+    ));
 }
 
 #[test]
@@ -93,7 +134,9 @@ fn ids_keep_their_json_type() {
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"result\":{}}\n",
         1024,
     );
-    let (Message::Response(a), Message::Response(b)) = (next(&mut r), next(&mut r)) else { panic!() };
+    let (Message::Response(a), Message::Response(b)) = (next(&mut r), next(&mut r)) else {
+        panic!()
+    };
     assert_eq!(a.id, Some(Id::Number(1)));
     assert_eq!(b.id, Some(Id::String("1".into())));
     assert_ne!(a.id, b.id);
@@ -104,12 +147,21 @@ fn ids_keep_their_json_type() {
 fn invalid_messages_are_typed() {
     let cases: &[(&str, Option<Id>)] = &[
         (r#"{"id":1,"result":{}}"#, Some(Id::Number(1))),
-        (r#"{"jsonrpc":"2.0","id":7,"result":{},"error":{"code":1,"message":"x"}}"#, Some(Id::Number(7))),
-        (r#"{"jsonrpc":"2.0","id":"a","bogus":true}"#, Some(Id::String("a".into()))),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"result":{},"error":{"code":1,"message":"x"}}"#,
+            Some(Id::Number(7)),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"a","bogus":true}"#,
+            Some(Id::String("a".into())),
+        ),
         (r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, None),
         (r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#, None),
         (r#"{"jsonrpc":"2.0","method":"x","params":3}"#, None),
-        (r#"{"jsonrpc":"2.0","id":2,"error":{"code":"x","message":"m"}}"#, Some(Id::Number(2))),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":"x","message":"m"}}"#,
+            Some(Id::Number(2)),
+        ),
         ("42", None),
     ];
     for (line, want) in cases {
@@ -120,13 +172,18 @@ fn invalid_messages_are_typed() {
         }
     }
     let mut r = reader(b"[{\"jsonrpc\":\"2.0\",\"method\":\"x\"}]\n", 1024);
-    assert!(matches!(r.read_message(), Err(JsonRpcError::Batch { len: 1 })));
+    assert!(matches!(
+        r.read_message(),
+        Err(JsonRpcError::Batch { len: 1 })
+    ));
 }
 
 #[test]
 fn error_response_without_id_is_accepted() {
     let mut r = reader(b"{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"Parse error\"}}\n", 1024);
-    let Message::Response(resp) = next(&mut r) else { panic!() };
+    let Message::Response(resp) = next(&mut r) else {
+        panic!()
+    };
     assert_eq!(resp.id, None);
     assert_eq!(resp.outcome, Err(ErrorObject::new(-32700, "Parse error")));
 }
@@ -139,10 +196,17 @@ fn writer_is_compact_one_line_and_round_trips() {
             method: "tools/call".into(),
             params: Some(json!({"name": "put", "arguments": {"value": "two\nlines\r\n"}})),
         }),
-        Message::Response(Response { id: Some(Id::Number(0)), outcome: Ok(json!({})) }),
+        Message::Response(Response {
+            id: Some(Id::Number(0)),
+            outcome: Ok(json!({})),
+        }),
         Message::Response(Response {
             id: Some(Id::Number(3)),
-            outcome: Err(ErrorObject { code: -32601, message: "no".into(), data: Some(json!([1])) }),
+            outcome: Err(ErrorObject {
+                code: -32601,
+                message: "no".into(),
+                data: Some(json!([1])),
+            }),
         }),
     ];
     let mut w = MessageWriter::new(Vec::new());
@@ -152,8 +216,15 @@ fn writer_is_compact_one_line_and_round_trips() {
     }
     let bytes = w.into_inner();
     assert_eq!(bytes.len(), total);
-    assert_eq!(bytes.iter().filter(|&&b| b == b'\n').count(), messages.len(), "one line per message");
-    assert!(!bytes.windows(2).any(|w| w == b": " || w == b", "), "compact output");
+    assert_eq!(
+        bytes.split(|&b| b == b'\n').count() - 1,
+        messages.len(),
+        "one line per message"
+    );
+    assert!(
+        !bytes.windows(2).any(|w| w == b": " || w == b", "),
+        "compact output"
+    );
     let mut r = MessageReader::new(Cursor::new(bytes));
     for m in &messages {
         assert_eq!(&next(&mut r), m);
@@ -170,7 +241,10 @@ impl Write for Choking {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let room = self.limit - self.accepted.len();
         if room == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "closed"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "closed",
+            ));
         }
         let n = buf.len().min(room).min(4);
         self.accepted.extend_from_slice(&buf[..n]);
@@ -184,15 +258,23 @@ impl Write for Choking {
 
 #[test]
 fn writer_reports_how_many_bytes_got_out() {
-    let message = Message::Notification(Notification { method: "notifications/initialized".into(), params: None });
+    let message = Message::Notification(Notification {
+        method: "notifications/initialized".into(),
+        params: None,
+    });
     for (limit, want) in [(0, 0), (10, 10)] {
-        let mut w = MessageWriter::new(Choking { accepted: Vec::new(), limit });
+        let mut w = MessageWriter::new(Choking {
+            accepted: Vec::new(),
+            limit,
+        });
         let mut seen = Vec::new();
         let line = w.encode(&message.to_value()).unwrap();
         let e = w.write_encoded(&line, |n| seen.push(n)).unwrap_err();
         assert!(e.is_fatal());
         assert_eq!(e.bytes_written(), Some(want), "{e}");
-        assert!(matches!(e, JsonRpcError::Write { written, total, .. } if written == want && total == line.len()));
+        assert!(
+            matches!(e, JsonRpcError::Write { written, total, .. } if written == want && total == line.len())
+        );
         assert_eq!(seen.last().copied().unwrap_or(0), want);
     }
     let mut w = MessageWriter::with_max_message_bytes(Vec::new(), 16);

@@ -17,30 +17,64 @@ fn put(client: &McpClient, timeout: Duration) -> Result<Reply, McpError> {
 #[test]
 fn connect_list_call_and_clean_shutdown() {
     let fx = Fixture::new("basic");
-    let client = McpClient::connect(&fx.command("none").arg("--page-size").arg("1"), &fast_config()).unwrap();
+    let client = McpClient::connect(
+        &fx.command("none").arg("--page-size").arg("1"),
+        &fast_config(),
+    )
+    .unwrap();
     let server = client.server();
     assert_eq!(server.protocol_version, "2025-11-25");
-    assert_eq!(server.identity(), format!("rpr-fault-server@{}", env!("CARGO_PKG_VERSION")));
-    assert_eq!(server.capabilities, json!({"tools": {"listChanged": false}}));
+    assert_eq!(
+        server.identity(),
+        format!("rpr-fault-server@{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        server.capabilities,
+        json!({"tools": {"listChanged": false}})
+    );
     let list = client.list_tools().unwrap();
     assert_eq!(list.pages, 2, "one tool per page");
-    assert_eq!(list.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["put", "get"]);
+    assert_eq!(
+        list.tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["put", "get"]
+    );
     assert!(list.invalid.is_empty());
     client.ping().unwrap();
-    let Reply::Result(result) = put(&client, Duration::from_secs(5)).unwrap() else { panic!("expected a result") };
-    assert_eq!(result["structuredContent"], json!({"key": "k", "value": "v"}));
+    let Reply::Result(result) = put(&client, Duration::from_secs(5)).unwrap() else {
+        panic!("expected a result")
+    };
+    assert_eq!(
+        result["structuredContent"],
+        json!({"key": "k", "value": "v"})
+    );
     assert_eq!(fx.effects(), 1);
-    let Reply::Error(error) = client.session().request("no/such", None, Duration::from_secs(5)).unwrap() else {
+    let Reply::Error(error) = client
+        .session()
+        .request("no/such", None, Duration::from_secs(5))
+        .unwrap()
+    else {
         panic!("expected an error reply");
     };
     assert_eq!(error.code, -32601);
-    assert!(client.session().stderr_tail().contains("started, fault None"), "stderr is captured");
+    assert!(
+        client
+            .session()
+            .stderr_tail()
+            .contains("started, fault None"),
+        "stderr is captured"
+    );
     let pid = client.session().pid();
     let report = client.shutdown();
     assert_eq!(report.stage, ShutdownStage::Exited);
     assert!(report.status.is_some_and(|s| s.success()));
     assert_eq!(client.shutdown(), report, "shutdown is idempotent");
-    assert!(matches!(client.ping(), Err(McpError::NotSent { .. })), "a closed session sends nothing");
+    assert!(
+        matches!(client.ping(), Err(McpError::NotSent { .. })),
+        "a closed session sends nothing"
+    );
     assert_gone(pid);
 }
 
@@ -71,8 +105,16 @@ fn server_that_ignores_sigterm_and_eof_is_killed() {
 fn notifications_before_the_initialize_reply_are_kept() {
     let fx = Fixture::new("preinit");
     let client = McpClient::connect(&fx.command("notify-before-init"), &fast_config()).unwrap();
-    let methods: Vec<String> = client.session().take_notifications().into_iter().map(|n| n.method).collect();
-    assert_eq!(methods, ["notifications/tools/list_changed", "notifications/message"]);
+    let methods: Vec<String> = client
+        .session()
+        .take_notifications()
+        .into_iter()
+        .map(|n| n.method)
+        .collect();
+    assert_eq!(
+        methods,
+        ["notifications/tools/list_changed", "notifications/message"]
+    );
     let pid = client.session().pid();
     drop(client);
     assert_gone(pid);
@@ -84,7 +126,9 @@ fn notification_callback_receives_notifications() {
     let seen: Arc<Mutex<Vec<Notification>>> = Arc::default();
     let sink = Arc::clone(&seen);
     let mut config = fast_config();
-    config.on_notification = Some(Arc::new(move |n: &Notification| sink.lock().unwrap().push(n.clone())));
+    config.on_notification = Some(Arc::new(move |n: &Notification| {
+        sink.lock().unwrap().push(n.clone());
+    }));
     let client = McpClient::connect(&fx.command("notify-before-init"), &config).unwrap();
     assert_eq!(seen.lock().unwrap().len(), 2);
     assert!(client.session().take_notifications().is_empty());
@@ -93,7 +137,10 @@ fn notification_callback_receives_notifications() {
 #[test]
 fn unaccepted_protocol_version_shuts_the_server_down() {
     let fx = Fixture::new("version");
-    let command = fx.command("none").arg("--protocol-version").arg("2025-06-18");
+    let command = fx
+        .command("none")
+        .arg("--protocol-version")
+        .arg("2025-06-18");
     match McpClient::connect(&command, &fast_config()) {
         Err(McpError::UnsupportedProtocolVersion { offered, accepted }) => {
             assert_eq!(offered, "2025-06-18");
@@ -111,7 +158,11 @@ fn unaccepted_protocol_version_shuts_the_server_down() {
 #[test]
 fn empty_server_version_is_bound_as_name_at() {
     let fx = Fixture::new("emptyversion");
-    let client = McpClient::connect(&fx.command("none").arg("--server-version").arg(""), &fast_config()).unwrap();
+    let client = McpClient::connect(
+        &fx.command("none").arg("--server-version").arg(""),
+        &fast_config(),
+    )
+    .unwrap();
     assert_eq!(client.server().identity(), "rpr-fault-server@");
     let list = client.list_tools().unwrap();
     let binding = ToolBinding::new(client.server(), list.get("put").unwrap()).unwrap();
@@ -123,16 +174,26 @@ fn empty_server_version_is_bound_as_name_at() {
 fn pagination_guards() {
     let fx = Fixture::new("cursor");
     let client = McpClient::connect(&fx.command("loop-cursor"), &fast_config()).unwrap();
-    assert!(matches!(client.list_tools(), Err(McpError::CursorRepeated { cursor }) if cursor == "again"));
+    assert!(
+        matches!(client.list_tools(), Err(McpError::CursorRepeated { cursor }) if cursor == "again")
+    );
     let mut config = fast_config();
     config.max_tool_pages = 1;
-    let client = McpClient::connect(&fx.command("none").arg("--page-size").arg("1"), &config).unwrap();
-    assert!(matches!(client.list_tools(), Err(McpError::TooManyPages { limit: 1 })));
+    let client =
+        McpClient::connect(&fx.command("none").arg("--page-size").arg("1"), &config).unwrap();
+    assert!(matches!(
+        client.list_tools(),
+        Err(McpError::TooManyPages { limit: 1 })
+    ));
 }
 
 #[test]
 fn spawn_failure_is_typed() {
-    let err = McpClient::connect(&ServerCommand::new("/nonexistent/rpr-no-such-server"), &fast_config()).unwrap_err();
+    let err = McpClient::connect(
+        &ServerCommand::new("/nonexistent/rpr-no-such-server"),
+        &fast_config(),
+    )
+    .unwrap_err();
     assert!(matches!(err, McpError::Spawn { .. }), "{err}");
 }
 
@@ -140,24 +201,59 @@ fn spawn_failure_is_typed() {
 fn server_requests_and_notifications_mid_call() {
     let fx = Fixture::new("midcall");
     let client = McpClient::connect(&fx.command("notify-mid-call"), &fast_config()).unwrap();
-    let Reply::Result(result) = put(&client, Duration::from_secs(5)).unwrap() else { panic!() };
-    assert_eq!(result.get("isError"), None, "the server found our answers right: {result}");
+    let Reply::Result(result) = put(&client, Duration::from_secs(5)).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        result.get("isError"),
+        None,
+        "the server found our answers right: {result}"
+    );
     assert_eq!(fx.effects(), 1);
     let stats = client.session().stats();
-    assert_eq!((stats.pings_answered, stats.requests_refused, stats.dropped_progress), (1, 1, 1));
-    let methods: Vec<String> = client.session().take_notifications().into_iter().map(|n| n.method).collect();
+    assert_eq!(
+        (
+            stats.pings_answered,
+            stats.requests_refused,
+            stats.dropped_progress
+        ),
+        (1, 1, 1)
+    );
+    let methods: Vec<String> = client
+        .session()
+        .take_notifications()
+        .into_iter()
+        .map(|n| n.method)
+        .collect();
     assert_eq!(methods, ["notifications/message"]);
 }
 
 #[test]
 fn timeout_sends_cancelled_and_drops_the_late_reply() {
     let fx = Fixture::new("slow");
-    let client = McpClient::connect(&fx.command("slow").arg("--sleep-ms").arg("600"), &fast_config()).unwrap();
+    let client = McpClient::connect(
+        &fx.command("slow").arg("--sleep-ms").arg("600"),
+        &fast_config(),
+    )
+    .unwrap();
     let err = put(&client, Duration::from_millis(150)).unwrap_err();
-    assert!(matches!(&err, McpError::TimedOut { written, total, .. } if written == total), "{err}");
+    assert!(
+        matches!(&err, McpError::TimedOut { written, total, .. } if written == total),
+        "{err}"
+    );
     assert!(!err.nothing_written());
-    assert!(eventually(Duration::from_secs(3), || client.session().stderr_tail().contains("cancelled requestId=2")));
-    assert!(eventually(Duration::from_secs(3), || client.session().stats().dropped_responses == 1), "late reply dropped");
+    assert!(eventually(Duration::from_secs(3), || client
+        .session()
+        .stderr_tail()
+        .contains("cancelled requestId=2")));
+    assert!(
+        eventually(Duration::from_secs(3), || client
+            .session()
+            .stats()
+            .dropped_responses
+            == 1),
+        "late reply dropped"
+    );
     assert_eq!(fx.effects(), 1, "the timed-out call did act");
     client.ping().unwrap();
 }
@@ -166,7 +262,10 @@ fn timeout_sends_cancelled_and_drops_the_late_reply() {
 fn never_reply_times_out() {
     let fx = Fixture::new("never");
     let client = McpClient::connect(&fx.command("never-reply"), &fast_config()).unwrap();
-    assert!(matches!(put(&client, Duration::from_millis(200)), Err(McpError::TimedOut { .. })));
+    assert!(matches!(
+        put(&client, Duration::from_millis(200)),
+        Err(McpError::TimedOut { .. })
+    ));
     client.ping().unwrap();
 }
 
@@ -175,8 +274,16 @@ fn garbage_reply_fails_the_request_without_waiting() {
     let fx = Fixture::new("garbage");
     let client = McpClient::connect(&fx.command("garbage-reply"), &fast_config()).unwrap();
     let err = put(&client, Duration::from_secs(30)).unwrap_err();
-    assert!(matches!(&err, McpError::ConnectionLost { reason, .. } if reason.contains("malformed")), "{err}");
-    assert_eq!(client.session().stats().protocol_errors, 3, "{:?}", client.session().recent_protocol_errors());
+    assert!(
+        matches!(&err, McpError::ConnectionLost { reason, .. } if reason.contains("malformed")),
+        "{err}"
+    );
+    assert_eq!(
+        client.session().stats().protocol_errors,
+        3,
+        "{:?}",
+        client.session().recent_protocol_errors()
+    );
     client.ping().unwrap();
 }
 
@@ -184,7 +291,10 @@ fn garbage_reply_fails_the_request_without_waiting() {
 fn wrong_id_type_does_not_match() {
     let fx = Fixture::new("wrongid");
     let client = McpClient::connect(&fx.command("wrong-id"), &fast_config()).unwrap();
-    assert!(matches!(put(&client, Duration::from_millis(300)), Err(McpError::TimedOut { .. })));
+    assert!(matches!(
+        put(&client, Duration::from_millis(300)),
+        Err(McpError::TimedOut { .. })
+    ));
     assert_eq!(client.session().stats().dropped_responses, 1);
 }
 
@@ -192,7 +302,10 @@ fn wrong_id_type_does_not_match() {
 fn duplicate_reply_is_dropped() {
     let fx = Fixture::new("twice");
     let client = McpClient::connect(&fx.command("reply-twice"), &fast_config()).unwrap();
-    assert!(matches!(put(&client, Duration::from_secs(5)), Ok(Reply::Result(_))));
+    assert!(matches!(
+        put(&client, Duration::from_secs(5)),
+        Ok(Reply::Result(_))
+    ));
     client.ping().unwrap();
     assert_eq!(client.session().stats().dropped_responses, 1);
 }
@@ -202,17 +315,29 @@ fn oversized_reply_is_skipped_and_the_session_survives() {
     let fx = Fixture::new("huge");
     let mut config = fast_config();
     config.max_message_bytes = 1024 * 1024;
-    let command = fx.command("huge-line").arg("--huge-bytes").arg((2 * 1024 * 1024).to_string());
+    let command = fx
+        .command("huge-line")
+        .arg("--huge-bytes")
+        .arg((2 * 1024 * 1024).to_string());
     let client = McpClient::connect(&command, &config).unwrap();
-    assert!(matches!(put(&client, Duration::from_millis(1500)), Err(McpError::TimedOut { .. })));
+    assert!(matches!(
+        put(&client, Duration::from_millis(1500)),
+        Err(McpError::TimedOut { .. })
+    ));
     assert_eq!(client.session().stats().protocol_errors, 1);
-    let Reply::Result(read) = client.call_tool("get", &json!({"key": "k"}), Duration::from_secs(5)).unwrap() else {
+    let Reply::Result(read) = client
+        .call_tool("get", &json!({"key": "k"}), Duration::from_secs(5))
+        .unwrap()
+    else {
         panic!()
     };
     assert_eq!(read["structuredContent"]["value"], "v");
     // Under the default 16 MiB cap the same 2 MiB reply is read.
     let client = McpClient::connect(&command, &fast_config()).unwrap();
-    assert!(matches!(put(&client, Duration::from_secs(10)), Ok(Reply::Result(_))));
+    assert!(matches!(
+        put(&client, Duration::from_secs(10)),
+        Ok(Reply::Result(_))
+    ));
 }
 
 #[test]
@@ -241,7 +366,12 @@ fn crash_while_waiting_is_connection_lost() {
 fn raw_session_can_talk_before_initialize() {
     let fx = Fixture::new("raw");
     let session = Session::start(&fx.command("none"), &fast_config()).unwrap();
-    assert_eq!(session.request("ping", None, Duration::from_secs(5)).unwrap(), Reply::Result(json!({})));
+    assert_eq!(
+        session
+            .request("ping", None, Duration::from_secs(5))
+            .unwrap(),
+        Reply::Result(json!({}))
+    );
     let pid = session.pid();
     drop(session);
     assert_gone(pid);

@@ -84,7 +84,10 @@ impl<R: BufRead> MessageReader<R> {
                 line.pop();
             }
             if overflow || line.len() > self.max {
-                return Err(JsonRpcError::LineTooLong { length: seen, limit: self.max });
+                return Err(JsonRpcError::LineTooLong {
+                    length: seen,
+                    limit: self.max,
+                });
             }
             if !line.iter().all(u8::is_ascii_whitespace) {
                 return Ok(Some(line));
@@ -94,10 +97,15 @@ impl<R: BufRead> MessageReader<R> {
 
     /// Reads the next line as one JSON value.
     pub fn read_value(&mut self) -> Result<Option<Value>, JsonRpcError> {
-        let Some(line) = self.read_line()? else { return Ok(None) };
-        let text = std::str::from_utf8(&line)
-            .map_err(|e| JsonRpcError::InvalidUtf8 { valid_up_to: e.valid_up_to() })?;
-        serde_json::from_str(text).map(Some).map_err(|source| JsonRpcError::NotJson { source })
+        let Some(line) = self.read_line()? else {
+            return Ok(None);
+        };
+        let text = std::str::from_utf8(&line).map_err(|e| JsonRpcError::InvalidUtf8 {
+            valid_up_to: e.valid_up_to(),
+        })?;
+        serde_json::from_str(text)
+            .map(Some)
+            .map_err(|source| JsonRpcError::NotJson { source })
     }
 
     /// Reads the next line as one JSON-RPC message.
@@ -155,18 +163,33 @@ impl<W: Write> MessageWriter<W> {
         while written < total {
             match self.inner.write(&line[written..]) {
                 Ok(0) => {
-                    let source = std::io::Error::new(ErrorKind::WriteZero, "the pipe accepted no bytes");
-                    return Err(JsonRpcError::Write { written, total, source });
+                    let source =
+                        std::io::Error::new(ErrorKind::WriteZero, "the pipe accepted no bytes");
+                    return Err(JsonRpcError::Write {
+                        written,
+                        total,
+                        source,
+                    });
                 }
                 Ok(n) => {
                     written += n;
                     progress(written);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => return Err(JsonRpcError::Write { written, total, source }),
+                Err(source) => {
+                    return Err(JsonRpcError::Write {
+                        written,
+                        total,
+                        source,
+                    });
+                }
             }
         }
-        self.inner.flush().map_err(|source| JsonRpcError::Write { written, total, source })?;
+        self.inner.flush().map_err(|source| JsonRpcError::Write {
+            written,
+            total,
+            source,
+        })?;
         Ok(total)
     }
 
@@ -192,7 +215,10 @@ impl<W: Write> MessageWriter<W> {
 pub fn encode_line(value: &Value, max: usize) -> Result<Vec<u8>, JsonRpcError> {
     let mut line = serde_json::to_vec(value).map_err(JsonRpcError::Encode)?;
     if line.len() > max {
-        return Err(JsonRpcError::MessageTooLarge { length: line.len(), limit: max });
+        return Err(JsonRpcError::MessageTooLarge {
+            length: line.len(),
+            limit: max,
+        });
     }
     line.push(b'\n');
     Ok(line)

@@ -82,7 +82,11 @@ impl ErrorObject {
     /// An error object without data.
     #[must_use]
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 
     /// The error object as JSON (`{"code", "message", "data"?}`).
@@ -107,7 +111,11 @@ impl ErrorObject {
             .get("message")
             .and_then(Value::as_str)
             .ok_or("`error.message` is missing or not a string")?;
-        Ok(Self { code, message: message.to_owned(), data: obj.get("data").cloned() })
+        Ok(Self {
+            code,
+            message: message.to_owned(),
+            data: obj.get("data").cloned(),
+        })
     }
 }
 
@@ -180,19 +188,26 @@ impl Message {
                 return Err(invalid(id, "`method` is not a string"));
             };
             let params = obj.remove("params");
-            if params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
+            if params
+                .as_ref()
+                .is_some_and(|p| !p.is_object() && !p.is_array())
+            {
                 return Err(invalid(id, "`params` is neither an object nor an array"));
             }
             return match (id_value, id) {
                 (None, _) => Ok(Self::Notification(Notification { method, params })),
                 (Some(_), Some(id)) => Ok(Self::Request(Request { id, method, params })),
-                (Some(_), None) => {
-                    Err(invalid(None, "a request `id` must be an integer or a string"))
-                }
+                (Some(_), None) => Err(invalid(
+                    None,
+                    "a request `id` must be an integer or a string",
+                )),
             };
         }
         if id_value.as_ref().is_some_and(|v| !v.is_null()) && id.is_none() {
-            return Err(invalid(None, "a response `id` must be an integer, a string or null"));
+            return Err(invalid(
+                None,
+                "a response `id` must be an integer, a string or null",
+            ));
         }
         let outcome = match (obj.remove("result"), obj.remove("error")) {
             (Some(result), None) => {
@@ -201,10 +216,17 @@ impl Message {
                 }
                 Ok(result)
             }
-            (None, Some(error)) => Err(ErrorObject::from_value(&error).map_err(|r| invalid(id.clone(), r))?),
-            (Some(_), Some(_)) => return Err(invalid(id, "a response has both `result` and `error`")),
+            (None, Some(error)) => {
+                Err(ErrorObject::from_value(&error).map_err(|r| invalid(id.clone(), r))?)
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(id, "a response has both `result` and `error`"));
+            }
             (None, None) => {
-                return Err(invalid(id, "neither `method`, `result` nor `error` is present"));
+                return Err(invalid(
+                    id,
+                    "neither `method`, `result` nor `error` is present",
+                ));
             }
         };
         Ok(Self::Response(Response { id, outcome }))
@@ -242,5 +264,8 @@ impl Message {
 }
 
 fn invalid(id: Option<Id>, reason: impl Into<String>) -> JsonRpcError {
-    JsonRpcError::InvalidMessage { id, reason: reason.into() }
+    JsonRpcError::InvalidMessage {
+        id,
+        reason: reason.into(),
+    }
 }

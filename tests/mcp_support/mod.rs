@@ -23,9 +23,12 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) fn new(name: &str) -> Self {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("rpr-mcp-{name}-{}-{nanos}-{n}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("rpr-mcp-{name}-{}-{nanos}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         Self {
             effects: dir.join("effects.jsonl"),
@@ -64,7 +67,11 @@ impl Fixture {
 
     /// The pid the last server started in this fixture wrote.
     pub(crate) fn server_pid(&self) -> u32 {
-        std::fs::read_to_string(&self.pid_file).expect("pid file").trim().parse().expect("pid")
+        std::fs::read_to_string(&self.pid_file)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
     }
 }
 
@@ -86,8 +93,16 @@ pub(crate) fn fast_config() -> SessionConfig {
 /// Asserts that neither the process `pid` nor its process group exists any more.
 pub(crate) fn assert_gone(pid: u32) {
     let pid = Pid::from_raw(i32::try_from(pid).expect("pid fits i32"));
-    assert_eq!(kill(pid, None), Err(Errno::ESRCH), "server process {pid} outlived its session");
-    assert_eq!(killpg(pid, None), Err(Errno::ESRCH), "process group {pid} outlived its session");
+    assert_eq!(
+        kill(pid, None),
+        Err(Errno::ESRCH),
+        "server process {pid} outlived its session"
+    );
+    assert_eq!(
+        killpg(pid, None),
+        Err(Errno::ESRCH),
+        "process group {pid} outlived its session"
+    );
 }
 
 /// Polls `f` until it returns true or `limit` passes.
