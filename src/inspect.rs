@@ -69,7 +69,9 @@ pub enum InspectError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The cursor was not issued by this listing with this filter.
-    #[error("invalid cursor: pass the next_cursor of the previous page of the same listing, unchanged")]
+    #[error(
+        "invalid cursor: pass the next_cursor of the previous page of the same listing, unchanged"
+    )]
     InvalidCursor,
     /// The store failed.
     #[error(transparent)]
@@ -163,13 +165,27 @@ fn actors_for(roles: &[Role], authority: Option<&Authority>) -> Vec<String> {
 /// | `held` | `release_or_escalate` | stop_authority | `abort` by residual_owner |
 /// | `completed`, `denied`, `aborted` | `none` | | |
 #[must_use]
-pub fn next_action(state: State, last_attempt_status: Option<&str>, authority: Option<&Authority>) -> NextAction {
+pub fn next_action(
+    state: State,
+    last_attempt_status: Option<&str>,
+    authority: Option<&Authority>,
+) -> NextAction {
     use Role::{
-        ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner, ResidualOwner, ResumeAuthority,
-        StopAuthority,
+        ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner,
+        ResidualOwner, ResumeAuthority, StopAuthority,
     };
-    let (action, roles, detail, alts): (&'static str, &[Role], &'static str, &[(&'static str, Role)]) = match state {
-        State::Proposed => ("admit", &[DecisionOwner], "admit or deny the proposal under the admission policy", &[]),
+    let (action, roles, detail, alts): (
+        &'static str,
+        &[Role],
+        &'static str,
+        &[(&'static str, Role)],
+    ) = match state {
+        State::Proposed => (
+            "admit",
+            &[DecisionOwner],
+            "admit or deny the proposal under the admission policy",
+            &[],
+        ),
         State::AwaitingApproval => (
             "approve_or_deny",
             &[ApprovalAuthority],
@@ -206,12 +222,12 @@ pub fn next_action(state: State, last_attempt_status: Option<&str>, authority: O
             "the effect may or may not have happened: reconcile by independent readback, or attest a verdict",
             &[],
         ),
-        State::RepairRequired => {
-            ("repair", &[RepairOwner], "repair the failed attempt, then the pathway may resume", &[(
-                "abort",
-                ResidualOwner,
-            )])
-        }
+        State::RepairRequired => (
+            "repair",
+            &[RepairOwner],
+            "repair the failed attempt, then the pathway may resume",
+            &[("abort", ResidualOwner)],
+        ),
         State::ReadyToResume => (
             "resume",
             &[ExecutionActor, ResumeAuthority],
@@ -224,16 +240,21 @@ pub fn next_action(state: State, last_attempt_status: Option<&str>, authority: O
             "stopped after the target answered: send it to repair",
             &[("abort", ResidualOwner)],
         ),
-        State::PartiallyCompleted => {
-            ("require_repair", &[RepairOwner], "only part of the effect happened: send it to repair", &[])
-        }
+        State::PartiallyCompleted => (
+            "require_repair",
+            &[RepairOwner],
+            "only part of the effect happened: send it to repair",
+            &[],
+        ),
         State::Held => (
             "release_or_escalate",
             &[StopAuthority],
             "held: release the hold, or escalate to a Human Gate",
             &[("abort", ResidualOwner)],
         ),
-        State::Completed | State::Denied | State::Aborted => ("none", &[], "terminal: nothing more happens", &[]),
+        State::Completed | State::Denied | State::Aborted => {
+            ("none", &[], "terminal: nothing more happens", &[])
+        }
     };
     NextAction {
         action,
@@ -242,7 +263,11 @@ pub fn next_action(state: State, last_attempt_status: Option<&str>, authority: O
         detail,
         alternatives: alts
             .iter()
-            .map(|&(action, role)| Alternative { action, roles: vec![role], actors: actors_for(&[role], authority) })
+            .map(|&(action, role)| Alternative {
+                action,
+                roles: vec![role],
+                actors: actors_for(&[role], authority),
+            })
             .collect(),
     }
 }
@@ -259,7 +284,11 @@ fn next_for(store: &ReadStore, record: &PathwayRecord) -> Result<NextAction, Sto
     } else {
         None
     };
-    Ok(next_action(record.state, last_status.as_deref(), authority_of(&record.definition).as_ref()))
+    Ok(next_action(
+        record.state,
+        last_status.as_deref(),
+        authority_of(&record.definition).as_ref(),
+    ))
 }
 
 // ---------------------------------------------------------------------------
@@ -357,7 +386,11 @@ fn summary(store: &ReadStore, record: &PathwayRecord) -> Result<PathwaySummary, 
         .pointer("/request/action")
         .and_then(Value::as_str)
         .map(|a| clip(a, &mut clipped));
-    let class = record.definition.get("class").and_then(Value::as_str).map(|c| clip(c, &mut clipped));
+    let class = record
+        .definition
+        .get("class")
+        .and_then(Value::as_str)
+        .map(|c| clip(c, &mut clipped));
     Ok(PathwaySummary {
         pathway_id: clip(&record.id, &mut clipped),
         state: record.state,
@@ -376,7 +409,9 @@ fn check_limit(limit: usize) -> Result<usize, InspectError> {
     if (1..=MAX_LIMIT).contains(&limit) {
         Ok(limit)
     } else {
-        Err(InspectError::InvalidArgument(format!("limit must be an integer from 1 to {MAX_LIMIT}, got {limit}")))
+        Err(InspectError::InvalidArgument(format!(
+            "limit must be an integer from 1 to {MAX_LIMIT}, got {limit}"
+        )))
     }
 }
 
@@ -409,8 +444,15 @@ fn summary_page(
         pathways.push(s);
         last_id = Some(record.id.clone());
     }
-    let next_cursor = if more || cut { last_id.map(|id| encode_cursor(kind, filter, &id)) } else { None };
-    Ok(PathwayPage { pathways, next_cursor })
+    let next_cursor = if more || cut {
+        last_id.map(|id| encode_cursor(kind, filter, &id))
+    } else {
+        None
+    };
+    Ok(PathwayPage {
+        pathways,
+        next_cursor,
+    })
 }
 
 /// A page of pathways ordered by id, optionally only those in `state`.
@@ -425,15 +467,23 @@ pub fn list_pathways(
 ) -> Result<PathwayPage, InspectError> {
     let limit = check_limit(limit)?;
     let filter = state.map_or("", State::as_str);
-    let after = cursor.map(|c| decode_cursor(c, "pathways", filter)).transpose()?;
+    let after = cursor
+        .map(|c| decode_cursor(c, "pathways", filter))
+        .transpose()?;
     let rows = store.list_pathways(after.as_deref(), limit + 1, state)?;
     summary_page(store, rows, limit, "pathways", filter)
 }
 
 /// A page of pathways in a non-terminal state, ordered by id, each with who must act next.
-pub fn list_unresolved(store: &ReadStore, limit: usize, cursor: Option<&str>) -> Result<PathwayPage, InspectError> {
+pub fn list_unresolved(
+    store: &ReadStore,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<PathwayPage, InspectError> {
     let limit = check_limit(limit)?;
-    let after = cursor.map(|c| decode_cursor(c, "unresolved", "")).transpose()?;
+    let after = cursor
+        .map(|c| decode_cursor(c, "unresolved", ""))
+        .transpose()?;
     let rows = store.list_unresolved(after.as_deref(), limit + 1)?;
     summary_page(store, rows, limit, "unresolved", "")
 }
@@ -564,8 +614,14 @@ fn validate_id(id: &str) -> Result<(), InspectError> {
 /// the oldest attempts are left out (`omitted_attempts`).
 pub fn pathway(store: &ReadStore, id: &str) -> Result<PathwayDetail, InspectError> {
     validate_id(id)?;
-    let record = store.pathway(id)?.ok_or_else(|| InspectError::NotFound(id.to_owned()))?;
-    let attempts: Vec<AttemptView> = store.attempts(id)?.into_iter().map(AttemptView::from).collect();
+    let record = store
+        .pathway(id)?
+        .ok_or_else(|| InspectError::NotFound(id.to_owned()))?;
+    let attempts: Vec<AttemptView> = store
+        .attempts(id)?
+        .into_iter()
+        .map(AttemptView::from)
+        .collect();
     let last_status = attempts.last().map(|a| a.status.clone());
     let authority = authority_of(&record.definition);
     let mut detail = PathwayDetail {
@@ -675,7 +731,11 @@ pub struct EvidencePage {
     pub ledger_head: Option<String>,
 }
 
-fn check_event(store: &ReadStore, row: &LedgerRow, prev: Option<&LedgerRow>) -> Result<Vec<String>, StoreError> {
+fn check_event(
+    store: &ReadStore,
+    row: &LedgerRow,
+    prev: Option<&LedgerRow>,
+) -> Result<Vec<String>, StoreError> {
     let mut problems = Vec::new();
     if ledger::chain_hash(&row.prev_hash, &row.event) != row.hash {
         problems.push("stored hash does not match the event text and prev_hash".to_owned());
@@ -685,12 +745,18 @@ fn check_event(store: &ReadStore, row: &LedgerRow, prev: Option<&LedgerRow>) -> 
     } else if let Some(p) = prev.filter(|p| p.seq == row.seq - 1) {
         Some(p.hash.clone())
     } else {
-        store.ledger(row.seq - 2, 1)?.into_iter().find(|r| r.seq == row.seq - 1).map(|r| r.hash)
+        store
+            .ledger(row.seq - 2, 1)?
+            .into_iter()
+            .find(|r| r.seq == row.seq - 1)
+            .map(|r| r.hash)
     };
     match expected_prev {
         None => problems.push(format!("no event at seq {} to link to", row.seq - 1)),
         Some(h) if h != row.prev_hash => {
-            problems.push("prev_hash does not match the hash of the previous event in the chain".to_owned());
+            problems.push(
+                "prev_hash does not match the hash of the previous event in the chain".to_owned(),
+            );
         }
         Some(_) => {}
     }
@@ -709,11 +775,18 @@ fn check_event(store: &ReadStore, row: &LedgerRow, prev: Option<&LedgerRow>) -> 
 
 /// A page of one pathway's ledger events, oldest first, each checked (see
 /// [`EvidencePage`] for exactly what is checked).
-pub fn evidence(store: &ReadStore, id: &str, limit: usize, cursor: Option<&str>) -> Result<EvidencePage, InspectError> {
+pub fn evidence(
+    store: &ReadStore,
+    id: &str,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<EvidencePage, InspectError> {
     validate_id(id)?;
     let limit = check_limit(limit)?;
     let after = match cursor {
-        Some(c) => decode_cursor(c, "evidence", id)?.parse::<i64>().map_err(|_| InspectError::InvalidCursor)?,
+        Some(c) => decode_cursor(c, "evidence", id)?
+            .parse::<i64>()
+            .map_err(|_| InspectError::InvalidCursor)?,
         None => 0,
     };
     if store.pathway(id)?.is_none() {
@@ -729,7 +802,8 @@ pub fn evidence(store: &ReadStore, id: &str, limit: usize, cursor: Option<&str>)
     for row in rows.iter().take(limit) {
         let found = check_event(store, row, prev)?;
         prev = Some(row);
-        let event = serde_json::from_str::<Value>(&row.event).unwrap_or_else(|_| Value::String(row.event.clone()));
+        let event = serde_json::from_str::<Value>(&row.event)
+            .unwrap_or_else(|_| Value::String(row.event.clone()));
         let mut view = EventView {
             seq: row.seq,
             hash: row.hash.clone(),
@@ -738,7 +812,7 @@ pub fn evidence(store: &ReadStore, id: &str, limit: usize, cursor: Option<&str>)
             verified: found.is_empty(),
         };
         let mut size = json_len(&view) + 1;
-        if size > PAGE_BUDGET_BYTES / 2 {
+        if size + 512 > PAGE_BUDGET_BYTES {
             view.event = truncation_marker(&view.event);
             size = json_len(&view) + 1;
         }
@@ -747,11 +821,16 @@ pub fn evidence(store: &ReadStore, id: &str, limit: usize, cursor: Option<&str>)
             break;
         }
         used += size;
-        problems.extend(found.into_iter().map(|problem| ChainProblem { seq: row.seq, problem }));
+        problems.extend(found.into_iter().map(|problem| ChainProblem {
+            seq: row.seq,
+            problem,
+        }));
         events.push(view);
     }
     let next_cursor = if more || cut {
-        events.last().map(|e| encode_cursor("evidence", id, &e.seq.to_string()))
+        events
+            .last()
+            .map(|e| encode_cursor("evidence", id, &e.seq.to_string()))
     } else {
         None
     };
@@ -785,19 +864,26 @@ fn encode_cursor(kind: &str, filter: &str, after: &str) -> String {
 
 /// The last key of a cursor issued by listing `kind` with `filter`.
 fn decode_cursor(cursor: &str, kind: &str, filter: &str) -> Result<String, InspectError> {
-    let hex = cursor.strip_prefix(CURSOR_PREFIX).ok_or(InspectError::InvalidCursor)?;
+    let hex = cursor
+        .strip_prefix(CURSOR_PREFIX)
+        .ok_or(InspectError::InvalidCursor)?;
     if hex.len() % 2 != 0 || hex.len() > 4 * MAX_ID_BYTES {
         return Err(InspectError::InvalidCursor);
     }
     let bytes = (0..hex.len())
         .step_by(2)
-        .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
         .collect::<Option<Vec<u8>>>()
         .ok_or(InspectError::InvalidCursor)?;
     let text = String::from_utf8(bytes).map_err(|_| InspectError::InvalidCursor)?;
     let mut parts = text.splitn(3, '\n');
     match (parts.next(), parts.next(), parts.next()) {
-        (Some(k), Some(f), Some(after)) if k == kind && f == filter && !after.is_empty() => Ok(after.to_owned()),
+        (Some(k), Some(f), Some(after)) if k == kind && f == filter && !after.is_empty() => {
+            Ok(after.to_owned())
+        }
         _ => Err(InspectError::InvalidCursor),
     }
 }
@@ -825,7 +911,13 @@ mod tests {
             assert_eq!(n.action == "none", s.is_terminal(), "{s}");
             assert_eq!(n.actors.is_empty(), n.roles.is_empty(), "{s}");
         }
-        assert_eq!(next_action(State::Running, Some("returned"), None).action, "confirm_by_readback");
-        assert_eq!(next_action(State::Running, Some("in_flight"), None).action, "wait");
+        assert_eq!(
+            next_action(State::Running, Some("returned"), None).action,
+            "confirm_by_readback"
+        );
+        assert_eq!(
+            next_action(State::Running, Some("in_flight"), None).action,
+            "wait"
+        );
     }
 }

@@ -2,8 +2,8 @@
 
 pub mod canonical;
 pub mod evidence;
-pub mod inspect;
 pub mod executor;
+pub mod inspect;
 pub mod ledger;
 pub mod pathway;
 mod runtime;
@@ -13,10 +13,13 @@ pub mod store;
 pub use pathway::stage;
 pub use pathway::token;
 pub use pathway::{
-    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, NotSent, Outcome, Pathway, PathwayError,
-    Policy, Refused, Role, StoredPathway, Unrecorded,
+    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, NotSent, Outcome,
+    Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
 };
-pub use runtime::{Clock, IdSource, Proposal, RandomIds, Runtime, RuntimeBuilder, SequentialIds, StepPoint, SystemClock};
+pub use runtime::{
+    Clock, IdSource, Proposal, RandomIds, Runtime, RuntimeBuilder, SequentialIds, StepPoint,
+    SystemClock,
+};
 pub use state::State;
 pub mod jsonrpc;
 pub mod mcp;

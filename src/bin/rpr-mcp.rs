@@ -35,7 +35,8 @@ status, pathways, who must act next, and hash-chained evidence. No tool can chan
 Read-only is not non-sensitive: results include definitions (redacted by key name only), actor \
 names and evidence, so only a trusted client should be connected.";
 
-const HELP: &str = "rpr-mcp: read-only MCP inspection server for an rpr database (MCP 2025-11-25 over stdio)
+const HELP: &str =
+    "rpr-mcp: read-only MCP inspection server for an rpr database (MCP 2025-11-25 over stdio)
 
 Usage: rpr-mcp --database PATH
 
@@ -80,7 +81,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let mut server = Server { store, initialized: false };
+    let mut server = Server {
+        store,
+        initialized: false,
+    };
     let mut input = io::stdin().lock();
     let mut line = Vec::new();
     loop {
@@ -137,7 +141,9 @@ fn parse_args(args: Vec<OsString>) -> Result<Args, String> {
             return Err("--database given twice".into());
         }
     }
-    database.map(Args::Run).ok_or_else(|| "missing --database PATH".into())
+    database
+        .map(Args::Run)
+        .ok_or_else(|| "missing --database PATH".into())
 }
 
 /// Blocks SIGTERM in this thread (and so in every thread started later) and
@@ -164,12 +170,19 @@ fn send(message: &Value) {
     let mut text = serde_json::to_string(message).unwrap_or_default();
     if text.len() > MAX_RESPONSE_BYTES {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
-        text = serde_json::to_string(&error_response(id, -32603, "Internal error: response larger than 10 MiB"))
-            .unwrap_or_default();
+        text = serde_json::to_string(&error_response(
+            id,
+            -32603,
+            "Internal error: response larger than 10 MiB",
+        ))
+        .unwrap_or_default();
     }
     let _guard = OUTPUT.lock();
     let mut out = io::stdout().lock();
-    let ok = out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+    let ok = out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
     if ok.is_err() {
         // The client closed our stdout: nobody is listening any more.
         std::process::exit(0);
@@ -250,7 +263,11 @@ impl Server {
     /// Handles one input line; returns the reply to send, if any.
     fn handle(&mut self, line: &[u8]) -> Option<Value> {
         let Ok(text) = std::str::from_utf8(line) else {
-            return Some(error_response(Value::Null, -32700, "Parse error: the line is not valid UTF-8"));
+            return Some(error_response(
+                Value::Null,
+                -32700,
+                "Parse error: the line is not valid UTF-8",
+            ));
         };
         let text = text.strip_suffix('\r').unwrap_or(text);
         if text.trim().is_empty() {
@@ -258,14 +275,30 @@ impl Server {
         }
         let message: Value = match serde_json::from_str(text) {
             Ok(v) => v,
-            Err(e) => return Some(error_response(Value::Null, -32700, &format!("Parse error: {e}"))),
+            Err(e) => {
+                return Some(error_response(
+                    Value::Null,
+                    -32700,
+                    &format!("Parse error: {e}"),
+                ));
+            }
         };
         let mut obj = match message {
             Value::Object(o) => o,
             Value::Array(_) => {
-                return Some(error_response(Value::Null, -32600, "Invalid Request: batches are not supported"));
+                return Some(error_response(
+                    Value::Null,
+                    -32600,
+                    "Invalid Request: batches are not supported",
+                ));
             }
-            _ => return Some(error_response(Value::Null, -32600, "Invalid Request: a message must be a JSON object")),
+            _ => {
+                return Some(error_response(
+                    Value::Null,
+                    -32600,
+                    "Invalid Request: a message must be a JSON object",
+                ));
+            }
         };
         let id = match obj.remove("id") {
             None => None,
@@ -280,7 +313,11 @@ impl Server {
         };
         let reply_id = id.clone().unwrap_or(Value::Null);
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Some(error_response(reply_id, -32600, "Invalid Request: jsonrpc must be \"2.0\""));
+            return Some(error_response(
+                reply_id,
+                -32600,
+                "Invalid Request: jsonrpc must be \"2.0\"",
+            ));
         }
         let method = match obj.get("method") {
             Some(Value::String(m)) => m.clone(),
@@ -288,7 +325,13 @@ impl Server {
                 // A response: this server sends no requests, so there is nothing to match.
                 return None;
             }
-            _ => return Some(error_response(reply_id, -32600, "Invalid Request: method must be a string")),
+            _ => {
+                return Some(error_response(
+                    reply_id,
+                    -32600,
+                    "Invalid Request: method must be a string",
+                ));
+            }
         };
         let Some(id) = id else {
             // A notification (initialized, cancelled, anything else): never answered.
@@ -298,10 +341,18 @@ impl Server {
             None => Map::new(),
             Some(Value::Object(p)) => p,
             Some(Value::Array(_)) => {
-                return Some(error_response(id, -32602, "Invalid params: params must be an object"));
+                return Some(error_response(
+                    id,
+                    -32602,
+                    "Invalid params: params must be an object",
+                ));
             }
             Some(_) => {
-                return Some(error_response(id, -32600, "Invalid Request: params must be an object"));
+                return Some(error_response(
+                    id,
+                    -32600,
+                    "Invalid Request: params must be an object",
+                ));
             }
         };
         Some(match self.request(&method, &params) {
@@ -310,11 +361,18 @@ impl Server {
         })
     }
 
-    fn request(&mut self, method: &str, params: &Map<String, Value>) -> Result<Value, (i64, String)> {
+    fn request(
+        &mut self,
+        method: &str,
+        params: &Map<String, Value>,
+    ) -> Result<Value, (i64, String)> {
         match method {
             "initialize" => {
                 if !params.get("protocolVersion").is_some_and(Value::is_string) {
-                    return Err((-32602, "Invalid params: initialize needs a string protocolVersion".into()));
+                    return Err((
+                        -32602,
+                        "Invalid params: initialize needs a string protocolVersion".into(),
+                    ));
                 }
                 self.initialized = true;
                 Ok(json!({
@@ -329,24 +387,33 @@ impl Server {
                 }))
             }
             "ping" => Ok(json!({})),
-            "tools/list" | "tools/call" if !self.initialized => {
-                Err((-32600, "Invalid Request: server not initialized; send initialize first".into()))
-            }
+            "tools/list" | "tools/call" if !self.initialized => Err((
+                -32600,
+                "Invalid Request: server not initialized; send initialize first".into(),
+            )),
             "tools/list" => {
                 if params.contains_key("cursor") {
-                    return Err((-32602, "Invalid params: invalid cursor (the tool list has one page)".into()));
+                    return Err((
+                        -32602,
+                        "Invalid params: invalid cursor (the tool list has one page)".into(),
+                    ));
                 }
                 Ok(json!({"tools": tools().clone()}))
             }
             "tools/call" => {
                 let Some(Value::String(name)) = params.get("name") else {
-                    return Err((-32602, "Invalid params: tools/call needs a string name".into()));
+                    return Err((
+                        -32602,
+                        "Invalid params: tools/call needs a string name".into(),
+                    ));
                 };
                 let empty = Map::new();
                 let args = match params.get("arguments") {
                     None => &empty,
                     Some(Value::Object(a)) => a,
-                    Some(_) => return Err((-32602, "Invalid params: arguments must be an object".into())),
+                    Some(_) => {
+                        return Err((-32602, "Invalid params: arguments must be an object".into()));
+                    }
                 };
                 let outcome = match name.as_str() {
                     "rpr.get_status" => self.get_status(args),
@@ -372,11 +439,21 @@ impl Server {
         let state = match args.get("state") {
             None => None,
             Some(Value::String(s)) => Some(
-                s.parse::<State>().map_err(|e| InspectError::InvalidArgument(format!("state: {e}")))?,
+                s.parse::<State>()
+                    .map_err(|e| InspectError::InvalidArgument(format!("state: {e}")))?,
             ),
-            Some(_) => return Err(InspectError::InvalidArgument("state must be a string".into())),
+            Some(_) => {
+                return Err(InspectError::InvalidArgument(
+                    "state must be a string".into(),
+                ));
+            }
         };
-        to_value(&inspect::list_pathways(&self.store, state, limit(args)?, cursor(args)?)?)
+        to_value(&inspect::list_pathways(
+            &self.store,
+            state,
+            limit(args)?,
+            cursor(args)?,
+        )?)
     }
 
     fn get_pathway(&self, args: &Map<String, Value>) -> Result<Value, InspectError> {
@@ -386,12 +463,21 @@ impl Server {
 
     fn get_evidence(&self, args: &Map<String, Value>) -> Result<Value, InspectError> {
         only(args, &["pathway_id", "limit", "cursor"])?;
-        to_value(&inspect::evidence(&self.store, pathway_id(args)?, limit(args)?, cursor(args)?)?)
+        to_value(&inspect::evidence(
+            &self.store,
+            pathway_id(args)?,
+            limit(args)?,
+            cursor(args)?,
+        )?)
     }
 
     fn list_unresolved(&self, args: &Map<String, Value>) -> Result<Value, InspectError> {
         only(args, &["limit", "cursor"])?;
-        to_value(&inspect::list_unresolved(&self.store, limit(args)?, cursor(args)?)?)
+        to_value(&inspect::list_unresolved(
+            &self.store,
+            limit(args)?,
+            cursor(args)?,
+        )?)
     }
 }
 
@@ -407,7 +493,11 @@ fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), InspectError>
     match args.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(InspectError::InvalidArgument(format!(
             "unexpected argument {k:?}; this tool takes {}",
-            if allowed.is_empty() { "no arguments".to_owned() } else { allowed.join(", ") }
+            if allowed.is_empty() {
+                "no arguments".to_owned()
+            } else {
+                allowed.join(", ")
+            }
         ))),
         None => Ok(()),
     }
@@ -415,13 +505,19 @@ fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), InspectError>
 
 fn limit(args: &Map<String, Value>) -> Result<usize, InspectError> {
     let bad = || {
-        InspectError::InvalidArgument(format!("limit must be an integer from 1 to {}", inspect::MAX_LIMIT))
+        InspectError::InvalidArgument(format!(
+            "limit must be an integer from 1 to {}",
+            inspect::MAX_LIMIT
+        ))
     };
     match args.get("limit") {
         None => Ok(inspect::DEFAULT_LIMIT),
         Some(Value::Number(n)) => {
             let n = n.as_u64().ok_or_else(bad)?;
-            usize::try_from(n).ok().filter(|n| (1..=inspect::MAX_LIMIT).contains(n)).ok_or_else(bad)
+            usize::try_from(n)
+                .ok()
+                .filter(|n| (1..=inspect::MAX_LIMIT).contains(n))
+                .ok_or_else(bad)
         }
         Some(_) => Err(bad()),
     }
@@ -431,15 +527,21 @@ fn cursor(args: &Map<String, Value>) -> Result<Option<&str>, InspectError> {
     match args.get("cursor") {
         None => Ok(None),
         Some(Value::String(c)) => Ok(Some(c)),
-        Some(_) => Err(InspectError::InvalidArgument("cursor must be a string".into())),
+        Some(_) => Err(InspectError::InvalidArgument(
+            "cursor must be a string".into(),
+        )),
     }
 }
 
 fn pathway_id(args: &Map<String, Value>) -> Result<&str, InspectError> {
     match args.get("pathway_id") {
         Some(Value::String(id)) => Ok(id),
-        Some(_) => Err(InspectError::InvalidArgument("pathway_id must be a string".into())),
-        None => Err(InspectError::InvalidArgument("pathway_id is required".into())),
+        Some(_) => Err(InspectError::InvalidArgument(
+            "pathway_id must be a string".into(),
+        )),
+        None => Err(InspectError::InvalidArgument(
+            "pathway_id is required".into(),
+        )),
     }
 }
 
@@ -447,7 +549,10 @@ fn pathway_id(args: &Map<String, Value>) -> Result<&str, InspectError> {
 fn tool_result(outcome: Result<Value, InspectError>) -> Value {
     let (structured, is_error) = match outcome {
         Ok(v) => (v, false),
-        Err(e) => (json!({"error": {"code": e.code(), "message": e.to_string()}}), true),
+        Err(e) => (
+            json!({"error": {"code": e.code(), "message": e.to_string()}}),
+            true,
+        ),
     };
     let text = serde_json::to_string(&structured).unwrap_or_default();
     json!({
@@ -476,8 +581,8 @@ fn state_schema() -> Value {
 
 fn role_schema() -> Value {
     use Role::{
-        ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner, ResidualOwner, ResumeAuthority,
-        StopAuthority,
+        ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner,
+        ResidualOwner, ResumeAuthority, StopAuthority,
     };
     str_enum(
         [
@@ -530,7 +635,18 @@ fn summary_schema() -> Value {
             "next": next_schema(),
             "clipped": {"type": "boolean"},
         }),
-        &["pathway_id", "state", "action", "class", "proposer", "version", "created_at", "updated_at", "next", "clipped"],
+        &[
+            "pathway_id",
+            "state",
+            "action",
+            "class",
+            "proposer",
+            "version",
+            "created_at",
+            "updated_at",
+            "next",
+            "clipped",
+        ],
     )
 }
 
@@ -574,14 +690,21 @@ fn id_schema() -> Value {
 }
 
 fn input(properties: Value, required: &[&str]) -> Value {
-    let mut schema = json!({"type": "object", "properties": properties, "additionalProperties": false});
+    let mut schema =
+        json!({"type": "object", "properties": properties, "additionalProperties": false});
     if !required.is_empty() {
         schema["required"] = json!(required);
     }
     schema
 }
 
-fn tool(name: &str, title: &str, description: &str, input_schema: Value, output_schema: Value) -> Value {
+fn tool(
+    name: &str,
+    title: &str,
+    description: &str,
+    input_schema: Value,
+    output_schema: Value,
+) -> Value {
     json!({
         "name": name,
         "title": title,
@@ -615,7 +738,16 @@ fn build_tools() -> Value {
             "created_at": {"type": "integer"},
             "updated_at": {"type": "integer"},
         }),
-        &["attempt_id", "seq", "status", "request_digest", "binding", "binding_digest", "created_at", "updated_at"],
+        &[
+            "attempt_id",
+            "seq",
+            "status",
+            "request_digest",
+            "binding",
+            "binding_digest",
+            "created_at",
+            "updated_at",
+        ],
     );
     let event = object(
         json!({
@@ -642,14 +774,24 @@ fn build_tools() -> Value {
                     "ledger_length": {"type": "integer"},
                     "ledger_head": {"type": ["string", "null"]},
                 }),
-                &["mode", "schema_version", "counts", "unresolved_count", "ledger_length", "ledger_head"],
+                &[
+                    "mode",
+                    "schema_version",
+                    "counts",
+                    "unresolved_count",
+                    "ledger_length",
+                    "ledger_head"
+                ],
             ),
         ),
         tool(
             "rpr.list_pathways",
             "List pathways",
             "A page of pathways ordered by id (optionally only one state), each with its state and who must act next. Follow next_cursor for more.",
-            input(json!({"limit": limit_schema(), "cursor": cursor_schema(), "state": state_schema()}), &[]),
+            input(
+                json!({"limit": limit_schema(), "cursor": cursor_schema(), "state": state_schema()}),
+                &[]
+            ),
             page_output(),
         ),
         tool(
@@ -674,8 +816,19 @@ fn build_tools() -> Value {
                     "omitted_attempts": {"type": "integer", "minimum": 0},
                 }),
                 &[
-                    "pathway_id", "idempotency_key", "state", "version", "proposer", "created_at", "updated_at",
-                    "request_digest", "definition", "attempts", "next", "truncated", "omitted_attempts",
+                    "pathway_id",
+                    "idempotency_key",
+                    "state",
+                    "version",
+                    "proposer",
+                    "created_at",
+                    "updated_at",
+                    "request_digest",
+                    "definition",
+                    "attempts",
+                    "next",
+                    "truncated",
+                    "omitted_attempts",
                 ],
             ),
         ),
@@ -701,14 +854,25 @@ fn build_tools() -> Value {
                     "ledger_length": {"type": "integer"},
                     "ledger_head": {"type": ["string", "null"]},
                 }),
-                &["pathway_id", "events", "chain_verified", "checked_events", "problems", "ledger_length", "ledger_head"],
+                &[
+                    "pathway_id",
+                    "events",
+                    "chain_verified",
+                    "checked_events",
+                    "problems",
+                    "ledger_length",
+                    "ledger_head"
+                ],
             ),
         ),
         tool(
             "rpr.list_unresolved",
             "List unresolved pathways",
             "A page of pathways not yet completed, denied or aborted, ordered by id, each with the action it needs and the roles and actors that must take it.",
-            input(json!({"limit": limit_schema(), "cursor": cursor_schema()}), &[]),
+            input(
+                json!({"limit": limit_schema(), "cursor": cursor_schema()}),
+                &[]
+            ),
             page_output(),
         ),
     ])

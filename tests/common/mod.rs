@@ -461,9 +461,9 @@ pub fn say(prefix: &str, rest: &str) {
 }
 
 /// Fills `rt` with one pathway in each reachable state (deterministic with [`runtime`]):
-/// keys `s01`… in this order: proposed, awaiting_approval, human_gate, approved,
-/// running (returned), write_status_unknown, repair_required, ready_to_resume, stopped,
-/// partially_completed, held, completed, denied, aborted. The first carries metadata
+/// keys `s01`… in this order: `proposed`, `awaiting_approval`, `human_gate`, `approved`,
+/// `running` (returned), `write_status_unknown`, `repair_required`, `ready_to_resume`, `stopped`,
+/// `partially_completed`, `held`, `completed`, `denied`, `aborted`. The first carries metadata
 /// with a secret-named key, to show redaction.
 pub fn scripted_states(rt: &Runtime) {
     use rpr::token::Reconciled;
