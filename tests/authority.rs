@@ -811,3 +811,35 @@ fn a_stale_handle_cannot_grant_an_approval() {
     let report = env.rt.verify(None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
 }
+
+#[test]
+fn an_approval_granted_before_an_escalation_cannot_decide_the_human_gate() {
+    let env = Env::new("auth-approval-escalated");
+    let p = env.awaiting("esc");
+    let early = env
+        .rt
+        .grant_approval(&p, &actor("approval_authority"))
+        .unwrap();
+    let gate = p.escalate(&env.rt, &actor("stop_authority")).unwrap();
+    let before = db_dump(&env.db());
+    let r = gate.approve(&env.rt, early).unwrap_err();
+    assert!(
+        matches!(
+            r.error(),
+            PathwayError::Store(StoreError::ApprovalUnusable(_))
+        ),
+        "{:?}",
+        r.error()
+    );
+    assert_eq!(db_dump(&env.db()), before, "nothing written");
+    let gate = r.into_pathway();
+    // A decision taken at the gate itself works.
+    let fresh = env
+        .rt
+        .grant_approval(&gate, &actor("approval_authority"))
+        .unwrap();
+    assert_eq!(
+        env.state(gate.approve(&env.rt, fresh).unwrap().id()),
+        State::Approved
+    );
+}

@@ -59,11 +59,12 @@ fn connect_list_call_and_clean_shutdown() {
         panic!("expected an error reply");
     };
     assert_eq!(error.code, -32601);
+    // stderr is drained on its own thread: give it a moment to catch up.
     assert!(
-        client
+        eventually(Duration::from_secs(10), || client
             .session()
             .stderr_tail()
-            .contains("started, fault None"),
+            .contains("started, fault None")),
         "stderr is captured"
     );
     let pid = client.session().pid();

@@ -210,7 +210,8 @@ impl<S: Stage> Pathway<S> {
                 data,
             )],
             attempt: None,
-            approval: None,
+            // Entering a Human Gate voids approvals given before it.
+            approval: (to == State::HumanGate).then_some(ApprovalWrite::RevokeOutstanding),
         };
         let p = self.commit(rt, change)?;
         let v = p.core.version;
@@ -296,15 +297,16 @@ impl Pathway<Proposed> {
                 )],
             ),
         };
-        // The human-gate decision crosses two edges; the store checks the composite.
+        // The human-gate decision crosses two edges in one step; the store checks that
+        // the events chain along allowed edges from `proposed` to `to`.
         let change = Change {
             from,
-            to: None,
+            to: Some(to),
             events,
             attempt: None,
             approval: None,
         };
-        let p = self.commit_to(rt, change, to)?;
+        let p = self.commit(rt, change)?;
         let v = p.core.version;
         Ok(match to {
             State::Approved => Admission::Approved(p.into_stage(v, Approved { _private: () })),
@@ -313,39 +315,6 @@ impl Pathway<Proposed> {
             }
             State::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
             _ => Admission::Denied(p.into_stage(v, Denied { _private: () })),
-        })
-    }
-
-    fn commit_to(
-        self,
-        rt: &Runtime,
-        mut change: Change,
-        to: State,
-    ) -> Result<Self, Refused<Proposed>> {
-        if State::Proposed.allows(to) {
-            change.to = Some(to);
-            return self.commit(rt, change);
-        }
-        // proposed -> awaiting_approval -> human_gate: write the final state; both edges are in the events.
-        change.to = Some(State::AwaitingApproval);
-        let mut events = std::mem::take(&mut change.events);
-        let second = events.pop();
-        change.events = events;
-        let p = self.commit(rt, change)?;
-        let Some(second) = second else { return Ok(p) };
-        p.commit(
-            rt,
-            Change {
-                from: State::AwaitingApproval,
-                to: Some(to),
-                events: vec![second],
-                attempt: None,
-                approval: None,
-            },
-        )
-        .map_err(|r| {
-            let (p, e) = r.into_parts();
-            Refused::new(p, e)
         })
     }
 }

@@ -133,6 +133,9 @@ pub(crate) enum AttemptWrite {
 pub(crate) enum ApprovalWrite {
     /// Consume a granted approval (compare-and-set on `used_at IS NULL`).
     Use { id: String, request_digest: String },
+    /// Void every granted, unused approval of the pathway (it entered a Human Gate:
+    /// an approval given before the escalation must not decide it).
+    RevokeOutstanding,
 }
 
 /// One step: everything written in one transaction.

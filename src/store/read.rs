@@ -142,10 +142,22 @@ impl ReadStore {
         if !path.is_file() {
             return Err(StoreError::Missing(path.display().to_string()));
         }
-        let mut conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut shm = path.as_os_str().to_owned();
+        shm.push("-shm");
+        // With an existing WAL index, `readonly_shm=1` keeps SQLite from writing even the
+        // read-mark slots of the -shm file, so every file stays byte-identical. Without one
+        // (a cleanly closed database) SQLite cannot open that way, and a plain read-only
+        // open is used.
+        let mut conn = if Path::new(&shm).is_file() {
+            Connection::open_with_flags(
+                sqlite_uri(path, "mode=ro&readonly_shm=1"),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .or_else(|_| Connection::open_with_flags(path, flags))?
+        } else {
+            Connection::open_with_flags(path, flags)?
+        };
         conn.pragma_update(None, "query_only", true)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.authorizer(Some(deny_writes))?;
@@ -156,8 +168,12 @@ impl ReadStore {
 
     /// Whether `sql` would be refused by the read-only guard (it is prepared, never run).
     #[must_use]
+    ///
+    /// A statement is refused when the guard stops it from being prepared, or when
+    /// SQLite reports that it is not read-only (this catches `VACUUM`, which the
+    /// authorizer is not asked about).
     pub fn would_refuse(&self, sql: &str) -> bool {
-        self.conn.prepare(sql).is_err()
+        self.conn.prepare(sql).map_or(true, |stmt| !stmt.readonly())
     }
 
     pub(crate) fn check_schema(&self, name: &str) -> Result<(), StoreError> {
@@ -362,6 +378,23 @@ impl ReadStore {
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
+}
+
+/// A `file:` URI for `path` with `query`, percent-encoding everything but unreserved characters and `/`.
+fn sqlite_uri(path: &Path, query: &str) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            let _ = write!(uri, "%{b:02X}");
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
 }
 
 const PATHWAY_SELECT: &str = "SELECT id, idempotency_key, definition, request_digest, state, version, proposer, \

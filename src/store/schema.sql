@@ -47,7 +47,8 @@ CREATE TABLE approvals (
     request_digest TEXT NOT NULL,
     approver       TEXT NOT NULL,
     granted_at     INTEGER NOT NULL,
-    used_at        INTEGER
+    used_at        INTEGER,                 -- consumed by approve()
+    revoked_at     INTEGER                  -- voided when the pathway entered a Human Gate
 ) STRICT;
 
 CREATE TABLE ledger (

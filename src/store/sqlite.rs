@@ -134,6 +134,25 @@ impl SqliteBackend {
     }
 }
 
+/// Refuses a step whose events do not walk allowed edges from the expected state to
+/// the new one (one edge, or several in one step such as proposed -> awaiting_approval
+/// -> human_gate).
+fn check_edges(step: &Step) -> Result<(), StoreError> {
+    let mut at = step.expected_state;
+    for event in &step.events {
+        let from = event.from.unwrap_or(at);
+        if from != at || (event.to != at && !at.allows(event.to)) {
+            return Err(StoreError::IllegalEdge { from, to: event.to });
+        }
+        at = event.to;
+    }
+    let end = step.to.unwrap_or(step.expected_state);
+    if at != end {
+        return Err(StoreError::IllegalEdge { from: at, to: end });
+    }
+    Ok(())
+}
+
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, event: EventDraft) -> Result<(), StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
@@ -157,14 +176,7 @@ impl Backend for SqliteBackend {
     }
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
-        if let Some(to) = step.to
-            && !step.expected_state.allows(to)
-        {
-            return Err(StoreError::IllegalEdge {
-                from: step.expected_state,
-                to,
-            });
-        }
+        check_edges(&step)?;
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
         let new_state = step.to.unwrap_or(step.expected_state);
         let changed = tx.execute(
@@ -236,15 +248,26 @@ impl Backend for SqliteBackend {
             }
             None => {}
         }
-        if let Some(ApprovalWrite::Use { id, request_digest }) = step.approval {
-            let n = tx.execute(
-                "UPDATE approvals SET used_at = ?1
-                 WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4 AND used_at IS NULL",
-                params![step.at, id, step.pathway, request_digest],
-            )?;
-            if n != 1 {
-                return Err(StoreError::ApprovalUnusable(id));
+        match step.approval {
+            Some(ApprovalWrite::Use { id, request_digest }) => {
+                let n = tx.execute(
+                    "UPDATE approvals SET used_at = ?1
+                     WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4
+                       AND used_at IS NULL AND revoked_at IS NULL",
+                    params![step.at, id, step.pathway, request_digest],
+                )?;
+                if n != 1 {
+                    return Err(StoreError::ApprovalUnusable(id));
+                }
             }
+            Some(ApprovalWrite::RevokeOutstanding) => {
+                tx.execute(
+                    "UPDATE approvals SET revoked_at = ?1
+                     WHERE pathway_id = ?2 AND used_at IS NULL AND revoked_at IS NULL",
+                    params![step.at, step.pathway],
+                )?;
+            }
+            None => {}
         }
         for event in step.events {
             Self::append_event(&tx, &step.pathway, step.at, event)?;
