@@ -135,8 +135,8 @@ impl SqliteBackend {
 }
 
 /// Refuses a step whose events do not walk allowed edges from the expected state to
-/// the new one (one edge, or several in one step such as proposed -> awaiting_approval
-/// -> human_gate).
+/// the new one (one edge, or several in one step such as `proposed -> awaiting_approval
+/// -> human_gate`).
 fn check_edges(step: &Step) -> Result<(), StoreError> {
     let mut at = step.expected_state;
     for event in &step.events {
