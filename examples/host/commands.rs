@@ -1,0 +1,394 @@
+//! Real mode: the host's commands against the servers of an `mcpServers` configuration.
+
+use std::path::Path;
+
+use rpr::executor::Request;
+use rpr::inspect::{self, MAX_LIMIT};
+use rpr::mcp::ArgumentValidator;
+use rpr::stage::Stage;
+use rpr::store::ReadStore;
+use rpr::{Actor, Admission, Definition, Pathway, Proposal, Runtime, State, StoredPathway};
+use serde_json::{Value, json};
+
+use crate::config::{Config, Policy, existing_database};
+use crate::flow::{self, Gate, Hint, Live};
+use crate::{Args, Exit, Failure, Usage};
+
+fn hint(args: &Args) -> Hint {
+    Hint::new(
+        args.get("config").unwrap_or("CONFIG"),
+        args.get("policy").unwrap_or("POLICY"),
+        args.get("database").unwrap_or("DATABASE"),
+    )
+}
+
+fn json_object(text: &str) -> Result<Value, Failure> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err("--args must be a JSON object (the tool's arguments)".into())
+    }
+}
+
+/// `call`: propose → admit → Human Gate → bind → dispatch → readback.
+pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
+    let (server, tool) = (args.req("server")?, args.req("tool")?);
+    let arguments = json_object(args.req("args")?)?;
+    let gate = match (args.get("approve-as"), args.get("deny-as")) {
+        (Some(_), Some(_)) => {
+            return Err(Usage("give --approve-as or --deny-as, not both".into()).into());
+        }
+        (Some(name), None) => Some(Gate::Approve(Actor::new(name))),
+        (None, Some(name)) => Some(Gate::Deny(Actor::new(name))),
+        (None, None) => None,
+    };
+    let config = Config::load(args.req("config")?)?;
+    let policy = Policy::load(args.req("policy")?)?;
+    let db = args.req("database")?;
+    let live = Live::open(&config, &policy, server, tool)?;
+    let validator = ArgumentValidator::new(&live.tool)?;
+    validator.check(&arguments).map_err(|problems| {
+        format!(
+            "the arguments do not match the input schema of `{tool}`: {}; nothing was recorded or sent",
+            problems.join("; ")
+        )
+    })?;
+    let rt = flow::runtime(Path::new(db))?;
+    let key = args.get("key").map_or_else(
+        || format!("call-{}-{}", std::process::id(), now_ms()),
+        str::to_owned,
+    );
+    let definition = Definition::new(
+        Request::new(tool, arguments),
+        live.plan.class,
+        &key,
+        policy.authority(),
+    )
+    .with_metadata(json!({"server": server}));
+    let proposer = Actor::new(args.get("actor").unwrap_or("agent"));
+    let hint = hint(args);
+    let p = match rt.propose(&proposer, definition)? {
+        Proposal::New(p) => p,
+        Proposal::Existing(stored) => {
+            let id = stored.id().to_owned();
+            drop(stored);
+            println!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
+            return show_next(&rt, &id);
+        }
+        other => return Err(format!("unexpected proposal {other:?}").into()),
+    };
+    println!(
+        "proposed by {proposer}: pathway {} ({} on {}, key {key:?})",
+        p.id(),
+        tool,
+        live.server
+    );
+    let decision_owner = p.definition().authority.decision_owner.clone();
+    let executor = p.definition().authority.execution_actor.clone();
+    match p.admit(&rt, &decision_owner, &|_: &Definition| live.plan.decision())? {
+        Admission::Approved(p) => {
+            println!(
+                "admitted by {decision_owner}: no Human Gate, because {}",
+                live.plan.why
+            );
+            flow::carry_out(&rt, &live, p, &executor, None, &hint)
+        }
+        Admission::HumanGate(p) => {
+            let shown = flow::show_gate(&p, &live)?;
+            let gate = match gate {
+                Some(g) => g,
+                None => flow::ask()?,
+            };
+            match flow::decide(&rt, p, gate, &hint)? {
+                Some(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+                None => Ok(Exit::Pending),
+            }
+        }
+        Admission::Denied(p) => {
+            println!("pathway {} is DENIED by policy", p.id());
+            Ok(Exit::Pending)
+        }
+        other => Err(format!("unexpected admission {other:?}").into()),
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Prints a pathway's state and who must act next; `Done` only when it is completed.
+fn show_next(rt: &Runtime, id: &str) -> Result<Exit, Failure> {
+    let detail = inspect::pathway(rt.reader(), &find(rt, id)?)?;
+    let n = &detail.next;
+    println!(
+        "pathway {}: {}; next: {} ({})",
+        detail.pathway_id, detail.state, n.action, n.detail
+    );
+    Ok(if detail.state == State::Completed {
+        Exit::Done
+    } else {
+        Exit::Pending
+    })
+}
+
+/// The pathway id for `id_or_key` (a pathway id, or an idempotency key).
+fn find(rt: &Runtime, id_or_key: &str) -> Result<String, Failure> {
+    if rt.reader().pathway(id_or_key)?.is_some() {
+        return Ok(id_or_key.to_owned());
+    }
+    let mut after: Option<String> = None;
+    loop {
+        let page = rt.reader().list_pathways(after.as_deref(), 1000, None)?;
+        let Some(last) = page.last() else {
+            return Err(format!("no pathway with id or key {id_or_key:?}").into());
+        };
+        if let Some(r) = page.iter().find(|r| r.idempotency_key == id_or_key) {
+            return Ok(r.id.clone());
+        }
+        after = Some(last.id.clone());
+    }
+}
+
+/// Opens an existing database and loads the pathway named by `--pathway` or `--key`.
+fn load(args: &Args) -> Result<(Runtime, StoredPathway), Failure> {
+    let db = existing_database(args.req("database")?)?;
+    let rt = flow::runtime(db)?;
+    let wanted = match (args.get("pathway"), args.get("key")) {
+        (Some(id), None) => id,
+        (None, Some(key)) => key,
+        _ => return Err(Usage("give --pathway ID or --key KEY".into()).into()),
+    };
+    let id = find(&rt, wanted)?;
+    let stored = rt.load(&id)?;
+    Ok((rt, stored))
+}
+
+/// The live server and tool a stored pathway was proposed for.
+fn live_for<S: Stage>(args: &Args, p: &Pathway<S>) -> Result<Live, Failure> {
+    let config = Config::load(args.req("config")?)?;
+    let policy = Policy::load(args.req("policy")?)?;
+    let server = p.definition().metadata["server"]
+        .as_str()
+        .ok_or("the pathway does not name its server (not proposed by this host)")?;
+    Live::open(&config, &policy, server, &p.definition().request.action)
+}
+
+/// Restores a redacted request from `--args` (the full original arguments).
+fn restored<S: Stage + 'static>(args: &Args, p: Pathway<S>) -> Result<Pathway<S>, Failure> {
+    if !p.is_redacted() {
+        return Ok(p);
+    }
+    let Some(text) = args.get("args") else {
+        return Err(format!(
+            "the stored request of pathway {} was redacted (secret-named arguments); pass the \
+             original arguments with --args JSON",
+            p.id()
+        )
+        .into());
+    };
+    let request = Request::new(p.definition().request.action.clone(), json_object(text)?);
+    Ok(p.restore_request(request)?)
+}
+
+fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Exit, Failure> {
+    let id = stored.id().to_owned();
+    println!("`{command}` does not apply to pathway {id} in its state");
+    show_next(rt, &id)?;
+    Err(format!("nothing done to pathway {id}").into())
+}
+
+/// `approve`: approves a pathway left at the gate, then carries the call out.
+pub(crate) fn approve(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let approver = Actor::new(args.req("as")?);
+    let hint = hint(args);
+    macro_rules! approve_and_go {
+        ($p:expr) => {{
+            let p = restored(args, $p)?;
+            let live = live_for(args, &p)?;
+            let shown = flow::show_gate(&p, &live)?;
+            let executor = p.definition().authority.execution_actor.clone();
+            match flow::decide(&rt, p, Gate::Approve(approver), &hint)? {
+                Some(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+                None => Ok(Exit::Pending),
+            }
+        }};
+    }
+    match stored {
+        StoredPathway::HumanGate(p) => approve_and_go!(p),
+        StoredPathway::AwaitingApproval(p) => approve_and_go!(p),
+        other => wrong_state(&rt, &other, "approve"),
+    }
+}
+
+/// `deny`: denies a pathway left at the gate.
+pub(crate) fn deny(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let reason = args.get("reason").unwrap_or("denied at the Human Gate");
+    let id = stored.id().to_owned();
+    match stored {
+        StoredPathway::HumanGate(p) => drop(p.deny(&rt, &actor, reason)?),
+        StoredPathway::AwaitingApproval(p) => drop(p.deny(&rt, &actor, reason)?),
+        other => return wrong_state(&rt, &other, "deny"),
+    }
+    println!("pathway {id} is DENIED by {actor}");
+    Ok(Exit::Done)
+}
+
+/// `unresolved`: the recovery scan, then every non-terminal pathway and who must act.
+pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
+    let rt = flow::runtime(existing_database(args.req("database")?)?)?;
+    // Recovery: an in-flight attempt whose process is gone becomes unknown (recorded).
+    let mut running: Vec<String> = Vec::new();
+    loop {
+        let after = running.last().map(String::as_str);
+        let page = rt
+            .reader()
+            .list_pathways(after, 1000, Some(State::Running))?;
+        if page.is_empty() {
+            break;
+        }
+        running.extend(page.into_iter().map(|r| r.id));
+    }
+    for stored in rt.recover()? {
+        if matches!(stored, StoredPathway::Unknown(_)) && running.iter().any(|id| id == stored.id())
+        {
+            println!(
+                "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
+                stored.id()
+            );
+        }
+    }
+    let mut cursor: Option<String> = None;
+    let mut count = 0;
+    loop {
+        let page = inspect::list_unresolved(rt.reader(), MAX_LIMIT, cursor.as_deref())?;
+        for s in &page.pathways {
+            count += 1;
+            let key = rt
+                .reader()
+                .pathway(&s.pathway_id)?
+                .map(|r| r.idempotency_key)
+                .unwrap_or_default();
+            let roles: Vec<&str> = s.next.roles.iter().map(|r| r.as_str()).collect();
+            println!(
+                "{}  {}  {}  key {key:?}",
+                s.pathway_id,
+                s.state,
+                s.action.as_deref().unwrap_or("?")
+            );
+            println!(
+                "    next: {} by {} ({}) — {}",
+                s.next.action,
+                if roles.is_empty() {
+                    "nobody".into()
+                } else {
+                    roles.join(" or ")
+                },
+                s.next.actors.join(", "),
+                s.next.detail
+            );
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    println!("{count} unresolved pathway(s)");
+    Ok(Exit::Done)
+}
+
+/// `reconcile`: readback per policy for an unknown (or returned) pathway.
+pub(crate) fn reconcile(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let hint = hint(args);
+    match stored {
+        StoredPathway::Unknown(p) => {
+            let p = restored(args, p)?;
+            let live = live_for(args, &p)?;
+            println!(
+                "reconciling pathway {} by readback (`{}` on a fresh session of `{}`)",
+                p.id(),
+                live.plan.readback.as_ref().map_or("?", |r| r.tool.as_str()),
+                live.server
+            );
+            flow::reconcile(&rt, &live, p, &hint)
+        }
+        StoredPathway::Returned(p) => {
+            let p = restored(args, p)?;
+            let live = live_for(args, &p)?;
+            flow::confirm(&rt, &live, p, &hint)
+        }
+        other => wrong_state(&rt, &other, "reconcile"),
+    }
+}
+
+/// `repair`: the repair owner records repair evidence; the pathway may then resume.
+pub(crate) fn repair(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let evidence = json!({"text": args.req("evidence")?});
+    let StoredPathway::RepairRequired(p) = stored else {
+        return wrong_state(&rt, &stored, "repair");
+    };
+    let p = p.repair(&rt, &actor, &evidence, None)?;
+    println!(
+        "pathway {} is READY_TO_RESUME (repaired by {actor})",
+        p.id()
+    );
+    hint(args).next("resume", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `resume`: binds and dispatches a new attempt of a repaired (or approved) pathway.
+pub(crate) fn resume(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let hint = hint(args);
+    match stored {
+        StoredPathway::ReadyToResume(p) => {
+            let p = restored(args, p)?;
+            let live = live_for(args, &p)?;
+            flow::carry_out(&rt, &live, p, &actor, None, &hint)
+        }
+        StoredPathway::Approved(p) => {
+            let p = restored(args, p)?;
+            let live = live_for(args, &p)?;
+            flow::carry_out(&rt, &live, p, &actor, None, &hint)
+        }
+        other => wrong_state(&rt, &other, "resume"),
+    }
+}
+
+/// `verify`: checks the hash chain and the stored states, read-only.
+pub(crate) fn verify(args: &Args) -> Result<Exit, Failure> {
+    let db = existing_database(args.req("database")?)?;
+    let store = ReadStore::open_read_only(db)?;
+    let report = rpr::ledger::verify(&store, args.get("head"))?;
+    println!(
+        "ledger: {} events, head {}",
+        report.events,
+        report.head.as_deref().unwrap_or("-")
+    );
+    for p in &report.problems {
+        println!(
+            "  problem {:?} at seq {:?} pathway {:?}: {}",
+            p.kind, p.seq, p.pathway, p.detail
+        );
+    }
+    if report.is_ok() {
+        println!("chain and states verified: true");
+        Ok(Exit::Done)
+    } else {
+        Err(format!(
+            "the ledger does not verify: {} problem(s)",
+            report.problems.len()
+        )
+        .into())
+    }
+}

@@ -1,0 +1,336 @@
+//! The two files of real mode: the MCP client configuration (`mcpServers`) and the policy.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use rpr::executor::Request;
+use rpr::mcp::{McpClient, McpReadback, ReadbackVerdict, ServerCommand, Tool, ToolList};
+use rpr::{ActionClass, Actor, Authority, Decision, Role};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::Failure;
+
+/// Variables a server inherits from the host, as the MCP SDKs' stdio clients do; every
+/// other variable must be set in the server's `env`.
+const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
+fn load<T: DeserializeOwned>(path: &str, what: &str) -> Result<T, Failure> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read {what} {path}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("{what} {path} is not valid: {e}").into())
+}
+
+/// An MCP client configuration: `{"mcpServers": {"name": {"command", "args", "env"}}}`.
+/// Other top-level members (hosts keep their own settings there) are ignored.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Config {
+    #[serde(rename = "mcpServers")]
+    servers: BTreeMap<String, ServerEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ServerEntry {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    url: Option<String>,
+}
+
+impl Config {
+    pub(crate) fn load(path: &str) -> Result<Self, Failure> {
+        load(path, "config")
+    }
+
+    pub(crate) fn from_json(value: Value) -> Result<Self, Failure> {
+        Ok(serde_json::from_value(value)?)
+    }
+
+    /// How to start the server called `name`.
+    pub(crate) fn command(&self, name: &str) -> Result<ServerCommand, Failure> {
+        let entry = self.servers.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.servers.keys().map(String::as_str).collect();
+            format!(
+                "the config has no server named `{name}` (it has: {})",
+                known.join(", ")
+            )
+        })?;
+        if entry.url.is_some() || entry.kind.as_deref().is_some_and(|k| k != "stdio") {
+            return Err(format!(
+                "server `{name}` is not a stdio server; this host runs local stdio servers only"
+            )
+            .into());
+        }
+        let program = entry
+            .command
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| format!("server `{name}` has no `command`"))?;
+        let mut command = ServerCommand::new(program).args(&entry.args);
+        for key in INHERITED_ENV {
+            if let Some(value) = std::env::var_os(key) {
+                command = command.env(key, value);
+            }
+        }
+        for (key, value) in &entry.env {
+            command = command.env(key, value);
+        }
+        Ok(command)
+    }
+}
+
+/// The host's policy: who holds which role, and per server and tool: Human Gate,
+/// class and readback. Unknown members are errors, so a typo cannot weaken it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Policy {
+    #[serde(default)]
+    authority: BTreeMap<String, String>,
+    #[serde(default)]
+    servers: BTreeMap<String, BTreeMap<String, ToolRule>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolRule {
+    human_gate: Option<bool>,
+    read_only: Option<bool>,
+    readback: Option<ReadbackRule>,
+}
+
+/// How a mutating tool's effect is read back: a read-only tool on the same server,
+/// its arguments (`"$name"` is the call's argument `name`), and what the result must
+/// hold (JSON Pointer into the result → expected value, also with `"$name"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadbackRule {
+    pub(crate) tool: String,
+    arguments: Value,
+    expect: BTreeMap<String, Value>,
+    /// A tool error whose text contains this means the effect is absent (not applied).
+    absent_if_error_contains: Option<String>,
+}
+
+fn role(name: &str) -> Option<Role> {
+    Some(match name {
+        "decision_owner" => Role::DecisionOwner,
+        "approval_authority" => Role::ApprovalAuthority,
+        "execution_actor" => Role::ExecutionActor,
+        "stop_authority" => Role::StopAuthority,
+        "evidence_owner" => Role::EvidenceOwner,
+        "repair_owner" => Role::RepairOwner,
+        "resume_authority" => Role::ResumeAuthority,
+        "residual_owner" => Role::ResidualOwner,
+        _ => return None,
+    })
+}
+
+impl Policy {
+    pub(crate) fn load(path: &str) -> Result<Self, Failure> {
+        let policy: Self = load(path, "policy")?;
+        policy
+            .check()
+            .map_err(|e| format!("policy {path} is not valid: {e}"))?;
+        Ok(policy)
+    }
+
+    pub(crate) fn parse(text: &str) -> Result<Self, Failure> {
+        let policy: Self = serde_json::from_str(text)?;
+        policy.check()?;
+        Ok(policy)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (name, actor) in &self.authority {
+            if role(name).is_none() {
+                return Err(format!("authority: unknown role `{name}`"));
+            }
+            if actor.trim().is_empty() {
+                return Err(format!("authority: role `{name}` has an empty actor"));
+            }
+        }
+        for (server, tools) in &self.servers {
+            for (tool, rule) in tools {
+                let Some(rb) = &rule.readback else { continue };
+                if rb.expect.is_empty() {
+                    return Err(format!("{server}/{tool}: readback.expect is empty"));
+                }
+                if let Some(p) = rb
+                    .expect
+                    .keys()
+                    .find(|p| !p.is_empty() && !p.starts_with('/'))
+                {
+                    return Err(format!(
+                        "{server}/{tool}: readback.expect key `{p}` is not a JSON Pointer (start it with `/`)"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every role is `host` unless the policy names another actor.
+    pub(crate) fn authority(&self) -> Authority {
+        self.authority
+            .iter()
+            .filter_map(|(name, actor)| Some((role(name)?, Actor::new(actor))))
+            .fold(Authority::single(&Actor::new("host")), |a, (r, actor)| {
+                a.with(r, &actor)
+            })
+    }
+
+    /// What the host does with `tool` of server `server` (as listed by the server now).
+    pub(crate) fn plan(&self, server: &str, tool: &Tool, list: &ToolList) -> Result<Plan, Failure> {
+        let rule = self
+            .servers
+            .get(server)
+            .and_then(|t| t.get(&tool.name))
+            .cloned()
+            .unwrap_or_default();
+        let hints = &tool.definition["annotations"];
+        let annotated_read_only = hints["readOnlyHint"] == true;
+        // MCP defaults: readOnlyHint false, destructiveHint true.
+        let destructive = !annotated_read_only && hints["destructiveHint"] != false;
+        let read_only = rule.read_only.unwrap_or(annotated_read_only);
+        let (human_gate, why) = match rule.human_gate {
+            Some(true) => (true, "the policy requires one"),
+            Some(false) => (false, "the policy waives it"),
+            None if read_only => (false, "it only reads"),
+            None if destructive => (true, "it is annotated destructive"),
+            None => (false, "it is not annotated destructive"),
+        };
+        let name = &tool.name;
+        if !read_only && rule.readback.is_none() {
+            return Err(format!(
+                "tool `{name}` of server `{server}` changes state, and the policy names no readback for it: \
+                 a mutating call completes only when a readback verifies it. Add servers.{server}.{name}.readback \
+                 to the policy (or \"read_only\": true if it really only reads)"
+            )
+            .into());
+        }
+        if let Some(rb) = &rule.readback {
+            let Some(reader) = list.get(&rb.tool) else {
+                return Err(format!(
+                    "the readback tool `{}` for `{name}` is not listed by server `{server}`",
+                    rb.tool
+                )
+                .into());
+            };
+            if reader.definition["annotations"]["readOnlyHint"] != true {
+                return Err(format!(
+                    "the readback tool `{}` for `{name}` is not annotated read-only (readOnlyHint true); \
+                     a readback must not change anything",
+                    rb.tool
+                )
+                .into());
+            }
+        }
+        Ok(Plan {
+            class: if read_only {
+                ActionClass::ReadOnly
+            } else {
+                ActionClass::Mutating
+            },
+            human_gate,
+            why,
+            readback: rule.readback,
+        })
+    }
+}
+
+/// What the policy and the tool's annotations decide for one tool.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) class: ActionClass,
+    pub(crate) human_gate: bool,
+    /// Why (not) a Human Gate, for people.
+    pub(crate) why: &'static str,
+    pub(crate) readback: Option<ReadbackRule>,
+}
+
+impl Plan {
+    /// The admission decision.
+    pub(crate) fn decision(&self) -> Decision {
+        if self.human_gate {
+            Decision::HumanGate
+        } else {
+            Decision::Allow
+        }
+    }
+
+    /// The readback of a mutating tool, on `client`.
+    pub(crate) fn readback(&self, client: &Arc<McpClient>) -> Result<McpReadback, Failure> {
+        let rule = self
+            .readback
+            .clone()
+            .ok_or("this tool has no readback in the policy")?;
+        Ok(rule.on(client))
+    }
+}
+
+/// Replaces every string `"$name"` in `template` by the request's argument `name`.
+fn fill(template: &Value, request: &Request) -> Value {
+    match template {
+        Value::String(s) => match s.strip_prefix('$') {
+            Some(name) => request.arguments.get(name).cloned().unwrap_or(Value::Null),
+            None => template.clone(),
+        },
+        Value::Array(items) => items.iter().map(|v| fill(v, request)).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.clone(), fill(v, request)))
+            .collect(),
+        other => other.clone(),
+    }
+}
+
+impl ReadbackRule {
+    /// The verdict on a readback result: every expectation met → applied; an expected
+    /// member missing or null, or a tool error containing `absent_if_error_contains`
+    /// → not applied; anything else → inconclusive.
+    fn judge(&self, request: &Request, result: &Value) -> ReadbackVerdict {
+        if result["isError"] == true {
+            let text = result["content"].to_string();
+            return match &self.absent_if_error_contains {
+                Some(needle) if text.contains(needle.as_str()) => ReadbackVerdict::NotApplied,
+                _ => ReadbackVerdict::Inconclusive,
+            };
+        }
+        let mut verdict = ReadbackVerdict::Applied;
+        for (pointer, expected) in &self.expect {
+            match result.pointer(pointer) {
+                Some(seen) if *seen == fill(expected, request) => {}
+                None | Some(Value::Null) => return ReadbackVerdict::NotApplied,
+                Some(_) => verdict = ReadbackVerdict::Inconclusive,
+            }
+        }
+        verdict
+    }
+
+    pub(crate) fn on(self, client: &Arc<McpClient>) -> McpReadback {
+        let arguments = self.arguments.clone();
+        McpReadback::new(
+            Arc::clone(client),
+            self.tool.clone(),
+            move |request: &Request| fill(&arguments, request),
+            move |request: &Request, result: &Value| self.judge(request, result),
+        )
+        .judge_tool_errors(true)
+    }
+}
+
+/// Whether `path` names an existing database (every command but `call` needs one).
+pub(crate) fn existing_database(path: &str) -> Result<&Path, Failure> {
+    let p = Path::new(path);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!("no database at {path}; check the path (only `call` creates one)").into())
+    }
+}

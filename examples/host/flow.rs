@@ -1,0 +1,380 @@
+//! The pathway steps shared by the demo and real mode: the runtime, the live server
+//! and tool, the Human Gate summary, bind → dispatch → readback, and reconciliation.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use rpr::executor::Binding;
+use rpr::mcp::{McpClient, McpExecutor, SessionConfig, Tool, ToolBinding};
+use rpr::stage::{Bindable, Gated, Returned, Stage, Unknown};
+use rpr::token::Reconciled;
+use rpr::{Actor, Confirmed, Outcome, Pathway, Runtime, StepPoint};
+use serde_json::Value;
+
+use crate::config::{Config, Plan, Policy};
+use crate::{Exit, Failure};
+
+/// Opens the database; the step hook narrates the write-ahead attempt record.
+pub(crate) fn runtime(db: &Path) -> Result<Runtime, Failure> {
+    Ok(Runtime::builder(db)
+        .step_hook(|point| match point {
+            StepPoint::AfterAttemptCommit => {
+                println!("    attempt record committed durably (status in_flight) — before any byte is sent");
+            }
+            StepPoint::AfterReply => println!("    the server answered (or the pipe broke); recording the outcome"),
+            _ => {}
+        })
+        .open()
+        .map_err(|e| format!("cannot open database {}: {e}", db.display()))?)
+}
+
+pub(crate) fn short(v: &Value) -> String {
+    v.as_str()
+        .map_or_else(|| "?".into(), |s| s.chars().take(12).collect())
+}
+
+pub(crate) fn print_binding(b: &Binding) {
+    println!("  bound to {}", b.target);
+    println!(
+        "    protocol {}, server {}@{}, capabilities digest {}…, tool digest {}…",
+        b.details["protocol_version"].as_str().unwrap_or("?"),
+        b.details["server_name"].as_str().unwrap_or("?"),
+        b.details["server_version"].as_str().unwrap_or("?"),
+        short(&b.details["capabilities_digest"]),
+        short(&b.details["tool_digest"]),
+    );
+}
+
+/// One tool on one running server, with what the policy decides for it.
+pub(crate) struct Live {
+    pub(crate) server: String,
+    pub(crate) client: Arc<McpClient>,
+    pub(crate) tool: Tool,
+    pub(crate) plan: Plan,
+}
+
+impl Live {
+    /// Starts server `server` of the config, lists its tools and plans `tool`.
+    pub(crate) fn open(
+        config: &Config,
+        policy: &Policy,
+        server: &str,
+        tool: &str,
+    ) -> Result<Self, Failure> {
+        let command = config.command(server)?;
+        let client = McpClient::connect(&command, &SessionConfig::default())
+            .map_err(|e| format!("cannot start server `{server}` ({command:?}): {e}"))?;
+        let client = Arc::new(client);
+        let list = client
+            .list_tools()
+            .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
+        let Some(found) = list.get(tool).cloned() else {
+            let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(format!(
+                "server `{server}` ({}) has no tool `{tool}` (it has: {})",
+                client.server().identity(),
+                names.join(", ")
+            )
+            .into());
+        };
+        let plan = policy.plan(server, &found, &list)?;
+        Ok(Self {
+            server: server.to_owned(),
+            client,
+            tool: found,
+            plan,
+        })
+    }
+
+    pub(crate) fn executor(&self) -> McpExecutor {
+        McpExecutor::new(Arc::clone(&self.client), self.tool.name.clone())
+    }
+
+    /// What a call would be bound to now.
+    fn binding(&self) -> Result<Binding, Failure> {
+        Ok(ToolBinding::new(self.client.server(), &self.tool)?.to_binding()?)
+    }
+}
+
+/// Prints the command line of the next step (real mode), or nothing (the demo).
+#[derive(Debug)]
+pub(crate) struct Hint(Option<[String; 3]>);
+
+impl Hint {
+    pub(crate) fn new(config: &str, policy: &str, database: &str) -> Self {
+        Self(Some([config, policy, database].map(str::to_owned)))
+    }
+    pub(crate) fn none() -> Self {
+        Self(None)
+    }
+    /// `host VERB … --pathway ID TAIL`, with the config and policy when VERB needs them.
+    pub(crate) fn command(&self, verb: &str, id: &str, tail: &str) -> Option<String> {
+        let [config, policy, database] = self.0.as_ref()?;
+        let files = if matches!(verb, "approve" | "reconcile" | "resume") {
+            format!(" --config {config} --policy {policy}")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "host {verb}{files} --database {database} --pathway {id}{tail}"
+        ))
+    }
+    pub(crate) fn next(&self, verb: &str, id: &str, tail: &str) {
+        if let Some(c) = self.command(verb, id, tail) {
+            println!("next: {c}");
+        }
+    }
+}
+
+/// Prints what a Human Gate decision is about: the exact target and request.
+/// Returns the digest of the binding shown, which the dispatch must match.
+pub(crate) fn show_gate<S: Stage>(p: &Pathway<S>, live: &Live) -> Result<String, Failure> {
+    let binding = live.binding()?;
+    let d = &binding.details;
+    let authority = &p.definition().authority;
+    println!(
+        "Human Gate: pathway {} needs a decision by the approval authority ({}), because {}",
+        p.id(),
+        authority.approval_authority,
+        live.plan.why
+    );
+    println!(
+        "  server     {}: {}, protocol {}, capabilities digest {}…",
+        live.server,
+        live.client.server().identity(),
+        d["protocol_version"].as_str().unwrap_or("?"),
+        short(&d["capabilities_digest"])
+    );
+    println!(
+        "  tool       {}, tool digest {}…, input schema digest {}…",
+        live.tool.name,
+        short(&d["tool_digest"]),
+        short(&d["input_schema_digest"])
+    );
+    println!("  binding    digest {}", binding.digest);
+    println!("  request    digest {}", p.request_digest());
+    let args = serde_json::to_string_pretty(&p.definition().request.arguments)?;
+    println!("  arguments  {}", args.replace('\n', "\n             "));
+    Ok(binding.digest)
+}
+
+/// A Human Gate decision.
+#[derive(Debug)]
+pub(crate) enum Gate {
+    Approve(Actor),
+    Deny(Actor),
+    Leave,
+}
+
+/// Asks at the terminal; without a terminal, leaves the pathway at the gate.
+pub(crate) fn ask() -> Result<Gate, Failure> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Ok(Gate::Leave);
+    }
+    let mut line = String::new();
+    let mut read = |prompt: &str| -> Result<String, Failure> {
+        print!("{prompt}");
+        std::io::stdout().flush()?;
+        line.clear();
+        stdin.lock().read_line(&mut line)?;
+        Ok(line.trim().to_owned())
+    };
+    let answer = read("Approve, deny, or leave it at the gate? [a/d/L] ")?;
+    let approve = match answer.to_lowercase().as_str() {
+        "a" | "approve" | "y" | "yes" => true,
+        "d" | "deny" | "n" | "no" => false,
+        _ => return Ok(Gate::Leave),
+    };
+    let name = read("Your name (the approval authority): ")?;
+    if name.is_empty() {
+        return Ok(Gate::Leave);
+    }
+    Ok(if approve {
+        Gate::Approve(Actor::new(name))
+    } else {
+        Gate::Deny(Actor::new(name))
+    })
+}
+
+/// Applies a gate decision. `Ok(Some(p))`: approved; `Ok(None)`: denied or left.
+pub(crate) fn decide<S: Gated + 'static>(
+    rt: &Runtime,
+    p: Pathway<S>,
+    gate: Gate,
+    hint: &Hint,
+) -> Result<Option<Pathway<rpr::stage::Approved>>, Failure> {
+    let id = p.id().to_owned();
+    match gate {
+        Gate::Approve(approver) => {
+            let approval = rt
+                .grant_approval(&p, &approver)
+                .map_err(|e| format!("{e}; pathway {id} stays at the Human Gate"))?;
+            let p = p.approve(rt, approval)?;
+            println!(
+                "Human Gate: approved by {approver} (approval authority) → pathway {id} is APPROVED for this exact request"
+            );
+            Ok(Some(p))
+        }
+        Gate::Deny(actor) => {
+            p.deny(rt, &actor, "denied at the Human Gate")?;
+            println!("pathway {id} is DENIED by {actor}");
+            Ok(None)
+        }
+        Gate::Leave => {
+            println!("pathway {id} is left at the HUMAN_GATE; nothing was sent");
+            hint.next("approve", &id, " --as NAME");
+            hint.next("deny", &id, " --as NAME");
+            Ok(None)
+        }
+    }
+}
+
+/// Binds, dispatches as `actor`, and reads back a mutating call's effect.
+/// `shown` is the binding digest a human approved, if one was shown.
+pub(crate) fn carry_out<S: Bindable>(
+    rt: &Runtime,
+    live: &Live,
+    p: Pathway<S>,
+    actor: &Actor,
+    shown: Option<&str>,
+    hint: &Hint,
+) -> Result<Exit, Failure> {
+    let id = p.id().to_owned();
+    let state = p.state();
+    let later = hint
+        .command("resume", &id, " --as NAME")
+        .map(|c| format!(" Dispatch it later with: {c}"))
+        .unwrap_or_default();
+    let stays = |e: &dyn std::fmt::Display| {
+        format!("{e}\npathway {id} stays {state}; nothing was sent.{later}")
+    };
+    let mut executor = live.executor();
+    let bound = p.bind(&mut executor).map_err(|e| stays(&e))?;
+    print_binding(bound.binding());
+    if shown.is_some_and(|d| d != bound.binding().digest) {
+        return Err(stays(&"the server changed between the Human Gate and binding").into());
+    }
+    println!("  dispatch by {actor}:");
+    match bound.dispatch(rt, actor, &mut executor) {
+        Outcome::Completed(done) => {
+            let reply = rt.reader().attempts(done.id())?.pop().and_then(|a| a.outcome);
+            println!("  result: {}", result_text(reply.as_ref()));
+            println!("pathway {} is COMPLETED (a read-only call)", done.id());
+            Ok(Exit::Done)
+        }
+        Outcome::Returned(returned) => {
+            println!("  the server replied success — not proof yet; reading back…");
+            confirm(rt, live, returned, hint)
+        }
+        Outcome::Unknown(u) => {
+            println!(
+                "pathway {} is WRITE_STATUS_UNKNOWN — the request was written but its outcome is unknown; \
+                 nothing will be re-sent",
+                u.id()
+            );
+            hint.next("reconcile", u.id(), "");
+            Ok(Exit::Pending)
+        }
+        Outcome::Failed(f) => {
+            println!(
+                "pathway {} is REPAIR_REQUIRED — the tool failed or refused",
+                f.id()
+            );
+hint.next("repair", f.id(), " --as NAME --evidence TEXT");
+            Ok(Exit::Pending)
+        }
+        Outcome::Partial(p) => {
+            println!(
+                "pathway {} is PARTIALLY_COMPLETED — the repair owner must act",
+                p.id()
+            );
+            Ok(Exit::Pending)
+        }
+        Outcome::NotSent(n) => Err(stays(n.error()).into()),
+        Outcome::Unrecorded(u) => Err(format!(
+            "the outcome of attempt {} could not be recorded ({}); `host unresolved` will report it as unknown",
+            u.attempt, u.error
+        )
+        .into()),
+        other => Err(format!("unexpected outcome {other:?}").into()),
+    }
+}
+
+/// A tool result for people: its `structuredContent` (else its `content`), clipped.
+fn result_text(reply: Option<&Value>) -> String {
+    let reply = reply.unwrap_or(&Value::Null);
+    let shown = match reply.get("structuredContent") {
+        Some(v) => v,
+        None => &reply["content"],
+    };
+    let text = shown.to_string();
+    match text.char_indices().nth(2000) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
+    }
+}
+
+/// Confirms a returned mutating call by the policy's readback, as the execution actor.
+pub(crate) fn confirm(
+    rt: &Runtime,
+    live: &Live,
+    p: Pathway<Returned>,
+    hint: &Hint,
+) -> Result<Exit, Failure> {
+    let actor = p.definition().authority.execution_actor.clone();
+    let mut readback = live.plan.readback(&live.client)?;
+    match p.confirm(rt, &actor, &mut readback)? {
+        Confirmed::Completed(done) => {
+            println!(
+                "pathway {} is COMPLETED — readback verified the effect",
+                done.id()
+            );
+            Ok(Exit::Done)
+        }
+        Confirmed::Unknown(u) => {
+            println!(
+                "pathway {} is WRITE_STATUS_UNKNOWN — the readback did not verify the effect",
+                u.id()
+            );
+            hint.next("reconcile", u.id(), "");
+            Ok(Exit::Pending)
+        }
+        other => Err(format!("unexpected confirmation {other:?}").into()),
+    }
+}
+
+/// Reconciles an unknown pathway by the policy's readback.
+pub(crate) fn reconcile(
+    rt: &Runtime,
+    live: &Live,
+    p: Pathway<Unknown>,
+    hint: &Hint,
+) -> Result<Exit, Failure> {
+    let mut readback = live.plan.readback(&live.client)?;
+    let id = p.id().to_owned();
+    match rt.reconcile(&p, &mut readback) {
+        Reconciled::Applied(token) => {
+            p.complete(rt, token)?;
+            println!("readback found the effect → verdict applied → pathway {id} is COMPLETED");
+            Ok(Exit::Done)
+        }
+        Reconciled::NotApplied(token) => {
+            p.require_repair(rt, token)?;
+            println!(
+                "readback found no effect → verdict not applied → pathway {id} is REPAIR_REQUIRED"
+            );
+            hint.next("repair", &id, " --as NAME --evidence TEXT");
+            Ok(Exit::Pending)
+        }
+        Reconciled::Unresolved(token) => {
+            p.keep_unknown(rt, token)?;
+            println!(
+                "readback was inconclusive → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)"
+            );
+            Ok(Exit::Pending)
+        }
+        other => Err(format!("unexpected reconciliation {other:?}").into()),
+    }
+}

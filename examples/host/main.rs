@@ -1,0 +1,158 @@
+//! The example MCP host: runs consequential MCP tool calls through rpr's pathway.
+//!
+//! `cargo run --example host -- demo [--database PATH]` tells the whole story on real
+//! processes: a governed call that completes with readback, then a call whose reply is
+//! lost, a restart that does not re-send it, and a reconciliation by readback.
+//!
+//! Real mode (`call`, `approve`, `deny`, `unresolved`, `reconcile`, `repair`, `resume`,
+//! `verify`) runs the same pathway against the servers of an MCP client configuration
+//! (`mcpServers` JSON) under a small JSON policy; see `docs/host.md`.
+//!
+//! The demo's MCP server is this same program started as `host serve-demo …`, which
+//! runs rpr's fault-injecting test server ([`rpr::mcp::fault_server`]), so the demo
+//! needs nothing but cargo.
+
+mod commands;
+mod config;
+mod demo;
+mod flow;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+type Failure = Box<dyn std::error::Error>;
+
+const USAGE: &str = "\
+usage: host demo [--database PATH]
+       host call --config F --policy P --database DB --server NAME --tool T --args JSON
+                 [--key KEY] [--actor A] [--approve-as NAME | --deny-as NAME]
+       host approve --config F --policy P --database DB (--pathway ID | --key KEY) --as NAME [--args JSON]
+       host deny --database DB (--pathway ID | --key KEY) --as NAME [--reason TEXT]
+       host unresolved --database DB
+       host reconcile --config F --policy P --database DB (--pathway ID | --key KEY) [--args JSON]
+       host repair --database DB (--pathway ID | --key KEY) --as NAME --evidence TEXT
+       host resume --config F --policy P --database DB (--pathway ID | --key KEY) --as NAME [--args JSON]
+       host verify --database DB [--head HASH]
+
+exit status: 0 done; 3 the pathway needs another step (printed); 1 error; 2 bad usage.
+`call` asks at the terminal when a Human Gate needs a decision; without a terminal and
+without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";
+
+/// How a command ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Done: the pathway is completed, or the asked-for step was taken.
+    Done,
+    /// The pathway needs another step (at a gate, unknown, repair, denied): exit 3.
+    Pending,
+}
+
+/// A usage error (exit 2).
+#[derive(Debug)]
+pub(crate) struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// `--flag value` pairs of one command.
+#[derive(Debug)]
+pub(crate) struct Args(BTreeMap<String, String>);
+
+impl Args {
+    fn parse(args: &[String], allowed: &[&str]) -> Result<Self, Usage> {
+        let mut map = BTreeMap::new();
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let name = flag
+                .strip_prefix("--")
+                .filter(|n| allowed.contains(n))
+                .ok_or_else(|| Usage(format!("unexpected argument `{flag}`")))?;
+            let value = it
+                .next()
+                .ok_or_else(|| Usage(format!("`{flag}` needs a value")))?;
+            if map.insert(name.to_owned(), value.clone()).is_some() {
+                return Err(Usage(format!("`{flag}` is given twice")));
+            }
+        }
+        Ok(Self(map))
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    pub(crate) fn req(&self, name: &str) -> Result<&str, Usage> {
+        self.get(name)
+            .ok_or_else(|| Usage(format!("`--{name}` is required")))
+    }
+}
+
+fn run(command: &str, rest: &[String]) -> Result<Exit, Failure> {
+    let flags: &[&str] = match command {
+        "demo" | "unresolved" => &["database"],
+        "call" => &[
+            "config",
+            "policy",
+            "database",
+            "server",
+            "tool",
+            "args",
+            "key",
+            "actor",
+            "approve-as",
+            "deny-as",
+        ],
+        "approve" | "resume" => &[
+            "config", "policy", "database", "pathway", "key", "as", "args",
+        ],
+        "deny" => &["database", "pathway", "key", "as", "reason"],
+        "reconcile" => &["config", "policy", "database", "pathway", "key", "args"],
+        "repair" => &["database", "pathway", "key", "as", "evidence"],
+        "verify" => &["database", "head"],
+        other => return Err(Usage(format!("unknown command `{other}`")).into()),
+    };
+    let args = Args::parse(rest, flags)?;
+    match command {
+        "demo" => demo::run(args.get("database")).map(|()| Exit::Done),
+        "call" => commands::call(&args),
+        "approve" => commands::approve(&args),
+        "deny" => commands::deny(&args),
+        "unresolved" => commands::unresolved(&args),
+        "reconcile" => commands::reconcile(&args),
+        "repair" => commands::repair(&args),
+        "resume" => commands::resume(&args),
+        _ => commands::verify(&args),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve-demo") => rpr::mcp::fault_server::run(args.into_iter().skip(1)),
+        Some("--help" | "-h" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+        Some(command) => match run(command, &args[1..]) {
+            Ok(Exit::Done) => ExitCode::SUCCESS,
+            Ok(Exit::Pending) => ExitCode::from(3),
+            Err(e) if e.is::<Usage>() => {
+                eprintln!("host {command}: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("host {command}: error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -1,0 +1,283 @@
+//! Bad input to the example host gets a clear error and a non-zero exit status, never a
+//! panic, and records nothing: bad JSON, unknown server or tool, bad arguments, a
+//! missing database, a policy with a typo, a step that does not apply.
+
+mod host_support;
+
+use host_support::{Scratch, by_key, run, text};
+use serde_json::json;
+
+/// Runs the host and checks the exit status and that the output says `needle`.
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let output = run(args);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(code), "{args:?}:\n{out}");
+    assert!(
+        out.contains(needle),
+        "{args:?}: output lacks {needle:?}:\n{out}"
+    );
+    assert!(!out.contains("panicked"), "{args:?}:\n{out}");
+}
+
+/// `call put` on server `ledger` with these files and arguments.
+fn call<'a>(
+    config: &'a str,
+    policy: &'a str,
+    db: &'a str,
+    tool: &'a str,
+    args: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "call",
+        "--config",
+        config,
+        "--policy",
+        policy,
+        "--database",
+        db,
+        "--server",
+        "ledger",
+        "--tool",
+        tool,
+        "--args",
+        args,
+        "--approve-as",
+        "alice",
+    ]
+}
+
+#[test]
+fn bad_call_input_is_refused_before_anything_is_recorded() {
+    let dir = Scratch::new("errors");
+    let config = dir.fault_config("none");
+    let policy = dir.policy();
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let ok_args = r#"{"key": "k", "value": "v"}"#;
+
+    let bad_json = dir.join("bad.json");
+    std::fs::write(&bad_json, "{\"mcpServers\": {").unwrap();
+    let bad_json = bad_json.to_str().unwrap();
+    fails(
+        &call(bad_json, &policy, db, "put", ok_args),
+        1,
+        "is not valid",
+    );
+    fails(
+        &call("/nonexistent/mcp.json", &policy, db, "put", ok_args),
+        1,
+        "cannot read config",
+    );
+    let no_servers = dir.write("empty.json", &json!({"servers": {}}));
+    fails(
+        &call(&no_servers, &policy, db, "put", ok_args),
+        1,
+        "missing field `mcpServers`",
+    );
+    let remote = dir.write(
+        "remote.json",
+        &json!({"mcpServers": {"ledger": {"url": "https://x"}}}),
+    );
+    fails(
+        &call(&remote, &policy, db, "put", ok_args),
+        1,
+        "not a stdio server",
+    );
+    let missing = dir.write(
+        "missing.json",
+        &json!({"mcpServers": {"ledger": {"command": "/nonexistent/server"}}}),
+    );
+    fails(
+        &call(&missing, &policy, db, "put", ok_args),
+        1,
+        "cannot start server `ledger`",
+    );
+
+    let mut unknown_server = call(&config, &policy, db, "put", ok_args);
+    unknown_server[8] = "nope";
+    fails(
+        &unknown_server,
+        1,
+        "the config has no server named `nope` (it has: ledger)",
+    );
+    fails(
+        &call(&config, &policy, db, "nope", ok_args),
+        1,
+        "has no tool `nope` (it has: put, get)",
+    );
+    fails(
+        &call(&config, &policy, db, "put", "{not json"),
+        1,
+        "--args is not valid JSON",
+    );
+    fails(
+        &call(&config, &policy, db, "put", "[1]"),
+        1,
+        "--args must be a JSON object",
+    );
+    fails(
+        &call(&config, &policy, db, "put", r#"{"key": 1}"#),
+        1,
+        "do not match the input schema of `put`",
+    );
+
+    let typo = dir.write(
+        "typo.json",
+        &json!({"servers": {"ledger": {"put": {"human_gat": false}}}}),
+    );
+    fails(
+        &call(&config, &typo, db, "put", ok_args),
+        1,
+        "unknown field `human_gat`",
+    );
+    let role = dir.write("role.json", &json!({"authority": {"approver": "alice"}}));
+    fails(
+        &call(&config, &role, db, "put", ok_args),
+        1,
+        "unknown role `approver`",
+    );
+    let no_readback = dir.write("no-readback.json", &json!({}));
+    fails(
+        &call(&config, &no_readback, db, "put", ok_args),
+        1,
+        "names no readback",
+    );
+    let writing_readback = dir.write(
+        "writing-readback.json",
+        &json!({"servers": {"ledger": {"put": {"readback": {
+            "tool": "put", "arguments": {}, "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    fails(
+        &call(&config, &writing_readback, db, "put", ok_args),
+        1,
+        "is not annotated read-only",
+    );
+
+    assert!(!db_path.exists(), "a refused call created the database");
+    assert_eq!(dir.effects(), 0);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    fails(&["frobnicate"], 2, "unknown command `frobnicate`");
+    fails(&["verify"], 2, "`--database` is required");
+    fails(&["verify", "--database"], 2, "`--database` needs a value");
+    fails(
+        &["verify", "--database", "a", "--database", "b"],
+        2,
+        "is given twice",
+    );
+    fails(
+        &["unresolved", "--database", "x", "--bogus", "1"],
+        2,
+        "unexpected argument `--bogus`",
+    );
+    fails(
+        &[
+            "call",
+            "--approve-as",
+            "a",
+            "--deny-as",
+            "b",
+            "--server",
+            "s",
+            "--tool",
+            "t",
+            "--args",
+            "{}",
+        ],
+        2,
+        "not both",
+    );
+    let output = run(["--help"]);
+    assert!(output.status.success());
+    assert!(text(&output).contains("host call --config F --policy P"));
+}
+
+#[test]
+fn commands_on_a_missing_database_or_pathway_fail_clearly() {
+    let dir = Scratch::new("errors-db");
+    let missing = dir.join("missing.db");
+    let missing = missing.to_str().unwrap();
+    for args in [
+        vec!["unresolved", "--database", missing],
+        vec!["verify", "--database", missing],
+        vec![
+            "deny",
+            "--database",
+            missing,
+            "--pathway",
+            "pw_x",
+            "--as",
+            "alice",
+        ],
+        vec![
+            "repair",
+            "--database",
+            missing,
+            "--key",
+            "k",
+            "--as",
+            "bob",
+            "--evidence",
+            "e",
+        ],
+    ] {
+        fails(&args, 1, "no database at");
+    }
+    assert!(!dir.join("missing.db").exists());
+
+    // A real database with one completed pathway.
+    let config = dir.fault_config("none");
+    let policy = dir.policy();
+    let db = dir.join("rpr.db");
+    let db = db.to_str().unwrap();
+    let mut first = call(&config, &policy, db, "put", r#"{"key": "k", "value": "v"}"#);
+    first.extend(["--key", "k1"]);
+    let output = run(&first);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(by_key(dir.join("rpr.db").as_path(), "k1").1, "completed");
+    let live = [
+        "--config",
+        config.as_str(),
+        "--policy",
+        policy.as_str(),
+        "--database",
+        db,
+    ];
+    fails(
+        &[&["reconcile"][..], &live, &["--key", "nope"]].concat(),
+        1,
+        "no pathway with id or key \"nope\"",
+    );
+    fails(
+        &[&["reconcile"][..], &live, &["--key", "k1"]].concat(),
+        1,
+        "nothing done to pathway",
+    );
+    fails(
+        &[&["resume"][..], &live, &["--key", "k1", "--as", "host"]].concat(),
+        1,
+        "nothing done to pathway",
+    );
+    fails(
+        &["deny", "--database", db, "--key", "k1", "--as", "alice"],
+        1,
+        "nothing done to pathway",
+    );
+    fails(
+        &["repair", "--database", db, "--pathway", "k1"],
+        2,
+        "`--as` is required",
+    );
+    fails(
+        &["deny", "--database", db, "--as", "alice"],
+        2,
+        "give --pathway ID or --key KEY",
+    );
+    // The same key again replays the pathway: nothing is sent twice.
+    let output = run(&first);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("replayed, nothing sent again"));
+    assert_eq!(dir.effects(), 1);
+}

@@ -1,0 +1,220 @@
+//! Support for the tests of the example host (`examples/host/`): building and running
+//! its binary, scratch directories, a config and policy for `rpr-fault-server`, and
+//! reading the resulting database.
+//!
+//! An integration test gets no path to an example binary from cargo, so the tests
+//! build it themselves with `$CARGO build --example host` (in the same profile as the
+//! test) and run `<target>/<profile>/examples/host`. That build is a no-op when
+//! `cargo test` has already built the examples, and cargo releases its build lock
+//! before it runs tests, so it does not wait on the outer `cargo test`.
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each host test binary uses a different part of the support module"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rpr::store::ReadStore;
+use serde_json::{Value, json};
+
+fn build() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // <target>/<profile dir>/deps/<test binary>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("unexpected test binary location")?;
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+        None => return Err("unexpected test binary location".into()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--example",
+            "host",
+            "--profile",
+            &profile,
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`cargo build --example host` failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let host = profile_dir.join("examples/host");
+    if host.is_file() {
+        Ok(host)
+    } else {
+        Err(format!("{} was not built", host.display()))
+    }
+}
+
+/// The example host's binary, built once per test binary.
+pub fn host() -> &'static Path {
+    static HOST: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match HOST.get_or_init(build) {
+        Ok(p) => p,
+        Err(e) => panic!("the example host could not be built: {e}"),
+    }
+}
+
+/// Runs the host with `args` (stdin closed: not a terminal).
+pub fn run<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(host())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the host runs")
+}
+
+/// stdout and stderr of `output`, for messages and checks.
+pub fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Self {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "rpr-host-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `value` as `name` and returns its path as a string.
+    pub fn write(&self, name: &str, value: &Value) -> String {
+        let path = self.join(name);
+        std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+        path.display().to_string()
+    }
+
+    /// A config with server `ledger`: `rpr-fault-server` with state and effects files here.
+    pub fn fault_config(&self, fault: &str) -> String {
+        self.write(
+            &format!("mcp-{fault}.json"),
+            &json!({"mcpServers": {"ledger": {
+                "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+                "args": ["--state", self.join("state.json"), "--effects", self.join("effects.log"),
+                         "--fault", fault],
+            }}}),
+        )
+    }
+
+    /// A policy: `put` of server `ledger` behind a Human Gate (approval authority
+    /// alice), read back with `get`.
+    pub fn policy(&self) -> String {
+        self.write(
+            "policy.json",
+            &json!({
+                "authority": {"approval_authority": "alice", "repair_owner": "bob"},
+                "servers": {"ledger": {"put": {
+                    "human_gate": true,
+                    "readback": {"tool": "get", "arguments": {"key": "$key"},
+                                 "expect": {"/structuredContent/value": "$value"}}
+                }}}
+            }),
+        )
+    }
+
+    /// How many `put` effects the fault server performed.
+    pub fn effects(&self) -> usize {
+        std::fs::read_to_string(self.join("effects.log")).map_or(0, |s| s.lines().count())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every pathway of the database: (id, idempotency key, state).
+pub fn pathways(db: &Path) -> Vec<(String, String, String)> {
+    let store = ReadStore::open_read_only(db).unwrap();
+    store
+        .list_pathways(None, 1000, None)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.idempotency_key, r.state.as_str().to_owned()))
+        .collect()
+}
+
+/// The pathway with idempotency key `key`: (id, state).
+pub fn by_key(db: &Path, key: &str) -> (String, String) {
+    let found = pathways(db).into_iter().find(|(_, k, _)| k == key);
+    let (id, _, state) = found.unwrap_or_else(|| panic!("no pathway with key {key}"));
+    (id, state)
+}
+
+/// The ledger events of one pathway, oldest first.
+pub fn events(db: &Path, pathway: &str) -> Vec<Value> {
+    let store = ReadStore::open_read_only(db).unwrap();
+    store
+        .events(pathway, 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|row| serde_json::from_str(&row.event).unwrap())
+        .collect()
+}
+
+/// The kinds of `events`, in order.
+pub fn kinds(events: &[Value]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The one event of `kind`.
+pub fn event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = events.iter().filter(|e| e["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "expected one `{kind}` event in {events:#?}");
+    found[0]
+}
+
+/// How many attempts the pathway has.
+pub fn attempts(db: &Path, pathway: &str) -> usize {
+    ReadStore::open_read_only(db)
+        .unwrap()
+        .attempts(pathway)
+        .unwrap()
+        .len()
+}
+
+/// Verifies the whole ledger and the stored states.
+pub fn verified(db: &Path) -> bool {
+    let store = ReadStore::open_read_only(db).unwrap();
+    rpr::ledger::verify(&store, None).unwrap().is_ok()
+}
