@@ -834,7 +834,7 @@ pub fn evidence(
     } else {
         None
     };
-    let s = store.status()?;
+    let head = store.ledger_head()?;
     Ok(EvidencePage {
         pathway_id: id.to_owned(),
         checked_events: events.len(),
@@ -842,8 +842,8 @@ pub fn evidence(
         events,
         next_cursor,
         problems,
-        ledger_length: s.ledger_len,
-        ledger_head: s.ledger_head,
+        ledger_length: head.as_ref().map_or(0, |h| h.0),
+        ledger_head: head.map(|h| h.1),
     })
 }
 

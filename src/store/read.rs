@@ -235,14 +235,7 @@ impl ReadStore {
             .filter(|s| !s.is_terminal())
             .map(|s| counts.get(s.as_str()).copied().unwrap_or(0))
             .sum();
-        let head: Option<(i64, String)> = self
-            .conn
-            .query_row(
-                "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
+        let head = self.ledger_head()?;
         let schema_version = self
             .conn
             .query_row(
@@ -259,6 +252,19 @@ impl ReadStore {
             ledger_len: head.as_ref().map_or(0, |h| h.0),
             ledger_head: head.map(|h| h.1),
         })
+    }
+
+    /// The newest ledger event's position and hash, read from the chain itself
+    /// (constant time; compare [`ReadStore::recorded_head`]).
+    pub fn ledger_head(&self) -> Result<Option<(i64, String)>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
     }
 
     /// One pathway by id.
