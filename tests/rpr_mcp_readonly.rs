@@ -3,22 +3,16 @@
 //!
 //! What SQLite does with the `-shm` file (the WAL index, shared memory between
 //! connections) decides what "byte-identical" can mean; `docs/inspection.md`,
-//! "Byte invariance of the files", has the table. With the store opened as
-//! `ReadStore::open_read_only` does today (`SQLITE_OPEN_READ_ONLY`, no
-//! `readonly_shm`):
+//! "Byte invariance of the files", has the table. `ReadStore::open_read_only`
+//! opens with `SQLITE_OPEN_READ_ONLY` and, when a `-shm` exists, `readonly_shm=1`:
 //!
 //! * the db file and the content of the `-wal` are never written, in every case;
-//! * on a database that a live writer left in WAL mode (still running, idle,
-//!   its last statement a read), the db, `-wal` and `-shm` are all unchanged;
-//! * the `-shm` is rewritten by the first reader when the writer exited without
-//!   a checkpoint (no other connection: the reader rebuilds the WAL index), and a
-//!   reader claims one read-mark slot (4 bytes) when the live writer's last
-//!   statement was a commit. The two `#[ignore]`d `shm_*` tests show it; opening
-//!   with the URI parameter `readonly_shm=1` makes both pass (checked in a scratch
-//!   program against the same bundled SQLite 3.54.1);
+//! * on a database that a live writer left in WAL mode (idle after a read or after
+//!   a commit) or that a writer left without a checkpoint when it exited, the db,
+//!   `-wal` and `-shm` are all unchanged (the `shm_*` tests);
 //! * a cleanly closed database (no `-wal`, no `-shm`) gains an empty `-wal` and
-//!   a `-shm`: SQLite needs them to read a WAL-mode file and a read-only
-//!   connection cannot remove them.
+//!   a `-shm`: SQLite needs them to read a WAL-mode file, `readonly_shm` cannot
+//!   open without an existing `-shm`, and a read-only connection cannot remove them.
 
 mod common;
 
@@ -278,8 +272,8 @@ fn vacuum_is_refused() {
 /// reading the -shm (or db) file in the writer's process and closing it drops
 /// every POSIX lock that process holds on it, the writer's SQLite locks included
 /// (a reader then believes it is alone and rebuilds the -shm).
+/// Returns at once unless a test started it as a child (`RPR_MCP_WRITER_DB` set).
 #[test]
-#[ignore = "helper: run by other tests as a child process"]
 fn writer_child() {
     let Some(db) = std::env::var_os("RPR_MCP_WRITER_DB") else {
         return;
@@ -307,16 +301,10 @@ fn writer_child() {
 fn start_writer(dir: &TempDir, read_last: bool, stay: bool) -> (PathBuf, std::process::Child) {
     let db = dir.db();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "writer_child",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("RPR_MCP_WRITER_DB", &db)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped());
+    cmd.args(["writer_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("RPR_MCP_WRITER_DB", &db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
     if read_last {
         cmd.env("RPR_MCP_WRITER_READ", "1");
     }
