@@ -1,7 +1,7 @@
 //! Durable storage: one SQLite database, one transaction per pathway step.
 //!
 //! The typestate layer ([`crate::pathway`]) talks to storage only through the
-//! narrow [`Backend`] trait: insert a pathway, apply one step, read rows back.
+//! narrow, crate-internal `Backend` trait: insert a pathway, apply one step, read rows back.
 //! A second backend (PostgreSQL for hosts on many machines) implements the same
 //! trait without touching the stage types.
 //!
