@@ -14,7 +14,7 @@ use crate::executor::{Observation, Readback};
 use crate::ledger::{self, Report};
 use crate::pathway::stage::{
     Aborted, Approved, AwaitingApproval, Completed, Denied, Gated, Held, HumanGate,
-    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stage, Stopped, Unknown,
+    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stopped, Unknown,
 };
 use crate::pathway::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
@@ -317,6 +317,10 @@ impl Runtime {
         } else {
             set.remove(attempt);
         }
+    }
+    /// Redacts and bounds a value recorded before dispatch: refuses what is too large.
+    pub(crate) fn check(&self, value: &Value) -> Result<Value, evidence::EvidenceError> {
+        evidence::check(value, &self.bounds)
     }
     /// Redacts and bounds evidence recorded after dispatch: never fails.
     pub(crate) fn fit(&self, value: &Value) -> Value {
@@ -769,9 +773,4 @@ fn make_token(
 
 fn is_unique_violation(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
-}
-
-/// Keeps `S` used in signatures of generic helpers.
-pub(crate) fn _stage_name<S: Stage>() -> &'static str {
-    S::STATE.as_str()
 }

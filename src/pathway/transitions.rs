@@ -580,12 +580,10 @@ impl Pathway<Bound> {
                 });
             }
         };
-        let stored_request = match crate::evidence::check(
-            &request_json(&request),
-            &crate::evidence::Bounds::DEFAULT,
-        )
-        .map_err(PathwayError::from)
-        .and_then(|v| crate::canonical::to_string(&v).map_err(PathwayError::from))
+        let stored_request = match rt
+            .check(&request_json(&request))
+            .map_err(PathwayError::from)
+            .and_then(|v| crate::canonical::to_string(&v).map_err(PathwayError::from))
         {
             Ok(s) => s,
             Err(error) => {
@@ -1054,7 +1052,7 @@ impl Pathway<RepairRequired> {
         }
         let previous_attempt = self.stage.attempt.clone();
         let data = json!({"evidence": evidence, "compensation": compensation, "attempt": previous_attempt});
-        let data = match crate::evidence::check(&data, &crate::evidence::Bounds::DEFAULT) {
+        let data = match rt.check(&data) {
             Ok(d) => d,
             Err(e) => return Err(Refused::new(self, e)),
         };
