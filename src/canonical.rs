@@ -39,10 +39,11 @@
 //! # Parsing
 //!
 //! The canonical form is of a [`Value`], so a number's text only matters through
-//! the double it was parsed into. Without its `float_roundtrip` feature,
-//! `serde_json` may parse a decimal with 16 or more significant digits into a
-//! double one unit in the last place away from the nearest, so a digest of JSON
-//! received as text can then differ from another RFC 8785 implementation's.
+//! the double it was parsed into. This crate turns on `serde_json`'s
+//! `float_roundtrip` feature: without it, `serde_json` may parse a decimal with 16
+//! or more significant digits into a double one unit in the last place away from
+//! the nearest, so a digest of JSON received as text could differ from another
+//! RFC 8785 implementation's.
 //!
 //! The serializer is iterative: arbitrarily deep values cannot overflow the stack.
 
@@ -51,8 +52,9 @@ use sha2::Digest as _;
 
 /// Names the canonical form that every digest in this crate is computed over.
 ///
-/// Stored next to digests so a reader knows which serialization to reproduce
-/// when it re-checks one. It changes only if the canonical form itself changes.
+/// rpr does not store it; a host that exports digests can record it next to them,
+/// so a reader knows which serialization to reproduce when it re-checks one. It
+/// changes only if the canonical form itself changes.
 pub const CANONICAL_FORM: &str = "rfc8785";
 
 /// The largest integer magnitude written exactly: 2^53.

@@ -344,7 +344,8 @@ pub struct PathwaySummary {
     pub class: Option<String>,
     /// Who proposed it.
     pub proposer: String,
-    /// Compare-and-set version (how many steps it has taken, plus one).
+    /// Compare-and-set version: 1 when proposed, one more per recorded step (granting
+    /// an approval does not count).
     pub version: i64,
     /// Created, ms since the epoch.
     pub created_at: i64,

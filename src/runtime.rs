@@ -134,9 +134,10 @@ impl RuntimeBuilder {
         self.ids = Box::new(ids);
         self
     }
-    /// How long an in-flight attempt is held by its owner before another process on
-    /// another host may treat it as abandoned. Default 10 minutes; on the same host a
-    /// dead owner process is detected at once. Must exceed your executor's timeout.
+    /// How long an in-flight attempt is held by its owner before another runtime
+    /// sharing the database (on any host) may treat it as abandoned. Default 10
+    /// minutes; on the same host a dead owner process is detected at once, without
+    /// waiting for the lease. Must exceed your executor's timeout.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -488,8 +489,22 @@ impl Runtime {
 
     /// Reconciles an unknown attempt by independent readback. Writes nothing: the
     /// returned token is recorded when the pathway consumes it.
+    ///
+    /// A pathway re-hydrated with a redacted request (see [`Pathway::is_redacted`]) is not
+    /// read back: the verdict is unresolved until the full request is restored with
+    /// [`Pathway::restore_request`].
     pub fn reconcile(&self, pathway: &Pathway<Unknown>, readback: &mut dyn Readback) -> Reconciled {
-        let observation = readback.observe(&pathway.core.definition.request);
+        // A readback of the redacted copy would compare "[redacted]" with the target and
+        // could wrongly find the effect absent, opening the way to a new attempt.
+        let observation = if pathway.core.redacted {
+            Observation::Inconclusive {
+                evidence: json!({
+                    "error": "the stored request is redacted; pass the full request to restore_request() and reconcile again"
+                }),
+            }
+        } else {
+            readback.observe(&pathway.core.definition.request)
+        };
         self.point(StepPoint::AfterReadback);
         let attempt = pathway.stage.attempt.clone();
         let id = pathway.core.id.clone();

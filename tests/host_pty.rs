@@ -102,7 +102,7 @@ fn a_denial_typed_at_the_terminal_is_recorded_and_nothing_is_sent() {
     let dir = Scratch::new("pty-deny");
     let db = dir.join("rpr.db");
     let (code, shown) = call_at_terminal(&dir, "k-deny", &["d\n", "alice\n"]);
-    assert_eq!(code, 3, "{shown}");
+    assert_eq!(code, 4, "denied is final: {shown}");
     let (id, state) = by_key(&db, "k-deny");
     assert_eq!(state, "denied");
     let ev = events(&db, &id);

@@ -242,11 +242,9 @@ fn every_write_is_refused_and_reads_still_work() {
     assert!(!dir.path().join("other.db").exists());
 }
 
-/// A gap in the guard (not in the server, which runs no such statement):
-/// SQLite does not ask the authorizer about VACUUM, so `would_refuse` is false.
-/// `VACUUM` then fails when run (read-only connection), but `VACUUM INTO`
-/// creates its target file before failing. Checking `sqlite3_stmt_readonly`
-/// in the guard would refuse both.
+/// SQLite does not ask the authorizer about VACUUM; the guard also checks
+/// `sqlite3_stmt_readonly`, which refuses both `VACUUM` and `VACUUM INTO`
+/// (the server runs no such statement anyway).
 #[test]
 fn vacuum_is_refused() {
     let dir = TempDir::new("rpr-mcp-vacuum");
@@ -388,11 +386,10 @@ fn db_and_wal_byte_invariant_after_the_writer_exited() {
     );
 }
 
-/// Strict -shm invariance after the writer exited. Fails with the current
-/// `ReadStore::open_read_only`: the first reader finds no other connection,
-/// truncates the -shm and rebuilds the WAL index in it (header and checkpoint
-/// info change). Passes once the store is opened with `readonly_shm=1` (the
-/// reader then builds the index in heap memory and never writes the file).
+/// Strict -shm invariance after the writer exited. Without `readonly_shm=1` the
+/// first reader would find no other connection, truncate the -shm and rebuild
+/// the WAL index in it; with it (as `ReadStore::open_read_only` opens), the
+/// reader builds the index in heap memory and never writes the file.
 #[test]
 fn shm_byte_invariant_after_the_writer_exited() {
     let dir = TempDir::new("rpr-mcp-gone-shm");
@@ -403,10 +400,9 @@ fn shm_byte_invariant_after_the_writer_exited() {
 }
 
 /// Strict -shm invariance while the live writer's last statement was a commit.
-/// Fails with the current `ReadStore::open_read_only`: no read mark covers the
-/// whole WAL, so the reader claims a read-mark slot in the -shm (4 bytes at
-/// offset 104). Passes with `readonly_shm=1`, where the reader uses a mark the
-/// writer left.
+/// Without `readonly_shm=1` no read mark covers the whole WAL, so a reader would
+/// claim a read-mark slot in the -shm (4 bytes at offset 104); with it, the
+/// reader uses a mark the writer left.
 #[test]
 fn shm_byte_invariant_when_the_live_writer_last_committed() {
     let dir = TempDir::new("rpr-mcp-live-commit");

@@ -102,13 +102,13 @@ pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
                 None => flow::ask()?,
             };
             match flow::decide(&rt, p, gate, &hint)? {
-                Some(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
-                None => Ok(Exit::Pending),
+                Ok(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+                Err(exit) => Ok(exit),
             }
         }
         Admission::Denied(p) => {
             println!("pathway {} is DENIED by policy", p.id());
-            Ok(Exit::Pending)
+            Ok(Exit::Denied)
         }
         other => Err(format!("unexpected admission {other:?}").into()),
     }
@@ -213,8 +213,8 @@ pub(crate) fn approve(args: &Args) -> Result<Exit, Failure> {
             let shown = flow::show_gate(&p, &live)?;
             let executor = p.definition().authority.execution_actor.clone();
             match flow::decide(&rt, p, Gate::Approve(approver), &hint)? {
-                Some(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
-                None => Ok(Exit::Pending),
+                Ok(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+                Err(exit) => Ok(exit),
             }
         }};
     }

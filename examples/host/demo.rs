@@ -65,7 +65,7 @@ fn put(rt: &Runtime, live: &Live, policy: &Policy, key: &str) -> Result<(String,
     println!("  admission by policy: Human Gate");
     let shown = flow::show_gate(&p, live)?;
     let approval = Gate::Approve(Actor::new("alice"));
-    let Some(p) = flow::decide(rt, p, approval, &Hint::none())? else {
+    let Ok(p) = flow::decide(rt, p, approval, &Hint::none())? else {
         return Err("the approval was refused".into());
     };
     let exit = flow::carry_out(

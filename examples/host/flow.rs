@@ -198,13 +198,14 @@ pub(crate) fn ask() -> Result<Gate, Failure> {
     })
 }
 
-/// Applies a gate decision. `Ok(Some(p))`: approved; `Ok(None)`: denied or left.
+/// Applies a gate decision. `Ok(Ok(p))`: approved; `Ok(Err(exit))`: denied
+/// ([`Exit::Denied`]) or left at the gate ([`Exit::Pending`]).
 pub(crate) fn decide<S: Gated + 'static>(
     rt: &Runtime,
     p: Pathway<S>,
     gate: Gate,
     hint: &Hint,
-) -> Result<Option<Pathway<rpr::stage::Approved>>, Failure> {
+) -> Result<Result<Pathway<rpr::stage::Approved>, Exit>, Failure> {
     let id = p.id().to_owned();
     match gate {
         Gate::Approve(approver) => {
@@ -215,18 +216,18 @@ pub(crate) fn decide<S: Gated + 'static>(
             println!(
                 "Human Gate: approved by {approver} (approval authority) → pathway {id} is APPROVED for this exact request"
             );
-            Ok(Some(p))
+            Ok(Ok(p))
         }
         Gate::Deny(actor) => {
             p.deny(rt, &actor, "denied at the Human Gate")?;
             println!("pathway {id} is DENIED by {actor}");
-            Ok(None)
+            Ok(Err(Exit::Denied))
         }
         Gate::Leave => {
             println!("pathway {id} is left at the HUMAN_GATE; nothing was sent");
             hint.next("approve", &id, " --as NAME");
             hint.next("deny", &id, " --as NAME");
-            Ok(None)
+            Ok(Err(Exit::Pending))
         }
     }
 }

@@ -34,7 +34,7 @@ usage: host demo [--database PATH]
        host resume --config F --policy P --database DB (--pathway ID | --key KEY) --as NAME [--args JSON]
        host verify --database DB [--head HASH]
 
-exit status: 0 done; 3 the pathway needs another step (printed); 1 error; 2 bad usage.
+exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final); 1 error; 2 bad usage.
 `call` asks at the terminal when a Human Gate needs a decision; without a terminal and
 without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";
 
@@ -43,8 +43,10 @@ without --approve-as/--deny-as it leaves the pathway at the gate and prints how 
 pub(crate) enum Exit {
     /// Done: the pathway is completed, or the asked-for step was taken.
     Done,
-    /// The pathway needs another step (at a gate, unknown, repair, denied): exit 3.
+    /// The pathway needs another step (at a gate, unknown, repair): exit 3.
     Pending,
+    /// The call was denied (by policy or at the Human Gate); final: exit 4.
+    Denied,
 }
 
 /// A usage error (exit 2).
@@ -145,6 +147,7 @@ fn main() -> ExitCode {
         Some(command) => match run(command, &args[1..]) {
             Ok(Exit::Done) => ExitCode::SUCCESS,
             Ok(Exit::Pending) => ExitCode::from(3),
+            Ok(Exit::Denied) => ExitCode::from(4),
             Err(e) if e.is::<Usage>() => {
                 eprintln!("host {command}: {e}\n\n{USAGE}");
                 ExitCode::from(2)

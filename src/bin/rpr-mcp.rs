@@ -102,7 +102,7 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("rpr-mcp: reading stdin: {}", one_line(&e.to_string()));
-                break;
+                return ExitCode::FAILURE;
             }
         }
     }

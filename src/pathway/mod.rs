@@ -4,7 +4,7 @@
 //! [`stage`]. Every transition is a method on the stage it leaves, takes `self` by
 //! value, writes one step to the store, and returns the next stage. When a run-time
 //! check refuses (wrong actor, wrong token, conflict, store failure), the pathway
-//! comes back unchanged inside [`Refused`].
+//! comes back unchanged inside [`Refused`] (inside [`NotSent`] for `dispatch`).
 
 mod outcome;
 pub mod stage;

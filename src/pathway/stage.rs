@@ -3,7 +3,8 @@
 //!
 //! No stage has a public constructor, `Clone`, `Default`, `From` or `Deserialize`:
 //! the only ways to get one are [`Runtime::propose`](crate::Runtime::propose), a
-//! transition, or [`Runtime::recover`](crate::Runtime::recover).
+//! transition, [`Runtime::load`](crate::Runtime::load) or
+//! [`Runtime::recover`](crate::Runtime::recover).
 
 use serde_json::Value;
 

@@ -1,9 +1,9 @@
 //! Durable storage: one SQLite database, one transaction per pathway step.
 //!
 //! The typestate layer ([`crate::pathway`]) talks to storage only through the
-//! narrow, crate-internal `Backend` trait: insert a pathway, apply one step, read rows back.
-//! A second backend (PostgreSQL for hosts on many machines) implements the same
-//! trait without touching the stage types.
+//! narrow, crate-internal `Backend` trait: insert a pathway, apply one step, grant an
+//! approval, read rows back. A second backend (PostgreSQL, for hosts on many machines)
+//! would implement the same trait without touching the stage types; only SQLite exists.
 //!
 //! Every step is one `BEGIN IMMEDIATE` transaction that compare-and-sets the
 //! pathway's state and version, writes the attempt or approval row, appends the

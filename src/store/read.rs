@@ -167,11 +167,11 @@ impl ReadStore {
     }
 
     /// Whether `sql` would be refused by the read-only guard (it is prepared, never run).
-    #[must_use]
     ///
     /// A statement is refused when the guard stops it from being prepared, or when
     /// SQLite reports that it is not read-only (this catches `VACUUM`, which the
     /// authorizer is not asked about).
+    #[must_use]
     pub fn would_refuse(&self, sql: &str) -> bool {
         self.conn.prepare(sql).map_or(true, |stmt| !stmt.readonly())
     }

@@ -1,4 +1,4 @@
--- rpr schema, version 1. Applied by migration 1 in src/store/mod.rs.
+-- rpr schema, version 1. Applied by migration 1 in src/store/sqlite.rs.
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL
