@@ -868,7 +868,10 @@ fn decode_cursor(cursor: &str, kind: &str, filter: &str) -> Result<String, Inspe
     let hex = cursor
         .strip_prefix(CURSOR_PREFIX)
         .ok_or(InspectError::InvalidCursor)?;
-    if hex.len() % 2 != 0 || hex.len() > 4 * MAX_ID_BYTES {
+    if hex.len() % 2 != 0
+        || hex.len() > 4 * MAX_ID_BYTES
+        || !hex.bytes().all(|b| b.is_ascii_hexdigit())
+    {
         return Err(InspectError::InvalidCursor);
     }
     let bytes = (0..hex.len())

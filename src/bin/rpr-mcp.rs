@@ -270,7 +270,8 @@ impl Server {
             ));
         };
         let text = text.strip_suffix('\r').unwrap_or(text);
-        if text.trim().is_empty() {
+        // Blank means JSON whitespace only; any other character (U+00A0 included) is parsed.
+        if text.trim_matches([' ', '\t', '\r', '\n']).is_empty() {
             return None;
         }
         let message: Value = match serde_json::from_str(text) {
