@@ -5,8 +5,9 @@ use std::path::Path;
 use rpr::executor::Request;
 use rpr::inspect::{self, MAX_LIMIT};
 use rpr::mcp::ArgumentValidator;
-use rpr::stage::Stage;
+use rpr::stage::{Abortable, Stage};
 use rpr::store::ReadStore;
+use rpr::token::{Attestation, Reconciled};
 use rpr::{Actor, Admission, Definition, Pathway, Proposal, Runtime, State, StoredPathway};
 use serde_json::{Value, json};
 
@@ -198,7 +199,11 @@ fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Ex
     let id = stored.id().to_owned();
     println!("`{command}` does not apply to pathway {id} in its state");
     show_next(rt, &id)?;
-    Err(format!("nothing done to pathway {id}").into())
+    let state = rt.reader().pathway(&id)?.map_or_else(
+        || "unknown to the store".to_owned(),
+        |r| r.state.as_str().to_owned(),
+    );
+    Err(format!("nothing done to pathway {id}: `{command}` does not apply in state {state}").into())
 }
 
 /// `approve`: approves a pathway left at the gate, then carries the call out.
@@ -342,6 +347,148 @@ pub(crate) fn repair(args: &Args) -> Result<Exit, Failure> {
         p.id()
     );
     hint(args).next("resume", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `hold`: the stop authority holds an approved pathway before it is dispatched.
+pub(crate) fn hold(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let reason = args.get("reason").unwrap_or("held by the stop authority");
+    let StoredPathway::Approved(p) = stored else {
+        return wrong_state(&rt, &stored, "hold");
+    };
+    let p = p.hold(&rt, &actor, reason)?;
+    println!("pathway {} is HELD by {actor}", p.id());
+    let hint = hint(args);
+    hint.next("release", p.id(), " --as NAME");
+    hint.next("escalate", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `release`: the stop authority releases a held pathway: approved again.
+pub(crate) fn release(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let StoredPathway::Held(p) = stored else {
+        return wrong_state(&rt, &stored, "release");
+    };
+    let p = p.release(&rt, &actor)?;
+    println!("pathway {} is APPROVED again (released by {actor})", p.id());
+    hint(args).next("resume", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `escalate`: the stop authority sends a held or awaiting pathway to a Human Gate.
+pub(crate) fn escalate(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let id = match stored {
+        StoredPathway::Held(p) => p.escalate(&rt, &actor)?.id().to_owned(),
+        StoredPathway::AwaitingApproval(p) => p.escalate(&rt, &actor)?.id().to_owned(),
+        other => return wrong_state(&rt, &other, "escalate"),
+    };
+    println!("pathway {id} is at a HUMAN_GATE (escalated by {actor})");
+    hint(args).next("approve", &id, " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `stop`: the stop authority stops a pathway whose success reply was not yet confirmed.
+pub(crate) fn stop(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let reason = args
+        .get("reason")
+        .unwrap_or("stopped by the stop authority");
+    let StoredPathway::Returned(p) = stored else {
+        return wrong_state(&rt, &stored, "stop");
+    };
+    let p = p.stop(&rt, &actor, reason)?;
+    println!("pathway {} is STOPPED by {actor}", p.id());
+    hint(args).next("require-repair", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `abort`: the residual owner ends a pathway for good, recording what is left behind.
+pub(crate) fn abort(args: &Args) -> Result<Exit, Failure> {
+    fn go<S: Abortable + 'static>(
+        rt: &Runtime,
+        p: Pathway<S>,
+        actor: &Actor,
+        residuals: &Value,
+    ) -> Result<String, Failure> {
+        Ok(p.abort(rt, actor, residuals)?.id().to_owned())
+    }
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let residuals = json!({"text": args.req("residuals")?});
+    let id = match stored {
+        StoredPathway::Approved(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::Held(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::HumanGate(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::Stopped(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::RepairRequired(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::ReadyToResume(p) => go(&rt, p, &actor, &residuals)?,
+        other => return wrong_state(&rt, &other, "abort"),
+    };
+    println!("pathway {id} is ABORTED by {actor} (final)");
+    Ok(Exit::Done)
+}
+
+/// `attest`: the evidence owner or repair owner decides an unknown pathway by attestation.
+pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
+    let verdict = match args.req("verdict")? {
+        "applied" => Attestation::Applied,
+        "not-applied" => Attestation::NotApplied,
+        "unresolved" => Attestation::Unresolved,
+        other => {
+            return Err(Usage(format!(
+                "`--verdict` is applied, not-applied or unresolved, not `{other}`"
+            ))
+            .into());
+        }
+    };
+    let evidence = json!({"text": args.req("evidence")?});
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let StoredPathway::Unknown(p) = stored else {
+        return wrong_state(&rt, &stored, "attest");
+    };
+    let id = p.id().to_owned();
+    match rt.attest(&p, &actor, verdict, &evidence)? {
+        Reconciled::Applied(token) => {
+            p.complete(&rt, token)?;
+            println!("{actor} attests applied → pathway {id} is COMPLETED");
+            Ok(Exit::Done)
+        }
+        Reconciled::NotApplied(token) => {
+            p.require_repair(&rt, token)?;
+            println!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED");
+            hint(args).next("repair", &id, " --as NAME --evidence TEXT");
+            Ok(Exit::Pending)
+        }
+        Reconciled::Unresolved(token) => {
+            p.keep_unknown(&rt, token)?;
+            println!(
+                "{actor} attests unresolved → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)"
+            );
+            Ok(Exit::Pending)
+        }
+        other => Err(format!("unexpected reconciliation {other:?}").into()),
+    }
+}
+
+/// `require-repair`: the repair owner sends a stopped or partially completed pathway to repair.
+pub(crate) fn require_repair(args: &Args) -> Result<Exit, Failure> {
+    let (rt, stored) = load(args)?;
+    let actor = Actor::new(args.req("as")?);
+    let id = match stored {
+        StoredPathway::Stopped(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
+        StoredPathway::PartiallyCompleted(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
+        other => return wrong_state(&rt, &other, "require-repair"),
+    };
+    println!("pathway {id} is REPAIR_REQUIRED (sent to repair by {actor})");
+    hint(args).next("repair", &id, " --as NAME --evidence TEXT");
     Ok(Exit::Done)
 }
 

@@ -5,7 +5,8 @@
 //! lost, a restart that does not re-send it, and a reconciliation by readback.
 //!
 //! Real mode (`call`, `approve`, `deny`, `unresolved`, `reconcile`, `repair`, `resume`,
-//! `verify`) runs the same pathway against the servers of an MCP client configuration
+//! `verify`, and the other steps: `hold`, `release`, `escalate`, `stop`, `abort`, `attest`,
+//! `require-repair`) runs the same pathway against the servers of an MCP client configuration
 //! (`mcpServers` JSON) under a small JSON policy; see `docs/host.md`.
 //!
 //! The demo's MCP server is this same program started as `host serve-demo …`, which
@@ -32,6 +33,14 @@ usage: host demo [--database PATH]
        host reconcile --config F --policy P --database DB (--pathway ID | --key KEY) [--args JSON]
        host repair --database DB (--pathway ID | --key KEY) --as NAME --evidence TEXT
        host resume --config F --policy P --database DB (--pathway ID | --key KEY) --as NAME [--args JSON]
+       host hold --database DB (--pathway ID | --key KEY) --as NAME [--reason TEXT]
+       host release --database DB (--pathway ID | --key KEY) --as NAME
+       host escalate --database DB (--pathway ID | --key KEY) --as NAME
+       host stop --database DB (--pathway ID | --key KEY) --as NAME [--reason TEXT]
+       host abort --database DB (--pathway ID | --key KEY) --as NAME --residuals TEXT
+       host attest --database DB (--pathway ID | --key KEY) --as NAME
+                   --verdict applied|not-applied|unresolved --evidence TEXT
+       host require-repair --database DB (--pathway ID | --key KEY) --as NAME
        host verify --database DB [--head HASH]
 
 exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final); 1 error; 2 bad usage.
@@ -112,9 +121,12 @@ fn run(command: &str, rest: &[String]) -> Result<Exit, Failure> {
         "approve" | "resume" => &[
             "config", "policy", "database", "pathway", "key", "as", "args",
         ],
-        "deny" => &["database", "pathway", "key", "as", "reason"],
+        "deny" | "hold" | "stop" => &["database", "pathway", "key", "as", "reason"],
         "reconcile" => &["config", "policy", "database", "pathway", "key", "args"],
         "repair" => &["database", "pathway", "key", "as", "evidence"],
+        "release" | "escalate" | "require-repair" => &["database", "pathway", "key", "as"],
+        "abort" => &["database", "pathway", "key", "as", "residuals"],
+        "attest" => &["database", "pathway", "key", "as", "verdict", "evidence"],
         "verify" => &["database", "head"],
         other => return Err(Usage(format!("unknown command `{other}`")).into()),
     };
@@ -128,6 +140,13 @@ fn run(command: &str, rest: &[String]) -> Result<Exit, Failure> {
         "reconcile" => commands::reconcile(&args),
         "repair" => commands::repair(&args),
         "resume" => commands::resume(&args),
+        "hold" => commands::hold(&args),
+        "release" => commands::release(&args),
+        "escalate" => commands::escalate(&args),
+        "stop" => commands::stop(&args),
+        "abort" => commands::abort(&args),
+        "attest" => commands::attest(&args),
+        "require-repair" => commands::require_repair(&args),
         _ => commands::verify(&args),
     }
 }

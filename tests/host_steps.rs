@@ -1,0 +1,438 @@
+//! The host's commands for the other library steps (`hold`, `release`, `escalate`, `stop`,
+//! `abort`, `attest`, `require-repair`), each driven through the built example on a database
+//! prepared by the library: the state they leave, the actor the ledger records, and a clear
+//! refusal for a wrong state, a wrong actor or an unknown key.
+
+mod common;
+mod host_support;
+
+use std::path::Path;
+
+use common::{Scripted, actor, definition, runtime};
+use host_support::{Scratch, by_key, events, pathways, run, text, verified};
+use rpr::executor::Delivery;
+use rpr::{ActionClass, Admission, Decision, Outcome, Pathway, Proposal, Runtime, stage};
+use serde_json::json;
+
+fn proposed(rt: &Runtime, key: &str) -> Pathway<stage::Proposed> {
+    match rt
+        .propose(&actor("proposer"), definition(key, ActionClass::Mutating))
+        .unwrap()
+    {
+        Proposal::New(p) => p,
+        other => panic!("expected a new pathway, got {other:?}"),
+    }
+}
+
+fn admit(rt: &Runtime, key: &str, decision: Decision) -> Admission {
+    proposed(rt, key)
+        .admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| {
+            decision.clone()
+        })
+        .unwrap()
+}
+
+fn dispatched(rt: &Runtime, key: &str, delivery: Delivery) -> Outcome {
+    let Admission::Approved(p) = admit(rt, key, Decision::Allow) else {
+        panic!("not approved")
+    };
+    let mut ex = Scripted::new(vec![delivery]);
+    p.bind(&mut ex)
+        .unwrap()
+        .dispatch(rt, &actor("execution_actor"), &mut ex)
+}
+
+/// Prepares one pathway per key in the state its name says.
+fn prepare(db: &Path) {
+    let rt = runtime(db);
+    assert!(matches!(
+        admit(&rt, "approved", Decision::Allow),
+        Admission::Approved(_)
+    ));
+    assert!(matches!(
+        admit(&rt, "awaiting", Decision::Hold),
+        Admission::AwaitingApproval(_)
+    ));
+    let ok = || Delivery::Succeeded { reply: json!({}) };
+    assert!(matches!(
+        dispatched(&rt, "returned", ok()),
+        Outcome::Returned(_)
+    ));
+    assert!(matches!(
+        dispatched(&rt, "partial", Delivery::Partial { reply: json!({}) }),
+        Outcome::Partial(_)
+    ));
+    for key in ["unknown-a", "unknown-n", "unknown-u"] {
+        let lost = Delivery::PossiblyWritten {
+            reason: "reply lost".into(),
+        };
+        assert!(matches!(dispatched(&rt, key, lost), Outcome::Unknown(_)));
+    }
+}
+
+/// Runs one host step on `key` as `who`; returns the exit status and the output.
+fn step(db: &str, command: &str, key: &str, who: &str, more: &[&str]) -> (Option<i32>, String) {
+    let args = [
+        &[command, "--database", db, "--key", key, "--as", who][..],
+        more,
+    ]
+    .concat();
+    let output = run(&args);
+    let out = text(&output);
+    assert!(!out.contains("panicked"), "{args:?}:\n{out}");
+    (output.status.code(), out)
+}
+
+/// The step succeeds with `code`, leaves `state`, and the ledger's last event names `who`.
+fn ok(db: &Path, command: &str, key: &str, who: &str, more: &[&str], code: i32, state: &str) {
+    let (got, out) = step(db.to_str().unwrap(), command, key, who, more);
+    assert_eq!(got, Some(code), "{command} {key}:\n{out}");
+    let (id, now) = by_key(db, key);
+    assert_eq!(now, state, "{command} {key}:\n{out}");
+    let ev = events(db, &id);
+    let last = ev.last().unwrap();
+    assert_eq!(last["actor"], who, "{command} {key}: {last:#}");
+}
+
+/// The step fails with `code` and says `needle`; nothing changes.
+fn refused(db: &Path, command: &str, key: &str, who: &str, more: &[&str], code: i32, needle: &str) {
+    let before = pathways(db);
+    let (got, out) = step(db.to_str().unwrap(), command, key, who, more);
+    assert_eq!(got, Some(code), "{command} {key}:\n{out}");
+    assert!(
+        out.contains(needle),
+        "{command} {key}: lacks {needle:?}:\n{out}"
+    );
+    assert_eq!(pathways(db), before, "{command} {key} changed the pathway");
+}
+
+#[test]
+fn hold_release_escalate_abort() {
+    let dir = Scratch::new("steps-hold");
+    let db = dir.join("rpr.db");
+    prepare(&db);
+    let db = db.as_path();
+
+    refused(
+        db,
+        "hold",
+        "approved",
+        "decision_owner",
+        &[],
+        1,
+        "decision_owner may not hold",
+    );
+    ok(
+        db,
+        "hold",
+        "approved",
+        "stop_authority",
+        &["--reason", "wait"],
+        0,
+        "held",
+    );
+    refused(
+        db,
+        "hold",
+        "approved",
+        "stop_authority",
+        &[],
+        1,
+        "does not apply in state held",
+    );
+    refused(
+        db,
+        "release",
+        "approved",
+        "residual_owner",
+        &[],
+        1,
+        "may not release a hold",
+    );
+    ok(
+        db,
+        "release",
+        "approved",
+        "stop_authority",
+        &[],
+        0,
+        "approved",
+    );
+    refused(
+        db,
+        "release",
+        "approved",
+        "stop_authority",
+        &[],
+        1,
+        "in state approved",
+    );
+    ok(db, "hold", "approved", "stop_authority", &[], 0, "held");
+    ok(
+        db,
+        "escalate",
+        "approved",
+        "stop_authority",
+        &[],
+        0,
+        "human_gate",
+    );
+    ok(
+        db,
+        "escalate",
+        "awaiting",
+        "stop_authority",
+        &[],
+        0,
+        "human_gate",
+    );
+    refused(
+        db,
+        "escalate",
+        "awaiting",
+        "stop_authority",
+        &[],
+        1,
+        "in state human_gate",
+    );
+
+    let residuals = ["--residuals", "nothing was sent"];
+    refused(
+        db,
+        "abort",
+        "approved",
+        "stop_authority",
+        &residuals,
+        1,
+        "may not abort",
+    );
+    ok(
+        db,
+        "abort",
+        "approved",
+        "residual_owner",
+        &residuals,
+        0,
+        "aborted",
+    );
+    refused(
+        db,
+        "abort",
+        "approved",
+        "residual_owner",
+        &residuals,
+        1,
+        "in state aborted",
+    );
+    refused(
+        db,
+        "abort",
+        "unknown-a",
+        "residual_owner",
+        &residuals,
+        1,
+        "in state write_status_unknown",
+    );
+    refused(
+        db,
+        "abort",
+        "approved",
+        "residual_owner",
+        &[],
+        2,
+        "`--residuals` is required",
+    );
+    let (id, _) = by_key(db, "approved");
+    let ev = events(db, &id);
+    assert_eq!(
+        ev.last().unwrap()["data"]["residuals"]["text"],
+        "nothing was sent",
+        "{:#}",
+        ev.last().unwrap()
+    );
+
+    refused(
+        db,
+        "hold",
+        "nope",
+        "stop_authority",
+        &[],
+        1,
+        "no pathway with id or key \"nope\"",
+    );
+    assert!(verified(db));
+}
+
+#[test]
+fn stop_and_require_repair() {
+    let dir = Scratch::new("steps-stop");
+    let db = dir.join("rpr.db");
+    prepare(&db);
+    let db = db.as_path();
+
+    refused(
+        db,
+        "stop",
+        "approved",
+        "stop_authority",
+        &[],
+        1,
+        "in state approved",
+    );
+    refused(
+        db,
+        "stop",
+        "returned",
+        "execution_actor",
+        &[],
+        1,
+        "may not stop",
+    );
+    ok(
+        db,
+        "stop",
+        "returned",
+        "stop_authority",
+        &["--reason", "halt"],
+        0,
+        "stopped",
+    );
+    refused(
+        db,
+        "require-repair",
+        "returned",
+        "stop_authority",
+        &[],
+        1,
+        "may not send to repair",
+    );
+    ok(
+        db,
+        "require-repair",
+        "returned",
+        "repair_owner",
+        &[],
+        0,
+        "repair_required",
+    );
+    ok(
+        db,
+        "require-repair",
+        "partial",
+        "repair_owner",
+        &[],
+        0,
+        "repair_required",
+    );
+    refused(
+        db,
+        "require-repair",
+        "partial",
+        "repair_owner",
+        &[],
+        1,
+        "in state repair_required",
+    );
+    refused(
+        db,
+        "require-repair",
+        "nope",
+        "repair_owner",
+        &[],
+        1,
+        "no pathway with id or key",
+    );
+    assert!(verified(db));
+}
+
+#[test]
+fn attest_applies_each_verdict() {
+    let dir = Scratch::new("steps-attest");
+    let db = dir.join("rpr.db");
+    prepare(&db);
+    let db = db.as_path();
+    let verdict = |v: &'static str| ["--verdict", v, "--evidence", "checked by hand"];
+
+    refused(
+        db,
+        "attest",
+        "unknown-a",
+        "stop_authority",
+        &verdict("applied"),
+        1,
+        "may not attest a verdict",
+    );
+    refused(
+        db,
+        "attest",
+        "unknown-a",
+        "evidence_owner",
+        &verdict("maybe"),
+        2,
+        "`--verdict` is applied",
+    );
+    refused(
+        db,
+        "attest",
+        "unknown-a",
+        "evidence_owner",
+        &["--verdict", "applied"],
+        2,
+        "`--evidence` is required",
+    );
+    refused(
+        db,
+        "attest",
+        "approved",
+        "evidence_owner",
+        &verdict("applied"),
+        1,
+        "in state approved",
+    );
+    ok(
+        db,
+        "attest",
+        "unknown-a",
+        "evidence_owner",
+        &verdict("applied"),
+        0,
+        "completed",
+    );
+    ok(
+        db,
+        "attest",
+        "unknown-n",
+        "repair_owner",
+        &verdict("not-applied"),
+        3,
+        "repair_required",
+    );
+    ok(
+        db,
+        "attest",
+        "unknown-u",
+        "evidence_owner",
+        &verdict("unresolved"),
+        3,
+        "write_status_unknown",
+    );
+    refused(
+        db,
+        "attest",
+        "unknown-a",
+        "evidence_owner",
+        &verdict("applied"),
+        1,
+        "in state completed",
+    );
+    refused(
+        db,
+        "attest",
+        "nope",
+        "evidence_owner",
+        &verdict("applied"),
+        1,
+        "no pathway with id or key",
+    );
+    assert!(verified(db));
+}
