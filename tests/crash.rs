@@ -12,9 +12,7 @@ use common::*;
 use rpr::executor::Readback;
 use rpr::executor::file::FileReadback;
 use rpr::token::Reconciled;
-use rpr::{
-    Admission, Confirmed, Decision, Outcome, Proposal, Runtime, State, StepPoint, StoredPathway,
-};
+use rpr::{Confirmed, Outcome, Runtime, State, StepPoint, StoredPathway};
 use serde_json::json;
 
 const ITERATIONS: usize = 20;
@@ -151,24 +149,7 @@ struct Setup {
 
 impl Setup {
     fn new(tag: &str) -> Self {
-        let dir = TempDir::new(tag);
-        std::fs::create_dir_all(dir.path().join("root")).unwrap();
-        let rt = Runtime::open(dir.db()).unwrap();
-        let Proposal::New(p) = rt
-            .propose(&actor("proposer"), file_definition("crash", FILE, CONTENT))
-            .unwrap()
-        else {
-            panic!()
-        };
-        let Admission::Approved(p) = p
-            .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-                Decision::Allow
-            })
-            .unwrap()
-        else {
-            panic!()
-        };
-        let id = p.id().to_owned();
+        let (dir, id) = admitted_file_pathway(tag, "crash", FILE, CONTENT);
         Self { dir, id }
     }
     fn root(&self) -> std::path::PathBuf {

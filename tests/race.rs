@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
 use rpr::store::StoreError;
-use rpr::{
-    Admission, Confirmed, Decision, Outcome, PathwayError, Proposal, Runtime, State, StoredPathway,
-};
+use rpr::{Confirmed, Outcome, PathwayError, Runtime, State, StoredPathway};
 
 const ROUNDS: usize = 10;
 const FILE: &str = "race.txt";
@@ -117,24 +115,7 @@ struct Setup {
 
 impl Setup {
     fn new(tag: &str) -> Self {
-        let dir = TempDir::new(tag);
-        std::fs::create_dir_all(dir.path().join("root")).unwrap();
-        let rt = Runtime::open(dir.db()).unwrap();
-        let Proposal::New(p) = rt
-            .propose(&actor("proposer"), file_definition("race", FILE, CONTENT))
-            .unwrap()
-        else {
-            panic!()
-        };
-        let Admission::Approved(p) = p
-            .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-                Decision::Allow
-            })
-            .unwrap()
-        else {
-            panic!()
-        };
-        let id = p.id().to_owned();
+        let (dir, id) = admitted_file_pathway(tag, "race", FILE, CONTENT);
         Self { dir, id }
     }
     fn path(&self, name: &str) -> String {

@@ -207,6 +207,29 @@ pub fn file_definition(key: &str, path: &str, content: &str) -> Definition {
     d
 }
 
+/// A directory with a `root/` for file writes and a database holding one admitted
+/// `write_file` pathway (idempotency key `key`); returns the directory and the pathway id.
+pub fn admitted_file_pathway(tag: &str, key: &str, path: &str, content: &str) -> (TempDir, String) {
+    let dir = TempDir::new(tag);
+    std::fs::create_dir_all(dir.path().join("root")).unwrap();
+    let rt = Runtime::open(dir.db()).unwrap();
+    let rpr::Proposal::New(p) = rt
+        .propose(&actor("proposer"), file_definition(key, path, content))
+        .unwrap()
+    else {
+        panic!("replayed")
+    };
+    let rpr::Admission::Approved(p) = p
+        .admit(&rt, &actor("decision_owner"), &|_: &Definition| {
+            rpr::Decision::Allow
+        })
+        .unwrap()
+    else {
+        panic!("not admitted")
+    };
+    (dir, p.id().to_owned())
+}
+
 /// How many effects `log` records (one line per real write).
 pub fn effects(log: &std::path::Path) -> usize {
     std::fs::read_to_string(log).map_or(0, |s| s.lines().count())
