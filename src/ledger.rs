@@ -21,7 +21,10 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::state::State;
+use crate::store::check::{
+    APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt, Replay,
+    raw_approval, raw_attempt, raw_pathway,
+};
 use crate::store::{ReadStore, StoreError};
 
 /// The `prev_hash` of the first event.
@@ -103,11 +106,6 @@ impl Report {
     }
 }
 
-#[derive(Default)]
-struct PathwayReplay {
-    state: Option<State>,
-}
-
 const PAGE: usize = 10_000;
 
 /// Verifies the whole ledger and the stored state against it.
@@ -115,10 +113,17 @@ const PAGE: usize = 10_000;
 /// `known_head` is a hash the caller kept from an earlier [`Report::head`] or
 /// `Status::ledger_head`; if the chain no longer contains it, the tail was cut or
 /// rewritten.
+///
+/// Besides the chain itself, every stored row is re-derived from the events of its
+/// pathway: the pathway's state, idempotency key, digests, proposer and stored
+/// definition; each attempt's sequence, request, binding, owner, carrier, status and
+/// outcome; each approval's request, approver, grant, use and revocation. A new attempt
+/// after one that may have taken effect without a not-applied verdict between them is
+/// reported too.
 pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
     let mut problems = Vec::new();
-    let mut replays: HashMap<String, PathwayReplay> = HashMap::new();
-    let mut attempts: HashMap<String, String> = HashMap::new();
+    let mut replays: HashMap<String, Replay> = HashMap::new();
+    let mut findings = Vec::new();
     let mut prev_hash = GENESIS.to_owned();
     let mut expected_seq = 1_i64;
     let mut last_seq = 0_i64;
@@ -185,31 +190,11 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
                     "event's own seq or pathway disagrees with its row".into(),
                 ));
             }
-            let from = event
-                .get("from")
-                .and_then(Value::as_str)
-                .map(str::parse::<State>);
-            let to = event
-                .get("to")
-                .and_then(Value::as_str)
-                .map(str::parse::<State>);
-            let replay = replays.entry(row.pathway_id.clone()).or_default();
-            match (replay.state, from, to) {
-                (None, None, Some(Ok(State::Proposed))) => replay.state = Some(State::Proposed),
-                (Some(cur), Some(Ok(f)), Some(Ok(t))) if f == cur && (f == t || f.allows(t)) => {
-                    replay.state = Some(t);
-                }
-                (cur, f, t) => problems.push(p(
-                    ProblemKind::IllegalTransition,
-                    format!("event moves {f:?} -> {t:?} but the pathway was in {cur:?}"),
-                )),
-            }
-            if let (Some(a), Some(s)) = (
-                event.get("attempt").and_then(Value::as_str),
-                event.get("attempt_status").and_then(Value::as_str),
-            ) {
-                attempts.insert(a.to_owned(), s.to_owned());
-            }
+            replays
+                .entry(row.pathway_id.clone())
+                .or_default()
+                .event(&event, &mut findings);
+            problems.extend(findings.drain(..).map(|(kind, detail)| p(kind, detail)));
         }
     }
     if !known_seen {
@@ -230,7 +215,7 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
             detail: format!("recorded head {recorded:?} is not the last event (seq {last_seq})"),
         }),
     }
-    check_rows(store, &mut replays, &attempts, &mut problems)?;
+    check_rows(store, replays, &mut problems)?;
     Ok(Report {
         events: last_seq,
         head,
@@ -238,32 +223,53 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
     })
 }
 
+/// Compares every stored row with what its pathway's events establish.
 fn check_rows(
     store: &ReadStore,
-    replays: &mut HashMap<String, PathwayReplay>,
-    attempts: &HashMap<String, String>,
+    mut replays: HashMap<String, Replay>,
     problems: &mut Vec<Problem>,
 ) -> Result<(), StoreError> {
-    let mut stmt = store.conn.prepare("SELECT id, state FROM pathways")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-    for row in rows {
-        let (id, state) = row?;
-        match replays.remove(&id) {
+    let conn = &store.conn;
+    let mut attempts: HashMap<String, Vec<RawAttempt>> = HashMap::new();
+    for a in conn
+        .prepare(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts ORDER BY pathway_id, seq"
+        ))?
+        .query_map([], raw_attempt)?
+    {
+        let a = a?;
+        attempts.entry(a.pathway_id.clone()).or_default().push(a);
+    }
+    let mut approvals: HashMap<String, Vec<RawApproval>> = HashMap::new();
+    for a in conn
+        .prepare(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals"))?
+        .query_map([], raw_approval)?
+    {
+        let a = a?;
+        approvals.entry(a.pathway_id.clone()).or_default().push(a);
+    }
+    let mut stmt = conn.prepare(&format!("SELECT {PATHWAY_COLUMNS} FROM pathways"))?;
+    let mut findings = Vec::new();
+    for row in stmt.query_map([], raw_pathway)? {
+        let row = row?;
+        let its_attempts = attempts.remove(&row.id).unwrap_or_default();
+        let its_approvals = approvals.remove(&row.id).unwrap_or_default();
+        match replays.remove(&row.id) {
             None => problems.push(Problem {
                 kind: ProblemKind::Unexplained,
                 seq: None,
-                pathway: Some(id),
+                pathway: Some(row.id.clone()),
                 detail: "pathway has no ledger events".into(),
             }),
-            Some(r) if r.state.map(State::as_str) != Some(state.as_str()) => {
-                problems.push(Problem {
-                    kind: ProblemKind::StateMismatch,
+            Some(r) => {
+                r.check_rows(&row, &its_attempts, &its_approvals, &mut findings);
+                problems.extend(findings.drain(..).map(|(kind, detail)| Problem {
+                    kind,
                     seq: None,
-                    pathway: Some(id),
-                    detail: format!("stored state {state}, events end in {:?}", r.state),
-                });
+                    pathway: Some(row.id.clone()),
+                    detail,
+                }));
             }
-            Some(_) => {}
         }
     }
     for id in replays.keys() {
@@ -274,27 +280,23 @@ fn check_rows(
             detail: "events name a pathway that is not stored".into(),
         });
     }
-    let mut stmt = store
-        .conn
-        .prepare("SELECT id, pathway_id, status FROM attempts")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (id, pathway, status) = row?;
-        if attempts.get(&id) != Some(&status) {
+    for (pathway, rows) in attempts {
+        for a in rows {
             problems.push(Problem {
                 kind: ProblemKind::AttemptMismatch,
                 seq: None,
-                pathway: Some(pathway),
-                detail: format!(
-                    "attempt {id} stored as {status}, events say {:?}",
-                    attempts.get(&id)
-                ),
+                pathway: Some(pathway.clone()),
+                detail: format!("attempt {} names a pathway that is not stored", a.id),
+            });
+        }
+    }
+    for (pathway, rows) in approvals {
+        for a in rows {
+            problems.push(Problem {
+                kind: ProblemKind::Unexplained,
+                seq: None,
+                pathway: Some(pathway.clone()),
+                detail: format!("approval {} names a pathway that is not stored", a.id),
             });
         }
     }

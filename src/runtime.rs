@@ -1,20 +1,23 @@
 //! The runtime: one database, a clock, an id source and this process's identity.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
 use crate::evidence::{self, Bounds};
-use crate::executor::{Observation, Readback};
+use crate::executor::{Carrier, Observation, Readback};
 use crate::ledger::{self, Report};
 use crate::pathway::stage::{
     Aborted, Approved, AwaitingApproval, Completed, Denied, Gated, Held, HumanGate,
-    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stopped, Unknown,
+    PartiallyCompleted, Proposed, ReadyToResume, Reconcilable, RepairRequired, RepairUnsettled,
+    Returned, Stopped, Unknown,
 };
 use crate::pathway::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
@@ -22,7 +25,9 @@ use crate::pathway::token::{
 use crate::pathway::{
     Actor, Core, Definition, Pathway, PathwayError, Role, StoredPathway, request_json,
 };
+use crate::process::{self, GroupFate};
 use crate::state::State;
+use crate::store::check::SETTLED;
 use crate::store::{
     AttemptRecord, AttemptWrite, Backend, EventDraft, NewPathway, PathwayRecord, ReadStore,
     SqliteBackend, Step, StoreError,
@@ -134,10 +139,15 @@ impl RuntimeBuilder {
         self.ids = Box::new(ids);
         self
     }
-    /// How long an in-flight attempt is held by its owner before another runtime
-    /// sharing the database (on any host) may treat it as abandoned. Default 10
-    /// minutes; on the same host a dead owner process is detected at once, without
-    /// waiting for the lease. Must exceed your executor's timeout.
+    /// How long an in-flight attempt's lease runs. The owner renews it while the call is
+    /// in flight (a heartbeat thread, every third of the lease), so it need not exceed the
+    /// executor's timeout. Default 10 minutes.
+    ///
+    /// The lease matters only where the owner's liveness cannot be checked directly: an
+    /// owner on another host, or on a platform where a process's start time cannot be
+    /// read. On the same host a live owner is never taken over whatever its lease says,
+    /// and a dead one is detected at once. Lease times are taken from the database's
+    /// clock, never from the runtime's [`Clock`].
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -158,15 +168,21 @@ impl RuntimeBuilder {
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
         let backend = SqliteBackend::open(&self.path)?;
+        let database: Arc<str> = Arc::from(backend.database_id());
         Ok(Runtime {
             backend,
+            database,
+            path: self.path,
             clock: self.clock,
             ids: self.ids,
             owner: Owner::current(),
-            lease_ms: i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX),
+            lease_ms: i64::try_from(self.lease.as_millis())
+                .unwrap_or(i64::MAX)
+                .max(1),
             hook: self.hook,
             bounds: self.bounds,
             in_flight: RefCell::new(HashSet::new()),
+            heartbeat: RefCell::new(None),
         })
     }
 }
@@ -182,30 +198,129 @@ struct Owner {
 
 static NONCE: AtomicU64 = AtomicU64::new(0);
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map_or_else(|_| "unknown-host".into(), |s| s.trim().to_owned())
+/// Every attempt this process is dispatching right now, by `(database, attempt)`: whatever
+/// runtime in this process holds it, an attempt owned by this process is in flight exactly
+/// while it is in this set.
+static IN_FLIGHT: Mutex<BTreeSet<(String, String)>> = Mutex::new(BTreeSet::new());
+
+fn in_flight_here(database: &str, attempt: &str) -> bool {
+    IN_FLIGHT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&(database.to_owned(), attempt.to_owned()))
 }
 
-fn process_start(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22 (starttime) counts from after the ")" that closes the command name.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // Field 3 (state): a zombie (Z) or dead (X, x) process has exited; it holds nothing,
-    // even while its parent has not reaped it yet.
-    if matches!(rest.split_whitespace().next(), Some("Z" | "X" | "x")) {
-        return None;
+/// The lease renewer: one thread per runtime (started at its first dispatch, with its own
+/// connection), renewing the leases of this runtime's in-flight attempts every third of
+/// the lease, by the database's clock, independent of any executor timeout.
+#[derive(Debug)]
+struct Heartbeat {
+    shared: Arc<HeartbeatShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct HeartbeatShared {
+    attempts: Mutex<BTreeSet<String>>,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Heartbeat {
+    fn start(path: PathBuf, owner: String, lease_ms: i64) -> Option<Self> {
+        let shared = Arc::new(HeartbeatShared::default());
+        let theirs = Arc::clone(&shared);
+        let every =
+            Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(1).clamp(1, 60_000));
+        let thread = std::thread::Builder::new()
+            .name("rpr-lease".into())
+            .spawn(move || {
+                let mut conn: Option<rusqlite::Connection> = None;
+                let mut stop = theirs.stop.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    let (guard, _) = theirs
+                        .wake
+                        .wait_timeout(stop, every)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    stop = guard;
+                    if *stop {
+                        return;
+                    }
+                    let attempts: Vec<String> = theirs
+                        .attempts
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .iter()
+                        .cloned()
+                        .collect();
+                    if attempts.is_empty() {
+                        continue;
+                    }
+                    if conn.is_none() {
+                        conn = rusqlite::Connection::open(&path).ok();
+                        if let Some(c) = &conn {
+                            let _ = c.busy_timeout(Duration::from_secs(10));
+                        }
+                    }
+                    if let Some(c) = &conn
+                        && crate::store::renew_leases(c, &owner, &attempts, lease_ms).is_err()
+                    {
+                        // Reopen next time; the lease runs on meanwhile.
+                        conn = None;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Self {
+            shared,
+            thread: Some(thread),
+        })
     }
-    rest.split_whitespace().nth(19).map(str::to_owned)
+
+    fn set(&self, attempt: &str, on: bool) {
+        let mut set = self
+            .shared
+            .attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if on {
+            set.insert(attempt.to_owned());
+        } else {
+            set.remove(attempt);
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        *self
+            .shared
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The recorded carrier of an attempt: the process (on `host`) that may hold its request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CarrierRecord {
+    pub(crate) host: String,
+    pub(crate) pid: u32,
+    pub(crate) pgid: u32,
+    pub(crate) start: String,
 }
 
 impl Owner {
     fn current() -> Self {
         let pid = std::process::id();
         Self {
-            host: hostname(),
+            host: process::hostname(),
             pid,
-            start: process_start(pid).unwrap_or_default(),
+            start: process::process_start(pid).unwrap_or_default(),
             nonce: NONCE.fetch_add(1, Ordering::Relaxed).to_string(),
         }
     }
@@ -232,8 +347,14 @@ impl Owner {
 /// One `Runtime` is used from one thread (it holds one SQLite connection). Several
 /// processes may share one database: steps are serialized by SQLite and fenced by
 /// compare-and-set, and in-flight attempts carry an owner and a lease.
+///
+/// Every pathway handle, approval and reconciliation is tied to the database it came
+/// from (its identity is created with the schema): used with a runtime on another
+/// database it is refused with [`PathwayError::ForeignPathway`] and nothing is written.
 pub struct Runtime {
     backend: SqliteBackend,
+    database: Arc<str>,
+    path: PathBuf,
     clock: Box<dyn Clock>,
     ids: Box<dyn IdSource>,
     owner: Owner,
@@ -241,6 +362,18 @@ pub struct Runtime {
     hook: Option<Hook>,
     bounds: Bounds,
     in_flight: RefCell<HashSet<String>>,
+    heartbeat: RefCell<Option<Heartbeat>>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // A runtime dropped mid-dispatch (a panic unwinding through the executor) no
+        // longer holds its attempts: recovery may judge them.
+        let mut set = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
+        for attempt in self.in_flight.borrow().iter() {
+            set.remove(&(self.database.to_string(), attempt.clone()));
+        }
+    }
 }
 
 impl fmt::Debug for Runtime {
@@ -308,15 +441,57 @@ impl Runtime {
     pub(crate) fn owner_id(&self) -> String {
         self.owner.encode()
     }
-    pub(crate) fn lease_until(&self) -> i64 {
-        self.now().saturating_add(self.lease_ms)
+    pub(crate) fn lease_ms(&self) -> i64 {
+        self.lease_ms
+    }
+    /// This database's identity.
+    #[must_use]
+    pub fn database_id(&self) -> &str {
+        &self.database
+    }
+    /// Refuses a handle that belongs to another database.
+    pub(crate) fn own(&self, core: &Core) -> Result<(), PathwayError> {
+        if core.database == self.database {
+            Ok(())
+        } else {
+            Err(PathwayError::ForeignPathway {
+                pathway: core.id.clone(),
+                handle_database: core.database.to_string(),
+                runtime_database: self.database.to_string(),
+            })
+        }
+    }
+    /// The carrier as recorded with an attempt: on this host.
+    pub(crate) fn carrier_record(&self, c: &Carrier) -> Value {
+        json!(CarrierRecord {
+            host: self.owner.host.clone(),
+            pid: c.pid,
+            pgid: c.pgid,
+            start: c.start.clone(),
+        })
     }
     pub(crate) fn track(&self, attempt: &str, on: bool) {
+        let key = (self.database.to_string(), attempt.to_owned());
+        {
+            let mut global = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
+            if on {
+                global.insert(key);
+            } else {
+                global.remove(&key);
+            }
+        }
         let mut set = self.in_flight.borrow_mut();
         if on {
             set.insert(attempt.to_owned());
         } else {
             set.remove(attempt);
+        }
+        let mut heartbeat = self.heartbeat.borrow_mut();
+        if heartbeat.is_none() && on && self.path.as_os_str() != ":memory:" {
+            *heartbeat = Heartbeat::start(self.path.clone(), self.owner_id(), self.lease_ms);
+        }
+        if let Some(h) = heartbeat.as_ref() {
+            h.set(attempt, on);
         }
     }
     /// Redacts and bounds a value recorded before dispatch: refuses what is too large.
@@ -366,6 +541,7 @@ impl Runtime {
         let request_digest = crate::canonical::sha256_hex(&request_json(&definition.request))?;
         let stored = evidence::check(&full, &self.bounds)?;
         let stored_text = crate::canonical::to_string(&stored)?;
+        let definition_text_digest = crate::canonical::sha256_hex_bytes(stored_text.as_bytes());
         if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
             return self.replay(existing, &definition_digest, &definition.idempotency_key);
         }
@@ -392,6 +568,7 @@ impl Runtime {
                 "class": definition.class,
                 "idempotency_key": definition.idempotency_key,
                 "definition_digest": definition_digest,
+                "definition_text_digest": definition_text_digest,
                 "request_digest": request_digest,
             }),
         };
@@ -409,8 +586,10 @@ impl Runtime {
         Ok(Proposal::New(Pathway {
             core: Box::new(Core {
                 id,
+                database: Arc::clone(&self.database),
                 version: 1,
                 definition,
+                definition_digest,
                 request_digest,
                 redacted: false,
             }),
@@ -453,6 +632,7 @@ impl Runtime {
         pathway: &Pathway<S>,
         approver: &Actor,
     ) -> Result<Approval, PathwayError> {
+        self.own(&pathway.core)?;
         Self::authorize(
             &pathway.core,
             approver,
@@ -473,6 +653,7 @@ impl Runtime {
             &pathway.core.id,
             S::STATE,
             pathway.core.version,
+            &pathway.fence(),
             &id,
             &pathway.core.request_digest,
             approver.as_str(),
@@ -480,6 +661,7 @@ impl Runtime {
             event,
         )?;
         Ok(Approval {
+            database: Arc::clone(&self.database),
             id,
             pathway: pathway.core.id.clone(),
             request_digest: pathway.core.request_digest.clone(),
@@ -487,52 +669,111 @@ impl Runtime {
         })
     }
 
-    /// Reconciles an unknown attempt by independent readback. Writes nothing: the
-    /// returned token is recorded when the pathway consumes it.
+    /// Reconciles an attempt that may have taken effect (an [`Unknown`] pathway, or a
+    /// [`RepairUnsettled`] one) by independent readback. Writes nothing: the returned
+    /// token is recorded when the pathway consumes it.
     ///
     /// A pathway re-hydrated with a redacted request (see [`Pathway::is_redacted`]) is not
     /// read back: the verdict is unresolved until the full request is restored with
     /// [`Pathway::restore_request`].
-    pub fn reconcile(&self, pathway: &Pathway<Unknown>, readback: &mut dyn Readback) -> Reconciled {
+    ///
+    /// When the attempt ended without a reply, the process that carried it (the MCP
+    /// server, recorded with the attempt) may still hold the request. Before reading back,
+    /// a surviving process group of that carrier on this host is killed and waited for.
+    /// Where that cannot be established (the carrier ran on another host, or its start
+    /// time cannot be read on this platform), a *not applied* observation is not accepted:
+    /// the verdict stays unresolved, and only an accountable [`Runtime::attest`] settles it.
+    pub fn reconcile<S: Reconcilable>(
+        &self,
+        pathway: &Pathway<S>,
+        readback: &mut dyn Readback,
+    ) -> Reconciled {
+        let attempt = crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned();
+        let id = pathway.core.id.clone();
+        let token = |verdict: Verdict, evidence: Value| {
+            make_token(
+                verdict,
+                Arc::clone(&pathway.core.database),
+                id.clone(),
+                attempt.clone(),
+                "readback",
+                "readback".to_owned(),
+                self.fit(&evidence),
+            )
+        };
+        if let Err(e) = self.own(&pathway.core) {
+            return token(Verdict::Unresolved, json!({"error": e.to_string()}));
+        }
         // A readback of the redacted copy would compare "[redacted]" with the target and
         // could wrongly find the effect absent, opening the way to a new attempt.
-        let observation = if pathway.core.redacted {
-            Observation::Inconclusive {
-                evidence: json!({
+        if pathway.core.redacted {
+            return token(
+                Verdict::Unresolved,
+                json!({
                     "error": "the stored request is redacted; pass the full request to restore_request() and reconcile again"
                 }),
-            }
-        } else {
-            readback.observe(&pathway.core.definition.request)
+            );
+        }
+        let carrier = match self.settle_carrier(&pathway.core.id, &attempt) {
+            Ok(c) => c,
+            Err(e) => return token(Verdict::Unresolved, json!({"error": e.to_string()})),
         };
+        let observation = readback.observe(&pathway.core.definition.request);
         self.point(StepPoint::AfterReadback);
-        let attempt = pathway.stage.attempt.clone();
-        let id = pathway.core.id.clone();
-        let (verdict, evidence) = match observation {
-            Observation::Applied { evidence } => ("applied", evidence),
-            Observation::NotApplied { evidence } => ("not_applied", evidence),
-            Observation::Inconclusive { evidence } => ("unresolved", evidence),
+        match (observation, carrier) {
+            (Observation::Applied { evidence }, _) => token(Verdict::Applied, evidence),
+            (Observation::NotApplied { evidence }, CarrierFate::Settled) => {
+                token(Verdict::NotApplied, evidence)
+            }
+            (Observation::NotApplied { evidence }, CarrierFate::MayBeAlive(why)) => token(
+                Verdict::Unresolved,
+                json!({"observed": "not_applied", "evidence": evidence, "not_accepted_because": why}),
+            ),
+            (Observation::Inconclusive { evidence }, _) => token(Verdict::Unresolved, evidence),
+        }
+    }
+
+    /// Makes sure the process that may still carry `attempt`'s request is gone.
+    fn settle_carrier(&self, pathway: &str, attempt: &str) -> Result<CarrierFate, PathwayError> {
+        let replay = self.backend.check_pathway(pathway)?;
+        let Some(text) = replay.unanswered_carrier(attempt) else {
+            // Answered, or carried in-process by an owner that is gone or is us.
+            return Ok(CarrierFate::Settled);
         };
-        let evidence = self.fit(&evidence);
-        make_token(
-            verdict,
-            id,
-            attempt,
-            "readback",
-            "readback".to_owned(),
-            evidence,
+        let carrier: CarrierRecord = serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("attempt {attempt}: carrier: {e}")))?;
+        let here = carrier.host == self.owner.host;
+        if !here || !process::START_TIME_READABLE || carrier.start.is_empty() {
+            return Ok(CarrierFate::MayBeAlive(format!(
+                "the server process that carried the request (pid {} on host {}) cannot be shown gone from here",
+                carrier.pid, carrier.host
+            )));
+        }
+        Ok(
+            match process::kill_group_and_wait(carrier.pgid, &carrier.start, CARRIER_KILL_WAIT) {
+                GroupFate::Gone | GroupFate::Killed => CarrierFate::Settled,
+                GroupFate::StillAlive => CarrierFate::MayBeAlive(format!(
+                    "process group {} still has live processes after SIGKILL",
+                    carrier.pgid
+                )),
+                GroupFate::Unverifiable => CarrierFate::MayBeAlive(format!(
+                    "process group {} cannot be inspected on this platform",
+                    carrier.pgid
+                )),
+            },
         )
     }
 
-    /// Reconciles an unknown attempt by an attested decision of the evidence owner or
-    /// repair owner.
-    pub fn attest(
+    /// Reconciles an attempt that may have taken effect by an attested decision of the
+    /// evidence owner or repair owner (an accountable verdict: recorded with its actor).
+    pub fn attest<S: Reconcilable>(
         &self,
-        pathway: &Pathway<Unknown>,
+        pathway: &Pathway<S>,
         actor: &Actor,
         verdict: Attestation,
         evidence: &Value,
     ) -> Result<Reconciled, PathwayError> {
+        self.own(&pathway.core)?;
         Self::authorize(
             &pathway.core,
             actor,
@@ -541,14 +782,15 @@ impl Runtime {
         )?;
         let evidence = evidence::check(evidence, &self.bounds)?;
         let verdict = match verdict {
-            Attestation::Applied => "applied",
-            Attestation::NotApplied => "not_applied",
-            Attestation::Unresolved => "unresolved",
+            Attestation::Applied => Verdict::Applied,
+            Attestation::NotApplied => Verdict::NotApplied,
+            Attestation::Unresolved => Verdict::Unresolved,
         };
         Ok(make_token(
             verdict,
+            Arc::clone(&pathway.core.database),
             pathway.core.id.clone(),
-            pathway.stage.attempt.clone(),
+            crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned(),
             "attested",
             actor.as_str().to_owned(),
             evidence,
@@ -557,10 +799,13 @@ impl Runtime {
 
     /// Loads one pathway in the stage its stored state allows (see [`StoredPathway`]).
     ///
-    /// A `running` pathway whose in-flight attempt's owner is gone is moved to
-    /// `write_status_unknown` (recorded in the ledger) and returned as unknown; one whose
-    /// owner is alive is returned as [`StoredPathway::InFlightElsewhere`].
+    /// The pathway's rows are first checked against its own ledger events; a pathway they
+    /// do not explain is refused ([`StoreError::Unexplained`]). A `running` pathway whose
+    /// in-flight attempt's owner is gone is moved to `write_status_unknown` (recorded in
+    /// the ledger) and returned as unknown; one whose owner is alive is returned as
+    /// [`StoredPathway::InFlightElsewhere`].
     pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
+        self.backend.check_pathway(id)?;
         let record = self
             .reader()
             .pathway(id)?
@@ -569,6 +814,9 @@ impl Runtime {
     }
 
     /// Every unresolved (non-terminal) pathway, re-hydrated; see [`Runtime::load`].
+    ///
+    /// A pathway left `proposed` (the host stopped between proposal and admission) comes
+    /// back as [`StoredPathway::Proposed`]: admit it (a deny policy is the way to refuse it).
     pub fn recover(&self) -> Result<Vec<StoredPathway>, PathwayError> {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
@@ -577,26 +825,38 @@ impl Runtime {
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for record in page {
+                self.backend.check_pathway(&record.id)?;
                 out.push(self.rehydrate(record)?);
             }
         }
         Ok(out)
     }
 
-    fn owner_gone(&self, attempt: &AttemptRecord) -> bool {
+    /// The liveness rule for an in-flight attempt's owner (docs/storage.md):
+    ///
+    /// - an owner on this host whose start time can be read is alive exactly while its
+    ///   process (pid and start time) is, whatever its lease says; an owner that is this
+    ///   process is alive exactly while one of its runtimes is dispatching the attempt;
+    /// - any other owner (another host, or a platform without process start times) is gone
+    ///   only once its lease, renewed while the call is in flight, has lapsed by the
+    ///   database's clock.
+    fn owner_gone(&self, attempt: &AttemptRecord) -> Result<bool, StoreError> {
         let Some(owner) = attempt.owner.as_deref().and_then(Owner::decode) else {
-            return true;
+            // Rows are checked against the chain first: an in-flight attempt always has its owner.
+            return Err(StoreError::Corrupt(format!(
+                "in-flight attempt {} has no readable owner",
+                attempt.id
+            )));
         };
-        if owner == self.owner {
-            return !self.in_flight.borrow().contains(&attempt.id);
-        }
-        if owner.host == self.owner.host {
-            let alive = process_start(owner.pid).is_some_and(|s| s == owner.start);
-            if !alive {
-                return true;
+        if owner.host == self.owner.host && process::START_TIME_READABLE && !owner.start.is_empty()
+        {
+            if owner.pid == self.owner.pid && owner.start == self.owner.start {
+                return Ok(!in_flight_here(&self.database, &attempt.id));
             }
+            return Ok(process::process_start(owner.pid).as_deref() != Some(owner.start.as_str()));
         }
-        attempt.lease_until.is_none_or(|l| l < self.now())
+        let now = self.backend.now_ms()?;
+        Ok(attempt.lease_until.is_none_or(|l| l < now))
     }
 
     fn rehydrate(&self, record: PathwayRecord) -> Result<StoredPathway, PathwayError> {
@@ -604,10 +864,13 @@ impl Runtime {
             .map_err(|e| StoreError::Corrupt(format!("pathway {}: definition: {e}", record.id)))?;
         let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))?
             != record.request_digest;
+        let definition_digest = self.reader().definition_digest(&record.id)?;
         let core = Box::new(Core {
             id: record.id.clone(),
+            database: Arc::clone(&self.database),
             version: record.version,
             definition,
+            definition_digest,
             request_digest: record.request_digest.clone(),
             redacted,
         });
@@ -653,43 +916,11 @@ impl Runtime {
                             _private: (),
                         },
                     }),
-                    "in_flight" if !self.owner_gone(attempt) => StoredPathway::InFlightElsewhere {
+                    "in_flight" if !self.owner_gone(attempt)? => StoredPathway::InFlightElsewhere {
                         pathway: Box::new(record.clone()),
                         attempt: Box::new(attempt.clone()),
                     },
-                    "in_flight" => {
-                        let version = self.backend.apply(Step {
-                            pathway: record.id.clone(),
-                            expected_state: State::Running,
-                            expected_version: record.version,
-                            to: Some(State::WriteStatusUnknown),
-                            events: vec![EventDraft {
-                                kind: "recovered_unknown",
-                                actor: "rpr-recovery".into(),
-                                from: Some(State::Running),
-                                to: State::WriteStatusUnknown,
-                                attempt: Some(attempt.id.clone()),
-                                attempt_status: Some("unknown"),
-                                data: json!({ "owner": attempt.owner, "reason": "in-flight attempt whose owner is gone" }),
-                            }],
-                            attempt: Some(AttemptWrite::Finish {
-                                id: attempt.id.clone(),
-                                status: "unknown",
-                                outcome: None,
-                            }),
-                            approval: None,
-                            at: self.now(),
-                        })?;
-                        let mut core = core;
-                        core.version = version;
-                        StoredPathway::Unknown(Pathway {
-                            core,
-                            stage: Unknown {
-                                attempt: attempt.id.clone(),
-                                _private: (),
-                            },
-                        })
-                    }
+                    "in_flight" => self.recovered_unknown(core, &record, attempt)?,
                     other => {
                         return Err(StoreError::Corrupt(format!(
                             "running pathway {} has attempt status {other}",
@@ -720,13 +951,24 @@ impl Runtime {
                     _private: (),
                 },
             }),
-            State::RepairRequired => StoredPathway::RepairRequired(Pathway {
-                core,
-                stage: RepairRequired {
-                    attempt: last_id,
-                    _private: (),
-                },
-            }),
+            State::RepairRequired => match last {
+                Some(a) if !SETTLED.contains(&a.status.as_str()) => {
+                    StoredPathway::RepairUnsettled(Pathway {
+                        core,
+                        stage: RepairUnsettled {
+                            attempt: a.id.clone(),
+                            _private: (),
+                        },
+                    })
+                }
+                _ => StoredPathway::RepairRequired(Pathway {
+                    core,
+                    stage: RepairRequired {
+                        attempt: last_id,
+                        _private: (),
+                    },
+                }),
+            },
             State::ReadyToResume => StoredPathway::ReadyToResume(Pathway {
                 core,
                 stage: ReadyToResume {
@@ -748,10 +990,76 @@ impl Runtime {
             }),
         })
     }
+
+    /// An in-flight attempt whose owner is gone becomes unknown (recorded). Its carrier,
+    /// if it survived its owner, is killed now, before anyone reads back.
+    fn recovered_unknown(
+        &self,
+        core: Box<Core>,
+        record: &PathwayRecord,
+        attempt: &AttemptRecord,
+    ) -> Result<StoredPathway, PathwayError> {
+        let fence = crate::store::Fence {
+            definition_digest: core.definition_digest.clone(),
+            request_digest: core.request_digest.clone(),
+        };
+        let version = self.backend.apply(Step {
+            pathway: record.id.clone(),
+            expected_state: State::Running,
+            expected_version: record.version,
+            fence,
+            to: Some(State::WriteStatusUnknown),
+            events: vec![EventDraft {
+                kind: "recovered_unknown",
+                actor: "rpr-recovery".into(),
+                from: Some(State::Running),
+                to: State::WriteStatusUnknown,
+                attempt: Some(attempt.id.clone()),
+                attempt_status: Some("unknown"),
+                data: json!({ "owner": attempt.owner, "reason": "in-flight attempt whose owner is gone" }),
+            }],
+            attempt: Some(AttemptWrite::Finish {
+                id: attempt.id.clone(),
+                status: "unknown",
+                outcome: None,
+            }),
+            approval: None,
+            at: self.now(),
+        })?;
+        // Best effort now (reconcile checks again and refuses a not-applied verdict while
+        // the carrier cannot be shown gone).
+        let _ = self.settle_carrier(&record.id, &attempt.id);
+        let mut core = core;
+        core.version = version;
+        Ok(StoredPathway::Unknown(Pathway {
+            core,
+            stage: Unknown {
+                attempt: attempt.id.clone(),
+                _private: (),
+            },
+        }))
+    }
+}
+
+/// How long reconciliation waits for a killed carrier's process group to disappear.
+const CARRIER_KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the process that may still carry a request is known to be gone.
+enum CarrierFate {
+    Settled,
+    MayBeAlive(String),
+}
+
+#[derive(Clone, Copy)]
+enum Verdict {
+    Applied,
+    NotApplied,
+    Unresolved,
 }
 
 fn make_token(
-    verdict: &str,
+    verdict: Verdict,
+    database: Arc<str>,
     pathway: String,
     attempt: String,
     source: &'static str,
@@ -759,7 +1067,8 @@ fn make_token(
     evidence: Value,
 ) -> Reconciled {
     match verdict {
-        "applied" => Reconciled::Applied(Reconciliation::<Applied> {
+        Verdict::Applied => Reconciled::Applied(Reconciliation::<Applied> {
+            database,
             pathway,
             attempt,
             source,
@@ -767,7 +1076,8 @@ fn make_token(
             evidence,
             _verdict: std::marker::PhantomData,
         }),
-        "not_applied" => Reconciled::NotApplied(Reconciliation::<NotApplied> {
+        Verdict::NotApplied => Reconciled::NotApplied(Reconciliation::<NotApplied> {
+            database,
             pathway,
             attempt,
             source,
@@ -775,7 +1085,8 @@ fn make_token(
             evidence,
             _verdict: std::marker::PhantomData,
         }),
-        _ => Reconciled::Unresolved(Reconciliation::<Unresolved> {
+        Verdict::Unresolved => Reconciled::Unresolved(Reconciliation::<Unresolved> {
+            database,
             pathway,
             attempt,
             source,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use rpr::executor::Delivery;
-use rpr::token::Reconciled;
+use rpr::token::{Attestation, Reconciled};
 use rpr::{
     ActionClass, Admission, Confirmed, Decision, Outcome, Pathway, Proposal, Runtime, State,
 };
@@ -256,8 +256,22 @@ fn every_typed_method_records_exactly_the_spec_edges() {
     ) else {
         panic!()
     };
+    // Part of the effect happened: only a not-applied verdict (here attested by the
+    // repair owner after compensating) makes it repairable.
+    let p = p.require_repair(&rt, &repair).unwrap();
+    let Reconciled::NotApplied(t) = rt
+        .attest(
+            &p,
+            &repair,
+            Attestation::NotApplied,
+            &json!({"compensated": true}),
+        )
+        .unwrap()
+    else {
+        panic!()
+    };
     let p = p
-        .require_repair(&rt, &repair)
+        .settle(&rt, t)
         .unwrap()
         .repair(&rt, &repair, &json!({}), Some(&json!({"undo": 1})))
         .unwrap();

@@ -150,6 +150,27 @@ pub trait Executor {
 
     /// Sends the request and reports how far it got.
     fn execute(&mut self, request: &Request) -> Delivery;
+
+    /// Drops any preparation; called by dispatch when a prepared request will not be
+    /// executed (the attempt record could not be committed).
+    fn release(&mut self) {}
+
+    /// The process that would carry the request, if it is not this one.
+    fn carrier(&self) -> Option<Carrier> {
+        None
+    }
+}
+
+/// The process that carries a request to its target (for MCP: the server process).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Carrier {
+    /// Process id.
+    pub pid: u32,
+    /// Process group id.
+    pub pgid: u32,
+    /// Start time of the process (platform-specific; empty when unknown).
+    pub start: String,
 }
 
 /// What an independent observation found.

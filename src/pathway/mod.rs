@@ -300,6 +300,30 @@ pub enum PathwayError {
     /// The executor refused before anything was sent.
     #[error("refused before sending: {0}")]
     Executor(#[from] crate::executor::Refusal),
+    /// A pathway handle, approval or reconciliation from another database was used with
+    /// this runtime. Nothing was written in either database.
+    #[error(
+        "pathway {pathway} belongs to database {handle_database}, but this runtime is on database {runtime_database}; use the runtime that loaded it. Nothing was written"
+    )]
+    ForeignPathway {
+        /// The pathway id.
+        pathway: String,
+        /// The database the handle or token came from.
+        handle_database: String,
+        /// The database of the runtime it was used with.
+        runtime_database: String,
+    },
+    /// The bound target's class is laxer than the definition's (a mutating target for a
+    /// definition declared read-only). Nothing was sent.
+    #[error(
+        "pathway {pathway} is declared read-only but the executor binds a mutating target ({target}); declare it Mutating so it completes only by readback. Nothing was sent"
+    )]
+    ClassLaxerThanTarget {
+        /// The pathway id.
+        pathway: String,
+        /// The bound target.
+        target: String,
+    },
 }
 
 /// A refused step: the error and the untouched pathway, handed back.
@@ -360,8 +384,12 @@ impl<S: Stage> std::error::Error for Refused<S> {
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) id: String,
+    /// The identity of the database the pathway lives in; every step checks it.
+    pub(crate) database: std::sync::Arc<str>,
     pub(crate) version: i64,
     pub(crate) definition: Definition,
+    /// sha256 of the unredacted canonical definition, as proposed.
+    pub(crate) definition_digest: String,
     pub(crate) request_digest: String,
     /// Whether `definition.request` is the redacted stored copy.
     pub(crate) redacted: bool,
@@ -430,6 +458,14 @@ impl<S: Stage> Pathway<S> {
         self.core.definition.request = request;
         self.core.redacted = false;
         Ok(self)
+    }
+
+    /// What every step's compare-and-set holds the stored row to.
+    pub(crate) fn fence(&self) -> crate::store::Fence {
+        crate::store::Fence {
+            definition_digest: self.core.definition_digest.clone(),
+            request_digest: self.core.request_digest.clone(),
+        }
     }
 
     pub(crate) fn into_stage<T: Stage>(self, version: i64, stage: T) -> Pathway<T> {

@@ -2,7 +2,8 @@
 
 use super::stage::{
     Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Held, HumanGate,
-    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stopped, Unknown,
+    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
+    Stopped, Unknown,
 };
 use super::{Pathway, PathwayError};
 use crate::store::{AttemptRecord, PathwayRecord};
@@ -118,8 +119,10 @@ pub enum StoredPathway {
     Stopped(Pathway<Stopped>),
     /// Partially completed.
     PartiallyCompleted(Pathway<PartiallyCompleted>),
-    /// Repair required.
+    /// Repair required; the last attempt certainly did not take effect.
     RepairRequired(Pathway<RepairRequired>),
+    /// Repair required after an attempt that may have taken effect: settle it first.
+    RepairUnsettled(Pathway<RepairUnsettled>),
     /// Ready to resume.
     ReadyToResume(Pathway<ReadyToResume>),
     /// Completed (terminal; only from `load`).
@@ -152,6 +155,7 @@ impl StoredPathway {
             Self::Stopped(p) => p.id(),
             Self::PartiallyCompleted(p) => p.id(),
             Self::RepairRequired(p) => p.id(),
+            Self::RepairUnsettled(p) => p.id(),
             Self::ReadyToResume(p) => p.id(),
             Self::Completed(p) => p.id(),
             Self::Denied(p) => p.id(),

@@ -17,6 +17,14 @@ pub(crate) mod sealed {
     pub trait BindFrom {
         fn previous_attempt(&self) -> Option<String>;
     }
+    /// The attempt a repairable stage repairs.
+    pub trait RepairFrom {
+        fn attempt(&self) -> Option<String>;
+    }
+    /// The attempt a reconcilable stage is about.
+    pub trait AttemptOf {
+        fn attempt(&self) -> &str;
+    }
 }
 
 /// A pathway stage. Sealed: only rpr defines stages.
@@ -90,6 +98,12 @@ stage!(
     RepairRequired { attempt: Option<String> } => State::RepairRequired
 );
 stage!(
+    /// Sent to repair after an attempt that may have taken effect (it returned success,
+    /// partially completed, or was stopped after replying). No new attempt, no repair:
+    /// only a not-applied verdict (readback or attestation) settles it, or abort.
+    RepairUnsettled { attempt: String } => State::RepairRequired
+);
+stage!(
     /// Repaired; a new attempt may be bound and dispatched.
     ReadyToResume { previous_attempt: Option<String> } => State::ReadyToResume
 );
@@ -117,7 +131,41 @@ impl Abortable for Held {}
 impl Abortable for HumanGate {}
 impl Abortable for Stopped {}
 impl Abortable for RepairRequired {}
+impl Abortable for RepairUnsettled {}
 impl Abortable for ReadyToResume {}
+
+/// Stages that may be repaired: the last attempt certainly did not take effect.
+#[diagnostic::on_unimplemented(
+    message = "a pathway in stage `{Self}` cannot be repaired: its last attempt may have taken effect",
+    note = "only RepairRequired can be repaired; settle a RepairUnsettled pathway with a Reconciliation<NotApplied> first (Runtime::reconcile, then settle), or abort it"
+)]
+pub trait Repairable: Stage + sealed::RepairFrom {}
+impl Repairable for RepairRequired {}
+impl sealed::RepairFrom for RepairRequired {
+    fn attempt(&self) -> Option<String> {
+        self.attempt.clone()
+    }
+}
+
+/// Stages whose last attempt may have taken effect and can be reconciled: an unknown
+/// outcome, or a repair after a reply.
+#[diagnostic::on_unimplemented(
+    message = "a pathway in stage `{Self}` has no attempt to reconcile",
+    note = "reconcile exists for Unknown and RepairUnsettled pathways"
+)]
+pub trait Reconcilable: Stage + sealed::AttemptOf {}
+impl Reconcilable for Unknown {}
+impl Reconcilable for RepairUnsettled {}
+impl sealed::AttemptOf for Unknown {
+    fn attempt(&self) -> &str {
+        &self.attempt
+    }
+}
+impl sealed::AttemptOf for RepairUnsettled {
+    fn attempt(&self) -> &str {
+        &self.attempt
+    }
+}
 
 /// Stages in which the approval authority decides (approve with an [`Approval`](crate::token::Approval), or deny).
 #[diagnostic::on_unimplemented(

@@ -14,6 +14,7 @@ use super::Actor;
 #[derive(Debug)]
 #[must_use = "an approval does nothing until it is passed to approve()"]
 pub struct Approval {
+    pub(crate) database: std::sync::Arc<str>,
     pub(crate) id: String,
     pub(crate) pathway: String,
     pub(crate) request_digest: String,
@@ -74,6 +75,7 @@ impl Verdict for Unresolved {
 #[derive(Debug)]
 #[must_use = "a reconciliation does nothing until the unknown pathway consumes it"]
 pub struct Reconciliation<V: Verdict> {
+    pub(crate) database: std::sync::Arc<str>,
     pub(crate) pathway: String,
     pub(crate) attempt: String,
     pub(crate) source: &'static str,

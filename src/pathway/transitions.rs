@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use super::outcome::{Admission, Confirmed, NotSent, Outcome, Unrecorded};
 use super::stage::{
     Abortable, Aborted, Approved, AwaitingApproval, Bindable, Bound, Completed, Denied, Gated,
-    Held, HumanGate, PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, Returned, Stage,
-    Stopped, Unknown,
+    Held, HumanGate, PartiallyCompleted, Proposed, ReadyToResume, Reconcilable, RepairRequired,
+    RepairUnsettled, Repairable, Returned, Stage, Stopped, Unknown,
 };
 use super::token::{Applied, Approval, NotApplied, Reconciliation, Unresolved, Verdict};
 use super::{ActionClass, Actor, Pathway, PathwayError, Policy, Refused, Role, request_json};
@@ -161,10 +161,14 @@ fn attempt_event(mut e: EventDraft, attempt: &str, status: &'static str) -> Even
 impl<S: Stage> Pathway<S> {
     /// Writes `change` as one step. On success returns self with the new version.
     fn commit(mut self, rt: &Runtime, change: Change) -> Result<Self, Refused<S>> {
+        if let Err(e) = rt.own(&self.core) {
+            return Err(Refused::new(self, e));
+        }
         let step = Step {
             pathway: self.core.id.clone(),
             expected_state: change.from,
             expected_version: self.core.version,
+            fence: self.fence(),
             to: change.to,
             events: change.events,
             attempt: change.attempt,
@@ -329,6 +333,17 @@ impl<S: Stage> Pathway<S> {
     where
         S: Gated,
     {
+        if let Err(e) = rt.own(&self.core) {
+            return Err(Refused::new(self, e));
+        }
+        if approval.database != self.core.database {
+            let e = PathwayError::ForeignPathway {
+                pathway: approval.pathway.clone(),
+                handle_database: approval.database.to_string(),
+                runtime_database: self.core.database.to_string(),
+            };
+            return Err(Refused::new(self, e));
+        }
         if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
             return Err(Refused::new(
                 self,
@@ -534,13 +549,23 @@ impl Pathway<Bound> {
         } else {
             &[Role::ExecutionActor]
         };
-        if let Err(error) = Runtime::authorize(&self.core, actor, roles, "dispatch") {
-            return Outcome::NotSent(NotSent {
-                pathway: self,
-                error,
-            });
+        if let Err(error) = rt
+            .own(&self.core)
+            .and_then(|()| Runtime::authorize(&self.core, actor, roles, "dispatch"))
+        {
+            return not_sent(self, error);
         }
         let request = self.core.definition.request.clone();
+        // Only the request the chain approved is ever sent (its digest is in the proposal
+        // event; the step's compare-and-set holds the row to the same digest).
+        match crate::canonical::sha256_hex(&request_json(&request)) {
+            Ok(given) if given == self.core.request_digest => {}
+            Ok(given) => {
+                let expected = self.core.request_digest.clone();
+                return not_sent(self, PathwayError::RequestMismatch { given, expected });
+            }
+            Err(e) => return not_sent(self, e.into()),
+        }
         if let Err(refusal) = executor.prepare(&request, &self.stage.binding) {
             let data = json!({"code": refusal.code, "message": refusal.message, "binding": self.stage.binding.digest});
             let change = Change {
@@ -557,52 +582,67 @@ impl Pathway<Bound> {
                 approval: None,
             };
             return match self.commit(rt, change) {
-                Ok(p) => Outcome::NotSent(NotSent {
-                    pathway: p,
-                    error: refusal.into(),
-                }),
+                Ok(p) => not_sent(p, refusal.into()),
                 Err(r) => {
                     let (p, e) = r.into_parts();
-                    Outcome::NotSent(NotSent {
-                        pathway: p,
-                        error: e,
-                    })
+                    not_sent(p, e)
                 }
             };
         }
-        let attempt_id = rt.new_id("at");
-        let seq = match rt.reader().attempts(&self.core.id) {
-            Ok(a) => i64::try_from(a.len()).unwrap_or(i64::MAX) + 1,
-            Err(e) => {
-                return Outcome::NotSent(NotSent {
-                    pathway: self,
-                    error: e.into(),
-                });
-            }
-        };
-        let stored_request = match rt
-            .check(&request_json(&request))
-            .map_err(PathwayError::from)
-            .and_then(|v| crate::canonical::to_string(&v).map_err(PathwayError::from))
-        {
-            Ok(s) => s,
+        // The executor now holds a preparation for this request: every path below that
+        // does not execute it releases it.
+        let (attempt_id, start) = match self.start_change(rt, actor, &request, executor) {
+            Ok(x) => x,
             Err(error) => {
-                return Outcome::NotSent(NotSent {
-                    pathway: self,
-                    error,
-                });
+                executor.release();
+                return not_sent(self, error);
             }
         };
-        let binding_text = match crate::canonical::to_string(&self.stage.binding.details) {
-            Ok(s) => s,
-            Err(e) => {
-                return Outcome::NotSent(NotSent {
-                    pathway: self,
-                    error: e.into(),
-                });
+        rt.point(StepPoint::BeforeAttemptCommit);
+        rt.track(&attempt_id, true);
+        let running = match self.commit(rt, start) {
+            Ok(p) => p,
+            Err(r) => {
+                executor.release();
+                rt.track(&attempt_id, false);
+                let (pathway, error) = r.into_parts();
+                return not_sent(pathway, error);
             }
         };
-        let start = Change {
+        rt.point(StepPoint::AfterAttemptCommit);
+        let delivery = executor.execute(&request);
+        rt.point(StepPoint::AfterReply);
+        let outcome = record_delivery(running, rt, actor, &attempt_id, delivery);
+        rt.track(&attempt_id, false);
+        if !matches!(outcome, Outcome::Unrecorded(_)) {
+            rt.point(StepPoint::AfterOutcomeCommit);
+        }
+        outcome
+    }
+
+    /// The write-ahead attempt record: what will be sent, to which target, by which owner,
+    /// through which process.
+    fn start_change(
+        &self,
+        rt: &Runtime,
+        actor: &Actor,
+        request: &crate::executor::Request,
+        executor: &dyn Executor,
+    ) -> Result<(String, Change), PathwayError> {
+        let from = self.stage.from;
+        let attempt_id = rt.new_id("at");
+        let seq = i64::try_from(rt.reader().attempts(&self.core.id)?.len()).unwrap_or(i64::MAX) + 1;
+        let stored = rt.check(&request_json(request))?;
+        let stored_request = crate::canonical::to_string(&stored)?;
+        let request_text_digest = crate::canonical::sha256_hex_bytes(stored_request.as_bytes());
+        let binding_text = crate::canonical::to_string(&self.stage.binding.details)?;
+        let owner = rt.owner_id();
+        let carrier = executor.carrier().map(|c| rt.carrier_record(&c));
+        let carrier_text = carrier
+            .as_ref()
+            .map(crate::canonical::to_string)
+            .transpose()?;
+        let change = Change {
             from,
             to: Some(State::Running),
             events: vec![attempt_event(
@@ -617,6 +657,9 @@ impl Pathway<Bound> {
                         "target": self.stage.binding.target,
                         "binding_digest": self.stage.binding.digest,
                         "request_digest": self.core.request_digest,
+                        "request_text_digest": request_text_digest,
+                        "owner": owner,
+                        "carrier": carrier,
                     }),
                 ),
                 &attempt_id,
@@ -630,31 +673,18 @@ impl Pathway<Bound> {
                 request_digest: self.core.request_digest.clone(),
                 binding: binding_text,
                 binding_digest: self.stage.binding.digest.clone(),
-                owner: rt.owner_id(),
-                lease_until: rt.lease_until(),
+                owner,
+                lease_ms: rt.lease_ms(),
+                carrier: carrier_text,
             }),
             approval: None,
         };
-        rt.point(StepPoint::BeforeAttemptCommit);
-        rt.track(&attempt_id, true);
-        let running = match self.commit(rt, start) {
-            Ok(p) => p,
-            Err(r) => {
-                rt.track(&attempt_id, false);
-                let (pathway, error) = r.into_parts();
-                return Outcome::NotSent(NotSent { pathway, error });
-            }
-        };
-        rt.point(StepPoint::AfterAttemptCommit);
-        let delivery = executor.execute(&request);
-        rt.point(StepPoint::AfterReply);
-        let outcome = record_delivery(running, rt, actor, &attempt_id, delivery);
-        rt.track(&attempt_id, false);
-        if !matches!(outcome, Outcome::Unrecorded(_)) {
-            rt.point(StepPoint::AfterOutcomeCommit);
-        }
-        outcome
+        Ok((attempt_id, change))
     }
+}
+
+fn not_sent(pathway: Pathway<Bound>, error: PathwayError) -> Outcome {
+    Outcome::NotSent(NotSent { pathway, error })
 }
 
 /// What a delivery means for the pathway.
@@ -904,21 +934,24 @@ impl Pathway<Returned> {
     }
 }
 
-impl Pathway<Unknown> {
-    /// The attempt whose outcome is unknown.
-    #[must_use]
-    pub fn attempt(&self) -> &str {
-        &self.stage.attempt
-    }
-
+impl<S: Reconcilable> Pathway<S> {
     fn reconciled<V: Verdict>(
         self,
         rt: &Runtime,
         token: Reconciliation<V>,
         to: Option<State>,
-        status: &'static str,
-    ) -> Result<Self, Refused<Unknown>> {
-        if token.pathway != self.core.id || token.attempt != self.stage.attempt {
+        status: Option<&'static str>,
+    ) -> Result<Self, Refused<S>> {
+        if token.database != self.core.database {
+            let e = PathwayError::ForeignPathway {
+                pathway: token.pathway.clone(),
+                handle_database: token.database.to_string(),
+                runtime_database: self.core.database.to_string(),
+            };
+            return Err(Refused::new(self, e));
+        }
+        let attempt = super::stage::sealed::AttemptOf::attempt(&self.stage);
+        if token.pathway != self.core.id || token.attempt != attempt {
             return Err(Refused::new(
                 self,
                 PathwayError::TokenMismatch(
@@ -926,22 +959,21 @@ impl Pathway<Unknown> {
                 ),
             ));
         }
-        let from = State::WriteStatusUnknown;
+        let from = S::STATE;
+        let mut recorded = event(
+            "reconciled",
+            &token.actor,
+            from,
+            to.unwrap_or(from),
+            json!({"verdict": V::NAME, "source": token.source, "evidence": token.evidence}),
+        );
+        recorded.attempt = Some(token.attempt.clone());
+        recorded.attempt_status = status;
         let change = Change {
             from,
             to,
-            events: vec![attempt_event(
-                event(
-                    "reconciled",
-                    &token.actor,
-                    from,
-                    to.unwrap_or(from),
-                    json!({"verdict": V::NAME, "source": token.source, "evidence": token.evidence}),
-                ),
-                &token.attempt,
-                status,
-            )],
-            attempt: Some(AttemptWrite::Finish {
+            events: vec![recorded],
+            attempt: status.map(|status| AttemptWrite::Finish {
                 id: token.attempt.clone(),
                 status,
                 outcome: None,
@@ -950,6 +982,14 @@ impl Pathway<Unknown> {
         };
         self.commit(rt, change)
     }
+}
+
+impl Pathway<Unknown> {
+    /// The attempt whose outcome is unknown.
+    #[must_use]
+    pub fn attempt(&self) -> &str {
+        &self.stage.attempt
+    }
 
     /// Completes the pathway: the reconciliation found the effect applied.
     pub fn complete(
@@ -957,7 +997,7 @@ impl Pathway<Unknown> {
         rt: &Runtime,
         token: Reconciliation<Applied>,
     ) -> Result<Pathway<Completed>, Refused<Unknown>> {
-        let p = self.reconciled(rt, token, Some(State::Completed), "applied")?;
+        let p = self.reconciled(rt, token, Some(State::Completed), Some("applied"))?;
         let v = p.core.version;
         Ok(p.into_stage(v, Completed { _private: () }))
     }
@@ -970,7 +1010,7 @@ impl Pathway<Unknown> {
         token: Reconciliation<NotApplied>,
     ) -> Result<Pathway<RepairRequired>, Refused<Unknown>> {
         let attempt = Some(self.stage.attempt.clone());
-        let p = self.reconciled(rt, token, Some(State::RepairRequired), "not_applied")?;
+        let p = self.reconciled(rt, token, Some(State::RepairRequired), Some("not_applied"))?;
         let v = p.core.version;
         Ok(p.into_stage(
             v,
@@ -987,18 +1027,20 @@ impl Pathway<Unknown> {
         rt: &Runtime,
         token: Reconciliation<Unresolved>,
     ) -> Result<Pathway<Unknown>, Refused<Unknown>> {
-        self.reconciled(rt, token, None, "unknown")
+        self.reconciled(rt, token, None, Some("unknown"))
     }
 }
 
 impl Pathway<Stopped> {
-    /// Sent to repair by the repair owner.
+    /// Sent to repair by the repair owner. The stopped attempt had returned success, so
+    /// it may have taken effect: the result is [`RepairUnsettled`], which only a
+    /// not-applied verdict turns into a repairable pathway.
     pub fn require_repair(
         self,
         rt: &Runtime,
         actor: &Actor,
-    ) -> Result<Pathway<RepairRequired>, Refused<Stopped>> {
-        let attempt = Some(self.stage.attempt.clone());
+    ) -> Result<Pathway<RepairUnsettled>, Refused<Stopped>> {
+        let attempt = self.stage.attempt.clone();
         self.simple(
             rt,
             actor,
@@ -1006,7 +1048,7 @@ impl Pathway<Stopped> {
             "send to repair",
             State::RepairRequired,
             json!({}),
-            RepairRequired {
+            RepairUnsettled {
                 attempt,
                 _private: (),
             },
@@ -1015,13 +1057,14 @@ impl Pathway<Stopped> {
 }
 
 impl Pathway<PartiallyCompleted> {
-    /// Sent to repair by the repair owner.
+    /// Sent to repair by the repair owner. Part of the effect happened: the result is
+    /// [`RepairUnsettled`], which only a not-applied verdict turns into a repairable pathway.
     pub fn require_repair(
         self,
         rt: &Runtime,
         actor: &Actor,
-    ) -> Result<Pathway<RepairRequired>, Refused<PartiallyCompleted>> {
-        let attempt = Some(self.stage.attempt.clone());
+    ) -> Result<Pathway<RepairUnsettled>, Refused<PartiallyCompleted>> {
+        let attempt = self.stage.attempt.clone();
         self.simple(
             rt,
             actor,
@@ -1029,7 +1072,7 @@ impl Pathway<PartiallyCompleted> {
             "send to repair",
             State::RepairRequired,
             json!({}),
-            RepairRequired {
+            RepairUnsettled {
                 attempt,
                 _private: (),
             },
@@ -1037,20 +1080,63 @@ impl Pathway<PartiallyCompleted> {
     }
 }
 
-impl Pathway<RepairRequired> {
+impl Pathway<RepairUnsettled> {
+    /// The attempt that may have taken effect.
+    #[must_use]
+    pub fn attempt(&self) -> &str {
+        &self.stage.attempt
+    }
+
+    /// Settles the pathway with a not-applied verdict for its last attempt (obtained by
+    /// [`Runtime::reconcile`] or [`Runtime::attest`]): it becomes repairable. Recorded as
+    /// evidence; the state stays `repair_required`.
+    pub fn settle(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<NotApplied>,
+    ) -> Result<Pathway<RepairRequired>, Refused<RepairUnsettled>> {
+        let attempt = Some(self.stage.attempt.clone());
+        let p = self.reconciled(rt, token, None, Some("not_applied"))?;
+        let v = p.core.version;
+        Ok(p.into_stage(
+            v,
+            RepairRequired {
+                attempt,
+                _private: (),
+            },
+        ))
+    }
+
+    /// Records an unresolved reconciliation; the pathway stays unsettled.
+    pub fn keep_unsettled(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<Unresolved>,
+    ) -> Result<Pathway<RepairUnsettled>, Refused<RepairUnsettled>> {
+        self.reconciled(rt, token, None, None)
+    }
+}
+
+impl<S: Stage> Pathway<S> {
     /// Repaired by the repair owner, with repair evidence and an optional compensation
     /// record (compensation itself is a separate, separately approved pathway).
+    ///
+    /// Only a [`RepairRequired`] pathway (its last attempt certainly did not take
+    /// effect) can be repaired; a [`RepairUnsettled`] one must be settled first.
     pub fn repair(
         self,
         rt: &Runtime,
         actor: &Actor,
         evidence: &Value,
         compensation: Option<&Value>,
-    ) -> Result<Pathway<ReadyToResume>, Refused<RepairRequired>> {
+    ) -> Result<Pathway<ReadyToResume>, Refused<S>>
+    where
+        S: Repairable,
+    {
         if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::RepairOwner], "repair") {
             return Err(Refused::new(self, e));
         }
-        let previous_attempt = self.stage.attempt.clone();
+        let previous_attempt = super::stage::sealed::RepairFrom::attempt(&self.stage);
         let data = json!({"evidence": evidence, "compensation": compensation, "attempt": previous_attempt});
         let data = match rt.check(&data) {
             Ok(d) => d,

@@ -10,20 +10,25 @@
 //! ledger event (chained to the current head) and moves the recorded head. A
 //! crash between any two statements rolls the whole step back.
 
+pub(crate) mod check;
 mod read;
 mod sqlite;
 
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
-pub(crate) use sqlite::SqliteBackend;
+pub(crate) use sqlite::{SqliteBackend, renew_leases};
 
 use crate::state::State;
 use serde_json::Value;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// The DDL of the current schema, as applied by the migrations.
+/// The DDL of schema version 1, applied by migration 1.
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// Migration 2: the process that may carry an attempt's request (and, in code, the
+/// database identity in `meta`).
+pub const MIGRATION_2_SQL: &str = include_str!("migrate_2.sql");
 
 /// What can go wrong in storage.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +84,30 @@ pub enum StoreError {
     /// An approval that is missing, already used or for another request.
     #[error("approval {0} is unknown, already used, or bound to another request")]
     ApprovalUnusable(String),
+    /// A pathway whose stored rows and its own ledger events disagree (a hand edit,
+    /// or a row the chain never recorded). Nothing was written.
+    #[error(
+        "pathway {pathway}: its stored rows and its own ledger events disagree ({detail}); nothing was done. Run verify"
+    )]
+    Unexplained {
+        /// The pathway.
+        pathway: String,
+        /// What disagrees.
+        detail: String,
+    },
+    /// A new attempt while the previous one may have taken effect (returned, partial,
+    /// unknown, in flight): only a not-applied verdict opens the way to a new attempt.
+    #[error(
+        "pathway {pathway}: attempt {attempt} ended {status}; a new attempt needs a not-applied verdict first. Nothing was sent"
+    )]
+    UnsettledAttempt {
+        /// The pathway.
+        pathway: String,
+        /// The previous attempt.
+        attempt: String,
+        /// Its status.
+        status: String,
+    },
 }
 
 /// A new pathway row.
@@ -91,6 +120,14 @@ pub(crate) struct NewPathway {
     pub(crate) request_digest: String,
     pub(crate) proposer: String,
     pub(crate) at: i64,
+}
+
+/// What a step's compare-and-set holds the stored pathway to, besides state and version:
+/// the handle's pathway is this database's pathway with this exact definition and request.
+#[derive(Debug, Clone)]
+pub(crate) struct Fence {
+    pub(crate) definition_digest: String,
+    pub(crate) request_digest: String,
 }
 
 /// The ledger event a step appends. `seq`, `at` and the hashes are filled in by the backend.
@@ -118,7 +155,10 @@ pub(crate) enum AttemptWrite {
         binding: String,
         binding_digest: String,
         owner: String,
-        lease_until: i64,
+        /// How long the lease runs from now, judged by the database's clock.
+        lease_ms: i64,
+        /// The process that may carry the request (canonical JSON), if the executor knows it.
+        carrier: Option<String>,
     },
     /// The attempt's outcome.
     Finish {
@@ -144,6 +184,7 @@ pub(crate) struct Step {
     pub(crate) pathway: String,
     pub(crate) expected_state: State,
     pub(crate) expected_version: i64,
+    pub(crate) fence: Fence,
     /// `None`: record the event without changing the state (evidence only).
     pub(crate) to: Option<State>,
     pub(crate) events: Vec<EventDraft>,
@@ -169,6 +210,7 @@ pub(crate) trait Backend {
         pathway: &str,
         expected: State,
         version: i64,
+        fence: &Fence,
         id: &str,
         request_digest: &str,
         approver: &str,
@@ -177,4 +219,10 @@ pub(crate) trait Backend {
     ) -> Result<(), StoreError>;
     /// The read side.
     fn reader(&self) -> &ReadStore;
+    /// This database's identity, created with the schema.
+    fn database_id(&self) -> &str;
+    /// Checks one pathway's rows against its own ledger events, in one read snapshot.
+    fn check_pathway(&self, id: &str) -> Result<check::Replay, StoreError>;
+    /// Now, by the database's clock (ms since the Unix epoch).
+    fn now_ms(&self) -> Result<i64, StoreError>;
 }

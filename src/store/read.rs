@@ -376,6 +376,15 @@ impl ReadStore {
         }))
     }
 
+    /// The stored definition digest of one pathway.
+    pub(crate) fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
+        self.conn
+            .prepare_cached("SELECT definition_digest FROM pathways WHERE id = ?1")?
+            .query_row(params![id], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
+    }
+
     /// The SQL of every schema object, for inspection and snapshots.
     pub fn schema(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self

@@ -6,21 +6,53 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::json;
 
+use super::check::{Replay, SETTLED, check_pathway};
 use super::read::ReadStore;
 use super::{
-    ApprovalWrite, AttemptWrite, Backend, EventDraft, NewPathway, SCHEMA_SQL, SCHEMA_VERSION, Step,
-    StoreError,
+    ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, MIGRATION_2_SQL, NewPathway,
+    SCHEMA_SQL, SCHEMA_VERSION, Step, StoreError,
 };
 use crate::ledger;
 use crate::state::State;
 
 /// Migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_SQL];
+const MIGRATIONS: &[&str] = &[SCHEMA_SQL, MIGRATION_2_SQL];
+
+/// The database's clock, in ms since the Unix epoch: leases are judged by it, never by a
+/// caller's (injected) clock.
+pub(crate) const DB_NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
 /// The SQLite implementation of [`Backend`].
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
     read: ReadStore,
+    database_id: String,
+}
+
+/// A new database identity: 16 bytes from the system's random source, in hex.
+fn new_database_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0_u8; 16];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        // No random device: the time, the process and the address of a stack value.
+        let seed = format!(
+            "{:?}:{}:{:p}",
+            std::time::SystemTime::now(),
+            std::process::id(),
+            &bytes
+        );
+        return format!(
+            "db_{}",
+            &crate::canonical::sha256_hex_bytes(seed.as_bytes())[..32]
+        );
+    }
+    let mut s = String::from("db_");
+    for b in bytes {
+        use std::fmt::Write;
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 impl SqliteBackend {
@@ -37,10 +69,20 @@ impl SqliteBackend {
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", true)?;
-        let backend = Self {
+        let mut backend = Self {
             read: ReadStore { conn },
+            database_id: String::new(),
         };
         backend.migrate(&path.display().to_string())?;
+        backend.database_id = backend
+            .conn()
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'database_id'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::Corrupt("meta has no database_id".into()))?;
         Ok(backend)
     }
 
@@ -79,6 +121,12 @@ impl SqliteBackend {
                 continue;
             }
             tx.execute_batch(sql)?;
+            if target == 2 {
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES ('database_id', ?1) ON CONFLICT (key) DO NOTHING",
+                    params![new_database_id()],
+                )?;
+            }
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -106,7 +154,7 @@ impl SqliteBackend {
             .optional()?;
         let (seq, prev) = head.map_or((1, ledger::GENESIS.to_owned()), |(s, h)| (s + 1, h));
         let event = json!({
-            "v": 1,
+            "v": 2,
             "seq": seq,
             "at": at,
             "pathway": pathway,
@@ -132,6 +180,28 @@ impl SqliteBackend {
         )?;
         Ok(())
     }
+}
+
+/// Renews the leases of `attempts` while `owner` holds them in flight, by the database's
+/// clock (used by the runtime's lease thread over its own connection).
+pub(crate) fn renew_leases(
+    conn: &Connection,
+    owner: &str,
+    attempts: &[String],
+    lease_ms: i64,
+) -> Result<(), StoreError> {
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+    {
+        let mut stmt = tx.prepare_cached(&format!(
+            "UPDATE attempts SET lease_until = {DB_NOW_MS} + ?1
+             WHERE id = ?2 AND owner = ?3 AND status = 'in_flight'"
+        ))?;
+        for a in attempts {
+            stmt.execute(params![lease_ms, a, owner])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 /// Refuses a step whose events do not walk allowed edges from the expected state to
@@ -178,18 +248,25 @@ impl Backend for SqliteBackend {
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         check_edges(&step)?;
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        // The rows this step relies on must be the ones the chain explains.
+        if check_pathway(&tx, &step.pathway)?.is_none() {
+            return Err(StoreError::NoSuchPathway(step.pathway));
+        }
         let new_state = step.to.unwrap_or(step.expected_state);
-        let changed = tx.execute(
-            "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
-             WHERE id = ?3 AND state = ?4 AND version = ?5",
-            params![
+        let changed = tx
+            .prepare_cached(
+                "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
+                 WHERE id = ?3 AND state = ?4 AND version = ?5 AND definition_digest = ?6 AND request_digest = ?7",
+            )?
+            .execute(params![
                 new_state.as_str(),
                 step.at,
                 step.pathway,
                 step.expected_state.as_str(),
-                step.expected_version
-            ],
-        )?;
+                step.expected_version,
+                step.fence.definition_digest,
+                step.fence.request_digest,
+            ])?;
         if changed != 1 {
             return Err(StoreError::Conflict {
                 pathway: step.pathway,
@@ -207,26 +284,54 @@ impl Backend for SqliteBackend {
                 binding,
                 binding_digest,
                 owner,
-                lease_until,
+                lease_ms,
+                carrier,
             }) => {
-                tx.execute(
+                // At most once (brief §11): a new attempt only after the previous one
+                // certainly did not take effect, whatever the caller's handle says.
+                let last: Option<(String, String)> = tx
+                    .prepare_cached(
+                        "SELECT id, status FROM attempts WHERE pathway_id = ?1 ORDER BY seq DESC LIMIT 1",
+                    )?
+                    .query_row(params![step.pathway], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                match (&last, &previous) {
+                    (None, None) => {}
+                    (Some((last_id, status)), Some(prev))
+                        if last_id == prev && SETTLED.contains(&status.as_str()) => {}
+                    (Some((last_id, status)), _) => {
+                        return Err(StoreError::UnsettledAttempt {
+                            pathway: step.pathway,
+                            attempt: last_id.clone(),
+                            status: status.clone(),
+                        });
+                    }
+                    (None, Some(prev)) => {
+                        return Err(StoreError::Unexplained {
+                            pathway: step.pathway,
+                            detail: format!("the previous attempt {prev} does not exist"),
+                        });
+                    }
+                }
+                tx.prepare_cached(&format!(
                     "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
-                                           binding_digest, status, owner, lease_until, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, ?10, ?11, ?11)",
-                    params![
-                        id,
-                        step.pathway,
-                        seq,
-                        previous,
-                        request,
-                        request_digest,
-                        binding,
-                        binding_digest,
-                        owner,
-                        lease_until,
-                        step.at
-                    ],
-                )?;
+                                           binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, {DB_NOW_MS} + ?10, ?11, ?12, ?12)"
+                ))?
+                .execute(params![
+                    id,
+                    step.pathway,
+                    seq,
+                    previous,
+                    request,
+                    request_digest,
+                    binding,
+                    binding_digest,
+                    owner,
+                    lease_ms,
+                    carrier,
+                    step.at
+                ])?;
             }
             Some(AttemptWrite::Finish {
                 id,
@@ -281,6 +386,7 @@ impl Backend for SqliteBackend {
         pathway: &str,
         expected: State,
         version: i64,
+        fence: &Fence,
         id: &str,
         request_digest: &str,
         approver: &str,
@@ -288,10 +394,20 @@ impl Backend for SqliteBackend {
         event: EventDraft,
     ) -> Result<(), StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        if check_pathway(&tx, pathway)?.is_none() {
+            return Err(StoreError::NoSuchPathway(pathway.to_owned()));
+        }
         // Fenced like every step: a stale handle must not record a grant for a stage the pathway left.
         let current: i64 = tx.query_row(
-            "SELECT count(*) FROM pathways WHERE id = ?1 AND state = ?2 AND version = ?3",
-            params![pathway, expected.as_str(), version],
+            "SELECT count(*) FROM pathways WHERE id = ?1 AND state = ?2 AND version = ?3
+               AND definition_digest = ?4 AND request_digest = ?5",
+            params![
+                pathway,
+                expected.as_str(),
+                version,
+                fence.definition_digest,
+                fence.request_digest
+            ],
             |r| r.get(0),
         )?;
         if current != 1 {
@@ -312,5 +428,22 @@ impl Backend for SqliteBackend {
 
     fn reader(&self) -> &ReadStore {
         &self.read
+    }
+
+    fn database_id(&self) -> &str {
+        &self.database_id
+    }
+
+    fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Deferred)?;
+        let found = check_pathway(&tx, id)?;
+        tx.commit()?;
+        found.ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
+    }
+
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(&format!("SELECT {DB_NOW_MS}"), [], |r| r.get(0))?)
     }
 }
