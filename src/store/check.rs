@@ -161,7 +161,7 @@ struct ApprovalFacts {
     approver: String,
     granted_at: i64,
     used_at: Option<i64>,
-    revoked: bool,
+    revoked_at: Option<i64>,
 }
 
 /// The facts one pathway's events establish, folded one event at a time.
@@ -196,9 +196,10 @@ impl Replay {
             (Some(cur), Some(Ok(f)), Some(Ok(t))) if f == cur && (f == t || f.allows(t)) => {
                 if t == State::HumanGate && f != State::HumanGate {
                     // Entering a Human Gate voids approvals given before it.
+                    let at = event.get("at").and_then(Value::as_i64);
                     for a in self.approvals.values_mut() {
-                        if a.used_at.is_none() {
-                            a.revoked = true;
+                        if a.used_at.is_none() && a.revoked_at.is_none() {
+                            a.revoked_at = at;
                         }
                     }
                 }
@@ -258,7 +259,7 @@ impl Replay {
                         approver: actor,
                         granted_at: at,
                         used_at: None,
-                        revoked: false,
+                        revoked_at: None,
                     },
                 );
             }
@@ -268,7 +269,7 @@ impl Replay {
                 match self.approvals.get_mut(&id) {
                     Some(a)
                         if a.used_at.is_none()
-                            && !a.revoked
+                            && a.revoked_at.is_none()
                             && a.approver == actor
                             && text(data, "request_digest") == a.request_digest
                             && a.request_digest == proposal_digest =>
@@ -515,7 +516,7 @@ impl Replay {
                 || f.approver != a.approver
                 || f.granted_at != a.granted_at
                 || f.used_at != a.used_at
-                || f.revoked != a.revoked_at.is_some()
+                || f.revoked_at != a.revoked_at
             {
                 out.push(mismatch(&format!(
                     "approval {} is not stored as the chain recorded it",
