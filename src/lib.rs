@@ -6,6 +6,7 @@ pub mod executor;
 pub mod inspect;
 pub mod ledger;
 pub mod pathway;
+mod process;
 mod runtime;
 pub mod state;
 pub mod store;
