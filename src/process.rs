@@ -35,10 +35,6 @@ pub(crate) fn hostname() -> String {
 /// `None` if there is no such process, it has exited (a zombie counts as exited: it
 /// holds nothing, even while its parent has not reaped it), or the platform cannot
 /// tell (everywhere but Linux).
-#[allow(
-    dead_code,
-    reason = "read by the runtime's owner rule (issue 8, hole 9), wired in by the runtime rewrite"
-)]
 pub(crate) fn process_start(pid: u32) -> Option<String> {
     linux::stat(pid)
         .filter(|s| s.alive)

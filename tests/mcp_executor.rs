@@ -403,6 +403,35 @@ fn wrong_tool_and_missing_prepare_send_nothing() {
     assert_eq!(refusal.code, "tool_missing");
 }
 
+#[test]
+fn the_carrier_is_the_server_process_until_it_is_reaped() {
+    let fx = Fixture::new("carrier");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    let executor = McpExecutor::new(Arc::clone(&client), "put");
+    let carrier = executor.carrier().expect("an MCP server carries the call");
+    let pid = fx.server_pid();
+    assert_eq!((carrier.pid, carrier.pgid), (pid, pid));
+    assert_eq!(carrier, client.server_process().unwrap());
+    if cfg!(target_os = "linux") {
+        let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let start = line[line.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .nth(19)
+            .unwrap();
+        assert_eq!(
+            carrier.start, start,
+            "the start time identifies the process"
+        );
+    } else {
+        assert_eq!(carrier.start, "", "unreadable start time stays empty");
+    }
+    client.shutdown();
+    assert_eq!(executor.carrier(), None, "a reaped server carries nothing");
+    // The file executor writes in the host process: nothing else carries its writes.
+    let files = rpr::executor::file::FileExecutor::new(&fx.dir).unwrap();
+    assert_eq!(files.carrier(), None);
+}
+
 fn readback(client: Arc<McpClient>) -> McpReadback {
     McpReadback::new(
         client,

@@ -5,8 +5,9 @@
 //! absolute, contains `..`, passes through a symbolic link, or names a symbolic link,
 //! and content larger than the configured maximum. [`Executor::execute`] writes a
 //! temporary file in the same directory, `fsync`s it, renames it over the target and
-//! `fsync`s the directory. [`FileReadback`] compares the file's sha256 with the
-//! content's.
+//! `fsync`s the directory, all in the host process (so [`Executor::carrier`] is
+//! `None`: no other process carries the write). [`FileReadback`] compares the file's
+//! sha256 with the content's.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -164,6 +165,9 @@ impl Executor for FileExecutor {
         let req = parse(request, self.max_bytes)?;
         self.resolve(&req.relative).map(|_| ())
     }
+
+    // `carrier` is the default `None`: the write happens in this process, so no other
+    // process can carry it on after the host is gone.
 
     fn execute(&mut self, request: &Request) -> Delivery {
         let (req, target) = match parse(request, self.max_bytes).and_then(|r| {

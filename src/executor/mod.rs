@@ -63,6 +63,40 @@ impl Binding {
     }
 }
 
+/// A process other than the host that may still carry a request after it was handed
+/// over: for an MCP server over stdio, the server process and its process group.
+///
+/// The runtime records it with the attempt before the request is sent, so that
+/// recovery can kill and reap whatever may still be writing before it concludes
+/// anything (a *not applied* readback is worthless while the carrier can still act).
+/// A process is identified by `pid` **and** `start`, so a recycled pid is never taken
+/// for it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Carrier {
+    /// The process id.
+    pub pid: u32,
+    /// Its process group id (a server spawned in its own group: equal to `pid`).
+    pub pgid: u32,
+    /// The start time of the group's leader (on Linux, clock ticks since boot, from
+    /// `/proc/PID/stat`); empty where it cannot be read (other platforms, or the
+    /// process already exited), which makes the carrier's liveness unverifiable.
+    pub start: String,
+}
+
+impl Carrier {
+    /// A carrier: process `process` in the process group `group`, whose leader started
+    /// at `start`.
+    #[must_use]
+    pub fn new(process: u32, group: u32, start: impl Into<String>) -> Self {
+        Self {
+            pid: process,
+            pgid: group,
+            start: start.into(),
+        }
+    }
+}
+
 /// Why an executor refused a request before anything was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -150,6 +184,16 @@ pub trait Executor {
 
     /// Sends the request and reports how far it got.
     fn execute(&mut self, request: &Request) -> Delivery;
+
+    /// The process, other than the host, that carries a request this executor sends,
+    /// if there is one (see [`Carrier`]). Asked before the request is sent.
+    ///
+    /// `None` (the default) means the host process carries the request itself (it
+    /// writes in-process), so once the host is gone nothing can still act on it. An
+    /// executor that hands requests to another process must say which.
+    fn carrier(&self) -> Option<Carrier> {
+        None
+    }
 }
 
 /// What an independent observation found.

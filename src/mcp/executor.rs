@@ -10,7 +10,7 @@ use super::binding::{ToolBinding, changed_fields};
 use super::client::{McpClient, Tool};
 use super::schema::ArgumentValidator;
 use super::session::Reply;
-use crate::executor::{Binding, Delivery, Executor, Refusal, RejectionClass, Request};
+use crate::executor::{Binding, Carrier, Delivery, Executor, Refusal, RejectionClass, Request};
 
 /// How the executor sends calls and classifies JSON-RPC error replies.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +61,10 @@ impl ExecutorConfig {
 ///
 /// `execute` consumes the preparation: a second `execute` without a new `prepare`
 /// sends nothing.
+///
+/// [`Executor::carrier`] is the server process ([`McpClient::server_process`]): the
+/// runtime records it with the attempt so that recovery can kill and reap it before it
+/// reconciles.
 #[derive(Debug)]
 pub struct McpExecutor {
     client: Arc<McpClient>,
@@ -237,6 +241,11 @@ impl Executor for McpExecutor {
                 reason: e.to_string(),
             },
         }
+    }
+
+    /// The server process ([`McpClient::server_process`]): it carries the call.
+    fn carrier(&self) -> Option<Carrier> {
+        self.client.server_process()
     }
 }
 

@@ -210,6 +210,13 @@ impl Transport {
         self.child.id()
     }
 
+    /// Whether the shutdown ladder has run and reaped the server (so no process of its
+    /// group is left).
+    #[must_use]
+    pub(crate) fn reaped(&self) -> bool {
+        self.report.is_some()
+    }
+
     /// Takes the server's stdin pipe (once).
     pub fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.stdin.take()
