@@ -403,6 +403,45 @@ fn wrong_tool_and_missing_prepare_send_nothing() {
     assert_eq!(refusal.code, "tool_missing");
 }
 
+/// Issue 8, hole 7: a preparation left behind (dispatch lost the compare-and-set and
+/// never executed) let a later bare `execute` send any request to that tool.
+#[test]
+fn preparation_is_for_one_request_and_is_released() {
+    let fx = Fixture::new("prepared");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put");
+    let a = put_request();
+    let b = Request::new("put", json!({"key": "k", "value": "other"}));
+    let binding = executor.bind(&a).unwrap();
+    let nothing = |delivery: Delivery, what: &str| {
+        assert!(
+            matches!(delivery, Delivery::NothingWritten { .. }),
+            "{what}: {delivery:?}"
+        );
+    };
+
+    executor.prepare(&a, &binding).unwrap();
+    executor.release();
+    nothing(executor.execute(&a), "execute after release");
+    assert_eq!(fx.effects(), 0, "a released preparation sent the request");
+
+    executor.prepare(&a, &binding).unwrap();
+    nothing(executor.execute(&b), "execute of another request");
+    assert_eq!(fx.effects(), 0, "a preparation for A sent B");
+    nothing(executor.execute(&a), "the mismatch used the preparation up");
+    assert_eq!(fx.effects(), 0);
+
+    executor.prepare(&a, &binding).unwrap();
+    let delivery = executor.execute(&a);
+    assert!(
+        matches!(delivery, Delivery::Succeeded { .. }),
+        "{delivery:?}"
+    );
+    assert_eq!(fx.effects(), 1);
+    nothing(executor.execute(&a), "a second execute");
+    assert_eq!(fx.effects(), 1, "one preparation sent twice");
+}
+
 #[test]
 fn the_carrier_is_the_server_process_until_it_is_reaped() {
     let fx = Fixture::new("carrier");

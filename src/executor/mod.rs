@@ -185,6 +185,14 @@ pub trait Executor {
     /// Sends the request and reports how far it got.
     fn execute(&mut self, request: &Request) -> Delivery;
 
+    /// Drops any preparation; called by dispatch when a prepared request will not be
+    /// executed (the compare-and-set was lost, the attempt record failed, …).
+    ///
+    /// A preparation is for one request and one attempt: after `release`, `execute`
+    /// must send nothing until the next successful `prepare`. The default does
+    /// nothing, for executors that keep no preparation.
+    fn release(&mut self) {}
+
     /// The process, other than the host, that carries a request this executor sends,
     /// if there is one (see [`Carrier`]). Asked before the request is sent.
     ///

@@ -59,8 +59,12 @@ impl ExecutorConfig {
 /// | result with `isError: true` | `ToolFailed` (result retained) |
 /// | any other result object | `Succeeded` (result retained) |
 ///
-/// `execute` consumes the preparation: a second `execute` without a new `prepare`
-/// sends nothing.
+/// A preparation is for one request and one attempt. `prepare` keeps the binding and
+/// the digest of the exact request it checked (sha256 of the canonical
+/// `{"action", "arguments"}`); `execute` takes it whatever the outcome, and refuses
+/// with `NothingWritten` a request that is not the prepared one; [`Executor::release`]
+/// drops it. So a second `execute`, an `execute` after `release`, or an `execute` of
+/// another request sends nothing.
 ///
 /// [`Executor::carrier`] is the server process ([`McpClient::server_process`]): the
 /// runtime records it with the attempt so that recovery can kill and reap it before it
@@ -70,7 +74,22 @@ pub struct McpExecutor {
     client: Arc<McpClient>,
     tool: String,
     config: ExecutorConfig,
-    prepared: Option<Binding>,
+    prepared: Option<Prepared>,
+}
+
+/// What one successful `prepare` allows: one `execute` of exactly this request.
+#[derive(Debug)]
+struct Prepared {
+    binding: Binding,
+    request_digest: String,
+}
+
+/// The digest that ties a preparation to one request: sha256 of the canonical
+/// `{"action", "arguments"}`.
+fn request_digest(request: &Request) -> Result<String, crate::canonical::CanonicalError> {
+    crate::canonical::sha256_hex(
+        &serde_json::json!({"action": request.action, "arguments": request.arguments}),
+    )
 }
 
 impl McpExecutor {
@@ -203,16 +222,35 @@ impl Executor for McpExecutor {
         self.prepared = None;
         self.check_action(request)?;
         self.verify(request, binding)?;
-        self.prepared = Some(binding.clone());
+        let request_digest = request_digest(request)
+            .map_err(|e| Refusal::new("invalid_arguments", format!("{e}; nothing was sent")))?;
+        self.prepared = Some(Prepared {
+            binding: binding.clone(),
+            request_digest,
+        });
         Ok(())
     }
 
     fn execute(&mut self, request: &Request) -> Delivery {
-        let Some(bound) = self.prepared.take() else {
+        let Some(Prepared {
+            binding: bound,
+            request_digest: prepared,
+        }) = self.prepared.take()
+        else {
             return Delivery::NothingWritten {
-                reason: "execute was called without a successful prepare; nothing was sent".into(),
+                reason:
+                    "execute was called without a successful prepare (or after the preparation \
+                         was used or released); nothing was sent"
+                        .into(),
             };
         };
+        if request_digest(request).ok().as_deref() != Some(prepared.as_str()) {
+            return Delivery::NothingWritten {
+                reason: "the request is not the one that was prepared; nothing was sent. Prepare \
+                         this request first"
+                    .into(),
+            };
+        }
         if let Err(refusal) = self
             .check_action(request)
             .and_then(|()| self.verify(request, &bound))
@@ -241,6 +279,10 @@ impl Executor for McpExecutor {
                 reason: e.to_string(),
             },
         }
+    }
+
+    fn release(&mut self) {
+        self.prepared = None;
     }
 
     /// The server process ([`McpClient::server_process`]): it carries the call.
