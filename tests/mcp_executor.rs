@@ -34,6 +34,11 @@ fn dispatch(
     let binding = executor.bind(&request).unwrap();
     executor.prepare(&request, &binding).unwrap();
     let delivery = executor.execute(&request);
+    if matches!(delivery, Delivery::PossiblyWritten { .. }) {
+        // Killed and reaped before the delivery was reported, with the client still held.
+        assert_gone(pid);
+        assert_eq!(executor.carrier(), None, "{delivery:?}");
+    }
     drop(executor);
     drop(client);
     assert_gone(pid);
@@ -224,6 +229,35 @@ fn timeout_then_late_effect_is_possibly_written() {
         fx.wait_for_effects(1, Duration::from_secs(3)),
         1,
         "the effect happened after the timeout"
+    );
+}
+
+/// Seed 002's rule: a call that may have reached the server is not concluded while the
+/// server can still act on it. A server that times out and would write 3 s later is
+/// killed and reaped before `execute` returns, so its write never happens.
+#[test]
+fn possibly_written_kills_and_reaps_the_server_before_returning() {
+    let fx = Fixture::new("reaped");
+    let command = fx.command("slow").arg("--sleep-ms").arg("3000");
+    let client = Arc::new(McpClient::connect(&command, &fast_config()).unwrap());
+    let pid = client.session().pid();
+    let config = ExecutorConfig::default().with_call_timeout(Duration::from_millis(200));
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put").with_config(config);
+    let request = put_request();
+    let binding = executor.bind(&request).unwrap();
+    executor.prepare(&request, &binding).unwrap();
+    let started = std::time::Instant::now();
+    let Delivery::PossiblyWritten { reason } = executor.execute(&request) else {
+        panic!("a timeout is possibly written")
+    };
+    assert!(reason.contains("shut down and reaped"), "{reason}");
+    assert_gone(pid);
+    assert_eq!(client.server_process(), None);
+    std::thread::sleep(Duration::from_millis(3500).saturating_sub(started.elapsed()));
+    assert_eq!(
+        fx.effects(),
+        0,
+        "the server wrote after the call was given up"
     );
 }
 

@@ -54,10 +54,17 @@ impl ExecutorConfig {
 /// | outcome | delivery |
 /// |---|---|
 /// | no byte of `tools/call` was written | `NothingWritten` |
-/// | bytes written, then timeout, EOF, crash, malformed or lost reply | `PossiblyWritten` |
+/// | bytes written, then timeout, EOF, crash, malformed or lost reply | `PossiblyWritten`, after the server was shut down and reaped |
 /// | JSON-RPC error reply | `Rejected` (class from [`ExecutorConfig::not_applied_codes`]) |
 /// | result with `isError: true` | `ToolFailed` (result retained) |
 /// | any other result object | `Succeeded` (result retained) |
+///
+/// On `PossiblyWritten` the server may still be working on the call, so `execute`
+/// runs the client's shutdown ladder ([`McpClient::shutdown`]: close stdin, `SIGTERM`
+/// and `SIGKILL` the process group, reap) before it returns: nothing is concluded
+/// about the call while its carrier can still act. This takes up to
+/// `close_wait + term_wait` of the transport, and the client is closed afterwards
+/// (later calls on it send nothing); a readback needs another client.
 ///
 /// A preparation is for one request and one attempt. `prepare` keeps the binding and
 /// the digest of the exact request it checked (sha256 of the canonical
@@ -263,7 +270,7 @@ impl Executor for McpExecutor {
             .config
             .call_timeout
             .unwrap_or_else(|| self.client.request_timeout());
-        match self
+        let delivery = match self
             .client
             .call_tool(&self.tool, &request.arguments, timeout)
         {
@@ -278,6 +285,21 @@ impl Executor for McpExecutor {
             Err(e) => Delivery::PossiblyWritten {
                 reason: e.to_string(),
             },
+        };
+        match delivery {
+            Delivery::PossiblyWritten { reason } => {
+                // The server may still be working on the request. Nothing may be
+                // concluded about it while it can still act: kill and reap it first.
+                let report = self.client.shutdown();
+                Delivery::PossiblyWritten {
+                    reason: format!(
+                        "{reason}; the server was then shut down and reaped ({:?} after {} ms)",
+                        report.stage,
+                        report.elapsed.as_millis()
+                    ),
+                }
+            }
+            other => other,
         }
     }
 
