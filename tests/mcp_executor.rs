@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_support::{Fixture, assert_gone, fast_config};
-use rpr::executor::{Delivery, Executor, Observation, Readback, RejectionClass, Request};
+use rpr::ActionClass;
+use rpr::executor::file::FileExecutor;
+use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, RejectionClass, Request};
 use rpr::mcp::{
     ArgumentValidator, Dialect, ExecutorConfig, McpClient, McpError, McpExecutor, McpReadback,
-    ReadbackVerdict, ServerCommand, SessionConfig, Tool,
+    ReadbackVerdict, ServerCommand, SessionConfig, Tool, ToolBinding,
 };
 use serde_json::{Value, json};
 
@@ -364,6 +366,69 @@ fn binding_details_and_digest() {
     assert_eq!(a.digest, rpr::canonical::sha256_hex(&a.details).unwrap());
 }
 
+/// Issue 8, hole 8: an executor states the class of what it binds, and the class is
+/// bound (part of the details, so of the digest).
+#[test]
+fn the_binding_states_the_class_the_executor_sees() {
+    let fx = Fixture::new("class");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    // `put` is annotated `readOnlyHint: false`, `get` `readOnlyHint: true`.
+    let put = McpExecutor::new(Arc::clone(&client), "put")
+        .bind(&put_request())
+        .unwrap();
+    assert_eq!(put.class, ActionClass::Mutating);
+    assert_eq!(put.details["class"], "mutating");
+    let get = McpExecutor::new(Arc::clone(&client), "get")
+        .bind(&Request::new("get", json!({"key": "k"})))
+        .unwrap();
+    assert_eq!(get.class, ActionClass::ReadOnly);
+    assert_eq!(get.details["class"], "read_only");
+    assert_eq!(
+        get.digest,
+        rpr::canonical::sha256_hex(&get.details).unwrap()
+    );
+
+    // No annotation, or a hint that is not `true`, is the protocol's default: mutating.
+    let server = client.server();
+    for annotations in [None, Some(json!({})), Some(json!({"readOnlyHint": "yes"}))] {
+        let mut definition = json!({"name": "t", "inputSchema": {"type": "object"}});
+        if let Some(a) = annotations.clone() {
+            definition["annotations"] = a;
+        }
+        let tool = Tool::from_definition(definition).unwrap();
+        let binding = ToolBinding::new(server, &tool)
+            .unwrap()
+            .to_binding()
+            .unwrap();
+        assert_eq!(binding.class, ActionClass::Mutating, "{annotations:?}");
+    }
+
+    // The file executor writes: mutating, and bound as such.
+    let mut files = FileExecutor::new(&fx.dir).unwrap();
+    let write = Request::new("write_file", json!({"path": "a.txt", "content": "x"}));
+    let binding = files.bind(&write).unwrap();
+    assert_eq!(binding.class, ActionClass::Mutating);
+    assert_eq!(binding.details["class"], "mutating");
+    assert_eq!(
+        binding.digest,
+        rpr::canonical::sha256_hex(&binding.details).unwrap()
+    );
+
+    // A plain binding is mutating (fail closed); changing the class changes the digest.
+    let plain = Binding::new("t", json!({"executor": "x"})).unwrap();
+    assert_eq!(plain.class, ActionClass::Mutating);
+    assert!(plain.details.get("class").is_none());
+    let read_only = plain.clone().read_only();
+    assert_eq!(read_only.class, ActionClass::ReadOnly);
+    assert_eq!(read_only.details["class"], "read_only");
+    let mutating = plain.with_class(ActionClass::Mutating);
+    assert_ne!(read_only.digest, mutating.digest);
+    assert_eq!(
+        read_only.digest,
+        rpr::canonical::sha256_hex(&read_only.details).unwrap()
+    );
+}
+
 #[test]
 fn invalid_arguments_are_refused_before_sending() {
     for draft07 in [false, true] {
@@ -501,7 +566,7 @@ fn the_carrier_is_the_server_process_until_it_is_reaped() {
     client.shutdown();
     assert_eq!(executor.carrier(), None, "a reaped server carries nothing");
     // The file executor writes in the host process: nothing else carries its writes.
-    let files = rpr::executor::file::FileExecutor::new(&fx.dir).unwrap();
+    let files = FileExecutor::new(&fx.dir).unwrap();
     assert_eq!(files.carrier(), None);
 }
 

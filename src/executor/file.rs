@@ -1,6 +1,7 @@
 //! A local-file executor: writes one file inside a root, atomically, and reads it back.
 //!
 //! The request is `write_file` with arguments `{"path": "<relative path>", "content": "<text>"}`.
+//! Its binding is of class [`ActionClass::Mutating`](crate::ActionClass): it writes.
 //! Before anything is written, [`FileExecutor::prepare`] refuses a path that is
 //! absolute, contains `..`, passes through a symbolic link, or names a symbolic link,
 //! and content larger than the configured maximum. [`Executor::execute`] writes a
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
 use crate::canonical::sha256_hex_bytes;
+use crate::pathway::ActionClass;
 
 /// The action name this executor accepts.
 pub const WRITE_FILE: &str = "write_file";
@@ -141,10 +143,12 @@ impl FileExecutor {
     }
 
     fn binding(&self) -> Result<Binding, Refusal> {
+        // Every request this executor runs writes a file.
         Binding::new(
             format!("file:{}", self.root.display()),
             json!({"executor": "local-file", "root": self.root.display().to_string(), "max_bytes": self.max_bytes}),
         )
+        .map(|binding| binding.with_class(ActionClass::Mutating))
         .map_err(|e| Refusal::new("binding", e.to_string()))
     }
 }

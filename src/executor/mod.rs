@@ -8,6 +8,8 @@ pub mod file;
 
 use serde_json::Value;
 
+use crate::pathway::ActionClass;
+
 /// The request a pathway carries to its target: an action name and its arguments.
 ///
 /// This is plain data; holding a `Request` grants nothing.
@@ -37,6 +39,11 @@ impl Request {
 /// `details` is the full description; `digest` is the sha256 (hex) of the RFC 8785
 /// canonical form of `details`, computed by the executor. Dispatch re-checks the live
 /// binding against this one before anything is sent.
+///
+/// `class` is the executor's view of what the bound target does: [`ActionClass::Mutating`]
+/// unless the executor states otherwise ([`Binding::read_only`], [`Binding::with_class`]),
+/// the fail-closed default. A pathway's definition may be stricter than this (declare
+/// `Mutating` for a target the executor calls read-only), never laxer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Binding {
@@ -46,10 +53,14 @@ pub struct Binding {
     pub details: Value,
     /// sha256 hex of the canonical JSON of `details`.
     pub digest: String,
+    /// Whether the bound target only reads or may change something, as the executor
+    /// sees it. Bound in `details` as `"class"` when set with [`Binding::with_class`].
+    pub class: ActionClass,
 }
 
 impl Binding {
-    /// Builds a binding, computing the digest of `details`.
+    /// Builds a binding of class [`ActionClass::Mutating`], computing the digest of
+    /// `details`.
     pub fn new(
         target: impl Into<String>,
         details: Value,
@@ -59,7 +70,37 @@ impl Binding {
             target: target.into(),
             details,
             digest,
+            class: ActionClass::Mutating,
         })
+    }
+
+    /// Sets the class. When `details` is a JSON object (as every executor's in this
+    /// crate is) the class is also written into it as `"class"` (`"read_only"` or
+    /// `"mutating"`) and the digest recomputed, so the class is part of what is bound
+    /// and recorded; otherwise only this field carries it.
+    #[must_use]
+    pub fn with_class(mut self, class: ActionClass) -> Self {
+        self.class = class;
+        if let Some(details) = self.details.as_object_mut() {
+            let name = match class {
+                ActionClass::ReadOnly => "read_only",
+                ActionClass::Mutating => "mutating",
+            };
+            details.insert("class".into(), Value::from(name));
+            // `details` had a canonical form already (see `new`); one more string member
+            // cannot take it away. Were it to, the stale digest would no longer match
+            // the details, and the binding would be refused as changed: fail closed.
+            if let Ok(digest) = crate::canonical::sha256_hex(&self.details) {
+                self.digest = digest;
+            }
+        }
+        self
+    }
+
+    /// Sets the class to [`ActionClass::ReadOnly`] (see [`Binding::with_class`]).
+    #[must_use]
+    pub fn read_only(self) -> Self {
+        self.with_class(ActionClass::ReadOnly)
     }
 }
 

@@ -43,7 +43,10 @@ impl ExecutorConfig {
 /// Carries a request to one MCP tool over one live [`McpClient`].
 ///
 /// - [`Executor::bind`] lists the tools and binds the request to the server identity,
-///   capabilities and tool definition (see [`ToolBinding`]);
+///   capabilities and tool definition (see [`ToolBinding`]), and states its class:
+///   [`ActionClass::ReadOnly`](crate::ActionClass) only when the tool's annotations say
+///   `readOnlyHint: true` (the server's claim; a definition may still be stricter),
+///   otherwise `Mutating`;
 /// - [`Executor::prepare`] lists the tools again, refuses (`binding_changed`) if
 ///   anything bound differs, and validates the arguments against the tool's
 ///   `inputSchema` (`invalid_arguments`);
