@@ -23,7 +23,10 @@ struct Noop;
 
 impl Executor for Noop {
     fn bind(&mut self, _request: &Request) -> Result<Binding, Refusal> {
-        Ok(Binding::new("noop", json!({"executor": "noop"})).expect("static binding"))
+        // It does nothing, so it truthfully binds a read-only target.
+        Ok(Binding::new("noop", json!({"executor": "noop"}))
+            .expect("static binding")
+            .read_only())
     }
     fn prepare(&mut self, _request: &Request, _binding: &Binding) -> Result<(), Refusal> {
         Ok(())

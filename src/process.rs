@@ -1,35 +1,332 @@
-//! Placeholder, replaced by the process module of the `procs` branch.
-#![allow(dead_code)]
+//! The platform part of owner and carrier liveness: host name, process start times,
+//! and killing a recorded process group.
+//!
+//! A process is identified by its pid **and its start time**, so a recycled pid is
+//! never taken for the process that was recorded. The start time can only be read on
+//! Linux (`/proc/PID/stat`, field 22: clock ticks since boot). Elsewhere
+//! [`process_start`] is always `None` ([`START_TIME_READABLE`] is false), and callers
+//! must treat liveness there as lease-only: a process whose start time cannot be read is
+//! *unverifiable*, never "gone because unknown".
+
 use std::time::Duration;
 
+/// Whether [`process_start`] can read start times on this platform (Linux only).
 pub(crate) const START_TIME_READABLE: bool = cfg!(target_os = "linux");
 
+/// The host name from `gethostname(2)`, or `unknown-host` if it cannot be read or is
+/// not UTF-8.
 pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map_or_else(|_| "unknown-host".into(), |s| s.trim().to_owned())
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
 }
 
+/// The start time of the live process `pid` (clock ticks since boot, as text), or
+/// `None` if there is no such process, it has exited (a zombie counts as exited: it
+/// holds nothing, even while its parent has not reaped it), or the platform cannot
+/// tell (everywhere but Linux).
 pub(crate) fn process_start(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    if matches!(rest.split_whitespace().next(), Some("Z" | "X" | "x")) {
-        return None;
-    }
-    rest.split_whitespace().nth(19).map(str::to_owned)
+    linux::stat(pid)
+        .filter(|s| s.alive)
+        .map(|s| s.start.to_string())
 }
 
+/// What [`kill_group_and_wait`] found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GroupFate {
+    /// No process of the recorded group was alive to begin with.
     Gone,
+    /// Some were alive; all were sent `SIGKILL` and none is alive any more.
     Killed,
+    /// Some are still alive when the timeout passed (for example in uninterruptible
+    /// sleep).
     StillAlive,
+    /// The group cannot be identified: not Linux, or the recorded start is empty or
+    /// not a number.
     Unverifiable,
 }
 
-pub(crate) fn kill_group_and_wait(
-    _pgid: u32,
-    _leader_start: &str,
-    _timeout: Duration,
-) -> GroupFate {
-    GroupFate::Unverifiable
+/// Kills every live process of the process group `pgid` that the recorded leader could
+/// have started, and waits until none is alive or `timeout` passes.
+///
+/// A member is a live (not zombie) process whose process group is `pgid` and whose
+/// start time is at or after `leader_start`, the start time recorded for the group's
+/// leader (the leader's pid is `pgid`). A process group id stays allocated while any
+/// member lives, so a surviving member of the recorded group is found; a process that
+/// started before the leader cannot belong to it and is never signalled. If the pid
+/// `pgid` now belongs to a process with another start time, the recorded group is gone
+/// entirely (its id was free to be reused) and nothing is signalled.
+///
+/// Each member is checked again (group and start time) right before its `SIGKILL`.
+/// Off Linux this returns [`GroupFate::Unverifiable`] without signalling anything.
+pub(crate) fn kill_group_and_wait(pgid: u32, leader_start: &str, timeout: Duration) -> GroupFate {
+    if !START_TIME_READABLE {
+        return GroupFate::Unverifiable;
+    }
+    let Ok(leader_start) = leader_start.parse::<u64>() else {
+        return GroupFate::Unverifiable;
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    let mut killed_any = false;
+    loop {
+        let members = linux::members(pgid, leader_start);
+        if members.is_empty() {
+            return if killed_any {
+                GroupFate::Killed
+            } else {
+                GroupFate::Gone
+            };
+        }
+        if std::time::Instant::now() >= deadline {
+            return GroupFate::StillAlive;
+        }
+        for member in members {
+            killed_any |= linux::kill_member(member, pgid, leader_start);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether any process of the recorded group (as [`kill_group_and_wait`] defines it) is
+/// alive; `None` when that cannot be established (not Linux, or `leader_start` is empty
+/// or not a number).
+#[cfg(test)]
+pub(crate) fn group_alive(pgid: u32, leader_start: &str) -> Option<bool> {
+    if !START_TIME_READABLE {
+        return None;
+    }
+    let leader_start = leader_start.parse::<u64>().ok()?;
+    Some(!linux::members(pgid, leader_start).is_empty())
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    /// The fields of `/proc/PID/stat` that liveness needs.
+    #[derive(Debug, Clone, Copy)]
+    pub(super) struct Stat {
+        /// Neither zombie nor dead.
+        pub(super) alive: bool,
+        /// Field 5, the process group.
+        pub(super) pgrp: u32,
+        /// Field 22, the start time in clock ticks since boot.
+        pub(super) start: u64,
+    }
+
+    pub(super) fn stat(pid: u32) -> Option<Stat> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse(&text)
+    }
+
+    fn parse(text: &str) -> Option<Stat> {
+        // Fields count from after the ")" that closes the command name (which may
+        // itself contain spaces and parentheses): state is field 3.
+        let rest = &text[text.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // Field 3 (state): a zombie (Z) or dead (X, x) process has exited.
+        let alive = !matches!(*fields.first()?, "Z" | "X" | "x");
+        Some(Stat {
+            alive,
+            pgrp: fields.get(2)?.parse().ok()?,
+            start: fields.get(19)?.parse().ok()?,
+        })
+    }
+
+    /// Whether `stat` describes a live member of the group recorded as (`pgid`,
+    /// `leader_start`).
+    fn is_member(stat: Stat, pgid: u32, leader_start: u64) -> bool {
+        stat.alive && stat.pgrp == pgid && stat.start >= leader_start
+    }
+
+    /// The pids of the live members of the recorded group.
+    pub(super) fn members(pgid: u32, leader_start: u64) -> Vec<u32> {
+        // The group's id is its leader's pid; while any member lives, that pid is not
+        // given to another process. A process holding it with another start time means
+        // the recorded group is gone and the id was reused.
+        if stat(pgid).is_some_and(|leader| leader.start != leader_start) {
+            return Vec::new();
+        }
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| stat(pid).is_some_and(|s| is_member(s, pgid, leader_start)))
+            .collect()
+    }
+
+    /// Sends `SIGKILL` to `pid` if it is still a live member; whether it was sent.
+    pub(super) fn kill_member(member: u32, pgid: u32, leader_start: u64) -> bool {
+        if !stat(member).is_some_and(|s| is_member(s, pgid, leader_start)) {
+            return false;
+        }
+        let Ok(raw) = i32::try_from(member) else {
+            return false;
+        };
+        kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::parse;
+
+        #[test]
+        fn parses_a_command_name_with_spaces_and_parentheses() {
+            let line = "42 (a b) (c)) S 1 40 40 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 0 0";
+            let stat = parse(line).unwrap();
+            assert!(stat.alive);
+            assert_eq!(stat.pgrp, 40);
+            assert_eq!(stat.start, 777);
+            let zombie = line.replace(")) S", ")) Z");
+            assert!(!parse(&zombie).unwrap().alive);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod linux {
+    //! Start times cannot be read here: nothing is ever found alive or signalled, and
+    //! the public functions report that liveness is unverifiable.
+
+    #[derive(Debug, Clone, Copy)]
+    pub(super) struct Stat {
+        pub(super) alive: bool,
+        pub(super) start: u64,
+    }
+
+    pub(super) fn stat(_pid: u32) -> Option<Stat> {
+        None
+    }
+
+    pub(super) fn members(_pgid: u32, _leader_start: u64) -> Vec<u32> {
+        Vec::new()
+    }
+
+    pub(super) fn kill_member(_member: u32, _pgid: u32, _leader_start: u64) -> bool {
+        false
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Child, Command};
+    use std::time::{Duration, Instant};
+
+    use super::{GroupFate, group_alive, kill_group_and_wait, process_start};
+
+    /// Spawns `sh -c 'sleep 30 & sleep 30'` in a new process group: a leader with a
+    /// child and a grandchild-like background job, all in the group.
+    fn spawn_group() -> Child {
+        Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30"])
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    /// The pids whose process group is `pgid`, alive or not yet reaped.
+    fn pids_in_group(pgid: u32) -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| super::linux::stat(pid).is_some_and(|s| s.alive && s.pgrp == pgid))
+            .collect()
+    }
+
+    fn wait_for_members(pgid: u32, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pids_in_group(pgid).len() < count {
+            assert!(
+                Instant::now() < deadline,
+                "the group never had {count} members"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn kills_a_whole_group_with_its_grandchildren_then_finds_it_gone() {
+        let mut leader = spawn_group();
+        let pgid = leader.id();
+        let start = process_start(pgid).unwrap();
+        // sh, and the two sleeps (one is sh's child in the background, one in front).
+        wait_for_members(pgid, 3);
+        let members = pids_in_group(pgid);
+        assert_eq!(group_alive(pgid, &start), Some(true));
+
+        let fate = kill_group_and_wait(pgid, &start, Duration::from_secs(5));
+        assert_eq!(fate, GroupFate::Killed);
+        for pid in members {
+            assert_eq!(process_start(pid), None, "process {pid} survived");
+        }
+        assert_eq!(group_alive(pgid, &start), Some(false));
+        // Nothing is left to kill: a second call finds the group gone, also while the
+        // leader is an unreaped zombie.
+        assert_eq!(
+            kill_group_and_wait(pgid, &start, Duration::from_secs(5)),
+            GroupFate::Gone
+        );
+        leader.wait().unwrap();
+        assert_eq!(
+            kill_group_and_wait(pgid, &start, Duration::from_secs(5)),
+            GroupFate::Gone
+        );
+    }
+
+    #[test]
+    fn a_group_recorded_with_a_later_leader_start_is_not_touched() {
+        let mut leader = spawn_group();
+        let pgid = leader.id();
+        let start: u64 = process_start(pgid).unwrap().parse().unwrap();
+        wait_for_members(pgid, 3);
+        let members = pids_in_group(pgid);
+        // As if the pgid had been recycled: the record names a leader that started
+        // after every process now in the group.
+        let later = (start + 1_000_000).to_string();
+        assert_eq!(group_alive(pgid, &later), Some(false));
+        assert_eq!(
+            kill_group_and_wait(pgid, &later, Duration::from_secs(1)),
+            GroupFate::Gone
+        );
+        for pid in &members {
+            assert!(process_start(*pid).is_some(), "process {pid} was hit");
+        }
+        let start = start.to_string();
+        assert_eq!(
+            kill_group_and_wait(pgid, &start, Duration::from_secs(5)),
+            GroupFate::Killed
+        );
+        leader.wait().unwrap();
+    }
+
+    #[test]
+    fn an_unparseable_leader_start_is_unverifiable() {
+        let mut leader = spawn_group();
+        let pgid = leader.id();
+        for start in ["", "abc", "-1"] {
+            assert_eq!(group_alive(pgid, start), None);
+            assert_eq!(
+                kill_group_and_wait(pgid, start, Duration::from_secs(1)),
+                GroupFate::Unverifiable
+            );
+        }
+        assert!(process_start(pgid).is_some(), "the group was hit");
+        let start = process_start(pgid).unwrap();
+        assert_eq!(
+            kill_group_and_wait(pgid, &start, Duration::from_secs(5)),
+            GroupFate::Killed
+        );
+        leader.wait().unwrap();
+    }
+
+    #[test]
+    fn hostname_is_the_kernel_hostname() {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(super::hostname(), kernel.trim());
+    }
 }

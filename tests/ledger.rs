@@ -570,9 +570,10 @@ fn rewritten_and_rechained_history_is_detected_with_the_known_head() {
             "{what}: {:?}",
             report.problems
         );
-        if what == "actor rewritten" {
-            // The approvals row still names the real approver: the rows re-derived from
-            // the chain catch this rewrite even without a kept head.
+        if what == "actor rewritten" || what == "event inserted" {
+            // The approvals rows contradict the re-chained events (the real approver; no row
+            // for the forged grant): the rows re-derived from the chain catch these rewrites
+            // even without a kept head.
             assert!(
                 !f.verify(None).is_ok(),
                 "{what}: the approvals row contradicts the re-chained event"

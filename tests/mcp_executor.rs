@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_support::{Fixture, assert_gone, fast_config};
-use rpr::executor::{Delivery, Executor, Observation, Readback, RejectionClass, Request};
+use rpr::ActionClass;
+use rpr::executor::file::FileExecutor;
+use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, RejectionClass, Request};
 use rpr::mcp::{
     ArgumentValidator, Dialect, ExecutorConfig, McpClient, McpError, McpExecutor, McpReadback,
-    ReadbackVerdict, ServerCommand, SessionConfig, Tool,
+    ReadbackVerdict, ServerCommand, SessionConfig, Tool, ToolBinding,
 };
 use serde_json::{Value, json};
 
@@ -34,6 +36,11 @@ fn dispatch(
     let binding = executor.bind(&request).unwrap();
     executor.prepare(&request, &binding).unwrap();
     let delivery = executor.execute(&request);
+    if matches!(delivery, Delivery::PossiblyWritten { .. }) {
+        // Killed and reaped before the delivery was reported, with the client still held.
+        assert_gone(pid);
+        assert_eq!(executor.carrier(), None, "{delivery:?}");
+    }
     drop(executor);
     drop(client);
     assert_gone(pid);
@@ -227,6 +234,35 @@ fn timeout_then_late_effect_is_possibly_written() {
     );
 }
 
+/// Seed 002's rule: a call that may have reached the server is not concluded while the
+/// server can still act on it. A server that times out and would write 3 s later is
+/// killed and reaped before `execute` returns, so its write never happens.
+#[test]
+fn possibly_written_kills_and_reaps_the_server_before_returning() {
+    let fx = Fixture::new("reaped");
+    let command = fx.command("slow").arg("--sleep-ms").arg("3000");
+    let client = Arc::new(McpClient::connect(&command, &fast_config()).unwrap());
+    let pid = client.session().pid();
+    let config = ExecutorConfig::default().with_call_timeout(Duration::from_millis(200));
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put").with_config(config);
+    let request = put_request();
+    let binding = executor.bind(&request).unwrap();
+    executor.prepare(&request, &binding).unwrap();
+    let started = std::time::Instant::now();
+    let Delivery::PossiblyWritten { reason } = executor.execute(&request) else {
+        panic!("a timeout is possibly written")
+    };
+    assert!(reason.contains("shut down and reaped"), "{reason}");
+    assert_gone(pid);
+    assert_eq!(client.server_process(), None);
+    std::thread::sleep(Duration::from_millis(3500).saturating_sub(started.elapsed()));
+    assert_eq!(
+        fx.effects(),
+        0,
+        "the server wrote after the call was given up"
+    );
+}
+
 #[test]
 fn schema_change_after_bind_refuses_prepare() {
     let fx = Fixture::new("rugpull");
@@ -330,6 +366,69 @@ fn binding_details_and_digest() {
     assert_eq!(a.digest, rpr::canonical::sha256_hex(&a.details).unwrap());
 }
 
+/// Issue 8, hole 8: an executor states the class of what it binds, and the class is
+/// bound (part of the details, so of the digest).
+#[test]
+fn the_binding_states_the_class_the_executor_sees() {
+    let fx = Fixture::new("class");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    // `put` is annotated `readOnlyHint: false`, `get` `readOnlyHint: true`.
+    let put = McpExecutor::new(Arc::clone(&client), "put")
+        .bind(&put_request())
+        .unwrap();
+    assert_eq!(put.class, ActionClass::Mutating);
+    assert_eq!(put.details["class"], "mutating");
+    let get = McpExecutor::new(Arc::clone(&client), "get")
+        .bind(&Request::new("get", json!({"key": "k"})))
+        .unwrap();
+    assert_eq!(get.class, ActionClass::ReadOnly);
+    assert_eq!(get.details["class"], "read_only");
+    assert_eq!(
+        get.digest,
+        rpr::canonical::sha256_hex(&get.details).unwrap()
+    );
+
+    // No annotation, or a hint that is not `true`, is the protocol's default: mutating.
+    let server = client.server();
+    for annotations in [None, Some(json!({})), Some(json!({"readOnlyHint": "yes"}))] {
+        let mut definition = json!({"name": "t", "inputSchema": {"type": "object"}});
+        if let Some(a) = annotations.clone() {
+            definition["annotations"] = a;
+        }
+        let tool = Tool::from_definition(definition).unwrap();
+        let binding = ToolBinding::new(server, &tool)
+            .unwrap()
+            .to_binding()
+            .unwrap();
+        assert_eq!(binding.class, ActionClass::Mutating, "{annotations:?}");
+    }
+
+    // The file executor writes: mutating, and bound as such.
+    let mut files = FileExecutor::new(&fx.dir).unwrap();
+    let write = Request::new("write_file", json!({"path": "a.txt", "content": "x"}));
+    let binding = files.bind(&write).unwrap();
+    assert_eq!(binding.class, ActionClass::Mutating);
+    assert_eq!(binding.details["class"], "mutating");
+    assert_eq!(
+        binding.digest,
+        rpr::canonical::sha256_hex(&binding.details).unwrap()
+    );
+
+    // A plain binding is mutating (fail closed); changing the class changes the digest.
+    let plain = Binding::new("t", json!({"executor": "x"})).unwrap();
+    assert_eq!(plain.class, ActionClass::Mutating);
+    assert!(plain.details.get("class").is_none());
+    let read_only = plain.clone().read_only();
+    assert_eq!(read_only.class, ActionClass::ReadOnly);
+    assert_eq!(read_only.details["class"], "read_only");
+    let mutating = plain.with_class(ActionClass::Mutating);
+    assert_ne!(read_only.digest, mutating.digest);
+    assert_eq!(
+        read_only.digest,
+        rpr::canonical::sha256_hex(&read_only.details).unwrap()
+    );
+}
+
 #[test]
 fn invalid_arguments_are_refused_before_sending() {
     for draft07 in [false, true] {
@@ -401,6 +500,74 @@ fn wrong_tool_and_missing_prepare_send_nothing() {
         .bind(&Request::new("nope", json!({})))
         .unwrap_err();
     assert_eq!(refusal.code, "tool_missing");
+}
+
+/// Issue 8, hole 7: a preparation left behind (dispatch lost the compare-and-set and
+/// never executed) let a later bare `execute` send any request to that tool.
+#[test]
+fn preparation_is_for_one_request_and_is_released() {
+    let fx = Fixture::new("prepared");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put");
+    let a = put_request();
+    let b = Request::new("put", json!({"key": "k", "value": "other"}));
+    let binding = executor.bind(&a).unwrap();
+    let nothing = |delivery: Delivery, what: &str| {
+        assert!(
+            matches!(delivery, Delivery::NothingWritten { .. }),
+            "{what}: {delivery:?}"
+        );
+    };
+
+    executor.prepare(&a, &binding).unwrap();
+    executor.release();
+    nothing(executor.execute(&a), "execute after release");
+    assert_eq!(fx.effects(), 0, "a released preparation sent the request");
+
+    executor.prepare(&a, &binding).unwrap();
+    nothing(executor.execute(&b), "execute of another request");
+    assert_eq!(fx.effects(), 0, "a preparation for A sent B");
+    nothing(executor.execute(&a), "the mismatch used the preparation up");
+    assert_eq!(fx.effects(), 0);
+
+    executor.prepare(&a, &binding).unwrap();
+    let delivery = executor.execute(&a);
+    assert!(
+        matches!(delivery, Delivery::Succeeded { .. }),
+        "{delivery:?}"
+    );
+    assert_eq!(fx.effects(), 1);
+    nothing(executor.execute(&a), "a second execute");
+    assert_eq!(fx.effects(), 1, "one preparation sent twice");
+}
+
+#[test]
+fn the_carrier_is_the_server_process_until_it_is_reaped() {
+    let fx = Fixture::new("carrier");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    let executor = McpExecutor::new(Arc::clone(&client), "put");
+    let carrier = executor.carrier().expect("an MCP server carries the call");
+    let pid = fx.server_pid();
+    assert_eq!((carrier.pid, carrier.pgid), (pid, pid));
+    assert_eq!(carrier, client.server_process().unwrap());
+    if cfg!(target_os = "linux") {
+        let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let start = line[line.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .nth(19)
+            .unwrap();
+        assert_eq!(
+            carrier.start, start,
+            "the start time identifies the process"
+        );
+    } else {
+        assert_eq!(carrier.start, "", "unreadable start time stays empty");
+    }
+    client.shutdown();
+    assert_eq!(executor.carrier(), None, "a reaped server carries nothing");
+    // The file executor writes in the host process: nothing else carries its writes.
+    let files = FileExecutor::new(&fx.dir).unwrap();
+    assert_eq!(files.carrier(), None);
 }
 
 fn readback(client: Arc<McpClient>) -> McpReadback {

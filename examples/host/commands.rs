@@ -329,6 +329,11 @@ pub(crate) fn reconcile(args: &Args) -> Result<Exit, Failure> {
             let live = live_for(args, &p)?;
             flow::confirm(&rt, &live, p, &hint)
         }
+        StoredPathway::RepairUnsettled(p) => {
+            let p = restored(args, p)?;
+            let live = live_for(args, &p)?;
+            flow::settle(&rt, &live, p, &hint)
+        }
         other => wrong_state(&rt, &other, "reconcile"),
     }
 }
@@ -428,6 +433,7 @@ pub(crate) fn abort(args: &Args) -> Result<Exit, Failure> {
         StoredPathway::HumanGate(p) => go(&rt, p, &actor, &residuals)?,
         StoredPathway::Stopped(p) => go(&rt, p, &actor, &residuals)?,
         StoredPathway::RepairRequired(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::RepairUnsettled(p) => go(&rt, p, &actor, &residuals)?,
         StoredPathway::ReadyToResume(p) => go(&rt, p, &actor, &residuals)?,
         other => return wrong_state(&rt, &other, "abort"),
     };
@@ -451,8 +457,31 @@ pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
     let evidence = json!({"text": args.req("evidence")?});
     let (rt, stored) = load(args)?;
     let actor = Actor::new(args.req("as")?);
-    let StoredPathway::Unknown(p) = stored else {
-        return wrong_state(&rt, &stored, "attest");
+    let p = match stored {
+        StoredPathway::Unknown(p) => p,
+        StoredPathway::RepairUnsettled(p) => {
+            let id = p.id().to_owned();
+            return match rt.attest(&p, &actor, verdict, &evidence)? {
+                Reconciled::NotApplied(token) => {
+                    p.settle(&rt, token)?;
+                    println!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)");
+                    hint(args).next("repair", &id, " --as NAME --evidence TEXT");
+                    Ok(Exit::Pending)
+                }
+                Reconciled::Unresolved(token) => {
+                    p.keep_unsettled(&rt, token)?;
+                    println!("{actor} attests unresolved → pathway {id} stays unsettled (nothing re-sent)");
+                    Ok(Exit::Pending)
+                }
+                _ => {
+                    println!(
+                        "{actor} attests applied → the effect is there; pathway {id} cannot be resumed: abort it with residuals"
+                    );
+                    Ok(Exit::Pending)
+                }
+            };
+        }
+        other => return wrong_state(&rt, &other, "attest"),
     };
     let id = p.id().to_owned();
     match rt.attest(&p, &actor, verdict, &evidence)? {
@@ -487,8 +516,11 @@ pub(crate) fn require_repair(args: &Args) -> Result<Exit, Failure> {
         StoredPathway::PartiallyCompleted(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
         other => return wrong_state(&rt, &other, "require-repair"),
     };
-    println!("pathway {id} is REPAIR_REQUIRED (sent to repair by {actor})");
-    hint(args).next("repair", &id, " --as NAME --evidence TEXT");
+    println!(
+        "pathway {id} is REPAIR_REQUIRED (sent to repair by {actor}); it replied before, so it may have taken \
+         effect: reconcile it (readback) or attest it not applied before it can be repaired"
+    );
+    hint(args).next("reconcile", &id, "");
     Ok(Exit::Done)
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rpr::executor::Binding;
 use rpr::mcp::{McpClient, McpExecutor, SessionConfig, Tool, ToolBinding};
-use rpr::stage::{Bindable, Gated, Returned, Stage, Unknown};
+use rpr::stage::{Bindable, Gated, RepairUnsettled, Returned, Stage, Unknown};
 use rpr::token::Reconciled;
 use rpr::{Actor, Confirmed, Outcome, Pathway, Runtime, StepPoint};
 use serde_json::Value;
@@ -343,6 +343,38 @@ pub(crate) fn confirm(
             Ok(Exit::Pending)
         }
         other => Err(format!("unexpected confirmation {other:?}").into()),
+    }
+}
+
+/// Reads back a pathway sent to repair after a reply: only a not-applied verdict settles it.
+pub(crate) fn settle(
+    rt: &Runtime,
+    live: &Live,
+    p: Pathway<RepairUnsettled>,
+    hint: &Hint,
+) -> Result<Exit, Failure> {
+    let mut readback = live.plan.readback(&live.client)?;
+    let id = p.id().to_owned();
+    match rt.reconcile(&p, &mut readback) {
+        Reconciled::NotApplied(token) => {
+            p.settle(rt, token)?;
+            println!(
+                "readback found no effect → verdict not applied → pathway {id} is REPAIR_REQUIRED (settled)"
+            );
+            hint.next("repair", &id, " --as NAME --evidence TEXT");
+            Ok(Exit::Pending)
+        }
+        Reconciled::Unresolved(token) => {
+            p.keep_unsettled(rt, token)?;
+            println!("readback was inconclusive → pathway {id} stays unsettled (nothing re-sent)");
+            Ok(Exit::Pending)
+        }
+        _ => {
+            println!(
+                "readback found the effect → pathway {id} cannot be sent again: abort it with residuals"
+            );
+            Ok(Exit::Pending)
+        }
     }
 }
 

@@ -1,12 +1,14 @@
 //! A local-file executor: writes one file inside a root, atomically, and reads it back.
 //!
 //! The request is `write_file` with arguments `{"path": "<relative path>", "content": "<text>"}`.
+//! Its binding is of class [`ActionClass::Mutating`](crate::ActionClass): it writes.
 //! Before anything is written, [`FileExecutor::prepare`] refuses a path that is
 //! absolute, contains `..`, passes through a symbolic link, or names a symbolic link,
 //! and content larger than the configured maximum. [`Executor::execute`] writes a
 //! temporary file in the same directory, `fsync`s it, renames it over the target and
-//! `fsync`s the directory. [`FileReadback`] compares the file's sha256 with the
-//! content's.
+//! `fsync`s the directory, all in the host process (so [`Executor::carrier`] is
+//! `None`: no other process carries the write). [`FileReadback`] compares the file's
+//! sha256 with the content's.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -16,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
 use crate::canonical::sha256_hex_bytes;
+use crate::pathway::ActionClass;
 
 /// The action name this executor accepts.
 pub const WRITE_FILE: &str = "write_file";
@@ -140,10 +143,12 @@ impl FileExecutor {
     }
 
     fn binding(&self) -> Result<Binding, Refusal> {
+        // Every request this executor runs writes a file.
         Binding::new(
             format!("file:{}", self.root.display()),
             json!({"executor": "local-file", "root": self.root.display().to_string(), "max_bytes": self.max_bytes}),
         )
+        .map(|binding| binding.with_class(ActionClass::Mutating))
         .map_err(|e| Refusal::new("binding", e.to_string()))
     }
 }
@@ -164,6 +169,9 @@ impl Executor for FileExecutor {
         let req = parse(request, self.max_bytes)?;
         self.resolve(&req.relative).map(|_| ())
     }
+
+    // `carrier` is the default `None`: the write happens in this process, so no other
+    // process can carry it on after the host is gone.
 
     fn execute(&mut self, request: &Request) -> Delivery {
         let (req, target) = match parse(request, self.max_bytes).and_then(|r| {

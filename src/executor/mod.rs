@@ -8,6 +8,8 @@ pub mod file;
 
 use serde_json::Value;
 
+use crate::pathway::ActionClass;
+
 /// The request a pathway carries to its target: an action name and its arguments.
 ///
 /// This is plain data; holding a `Request` grants nothing.
@@ -37,6 +39,11 @@ impl Request {
 /// `details` is the full description; `digest` is the sha256 (hex) of the RFC 8785
 /// canonical form of `details`, computed by the executor. Dispatch re-checks the live
 /// binding against this one before anything is sent.
+///
+/// `class` is the executor's view of what the bound target does: [`ActionClass::Mutating`]
+/// unless the executor states otherwise ([`Binding::read_only`], [`Binding::with_class`]),
+/// the fail-closed default. A pathway's definition may be stricter than this (declare
+/// `Mutating` for a target the executor calls read-only), never laxer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Binding {
@@ -46,10 +53,14 @@ pub struct Binding {
     pub details: Value,
     /// sha256 hex of the canonical JSON of `details`.
     pub digest: String,
+    /// Whether the bound target only reads or may change something, as the executor
+    /// sees it. Bound in `details` as `"class"` when set with [`Binding::with_class`].
+    pub class: ActionClass,
 }
 
 impl Binding {
-    /// Builds a binding, computing the digest of `details`.
+    /// Builds a binding of class [`ActionClass::Mutating`], computing the digest of
+    /// `details`.
     pub fn new(
         target: impl Into<String>,
         details: Value,
@@ -59,7 +70,71 @@ impl Binding {
             target: target.into(),
             details,
             digest,
+            class: ActionClass::Mutating,
         })
+    }
+
+    /// Sets the class. When `details` is a JSON object (as every executor's in this
+    /// crate is) the class is also written into it as `"class"` (`"read_only"` or
+    /// `"mutating"`) and the digest recomputed, so the class is part of what is bound
+    /// and recorded; otherwise only this field carries it.
+    #[must_use]
+    pub fn with_class(mut self, class: ActionClass) -> Self {
+        self.class = class;
+        if let Some(details) = self.details.as_object_mut() {
+            let name = match class {
+                ActionClass::ReadOnly => "read_only",
+                ActionClass::Mutating => "mutating",
+            };
+            details.insert("class".into(), Value::from(name));
+            // `details` had a canonical form already (see `new`); one more string member
+            // cannot take it away. Were it to, the stale digest would no longer match
+            // the details, and the binding would be refused as changed: fail closed.
+            if let Ok(digest) = crate::canonical::sha256_hex(&self.details) {
+                self.digest = digest;
+            }
+        }
+        self
+    }
+
+    /// Sets the class to [`ActionClass::ReadOnly`] (see [`Binding::with_class`]).
+    #[must_use]
+    pub fn read_only(self) -> Self {
+        self.with_class(ActionClass::ReadOnly)
+    }
+}
+
+/// A process other than the host that may still carry a request after it was handed
+/// over: for an MCP server over stdio, the server process and its process group.
+///
+/// The runtime records it with the attempt before the request is sent, so that
+/// recovery can kill and reap whatever may still be writing before it concludes
+/// anything (a *not applied* readback is worthless while the carrier can still act).
+/// A process is identified by `pid` **and** `start`, so a recycled pid is never taken
+/// for it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Carrier {
+    /// The process id.
+    pub pid: u32,
+    /// Its process group id (a server spawned in its own group: equal to `pid`).
+    pub pgid: u32,
+    /// The start time of the group's leader (on Linux, clock ticks since boot, from
+    /// `/proc/PID/stat`); empty where it cannot be read (other platforms, or the
+    /// process already exited), which makes the carrier's liveness unverifiable.
+    pub start: String,
+}
+
+impl Carrier {
+    /// A carrier: process `process` in the process group `group`, whose leader started
+    /// at `start`.
+    #[must_use]
+    pub fn new(process: u32, group: u32, start: impl Into<String>) -> Self {
+        Self {
+            pid: process,
+            pgid: group,
+            start: start.into(),
+        }
     }
 }
 
@@ -152,25 +227,22 @@ pub trait Executor {
     fn execute(&mut self, request: &Request) -> Delivery;
 
     /// Drops any preparation; called by dispatch when a prepared request will not be
-    /// executed (the attempt record could not be committed).
+    /// executed (the compare-and-set was lost, the attempt record failed, …).
+    ///
+    /// A preparation is for one request and one attempt: after `release`, `execute`
+    /// must send nothing until the next successful `prepare`. The default does
+    /// nothing, for executors that keep no preparation.
     fn release(&mut self) {}
 
-    /// The process that would carry the request, if it is not this one.
+    /// The process, other than the host, that carries a request this executor sends,
+    /// if there is one (see [`Carrier`]). Asked before the request is sent.
+    ///
+    /// `None` (the default) means the host process carries the request itself (it
+    /// writes in-process), so once the host is gone nothing can still act on it. An
+    /// executor that hands requests to another process must say which.
     fn carrier(&self) -> Option<Carrier> {
         None
     }
-}
-
-/// The process that carries a request to its target (for MCP: the server process).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub struct Carrier {
-    /// Process id.
-    pub pid: u32,
-    /// Process group id.
-    pub pgid: u32,
-    /// Start time of the process (platform-specific; empty when unknown).
-    pub start: String,
 }
 
 /// What an independent observation found.

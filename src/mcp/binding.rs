@@ -6,6 +6,7 @@ use super::McpError;
 use super::client::{ServerInfo, Tool};
 use crate::canonical::sha256_hex;
 use crate::executor::Binding;
+use crate::pathway::ActionClass;
 
 /// Members of a tool definition that are **not** bound.
 ///
@@ -52,6 +53,11 @@ pub struct ToolBinding {
     /// sha256 (hex) of the canonical JSON of the tool's `inputSchema` (also covered by
     /// `tool_digest`; kept apart so a schema change is named as such).
     pub input_schema_digest: String,
+    /// [`ActionClass::ReadOnly`] only when the tool's `annotations.readOnlyHint` is
+    /// `true`, otherwise [`ActionClass::Mutating`] (also the protocol's default). This
+    /// is the server's claim, not a verified fact: a pathway's definition may still be
+    /// stricter (declare `Mutating`), never laxer.
+    pub class: ActionClass,
 }
 
 impl ToolBinding {
@@ -70,6 +76,7 @@ impl ToolBinding {
             tool_name: tool.name.clone(),
             tool_digest: sha256_hex(&bound_definition(tool))?,
             input_schema_digest: sha256_hex(tool.input_schema())?,
+            class: claimed_class(tool),
         })
     }
 
@@ -96,12 +103,25 @@ impl ToolBinding {
             "tool_name": self.tool_name,
             "tool_digest": self.tool_digest,
             "input_schema_digest": self.input_schema_digest,
+            "class": match self.class {
+                ActionClass::ReadOnly => "read_only",
+                ActionClass::Mutating => "mutating",
+            },
         })
     }
 
-    /// The core binding (target, details and the digest of the details).
+    /// The core binding (target, details, the digest of the details, and the class).
     pub fn to_binding(&self) -> Result<Binding, McpError> {
-        Ok(Binding::new(self.target(), self.details())?)
+        Ok(Binding::new(self.target(), self.details())?.with_class(self.class))
+    }
+}
+
+/// What the server claims the tool does: read-only only with `readOnlyHint: true`.
+fn claimed_class(tool: &Tool) -> ActionClass {
+    if tool.definition["annotations"]["readOnlyHint"] == Value::Bool(true) {
+        ActionClass::ReadOnly
+    } else {
+        ActionClass::Mutating
     }
 }
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::session::{Reply, Session, SessionConfig};
 use super::transport::{ServerCommand, ShutdownReport};
 use super::{McpError, PROTOCOL_VERSION};
+use crate::executor::Carrier;
 
 /// What the server said about itself in its `initialize` reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,6 +237,25 @@ impl McpClient {
     /// Sends `ping` and expects an empty result object.
     pub fn ping(&self) -> Result<(), McpError> {
         expect_result("ping", self.session.request_default("ping", None)?).map(drop)
+    }
+
+    /// The server process, as the process that carries the calls sent to it: its pid,
+    /// its process group (the same: it is spawned as a group leader) and its start
+    /// time ([`Carrier`]). The start is empty where it cannot be read (not Linux, or
+    /// the server has already exited but is not reaped yet), which leaves its liveness
+    /// unverifiable. `None` once [`McpClient::shutdown`] has killed the group and reaped
+    /// the server: then nothing of it is left to carry anything.
+    #[must_use]
+    pub fn server_process(&self) -> Option<Carrier> {
+        if self.session.server_reaped() {
+            return None;
+        }
+        let pid = self.session.pid();
+        Some(Carrier::new(
+            pid,
+            pid,
+            crate::process::process_start(pid).unwrap_or_default(),
+        ))
     }
 
     /// Shuts the server down (see [`Session::shutdown`]).

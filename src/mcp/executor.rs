@@ -10,7 +10,7 @@ use super::binding::{ToolBinding, changed_fields};
 use super::client::{McpClient, Tool};
 use super::schema::ArgumentValidator;
 use super::session::Reply;
-use crate::executor::{Binding, Delivery, Executor, Refusal, RejectionClass, Request};
+use crate::executor::{Binding, Carrier, Delivery, Executor, Refusal, RejectionClass, Request};
 
 /// How the executor sends calls and classifies JSON-RPC error replies.
 #[derive(Debug, Clone, Default)]
@@ -43,7 +43,10 @@ impl ExecutorConfig {
 /// Carries a request to one MCP tool over one live [`McpClient`].
 ///
 /// - [`Executor::bind`] lists the tools and binds the request to the server identity,
-///   capabilities and tool definition (see [`ToolBinding`]);
+///   capabilities and tool definition (see [`ToolBinding`]), and states its class:
+///   [`ActionClass::ReadOnly`](crate::ActionClass) only when the tool's annotations say
+///   `readOnlyHint: true` (the server's claim; a definition may still be stricter),
+///   otherwise `Mutating`;
 /// - [`Executor::prepare`] lists the tools again, refuses (`binding_changed`) if
 ///   anything bound differs, and validates the arguments against the tool's
 ///   `inputSchema` (`invalid_arguments`);
@@ -54,19 +57,49 @@ impl ExecutorConfig {
 /// | outcome | delivery |
 /// |---|---|
 /// | no byte of `tools/call` was written | `NothingWritten` |
-/// | bytes written, then timeout, EOF, crash, malformed or lost reply | `PossiblyWritten` |
+/// | bytes written, then timeout, EOF, crash, malformed or lost reply | `PossiblyWritten`, after the server was shut down and reaped |
 /// | JSON-RPC error reply | `Rejected` (class from [`ExecutorConfig::not_applied_codes`]) |
 /// | result with `isError: true` | `ToolFailed` (result retained) |
 /// | any other result object | `Succeeded` (result retained) |
 ///
-/// `execute` consumes the preparation: a second `execute` without a new `prepare`
-/// sends nothing.
+/// On `PossiblyWritten` the server may still be working on the call, so `execute`
+/// runs the client's shutdown ladder ([`McpClient::shutdown`]: close stdin, `SIGTERM`
+/// and `SIGKILL` the process group, reap) before it returns: nothing is concluded
+/// about the call while its carrier can still act. This takes up to
+/// `close_wait + term_wait` of the transport, and the client is closed afterwards
+/// (later calls on it send nothing); a readback needs another client.
+///
+/// A preparation is for one request and one attempt. `prepare` keeps the binding and
+/// the digest of the exact request it checked (sha256 of the canonical
+/// `{"action", "arguments"}`); `execute` takes it whatever the outcome, and refuses
+/// with `NothingWritten` a request that is not the prepared one; [`Executor::release`]
+/// drops it. So a second `execute`, an `execute` after `release`, or an `execute` of
+/// another request sends nothing.
+///
+/// [`Executor::carrier`] is the server process ([`McpClient::server_process`]): the
+/// runtime records it with the attempt so that recovery can kill and reap it before it
+/// reconciles.
 #[derive(Debug)]
 pub struct McpExecutor {
     client: Arc<McpClient>,
     tool: String,
     config: ExecutorConfig,
-    prepared: Option<Binding>,
+    prepared: Option<Prepared>,
+}
+
+/// What one successful `prepare` allows: one `execute` of exactly this request.
+#[derive(Debug)]
+struct Prepared {
+    binding: Binding,
+    request_digest: String,
+}
+
+/// The digest that ties a preparation to one request: sha256 of the canonical
+/// `{"action", "arguments"}`.
+fn request_digest(request: &Request) -> Result<String, crate::canonical::CanonicalError> {
+    crate::canonical::sha256_hex(
+        &serde_json::json!({"action": request.action, "arguments": request.arguments}),
+    )
 }
 
 impl McpExecutor {
@@ -199,16 +232,35 @@ impl Executor for McpExecutor {
         self.prepared = None;
         self.check_action(request)?;
         self.verify(request, binding)?;
-        self.prepared = Some(binding.clone());
+        let request_digest = request_digest(request)
+            .map_err(|e| Refusal::new("invalid_arguments", format!("{e}; nothing was sent")))?;
+        self.prepared = Some(Prepared {
+            binding: binding.clone(),
+            request_digest,
+        });
         Ok(())
     }
 
     fn execute(&mut self, request: &Request) -> Delivery {
-        let Some(bound) = self.prepared.take() else {
+        let Some(Prepared {
+            binding: bound,
+            request_digest: prepared,
+        }) = self.prepared.take()
+        else {
             return Delivery::NothingWritten {
-                reason: "execute was called without a successful prepare; nothing was sent".into(),
+                reason:
+                    "execute was called without a successful prepare (or after the preparation \
+                         was used or released); nothing was sent"
+                        .into(),
             };
         };
+        if request_digest(request).ok().as_deref() != Some(prepared.as_str()) {
+            return Delivery::NothingWritten {
+                reason: "the request is not the one that was prepared; nothing was sent. Prepare \
+                         this request first"
+                    .into(),
+            };
+        }
         if let Err(refusal) = self
             .check_action(request)
             .and_then(|()| self.verify(request, &bound))
@@ -221,7 +273,7 @@ impl Executor for McpExecutor {
             .config
             .call_timeout
             .unwrap_or_else(|| self.client.request_timeout());
-        match self
+        let delivery = match self
             .client
             .call_tool(&self.tool, &request.arguments, timeout)
         {
@@ -236,7 +288,31 @@ impl Executor for McpExecutor {
             Err(e) => Delivery::PossiblyWritten {
                 reason: e.to_string(),
             },
+        };
+        match delivery {
+            Delivery::PossiblyWritten { reason } => {
+                // The server may still be working on the request. Nothing may be
+                // concluded about it while it can still act: kill and reap it first.
+                let report = self.client.shutdown();
+                Delivery::PossiblyWritten {
+                    reason: format!(
+                        "{reason}; the server was then shut down and reaped ({:?} after {} ms)",
+                        report.stage,
+                        report.elapsed.as_millis()
+                    ),
+                }
+            }
+            other => other,
         }
+    }
+
+    fn release(&mut self) {
+        self.prepared = None;
+    }
+
+    /// The server process ([`McpClient::server_process`]): it carries the call.
+    fn carrier(&self) -> Option<Carrier> {
+        self.client.server_process()
     }
 }
 

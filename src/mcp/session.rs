@@ -384,6 +384,11 @@ impl Session {
         self.pid
     }
 
+    /// Whether the shutdown ladder has run and reaped the server.
+    pub(crate) fn server_reaped(&self) -> bool {
+        self.lock_transport().reaped()
+    }
+
     /// The last bytes the server wrote to stderr.
     #[must_use]
     pub fn stderr_tail(&self) -> String {

@@ -157,6 +157,12 @@ pub struct Transport {
 
 impl Transport {
     /// Starts the server: no shell, its own process group, piped stdio.
+    ///
+    /// On Linux the server also gets `SIGKILL` as its parent-death signal, so it dies
+    /// with the host however the host ends; the kernel sends it when the **thread**
+    /// calling `spawn` exits, so call it from a thread that outlives the transport. If
+    /// the host is already gone when the child would `exec`, the spawn fails
+    /// ([`McpError::Spawn`]). Other platforms have no parent-death signal.
     pub fn spawn(command: &ServerCommand, config: TransportConfig) -> Result<Self, McpError> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args);
@@ -171,6 +177,8 @@ impl Transport {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        #[cfg(target_os = "linux")]
+        die_with_this_thread(&mut cmd);
         let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
             program: command.program.to_string_lossy().into_owned(),
             source,
@@ -200,6 +208,13 @@ impl Transport {
     #[must_use]
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Whether the shutdown ladder has run and reaped the server (so no process of its
+    /// group is left).
+    #[must_use]
+    pub(crate) fn reaped(&self) -> bool {
+        self.report.is_some()
     }
 
     /// Takes the server's stdin pipe (once).
@@ -286,6 +301,47 @@ impl Transport {
 impl Drop for Transport {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Makes the child die with the thread that spawns it (Linux `PR_SET_PDEATHSIG`).
+///
+/// The server runs in its own process group, so a signal aimed at the host's group
+/// (Ctrl-C) does not reach it, and nothing else stops it when the host is killed: an
+/// orphaned server would finish a write after recovery concluded "not applied". In
+/// the child, between `fork` and `exec`, this sets the parent-death signal to
+/// `SIGKILL`, then checks that the parent is still the process that forked: if the
+/// host died before the signal was armed, the child has been re-parented already,
+/// no signal will ever come, and the spawn fails instead of `exec`-ing an orphan.
+///
+/// The kernel sends the signal when the **thread** that forked exits, not only when
+/// the whole process does (the parent of a child is, for this purpose, the forking
+/// thread). Spawn servers from a thread that lives as long as the client.
+#[cfg(target_os = "linux")]
+#[expect(
+    unsafe_code,
+    reason = "`pre_exec` is unsafe; the closure only makes two system calls"
+)]
+fn die_with_this_thread(cmd: &mut Command) {
+    use nix::sys::prctl::set_pdeathsig;
+    use nix::unistd::getppid;
+
+    let parent = Pid::this();
+    // SAFETY: the closure runs in the child after `fork`, where only
+    // async-signal-safe operations are allowed. It calls `prctl(PR_SET_PDEATHSIG)`
+    // and `getppid()`, both plain system calls; it reads `parent`, a copied integer;
+    // on failure it builds an `io::Error` from a raw errno value, which neither
+    // allocates nor takes a lock. It touches no heap, lock, stdio or thread-local.
+    unsafe {
+        cmd.pre_exec(move || {
+            set_pdeathsig(Signal::SIGKILL)?;
+            if getppid() == parent {
+                Ok(())
+            } else {
+                // The host died before the signal was armed: do not run the server.
+                Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH))
+            }
+        });
     }
 }
 

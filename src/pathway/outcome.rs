@@ -5,6 +5,7 @@ use super::stage::{
     PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
     Stopped, Unknown,
 };
+use super::stage::Loadable;
 use super::{Pathway, PathwayError};
 use crate::store::{AttemptRecord, PathwayRecord};
 
@@ -139,6 +140,31 @@ pub enum StoredPathway {
         attempt: Box<AttemptRecord>,
     },
 }
+
+/// Compile-time proof that every variant of [`StoredPathway`] carries a [`Loadable`] stage:
+/// the match is exhaustive, so a new variant must be added here, and a `Pathway<Bound>` in
+/// it does not compile (`Bound` is not `Loadable`).
+const _: fn(&StoredPathway) = |stored| {
+    fn loadable<S: Loadable>(_: &Pathway<S>) {}
+    match stored {
+        StoredPathway::Proposed(p) => loadable(p),
+        StoredPathway::AwaitingApproval(p) => loadable(p),
+        StoredPathway::HumanGate(p) => loadable(p),
+        StoredPathway::Held(p) => loadable(p),
+        StoredPathway::Approved(p) => loadable(p),
+        StoredPathway::Returned(p) => loadable(p),
+        StoredPathway::Unknown(p) => loadable(p),
+        StoredPathway::Stopped(p) => loadable(p),
+        StoredPathway::PartiallyCompleted(p) => loadable(p),
+        StoredPathway::RepairRequired(p) => loadable(p),
+        StoredPathway::RepairUnsettled(p) => loadable(p),
+        StoredPathway::ReadyToResume(p) => loadable(p),
+        StoredPathway::Completed(p) => loadable(p),
+        StoredPathway::Denied(p) => loadable(p),
+        StoredPathway::Aborted(p) => loadable(p),
+        StoredPathway::InFlightElsewhere { .. } => {}
+    }
+};
 
 impl StoredPathway {
     /// The pathway id.

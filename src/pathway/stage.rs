@@ -120,6 +120,32 @@ stage!(
     Aborted {} => State::Aborted
 );
 
+/// Stages that re-hydration ([`Runtime::load`](crate::Runtime::load),
+/// [`Runtime::recover`](crate::Runtime::recover)) may hand out: every stage but [`Bound`].
+/// Every variant of [`StoredPathway`](crate::StoredPathway) carries a loadable stage; an
+/// exhaustive match in the crate proves it for every variant, so a new variant carrying a
+/// bound pathway does not compile.
+#[diagnostic::on_unimplemented(
+    message = "a pathway in stage `{Self}` is never loaded from the store",
+    note = "re-hydration never yields a bound pathway: bind a loaded pathway again, which re-checks the live target"
+)]
+pub trait Loadable: Stage {}
+impl Loadable for Proposed {}
+impl Loadable for AwaitingApproval {}
+impl Loadable for HumanGate {}
+impl Loadable for Held {}
+impl Loadable for Approved {}
+impl Loadable for Returned {}
+impl Loadable for Unknown {}
+impl Loadable for Stopped {}
+impl Loadable for PartiallyCompleted {}
+impl Loadable for RepairRequired {}
+impl Loadable for RepairUnsettled {}
+impl Loadable for ReadyToResume {}
+impl Loadable for Completed {}
+impl Loadable for Denied {}
+impl Loadable for Aborted {}
+
 /// Stages from which the residual owner may abort.
 #[diagnostic::on_unimplemented(
     message = "a pathway in stage `{Self}` cannot be aborted",

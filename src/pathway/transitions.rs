@@ -500,6 +500,9 @@ impl<S: Stage> Pathway<S> {
 impl<S: Stage> Pathway<S> {
     /// Binds to the exact target the executor describes now. Writes nothing; the
     /// binding is stored with the attempt and re-checked just before dispatch.
+    ///
+    /// Refused ([`PathwayError::ClassLaxerThanTarget`]) when the definition is declared
+    /// read-only but the executor binds a mutating target (see [`Binding::class`](crate::executor::Binding::class)).
     pub fn bind(self, executor: &mut dyn Executor) -> Result<Pathway<Bound>, Refused<S>>
     where
         S: Bindable,
@@ -512,6 +515,17 @@ impl<S: Stage> Pathway<S> {
             Ok(b) => b,
             Err(e) => return Err(Refused::new(self, e)),
         };
+        // A definition may be stricter than the executor's view of its target, never laxer:
+        // a read-only definition would complete a mutating call without readback.
+        if self.core.definition.class == ActionClass::ReadOnly
+            && binding.class != ActionClass::ReadOnly
+        {
+            let e = PathwayError::ClassLaxerThanTarget {
+                pathway: self.core.id.clone(),
+                target: binding.target,
+            };
+            return Err(Refused::new(self, e));
+        }
         let previous_attempt = previous_of(&self);
         let v = self.core.version;
         Ok(self.into_stage(

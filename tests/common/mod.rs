@@ -109,7 +109,11 @@ impl Scripted {
 
 impl Executor for Scripted {
     fn bind(&mut self, _request: &Request) -> Result<Binding, Refusal> {
-        Ok(Binding::new("scripted", json!({"executor": "scripted"})).unwrap())
+        // It claims a read-only target, so definitions of either class may bind it
+        // (a definition may be stricter than its executor, never laxer).
+        Ok(Binding::new("scripted", json!({"executor": "scripted"}))
+            .unwrap()
+            .read_only())
     }
     fn prepare(&mut self, _request: &Request, _binding: &Binding) -> Result<(), Refusal> {
         match self.refuse_prepare.clone() {

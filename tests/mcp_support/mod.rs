@@ -19,6 +19,8 @@ pub(crate) struct Fixture {
     pub(crate) effects: PathBuf,
     pub(crate) state: PathBuf,
     pub(crate) pid_file: PathBuf,
+    /// Whether dropping the fixture removes its directory (not for [`Fixture::at`]).
+    owned: bool,
 }
 
 impl Fixture {
@@ -35,6 +37,19 @@ impl Fixture {
             state: dir.join("state.json"),
             pid_file: dir.join("server.pid"),
             dir,
+            owned: true,
+        }
+    }
+
+    /// The fixture in an existing directory (made by another process's `new`); dropping
+    /// it leaves the directory alone.
+    pub(crate) fn at(dir: PathBuf) -> Self {
+        Self {
+            effects: dir.join("effects.jsonl"),
+            state: dir.join("state.json"),
+            pid_file: dir.join("server.pid"),
+            dir,
+            owned: false,
         }
     }
 
@@ -77,7 +92,9 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if self.owned {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

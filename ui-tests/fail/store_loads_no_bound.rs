@@ -1,8 +1,12 @@
-// Invariant: re-hydration never yields a bound pathway: `StoredPathway` has no `Bound` variant.
-use rpr::StoredPathway;
+// Invariant: re-hydration never yields a bound pathway. Every `StoredPathway` variant carries a
+// `Loadable` stage (an exhaustive match in src/pathway/outcome.rs proves it for every variant,
+// present and future), and `Bound` is not `Loadable`.
+use rpr::stage::{Bound, Loadable};
 
-fn misuse(stored: StoredPathway) {
-    if let StoredPathway::Bound(_bound) = stored {}
+fn loadable<S: Loadable>() {}
+
+fn misuse() {
+    loadable::<Bound>();
 }
 
 fn main() {}
