@@ -115,7 +115,15 @@ const PAGE: usize = 10_000;
 /// `known_head` is a hash the caller kept from an earlier [`Report::head`] or
 /// `Status::ledger_head`; if the chain no longer contains it, the tail was cut or
 /// rewritten.
+///
+/// Every read (the chain walk, the recorded head, the stored rows) sees one
+/// snapshot ([`ReadStore::snapshot`]), so writers committing meanwhile are neither
+/// half-seen nor reported as tampering.
 pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
+    store.snapshot(|store| verify_snapshot(store, known_head))
+}
+
+fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
     let mut problems = Vec::new();
     let mut replays: HashMap<String, PathwayReplay> = HashMap::new();
     let mut attempts: HashMap<String, String> = HashMap::new();
