@@ -13,7 +13,10 @@
 //!
 //! What sha256 does not give: a writer who can rewrite the whole file can rewrite
 //! the whole chain consistently. Keep the head hash somewhere the writer cannot
-//! reach (a log, another machine) and pass it to [`verify`] to detect that.
+//! reach (a log, another machine) and pass it to [`verify`]: that proves the events
+//! up to it are unchanged and still present (truncation or rewriting before it is
+//! detected). It does not detect a correctly chained append after it by someone
+//! with write access to the database; that needs signing, a later step.
 
 use std::collections::HashMap;
 
