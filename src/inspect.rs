@@ -14,6 +14,11 @@
 //!   exactly what is checked).
 //! * [`next_action`]: who must act next, from the state and the authority.
 //!
+//! Each answer (a status, a page, a detail with its attempts and who acts next, a
+//! page of evidence with its links and the ledger head) is read in one snapshot
+//! ([`ReadStore::snapshot`]): a writer committing meanwhile is either wholly in it
+//! or not at all.
+//!
 //! # Pages and sizes
 //!
 //! Pages hold at most `limit` items ([`DEFAULT_LIMIT`] by default, at most
@@ -471,8 +476,10 @@ pub fn list_pathways(
     let after = cursor
         .map(|c| decode_cursor(c, "pathways", filter))
         .transpose()?;
-    let rows = store.list_pathways(after.as_deref(), limit + 1, state)?;
-    summary_page(store, rows, limit, "pathways", filter)
+    store.snapshot(|store| {
+        let rows = store.list_pathways(after.as_deref(), limit + 1, state)?;
+        summary_page(store, rows, limit, "pathways", filter)
+    })
 }
 
 /// A page of pathways in a non-terminal state, ordered by id, each with who must act next.
@@ -485,8 +492,10 @@ pub fn list_unresolved(
     let after = cursor
         .map(|c| decode_cursor(c, "unresolved", ""))
         .transpose()?;
-    let rows = store.list_unresolved(after.as_deref(), limit + 1)?;
-    summary_page(store, rows, limit, "unresolved", "")
+    store.snapshot(|store| {
+        let rows = store.list_unresolved(after.as_deref(), limit + 1)?;
+        summary_page(store, rows, limit, "unresolved", "")
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -615,14 +624,17 @@ fn validate_id(id: &str) -> Result<(), InspectError> {
 /// the oldest attempts are left out (`omitted_attempts`).
 pub fn pathway(store: &ReadStore, id: &str) -> Result<PathwayDetail, InspectError> {
     validate_id(id)?;
-    let record = store
-        .pathway(id)?
-        .ok_or_else(|| InspectError::NotFound(id.to_owned()))?;
-    let attempts: Vec<AttemptView> = store
-        .attempts(id)?
-        .into_iter()
-        .map(AttemptView::from)
-        .collect();
+    let (record, attempts) = store.snapshot(|store| {
+        let record = store
+            .pathway(id)?
+            .ok_or_else(|| InspectError::NotFound(id.to_owned()))?;
+        let attempts: Vec<AttemptView> = store
+            .attempts(id)?
+            .into_iter()
+            .map(AttemptView::from)
+            .collect();
+        Ok::<_, InspectError>((record, attempts))
+    })?;
     let last_status = attempts.last().map(|a| a.status.clone());
     let authority = authority_of(&record.definition);
     let mut detail = PathwayDetail {
@@ -790,61 +802,63 @@ pub fn evidence(
             .map_err(|_| InspectError::InvalidCursor)?,
         None => 0,
     };
-    if store.pathway(id)?.is_none() {
-        return Err(InspectError::NotFound(id.to_owned()));
-    }
-    let rows = store.events(id, after, limit + 1)?;
-    let more = rows.len() > limit;
-    let mut events = Vec::new();
-    let mut problems = Vec::new();
-    let mut used = 512;
-    let mut cut = false;
-    let mut prev: Option<&LedgerRow> = None;
-    for row in rows.iter().take(limit) {
-        let found = check_event(store, row, prev)?;
-        prev = Some(row);
-        let event = serde_json::from_str::<Value>(&row.event)
-            .unwrap_or_else(|_| Value::String(row.event.clone()));
-        let mut view = EventView {
-            seq: row.seq,
-            hash: row.hash.clone(),
-            prev_hash: row.prev_hash.clone(),
-            event,
-            verified: found.is_empty(),
+    store.snapshot(|store| {
+        if store.pathway(id)?.is_none() {
+            return Err(InspectError::NotFound(id.to_owned()));
+        }
+        let rows = store.events(id, after, limit + 1)?;
+        let more = rows.len() > limit;
+        let mut events = Vec::new();
+        let mut problems = Vec::new();
+        let mut used = 512;
+        let mut cut = false;
+        let mut prev: Option<&LedgerRow> = None;
+        for row in rows.iter().take(limit) {
+            let found = check_event(store, row, prev)?;
+            prev = Some(row);
+            let event = serde_json::from_str::<Value>(&row.event)
+                .unwrap_or_else(|_| Value::String(row.event.clone()));
+            let mut view = EventView {
+                seq: row.seq,
+                hash: row.hash.clone(),
+                prev_hash: row.prev_hash.clone(),
+                event,
+                verified: found.is_empty(),
+            };
+            let mut size = json_len(&view) + 1;
+            if size + 512 > PAGE_BUDGET_BYTES {
+                view.event = truncation_marker(&view.event);
+                size = json_len(&view) + 1;
+            }
+            if !events.is_empty() && used + size > PAGE_BUDGET_BYTES {
+                cut = true;
+                break;
+            }
+            used += size;
+            problems.extend(found.into_iter().map(|problem| ChainProblem {
+                seq: row.seq,
+                problem,
+            }));
+            events.push(view);
+        }
+        let next_cursor = if more || cut {
+            events
+                .last()
+                .map(|e| encode_cursor("evidence", id, &e.seq.to_string()))
+        } else {
+            None
         };
-        let mut size = json_len(&view) + 1;
-        if size + 512 > PAGE_BUDGET_BYTES {
-            view.event = truncation_marker(&view.event);
-            size = json_len(&view) + 1;
-        }
-        if !events.is_empty() && used + size > PAGE_BUDGET_BYTES {
-            cut = true;
-            break;
-        }
-        used += size;
-        problems.extend(found.into_iter().map(|problem| ChainProblem {
-            seq: row.seq,
-            problem,
-        }));
-        events.push(view);
-    }
-    let next_cursor = if more || cut {
-        events
-            .last()
-            .map(|e| encode_cursor("evidence", id, &e.seq.to_string()))
-    } else {
-        None
-    };
-    let head = store.ledger_head()?;
-    Ok(EvidencePage {
-        pathway_id: id.to_owned(),
-        checked_events: events.len(),
-        chain_verified: problems.is_empty(),
-        events,
-        next_cursor,
-        problems,
-        ledger_length: head.as_ref().map_or(0, |h| h.0),
-        ledger_head: head.map(|h| h.1),
+        let head = store.ledger_head()?;
+        Ok(EvidencePage {
+            pathway_id: id.to_owned(),
+            checked_events: events.len(),
+            chain_verified: problems.is_empty(),
+            events,
+            next_cursor,
+            problems,
+            ledger_length: head.as_ref().map_or(0, |h| h.0),
+            ledger_head: head.map(|h| h.1),
+        })
     })
 }
 

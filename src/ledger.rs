@@ -13,7 +13,10 @@
 //!
 //! What sha256 does not give: a writer who can rewrite the whole file can rewrite
 //! the whole chain consistently. Keep the head hash somewhere the writer cannot
-//! reach (a log, another machine) and pass it to [`verify`] to detect that.
+//! reach (a log, another machine) and pass it to [`verify`]: that proves the events
+//! up to it are unchanged and still present (truncation or rewriting before it is
+//! detected). It does not detect a correctly chained append after it by someone
+//! with write access to the database; that needs signing, a later step.
 
 use std::collections::HashMap;
 
@@ -120,7 +123,15 @@ const PAGE: usize = 10_000;
 /// outcome; each approval's request, approver, grant, use and revocation. A new attempt
 /// after one that may have taken effect without a not-applied verdict between them is
 /// reported too.
+///
+/// Every read (the chain walk, the recorded head, the stored rows) sees one
+/// snapshot ([`ReadStore::snapshot`]), so writers committing meanwhile are neither
+/// half-seen nor reported as tampering.
 pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
+    store.snapshot(|store| verify_snapshot(store, known_head))
+}
+
+fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
     let mut problems = Vec::new();
     let mut replays: HashMap<String, Replay> = HashMap::new();
     let mut findings = Vec::new();

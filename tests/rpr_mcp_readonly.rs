@@ -10,9 +10,12 @@
 //! * on a database that a live writer left in WAL mode (idle after a read or after
 //!   a commit) or that a writer left without a checkpoint when it exited, the db,
 //!   `-wal` and `-shm` are all unchanged (the `shm_*` tests);
-//! * a cleanly closed database (no `-wal`, no `-shm`) gains an empty `-wal` and
-//!   a `-shm`: SQLite needs them to read a WAL-mode file, `readonly_shm` cannot
-//!   open without an existing `-shm`, and a read-only connection cannot remove them.
+//! * a database rpr closed cleanly keeps an empty `-wal` and its `-shm` (rpr's
+//!   writers set `SQLITE_FCNTL_PERSIST_WAL`), and a session leaves all three unchanged;
+//! * a database last closed by a program that deletes them (no `-wal`, no `-shm`)
+//!   gains an empty `-wal` and a `-shm`: SQLite needs them to read a WAL-mode file,
+//!   `readonly_shm` cannot open without an existing `-shm`, and a read-only
+//!   connection cannot remove them.
 
 mod common;
 
@@ -413,18 +416,45 @@ fn shm_byte_invariant_when_the_live_writer_last_committed() {
     stop_writer(writer);
 }
 
-/// A database whose writer closed cleanly (checkpointed, no -wal or -shm left):
-/// a session leaves the db file byte-identical, but SQLite creates an empty
-/// -wal and a -shm beside it to read a WAL-mode file, and a read-only
-/// connection cannot remove them. They hold no data (the -wal stays empty) and
-/// the next writer uses them as usual.
+/// A database whose rpr writer closed cleanly: rpr keeps the -wal (checkpointed and
+/// truncated to 0 bytes) and the -shm (`SQLITE_FCNTL_PERSIST_WAL`), so sessions leave
+/// all three files byte-identical, and the next writer works as usual.
 #[test]
-fn cleanly_closed_database_gains_only_an_empty_wal_and_a_shm() {
+fn cleanly_closed_database_stays_byte_identical() {
     let dir = TempDir::new("rpr-mcp-clean");
     let db = dir.db();
     let rt = runtime(&db);
     scripted_states(&rt);
     drop(rt);
+    let before = hashes(&db);
+    assert_eq!(file_len(&db, "-wal"), 0, "the kept -wal is empty");
+    assert!(file_len(&db, "-shm") > 0, "the -shm is kept");
+    for _ in 0..2 {
+        let lines = session(&db, &abusive_session_input());
+        assert_session_answered(&lines);
+        assert_eq!(hashes(&db), before, "db, -wal and -shm are byte-identical");
+    }
+    let rt = runtime(&db);
+    assert!(rt.verify(None).unwrap().is_ok());
+}
+
+/// A database last closed by a program that does not keep the WAL files (here a
+/// plain SQLite connection; the `sqlite3` shell does the same): a session leaves
+/// the db file byte-identical, but SQLite creates an empty -wal and a -shm beside
+/// it to read a WAL-mode file, and a read-only connection cannot remove them.
+/// They hold no data and the next writer uses them as usual.
+#[test]
+fn database_closed_by_another_program_gains_only_an_empty_wal_and_a_shm() {
+    let dir = TempDir::new("rpr-mcp-foreign-close");
+    let db = dir.db();
+    let rt = runtime(&db);
+    scripted_states(&rt);
+    drop(rt);
+    let other = rusqlite::Connection::open(&db).unwrap();
+    let _: i64 = other
+        .query_row("SELECT count(*) FROM meta", [], |r| r.get(0))
+        .unwrap();
+    drop(other);
     let before = hashes(&db);
     assert_eq!(before[1..], ["absent", "absent"]);
     let lines = session(&db, &abusive_session_input());

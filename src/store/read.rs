@@ -134,11 +134,37 @@ fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
 }
 
 impl ReadStore {
+    /// How many times [`ReadStore::open_read_only`] tries to open a database.
+    pub const OPEN_ATTEMPTS: u32 = 6;
+
     /// Opens `path` for reading only, guarded so that no statement can write.
     ///
     /// Fails with [`StoreError::Missing`], [`StoreError::NotRprDatabase`] or
     /// [`StoreError::SchemaTooNew`] before anything else happens.
+    ///
+    /// An open that fails with `SQLITE_CANTOPEN` ("unable to open database file") or
+    /// `SQLITE_READONLY_RECOVERY` is tried again, at most [`Self::OPEN_ATTEMPTS`] times in
+    /// all with a doubling pause from 2 ms (62 ms of pauses at most). The first is what a
+    /// reader sees when the last writer connection of a program that does not keep the WAL
+    /// files closes and deletes the `-wal` and `-shm` at the moment of the open (rpr's own
+    /// writers keep them); the second, when a writer that has just opened has not yet
+    /// rebuilt the WAL index. See `docs/storage.md`, "The -wal and -shm files".
     pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        let mut pause = std::time::Duration::from_millis(2);
+        let mut attempt = 1;
+        loop {
+            match Self::open_read_only_once(path) {
+                Err(e) if attempt < Self::OPEN_ATTEMPTS && is_transient(&e) => {
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_read_only_once(path: &Path) -> Result<Self, StoreError> {
         if !path.is_file() {
             return Err(StoreError::Missing(path.display().to_string()));
         }
@@ -147,8 +173,8 @@ impl ReadStore {
         shm.push("-shm");
         // With an existing WAL index, `readonly_shm=1` keeps SQLite from writing even the
         // read-mark slots of the -shm file, so every file stays byte-identical. Without one
-        // (a cleanly closed database) SQLite cannot open that way, and a plain read-only
-        // open is used.
+        // (a database closed by a program that does not keep the WAL files) SQLite cannot
+        // open that way, and a plain read-only open is used.
         let mut conn = if Path::new(&shm).is_file() {
             Connection::open_with_flags(
                 sqlite_uri(path, "mode=ro&readonly_shm=1"),
@@ -162,8 +188,53 @@ impl ReadStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.authorizer(Some(deny_writes))?;
         let store = Self { conn };
-        store.check_schema(&path.display().to_string())?;
+        let name = path.display().to_string();
+        store
+            .snapshot(|s| s.check_schema(&name))
+            .map_err(|e| match e {
+                StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::NotADatabase =>
+                {
+                    StoreError::NotRprDatabase(name.clone())
+                }
+                other => other,
+            })?;
         Ok(store)
+    }
+
+    /// Runs `f` so that every read it makes sees one snapshot of the database.
+    ///
+    /// Opens a read transaction (`SAVEPOINT`, which outside a transaction starts a
+    /// deferred one) and takes the snapshot at once (a first read, tried again like
+    /// [`ReadStore::open_read_only`] while SQLite answers `SQLITE_READONLY_RECOVERY`),
+    /// runs `f`, and ends the
+    /// transaction: released when `f` returns `Ok`, rolled back when it returns `Err`
+    /// or panics. Writers that commit meanwhile are not seen by `f` (WAL readers do not
+    /// block writers, and writers do not block readers).
+    ///
+    /// Works on the guarded read-only connection (the guard allows transactions and
+    /// savepoints). Nesting is supported: a `snapshot` inside another (or inside any
+    /// open transaction on this connection) is a savepoint of the enclosing
+    /// transaction, and sees the enclosing snapshot.
+    pub fn snapshot<T, E>(&self, f: impl FnOnce(&Self) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.begin_snapshot().map_err(E::from)?;
+        let mut guard = SnapshotGuard {
+            conn: &self.conn,
+            open: true,
+        };
+        let out = f(self);
+        guard.open = false;
+        if out.is_ok() {
+            self.conn
+                .execute_batch("RELEASE rpr_snapshot")
+                .map_err(|e| E::from(e.into()))?;
+        } else {
+            end_snapshot_after_error(&self.conn);
+        }
+        out
     }
 
     /// Whether `sql` would be refused by the read-only guard (it is prepared, never run).
@@ -174,6 +245,41 @@ impl ReadStore {
     #[must_use]
     pub fn would_refuse(&self, sql: &str) -> bool {
         self.conn.prepare(sql).map_or(true, |stmt| !stmt.readonly())
+    }
+
+    /// Opens the `rpr_snapshot` savepoint and, outside any other transaction, takes the
+    /// snapshot at once, trying again (as [`ReadStore::open_read_only`] does) while SQLite
+    /// answers `SQLITE_READONLY_RECOVERY`: a read-only connection cannot rebuild the WAL
+    /// index, and a writer that has just opened the database rebuilds it in a moment.
+    fn begin_snapshot(&self) -> Result<(), StoreError> {
+        let outermost = self.conn.is_autocommit();
+        let mut pause = std::time::Duration::from_millis(2);
+        let mut attempt = 1;
+        loop {
+            self.conn.execute_batch("SAVEPOINT rpr_snapshot")?;
+            if !outermost {
+                return Ok(());
+            }
+            // Any read starts the read transaction, which fixes the snapshot.
+            let taken = self
+                .conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map_err(StoreError::from);
+            match taken {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    end_snapshot_after_error(&self.conn);
+                    if attempt >= Self::OPEN_ATTEMPTS || !is_transient(&e) {
+                        return Err(e);
+                    }
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                    attempt += 1;
+                }
+            }
+        }
     }
 
     pub(crate) fn check_schema(&self, name: &str) -> Result<(), StoreError> {
@@ -217,40 +323,44 @@ impl ReadStore {
     }
 
     /// Schema version, counts by state, unresolved count and ledger head.
+    ///
+    /// The figures are read in one snapshot ([`ReadStore::snapshot`]).
     pub fn status(&self) -> Result<Status, StoreError> {
-        let mut counts: BTreeMap<String, i64> = State::ALL
-            .iter()
-            .map(|s| (s.as_str().to_owned(), 0))
-            .collect();
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT state, count(*) FROM pathways GROUP BY state")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-        for row in rows {
-            let (state, n) = row?;
-            counts.insert(state, n);
-        }
-        let unresolved = State::ALL
-            .iter()
-            .filter(|s| !s.is_terminal())
-            .map(|s| counts.get(s.as_str()).copied().unwrap_or(0))
-            .sum();
-        let head = self.ledger_head()?;
-        let schema_version = self
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get::<_, String>(0),
-            )?
-            .parse()
-            .map_err(|_| StoreError::Corrupt("meta.schema_version is not an integer".into()))?;
-        Ok(Status {
-            schema_version,
-            counts,
-            unresolved,
-            ledger_len: head.as_ref().map_or(0, |h| h.0),
-            ledger_head: head.map(|h| h.1),
+        self.snapshot(|_| {
+            let mut counts: BTreeMap<String, i64> = State::ALL
+                .iter()
+                .map(|s| (s.as_str().to_owned(), 0))
+                .collect();
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT state, count(*) FROM pathways GROUP BY state")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (state, n) = row?;
+                counts.insert(state, n);
+            }
+            let unresolved = State::ALL
+                .iter()
+                .filter(|s| !s.is_terminal())
+                .map(|s| counts.get(s.as_str()).copied().unwrap_or(0))
+                .sum();
+            let head = self.ledger_head()?;
+            let schema_version = self
+                .conn
+                .query_row(
+                    "SELECT value FROM meta WHERE key = 'schema_version'",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )?
+                .parse()
+                .map_err(|_| StoreError::Corrupt("meta.schema_version is not an integer".into()))?;
+            Ok(Status {
+                schema_version,
+                counts,
+                unresolved,
+                ledger_len: head.as_ref().map_or(0, |h| h.0),
+                ledger_head: head.map(|h| h.1),
+            })
         })
     }
 
@@ -392,6 +502,41 @@ impl ReadStore {
             .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type, name")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         rows.collect::<Result<_, _>>().map_err(Into::into)
+    }
+}
+
+/// `SQLITE_CANTOPEN` (the `-wal` or `-shm` vanished under a closing writer) or
+/// `SQLITE_READONLY_RECOVERY` (a writer that just opened has not rebuilt the WAL index yet).
+fn is_transient(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::CannotOpen
+                || f.extended_code == rusqlite::ffi::SQLITE_READONLY_RECOVERY
+    )
+}
+
+/// Rolls back and releases the innermost `rpr_snapshot` savepoint, if one is open.
+fn end_snapshot_after_error(conn: &Connection) {
+    // Nothing to undo (it only read) and nothing useful to report: the error that
+    // ended the snapshot is what the caller gets. If SQLite already ended the
+    // transaction, both statements fail harmlessly.
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK TO rpr_snapshot; RELEASE rpr_snapshot");
+    }
+}
+
+/// Ends the snapshot if `f` panicked.
+struct SnapshotGuard<'a> {
+    conn: &'a Connection,
+    open: bool,
+}
+
+impl Drop for SnapshotGuard<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            end_snapshot_after_error(self.conn);
+        }
     }
 }
 

@@ -15,6 +15,9 @@ use super::{
 use crate::ledger;
 use crate::state::State;
 
+/// `journal_size_limit`: the most a checkpointed WAL keeps on disk (4 MiB).
+const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
+
 /// Migrations, in order; migration `i` brings the schema to version `i + 1`.
 const MIGRATIONS: &[&str] = &[SCHEMA_SQL, MIGRATION_2_SQL];
 
@@ -57,7 +60,8 @@ fn new_database_id() -> String {
 
 impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,
-    /// and migrates it to [`SCHEMA_VERSION`].
+    /// keeping the `-wal` and `-shm` files when it closes ([`keep_wal_files`]), and migrates
+    /// it to [`SCHEMA_VERSION`].
     pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
@@ -69,6 +73,12 @@ impl SqliteBackend {
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", true)?;
+        if path.as_os_str() != ":memory:" {
+            keep_wal_files(&conn)?;
+            // With the WAL kept, this makes the last close truncate it to 0 bytes (instead of
+            // leaving it at its largest size), and bounds what it keeps after a checkpoint.
+            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
+        }
         let mut backend = Self {
             read: ReadStore { conn },
             database_id: String::new(),
@@ -202,6 +212,40 @@ pub(crate) fn renew_leases(
     }
     tx.commit()?;
     Ok(())
+}
+
+/// Sets `SQLITE_FCNTL_PERSIST_WAL` on `conn`'s main database: when this connection is the
+/// last one to close, SQLite still checkpoints, but leaves the `-wal` and `-shm` files in
+/// place instead of deleting them. A reader opening at that moment then never finds them
+/// half gone ("unable to open database file"), and a database closed by rpr can be
+/// inspected without any file changing (`docs/storage.md`, "The -wal and -shm files").
+#[expect(
+    unsafe_code,
+    reason = "rusqlite has no safe wrapper for sqlite3_file_control; this is the one call"
+)]
+fn keep_wal_files(conn: &Connection) -> Result<(), StoreError> {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: `conn.handle()` is the live `sqlite3*` owned by `conn`, which outlives this
+    // call and is not used concurrently (a `Connection` is not `Sync`); the database name
+    // is a NUL-terminated static string; for SQLITE_FCNTL_PERSIST_WAL SQLite reads and
+    // writes exactly one `int` through the pointer, which points to `on`, alive and
+    // exclusively borrowed for the duration of the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut on).cast(),
+        )
+    };
+    if rc == rusqlite::ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            Some("could not keep the WAL files (SQLITE_FCNTL_PERSIST_WAL)".into()),
+        )))
+    }
 }
 
 /// Refuses a step whose events do not walk allowed edges from the expected state to
