@@ -16,8 +16,9 @@
 //   EEXIST path is not delayed again.
 // * RPR_EFFECTS_LOG: after each performed write (the 'wx' write, or the rename that puts
 //   the temporary file in place), one JSON line is appended with O_APPEND and fsync:
-//   {"pid", "parent" (the parent pid at start), "ppid" (the parent pid at the time of the
-//   write: another value means the server outlived its host), "path", "content"}.
+//   {"at" (ms since the epoch), "pid", "parent" (the parent pid at start), "ppid" (the
+//   parent pid at the time of the write: another value means the server outlived its
+//   host), "path", "content"}.
 'use strict';
 const fs = require('fs');
 const fsp = require('fs/promises');
@@ -35,6 +36,7 @@ function effect(path, content) {
     return;
   }
   const line = JSON.stringify({
+    at: Date.now(),
     pid: process.pid,
     parent,
     ppid: process.ppid,
