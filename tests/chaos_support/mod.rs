@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, waitid};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use rpr::State;
 use rpr::store::{PathwayRecord, ReadStore, StoreError};
@@ -129,6 +129,8 @@ pub struct Report {
     pub host_errors: BTreeMap<String, u64>,
     /// The first error line of each kind of host error.
     pub host_error_samples: BTreeMap<String, String>,
+    /// Host processes killed by the watchdog after running 5 minutes.
+    pub hung: u64,
     /// Calls the workers could not settle with the kills on (settled by the final pass).
     pub settled_late: usize,
     /// Final states of the calls' pathways (`none`: no pathway).
@@ -229,6 +231,10 @@ impl Report {
             (
                 "calls settled only by the final pass",
                 self.settled_late.to_string(),
+            ),
+            (
+                "host processes hung (killed after 5 min)",
+                self.hung.to_string(),
             ),
             (
                 "host errors (exit 1, not killed)",
@@ -440,6 +446,9 @@ impl Call {
     }
 }
 
+/// How long a host process may run before the watchdog kills it as hung.
+const HUNG: Duration = Duration::from_mins(5);
+
 /// A host process the supervisor is to kill at `due`.
 #[derive(Debug)]
 struct Plan {
@@ -485,6 +494,7 @@ struct Tally {
     verify_failures: u64,
     verify_failure_text: Option<String>,
     unsettled: Vec<usize>,
+    hung: u64,
 }
 
 impl Tally {
@@ -502,6 +512,7 @@ impl Tally {
             self.host_error_samples.entry(k).or_insert(v);
         }
         self.replays += other.replays;
+        self.hung += other.hung;
         self.admitted_after_proposed += other.admitted_after_proposed;
         self.verify_runs += other.verify_runs;
         self.verify_failures += other.verify_failures;
@@ -553,13 +564,22 @@ impl Ctx {
             lock(&self.plans).push(plan);
         }
         // Wait for the exit without reaping, so the pid cannot be reused while a plan
-        // names it; drop the plan, then reap.
+        // names it; drop the plan, then reap. A host that hangs is killed by a watchdog
+        // (so the soak ends) and counted.
+        let started = Instant::now();
+        let mut hung = false;
         loop {
             match waitid(
                 Id::Pid(Pid::from_raw(pid)),
-                WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
             ) {
-                Err(Errno::EINTR) => {}
+                Err(Errno::EINTR) | Ok(WaitStatus::StillAlive) => {
+                    if !hung && started.elapsed() > HUNG {
+                        hung = true;
+                        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
                 Err(e) => panic!("waitid({pid}): {e}"),
                 Ok(_) => break,
             }
@@ -569,7 +589,9 @@ impl Ctx {
         }
         let status = child.wait().expect("the host is reaped");
         let output = std::fs::read_to_string(out).unwrap_or_default();
-        if let Some(sig) = status.signal() {
+        if hung {
+            tally.hung += 1;
+        } else if let Some(sig) = status.signal() {
             *tally.host_kills.entry(signal_name(sig)).or_default() += 1;
         } else if status.code() == Some(1) {
             let first = output
@@ -1023,6 +1045,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
         host_errors: tally.host_errors,
         host_error_samples: tally.host_error_samples,
         settled_late,
+        hung: tally.hung,
         verify_runs: tally.verify_runs,
         verify_failures: tally.verify_failures,
         verify_failure_text: tally.verify_failure_text,
