@@ -9,9 +9,14 @@ mod host_support;
 use std::path::Path;
 
 use common::{Scripted, actor, definition, runtime};
-use host_support::{Scratch, by_key, events, pathways, run, text, verified};
-use rpr::executor::Delivery;
-use rpr::{ActionClass, Admission, Decision, Outcome, Pathway, Proposal, Runtime, stage};
+use host_support::{
+    Scratch, attempts, by_key, event, events, kinds, pathways, run, text, verified,
+};
+use rpr::executor::{Delivery, Request};
+use rpr::{
+    ActionClass, Admission, Authority, Decision, Definition, Outcome, Pathway, Proposal, Role,
+    Runtime, stage,
+};
 use serde_json::json;
 
 fn proposed(rt: &Runtime, key: &str) -> Pathway<stage::Proposed> {
@@ -433,6 +438,174 @@ fn attest_applies_each_verdict() {
         &verdict("applied"),
         1,
         "no pathway with id or key",
+    );
+    assert!(verified(db));
+}
+
+/// `call put` on the fault server's `ledger` with key `key`, approved by alice.
+fn call_args<'a>(config: &'a str, policy: &'a str, db: &'a str, key: &'a str) -> Vec<&'a str> {
+    vec![
+        "call",
+        "--config",
+        config,
+        "--policy",
+        policy,
+        "--database",
+        db,
+        "--server",
+        "ledger",
+        "--tool",
+        "put",
+        "--args",
+        r#"{"key": "k", "value": "v"}"#,
+        "--key",
+        key,
+        "--approve-as",
+        "alice",
+    ]
+}
+
+#[test]
+fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
+    let dir = Scratch::new("steps-proposed");
+    let (config, policy) = (dir.fault_config("none"), dir.policy());
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+
+    // A host that stopped between propose and admit (killed, or the disk full) leaves
+    // exactly what the library records here: the definition `call` builds for this
+    // request under this policy, proposed by the agent, never admitted.
+    let authority = Authority::single(&actor("host"))
+        .with(Role::ApprovalAuthority, &actor("alice"))
+        .with(Role::RepairOwner, &actor("bob"));
+    let definition = Definition::new(
+        Request::new("put", json!({"key": "k", "value": "v"})),
+        ActionClass::Mutating,
+        "left",
+        authority,
+    )
+    .with_metadata(json!({"server": "ledger"}));
+    let rt = Runtime::open(&db_path).unwrap();
+    let Proposal::New(left) = rt.propose(&actor("agent"), definition).unwrap() else {
+        panic!("expected a new pathway")
+    };
+    let id = left.id().to_owned();
+    drop((left, rt));
+    assert_eq!(
+        by_key(&db_path, "left"),
+        (id.clone(), "proposed".to_owned())
+    );
+
+    // `unresolved` says who acts next and how to finish it or refuse it.
+    let output = run(["unresolved", "--database", db]);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    for needle in [
+        "proposed",
+        "next: admit by decision_owner (host)",
+        "to admit it: repeat the same `host call` (same --key \"left\"",
+        &format!("host deny --database {db} --pathway {id} --as host"),
+    ] {
+        assert!(out.contains(needle), "unresolved lacks {needle:?}:\n{out}");
+    }
+    // No other step applies to it.
+    let files = ["--config", config.as_str(), "--policy", policy.as_str()];
+    for (command, who) in [("approve", "alice"), ("resume", "bob")] {
+        refused(
+            &db_path,
+            command,
+            "left",
+            who,
+            &files,
+            1,
+            "does not apply in state proposed",
+        );
+    }
+    refused(
+        &db_path,
+        "abort",
+        "left",
+        "host",
+        &["--residuals", "none"],
+        1,
+        "does not apply in state proposed",
+    );
+
+    // The repeated call admits it under the policy (a Human Gate), and carries it out.
+    let output = run(call_args(&config, &policy, db, "left"));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "pathway {id}, left proposed (never admitted): admitting it now"
+        )),
+        "{out}"
+    );
+    assert!(out.contains(&format!("pathway {id} is COMPLETED")), "{out}");
+    assert_eq!(
+        by_key(&db_path, "left"),
+        (id.clone(), "completed".to_owned())
+    );
+    assert_eq!(dir.effects(), 1, "{out}");
+    let ev = events(&db_path, &id);
+    assert_eq!(
+        kinds(&ev)[..3],
+        ["proposed", "admitted", "human_gate"],
+        "{ev:#?}"
+    );
+    assert_eq!(event(&ev, "proposed")["actor"], "agent");
+    assert_eq!(event(&ev, "admitted")["actor"], "host");
+    assert_eq!(attempts(&db_path, &id), 1);
+    assert!(verified(&db_path));
+
+    // Once admitted, the same call again is a replay: nothing is sent again.
+    let output = run(call_args(&config, &policy, db, "left"));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(out.contains("replayed, nothing sent again"), "{out}");
+    assert_eq!(dir.effects(), 1, "{out}");
+    assert_eq!(pathways(&db_path).len(), 1);
+    assert!(verified(&db_path));
+}
+
+#[test]
+fn a_pathway_left_proposed_can_be_denied_by_its_decision_owner() {
+    let dir = Scratch::new("steps-proposed-deny");
+    let db = dir.join("rpr.db");
+    drop(proposed(&runtime(&db), "left"));
+    let db = db.as_path();
+
+    refused(
+        db,
+        "deny",
+        "left",
+        "approval_authority",
+        &[],
+        1,
+        "approval_authority may not admit",
+    );
+    ok(
+        db,
+        "deny",
+        "left",
+        "decision_owner",
+        &["--reason", "not wanted any more"],
+        0,
+        "denied",
+    );
+    let (id, _) = by_key(db, "left");
+    let ev = events(db, &id);
+    assert_eq!(kinds(&ev), ["proposed", "admitted"]);
+    assert_eq!(ev[1]["data"]["decision"], "deny");
+    assert_eq!(ev[1]["data"]["reason"], "not wanted any more");
+    refused(
+        db,
+        "deny",
+        "left",
+        "decision_owner",
+        &[],
+        1,
+        "in state denied",
     );
     assert!(verified(db));
 }

@@ -8,7 +8,9 @@ use rpr::mcp::ArgumentValidator;
 use rpr::stage::{Abortable, Stage};
 use rpr::store::ReadStore;
 use rpr::token::{Attestation, Reconciled};
-use rpr::{Actor, Admission, Definition, Pathway, Proposal, Runtime, State, StoredPathway};
+use rpr::{
+    Actor, Admission, Decision, Definition, Pathway, Proposal, Runtime, State, StoredPathway,
+};
 use serde_json::{Value, json};
 
 use crate::config::{Config, Policy, existing_database};
@@ -71,7 +73,24 @@ pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
     let proposer = Actor::new(args.get("actor").unwrap_or("agent"));
     let hint = hint(args);
     let p = match rt.propose(&proposer, definition)? {
-        Proposal::New(p) => p,
+        Proposal::New(p) => {
+            println!(
+                "proposed by {proposer}: pathway {} ({} on {}, key {key:?})",
+                p.id(),
+                tool,
+                live.server
+            );
+            p
+        }
+        // Left proposed by a host that stopped between propose and admit (a crash, a full
+        // disk): nothing was ever sent, so the repeated call finishes the admission.
+        Proposal::Existing(StoredPathway::Proposed(p)) => {
+            println!(
+                "idempotency key {key:?} is pathway {}, left proposed (never admitted): admitting it now",
+                p.id()
+            );
+            p
+        }
         Proposal::Existing(stored) => {
             let id = stored.id().to_owned();
             drop(stored);
@@ -80,12 +99,6 @@ pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
         }
         other => return Err(format!("unexpected proposal {other:?}").into()),
     };
-    println!(
-        "proposed by {proposer}: pathway {} ({} on {}, key {key:?})",
-        p.id(),
-        tool,
-        live.server
-    );
     let decision_owner = p.definition().authority.decision_owner.clone();
     let executor = p.definition().authority.execution_actor.clone();
     match p.admit(&rt, &decision_owner, &|_: &Definition| live.plan.decision())? {
@@ -230,13 +243,22 @@ pub(crate) fn approve(args: &Args) -> Result<Exit, Failure> {
     }
 }
 
-/// `deny`: denies a pathway left at the gate.
+/// `deny`: denies a pathway left at the gate, or one left proposed (its decision owner
+/// admits it with a deny decision: a proposed pathway has no `abort`).
 pub(crate) fn deny(args: &Args) -> Result<Exit, Failure> {
     let (rt, stored) = load(args)?;
     let actor = Actor::new(args.req("as")?);
     let reason = args.get("reason").unwrap_or("denied at the Human Gate");
     let id = stored.id().to_owned();
     match stored {
+        StoredPathway::Proposed(p) => {
+            let reason = args.get("reason").unwrap_or("denied at admission");
+            let deny = |_: &Definition| Decision::Deny(reason.to_owned());
+            match p.admit(&rt, &actor, &deny)? {
+                Admission::Denied(_) => {}
+                other => return Err(format!("unexpected admission {other:?}").into()),
+            }
+        }
         StoredPathway::HumanGate(p) => drop(p.deny(&rt, &actor, reason)?),
         StoredPathway::AwaitingApproval(p) => drop(p.deny(&rt, &actor, reason)?),
         other => return wrong_state(&rt, &other, "deny"),
@@ -298,6 +320,17 @@ pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
                 s.next.actors.join(", "),
                 s.next.detail
             );
+            if s.state == State::Proposed {
+                // Stopped between propose and admit: nothing was sent; `abort` is no edge
+                // from `proposed`, so the way out is the admission, allowing or denying.
+                let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
+                println!(
+                    "    to admit it: repeat the same `host call` (same --key {key:?}, same --args); \
+                     to refuse it: host deny --database {} --pathway {} --as {decision_owner}",
+                    args.req("database")?,
+                    s.pathway_id
+                );
+            }
         }
         match page.next_cursor {
             Some(c) => cursor = Some(c),

@@ -1,0 +1,57 @@
+//! The chaos soak's CI variant (issue 8): 60 governed `write_file` calls through the example
+//! host against the real `server-filesystem` (slowed by `tests/peers/slow-write.cjs`), four
+//! host processes at a time on one database, while host and server processes are killed
+//! with SIGKILL, SIGTERM and SIGINT at random moments; every call settled, then the effects
+//! counted on the server side. The driver is `tests/chaos_support`; the long run is
+//! `cargo bench --bench chaos` (docs/host.md, "The chaos soak").
+//!
+//! `RPR_CHAOS_SEED` picks another seed (the table printed names the one used).
+
+mod chaos_support;
+
+use chaos_support::{Options, run, this_profile};
+
+const CALLS: usize = 60;
+
+#[test]
+#[ignore = "finds double effects on today's library: a server left running by a killed host \
+            writes after reconciliation said not applied (issue 8, hole 4); enable with the fix"]
+fn every_call_takes_effect_at_most_once_under_random_kills() {
+    let seed = std::env::var("RPR_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let options = Options {
+        calls: CALLS,
+        hosts: 4,
+        seed,
+        profile: this_profile(),
+        ..Options::default()
+    };
+    let report = run(&options).unwrap_or_else(|e| panic!("the chaos soak could not run: {e}"));
+    let table = report.table();
+    eprintln!("{table}");
+
+    // The soak did what it claims: every call is accounted for, and kills of each signal
+    // landed on host processes and on server processes.
+    assert_eq!(
+        report.final_states.values().sum::<u64>(),
+        CALLS as u64,
+        "{table}"
+    );
+    for signal in ["SIGKILL", "SIGTERM", "SIGINT"] {
+        for (target, kills) in [
+            ("host", &report.host_kills),
+            ("server", &report.server_kills),
+        ] {
+            assert!(
+                kills.get(signal).copied().unwrap_or(0) > 0,
+                "no {signal} landed on a {target} process:\n{table}"
+            );
+        }
+    }
+    assert!(report.verify_runs > 1, "{table}");
+    // The promise: at most once, nothing lost, the ledger verifies, no process left behind.
+    let failures = report.failures();
+    assert!(failures.is_empty(), "{}\n{table}", failures.join("\n"));
+}

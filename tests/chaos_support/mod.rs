@@ -1,0 +1,1116 @@
+//! The chaos soak (issue 8): governed mutating calls through the example host against the
+//! real `@modelcontextprotocol/server-filesystem`, while a supervisor kills host processes
+//! and server processes at random moments; then every call is settled and the effects the
+//! server performed are counted on the server side.
+//!
+//! * **Hosts.** `hosts` worker threads share one database. Each works through its share of
+//!   the calls, one at a time: `host call … write_file --key K --approve-as alice` with a
+//!   unique key, a unique path and a unique content per call, then settles the call by the
+//!   state the database shows, each step one host process: the same `call` again (a replay,
+//!   or the admission of a pathway left `proposed`), `unresolved` (the recovery scan),
+//!   `reconcile` (readback), `repair`, `resume`, `approve`. Every host process is the example
+//!   host binary built by cargo, started in its own process group.
+//! * **Servers.** The host starts the server as `node --require tests/peers/slow-write.cjs
+//!   mcp-server-filesystem ROOT` (from an `mcpServers` config): the preload delays each write
+//!   by `slow_write_ms` and appends one line per performed write, with `O_APPEND` and fsync,
+//!   to the effects log, naming the path, the content and the server's parent at start and
+//!   at the time of the write.
+//! * **Supervisor.** A thread with its own seeded generator. A share of the host processes
+//!   (`host_kill_percent`) get a kill planned at a random moment within `slow_write_ms` +
+//!   0.5 s of their start, with SIGKILL, SIGTERM or SIGINT (SIGINT to the host's process
+//!   group, as Ctrl-C does); and about every `server_kill_ms` one live server process of the
+//!   run, chosen at random, gets one of the three signals.
+//! * **Settling.** Each worker takes up to `max_steps` steps per call with the kills on;
+//!   after all workers are done and the supervisor has stopped, a final pass settles every
+//!   call left unsettled, with no kills.
+//! * **Figures.** A call's content logged more than once is a *double effect*; a call with
+//!   no pathway, or whose pathway does not end terminal, is *lost*; `host verify` runs every
+//!   `verify_every` calls per worker and at the end (each non-zero exit is a *verify
+//!   failure*); a server process of the run still alive when the final pass is done is an
+//!   *orphan*. Orphans are then waited for (they may still write), killed if they outlast
+//!   the wait, and the effects log is read only after that, so a late write still counts.
+//!
+//! Timing only decides how often a kill lands in the write delay; no figure is a time
+//! measurement except the wall time.
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared by tests/chaos.rs and benches/chaos.rs, which use different parts"
+)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
+use rpr::State;
+use rpr::store::{PathwayRecord, ReadStore, StoreError};
+use serde_json::{Value, json};
+
+/// What a soak run does.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Governed mutating calls (`write_file`, one unique file and content each).
+    pub calls: usize,
+    /// Host worker threads, each running one host process at a time, on one database.
+    pub hosts: usize,
+    /// Seeds the supervisor's and the workers' generators (kill plans, settle choices).
+    pub seed: u64,
+    /// The server's delay between a `write_file` request and the write.
+    pub slow_write_ms: u64,
+    /// The share of host processes that get a kill planned, in percent.
+    pub host_kill_percent: u64,
+    /// The mean interval between two server kills (0: no server kills).
+    pub server_kill_ms: u64,
+    /// Each worker runs `host verify` after every this many settled calls (0: only at the end).
+    pub verify_every: usize,
+    /// Settle steps per call while the kills are on; the final pass takes the rest.
+    pub max_steps: usize,
+    /// The cargo profile to build the example host in (`dev`, `release`, `bench`).
+    pub profile: String,
+    /// Prints a line per settled call to stderr.
+    pub progress: bool,
+    /// Keeps the scratch directory (database, effects log, outputs) after the run.
+    pub keep: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            calls: 60,
+            hosts: 3,
+            seed: 1,
+            slow_write_ms: 2500,
+            host_kill_percent: 50,
+            server_kill_ms: 2500,
+            verify_every: 10,
+            max_steps: 40,
+            profile: "dev".into(),
+            progress: false,
+            keep: false,
+        }
+    }
+}
+
+/// The figures of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The options, for the table's head.
+    pub calls: usize,
+    /// Host worker threads.
+    pub hosts: usize,
+    /// The seed.
+    pub seed: u64,
+    /// The server's write delay.
+    pub slow_write_ms: u64,
+    /// Wall time of the whole run, settling and counting included.
+    pub wall: Duration,
+    /// Host processes run, by command.
+    pub commands: BTreeMap<String, u64>,
+    /// Kills of host processes that landed (the process died of the signal), by signal.
+    pub host_kills: BTreeMap<String, u64>,
+    /// Kills of server processes sent to a live process of the run, by signal.
+    pub server_kills: BTreeMap<String, u64>,
+    /// Repeated `call`s answered by a replay of the stored pathway.
+    pub replays: u64,
+    /// Repeated `call`s that admitted a pathway left `proposed`.
+    pub admitted_after_proposed: u64,
+    /// Host processes that exited 1 without being killed, by their first error line.
+    pub host_errors: BTreeMap<String, u64>,
+    /// The first error line of each kind of host error.
+    pub host_error_samples: BTreeMap<String, String>,
+    /// Host processes killed by the watchdog after running 5 minutes.
+    pub hung: u64,
+    /// Calls the workers could not settle with the kills on (settled by the final pass).
+    pub settled_late: usize,
+    /// Final states of the calls' pathways (`none`: no pathway).
+    pub final_states: BTreeMap<String, u64>,
+    /// Ledger events by kind, at the end.
+    pub events: BTreeMap<String, u64>,
+    /// Calls whose content the server wrote more than once.
+    pub double_effects: usize,
+    /// Writes beyond the first of a call's content.
+    pub extra_writes: usize,
+    /// The keys of the calls written more than once, with their write counts (first 20).
+    pub doubled: Vec<(String, usize)>,
+    /// Calls with no pathway, or whose pathway is not terminal after the final pass.
+    pub lost: usize,
+    /// `host verify` runs.
+    pub verify_runs: u64,
+    /// `host verify` runs that did not exit 0 (the first lines of the first one).
+    pub verify_failures: u64,
+    /// The output of the first failed `host verify`.
+    pub verify_failure_text: Option<String>,
+    /// Server processes of the run still alive after the final pass.
+    pub orphans: usize,
+    /// Writes performed by a server whose parent (its host) had died.
+    pub orphan_writes: usize,
+    /// Completed calls with no logged write (the instrumentation would be wrong).
+    pub completed_without_effect: usize,
+    /// Logged writes whose content is no call's (the instrumentation would be wrong).
+    pub foreign_effects: usize,
+    /// Where the run's files are (kept with `keep`).
+    pub dir: PathBuf,
+}
+
+impl Report {
+    /// The figures that must be zero, with their values, when not zero.
+    #[must_use]
+    pub fn failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut must_be_zero = |name: &str, value: u64| {
+            if value != 0 {
+                out.push(format!("{name}: {value} (must be 0)"));
+            }
+        };
+        must_be_zero("double effects", count(self.double_effects));
+        must_be_zero("lost pathways", count(self.lost));
+        must_be_zero("verify failures", self.verify_failures);
+        must_be_zero("orphan processes", count(self.orphans));
+        must_be_zero(
+            "completed calls without an effect",
+            count(self.completed_without_effect),
+        );
+        must_be_zero("effects of no call", count(self.foreign_effects));
+        out
+    }
+
+    /// The report as a table, for people.
+    #[must_use]
+    pub fn table(&self) -> String {
+        fn by_key(map: &BTreeMap<String, u64>) -> String {
+            if map.is_empty() {
+                return "-".into();
+            }
+            map.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+        let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "chaos soak: seed {}, {} calls, {} hosts on one database, server write delay {} ms",
+            self.seed, self.calls, self.hosts, self.slow_write_ms
+        );
+        let rows: Vec<(&str, String)> = vec![
+            ("wall time", format!("{:.1} s", self.wall.as_secs_f64())),
+            ("calls (governed write_file)", self.calls.to_string()),
+            (
+                "host processes",
+                format!("{} ({})", total(&self.commands), by_key(&self.commands)),
+            ),
+            (
+                "kills: host processes",
+                format!("{} ({})", total(&self.host_kills), by_key(&self.host_kills)),
+            ),
+            (
+                "kills: server processes",
+                format!(
+                    "{} ({})",
+                    total(&self.server_kills),
+                    by_key(&self.server_kills)
+                ),
+            ),
+            ("repeated calls replayed", self.replays.to_string()),
+            (
+                "repeated calls admitting a proposed pathway",
+                self.admitted_after_proposed.to_string(),
+            ),
+            (
+                "calls settled only by the final pass",
+                self.settled_late.to_string(),
+            ),
+            (
+                "host processes hung (killed after 5 min)",
+                self.hung.to_string(),
+            ),
+            (
+                "host errors (exit 1, not killed)",
+                format!(
+                    "{} ({})",
+                    total(&self.host_errors),
+                    by_key(&self.host_errors)
+                ),
+            ),
+            ("final states", by_key(&self.final_states)),
+            ("ledger events", by_key(&self.events)),
+            (
+                "writes by a server whose host had died",
+                self.orphan_writes.to_string(),
+            ),
+            (
+                "DOUBLE EFFECTS (must be 0)",
+                format!(
+                    "{} (extra writes {})",
+                    self.double_effects, self.extra_writes
+                ),
+            ),
+            ("LOST PATHWAYS (must be 0)", self.lost.to_string()),
+            (
+                "VERIFY FAILURES (must be 0)",
+                format!("{} of {} runs", self.verify_failures, self.verify_runs),
+            ),
+            ("ORPHAN PROCESSES (must be 0)", self.orphans.to_string()),
+            (
+                "completed without an effect (must be 0)",
+                self.completed_without_effect.to_string(),
+            ),
+            (
+                "effects of no call (must be 0)",
+                self.foreign_effects.to_string(),
+            ),
+        ];
+        for (name, value) in rows {
+            let _ = writeln!(t, "  {name:<45} {value}");
+        }
+        if !self.doubled.is_empty() {
+            let list: Vec<String> = self
+                .doubled
+                .iter()
+                .map(|(k, n)| format!("{k} ×{n}"))
+                .collect();
+            let _ = writeln!(t, "  written more than once: {}", list.join(", "));
+        }
+        for sample in self.host_error_samples.values() {
+            let _ = writeln!(t, "  host error, first of its kind: {sample}");
+        }
+        if let Some(text) = &self.verify_failure_text {
+            let _ = writeln!(t, "  first verify failure:\n{text}");
+        }
+        let _ = writeln!(t, "  files: {}", self.dir.display());
+        t
+    }
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// A small seeded generator (xorshift64*, seeded through splitmix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed` and `stream` (one stream per thread).
+    #[must_use]
+    pub fn new(seed: u64, stream: u64) -> Self {
+        let mut z = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        Self(if z == 0 { 0x2545_F491_4F6C_DD1D } else { z })
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// True with `percent` percent.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// One of the three signals the soak sends.
+    pub fn signal(&mut self) -> Signal {
+        match self.below(3) {
+            0 => Signal::SIGKILL,
+            1 => Signal::SIGTERM,
+            _ => Signal::SIGINT,
+        }
+    }
+}
+
+/// Locks, ignoring poisoning (a panicking worker must not hide the figures).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The cargo profile this test binary was built in (`dev` for `target/debug`).
+#[must_use]
+pub fn this_profile() -> String {
+    let exe = std::env::current_exe().unwrap_or_default();
+    match exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+    {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    }
+}
+
+/// The example host, built by cargo in `profile`; `<target>/<dir>/examples/host`.
+fn build_host(profile: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // <target>/<profile dir>/deps/<test or bench binary>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("unexpected test binary location")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--example",
+            "host",
+            "--profile",
+            profile,
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`cargo build --example host --profile {profile}` failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let host = profile_dir.join("examples/host");
+    if host.is_file() {
+        Ok(host)
+    } else {
+        Err(format!("{} was not built", host.display()))
+    }
+}
+
+/// `node` on `PATH`, and `mcp-server-filesystem` from `RPR_PEERS_DIR` or `target/peers`
+/// (installed by `bash .ci/install-peers` when missing).
+fn peers() -> Result<(PathBuf, PathBuf), String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let node = std::env::split_paths(&path)
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
+        .ok_or("`node` was not found on PATH; the chaos soak runs server-filesystem on Node.js")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir =
+        std::env::var_os("RPR_PEERS_DIR").map_or_else(|| root.join("target/peers"), PathBuf::from);
+    let server = dir.join("node_modules/.bin/mcp-server-filesystem");
+    if !server.exists() {
+        let output = Command::new("bash")
+            .arg(root.join(".ci/install-peers"))
+            .env("RPR_PEERS_DIR", &dir)
+            .output()
+            .map_err(|e| format!("cannot run `bash .ci/install-peers`: {e}"))?;
+        if !output.status.success() || !server.exists() {
+            return Err(format!(
+                "server-filesystem is not installed in {} and `bash .ci/install-peers` failed:\n{}",
+                dir.display(),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+    }
+    Ok((node, server))
+}
+
+/// One governed call.
+#[derive(Debug, Clone)]
+struct Call {
+    key: String,
+    args: String,
+    content: String,
+}
+
+impl Call {
+    fn new(seed: u64, index: usize, nonce: u64) -> Self {
+        let key = format!("chaos-{seed}-{index}");
+        let content = format!("call {index} of seed {seed} ({nonce:016x})");
+        let args = json!({"path": format!("c{index}.txt"), "content": content}).to_string();
+        Self { key, args, content }
+    }
+}
+
+/// How long a host process may run before the watchdog kills it as hung.
+const HUNG: Duration = Duration::from_mins(5);
+
+/// A host process the supervisor is to kill at `due`.
+#[derive(Debug)]
+struct Plan {
+    pid: i32,
+    due: Instant,
+    signal: Signal,
+}
+
+/// What the threads share.
+#[derive(Debug)]
+struct Ctx {
+    options: Options,
+    host: PathBuf,
+    dir: PathBuf,
+    db: PathBuf,
+    config: String,
+    policy: String,
+    effects: PathBuf,
+    /// Identifies the run's server processes: their command line names it.
+    marker: String,
+    plans: Mutex<Vec<Plan>>,
+    kills_on: AtomicBool,
+}
+
+/// How one host process ended.
+#[derive(Debug)]
+struct Ran {
+    code: Option<i32>,
+    signal: Option<i32>,
+    output: String,
+}
+
+/// What one worker counted.
+#[derive(Debug, Default)]
+struct Tally {
+    commands: BTreeMap<String, u64>,
+    host_kills: BTreeMap<String, u64>,
+    replays: u64,
+    admitted_after_proposed: u64,
+    host_errors: BTreeMap<String, u64>,
+    host_error_samples: BTreeMap<String, String>,
+    verify_runs: u64,
+    verify_failures: u64,
+    verify_failure_text: Option<String>,
+    unsettled: Vec<usize>,
+    hung: u64,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Self) {
+        for (k, v) in other.commands {
+            *self.commands.entry(k).or_default() += v;
+        }
+        for (k, v) in other.host_kills {
+            *self.host_kills.entry(k).or_default() += v;
+        }
+        for (k, v) in other.host_errors {
+            *self.host_errors.entry(k).or_default() += v;
+        }
+        for (k, v) in other.host_error_samples {
+            self.host_error_samples.entry(k).or_insert(v);
+        }
+        self.replays += other.replays;
+        self.hung += other.hung;
+        self.admitted_after_proposed += other.admitted_after_proposed;
+        self.verify_runs += other.verify_runs;
+        self.verify_failures += other.verify_failures;
+        if self.verify_failure_text.is_none() {
+            self.verify_failure_text = other.verify_failure_text;
+        }
+        self.unsettled.extend(other.unsettled);
+    }
+}
+
+fn signal_name(n: i32) -> String {
+    Signal::try_from(n).map_or_else(|_| format!("signal {n}"), |s| s.as_str().to_owned())
+}
+
+impl Ctx {
+    /// Runs the host with `args`; with the kills on, `rng` may plan a kill for it.
+    fn run(&self, out: &Path, args: &[&str], rng: Option<&mut Rng>, tally: &mut Tally) -> Ran {
+        let name = if args[0] == "resume" && args.last() == Some(&"host") {
+            "resume (dispatch)"
+        } else {
+            args[0]
+        };
+        *tally.commands.entry(name.to_owned()).or_default() += 1;
+        let file = File::create(out).expect("the output file can be created");
+        let err = file.try_clone().expect("the output file can be cloned");
+        let mut child = Command::new(&self.host)
+            .args(args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .expect("the host starts");
+        let pid = i32::try_from(child.id()).expect("a pid fits i32");
+        let mut plan = None;
+        if let Some(rng) = rng.filter(|_| self.kills_on.load(Ordering::SeqCst))
+            && rng.chance(self.options.host_kill_percent)
+        {
+            plan = Some(Plan {
+                pid,
+                due: Instant::now()
+                    + Duration::from_millis(rng.below(self.options.slow_write_ms + 500)),
+                signal: rng.signal(),
+            });
+        }
+        let planned = plan.is_some();
+        if let Some(plan) = plan {
+            lock(&self.plans).push(plan);
+        }
+        // Wait for the exit without reaping, so the pid cannot be reused while a plan
+        // names it; drop the plan, then reap. A host that hangs is killed by a watchdog
+        // (so the soak ends) and counted.
+        let started = Instant::now();
+        let mut hung = false;
+        loop {
+            match waitid(
+                Id::Pid(Pid::from_raw(pid)),
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
+            ) {
+                Err(Errno::EINTR) | Ok(WaitStatus::StillAlive) => {
+                    if !hung && started.elapsed() > HUNG {
+                        hung = true;
+                        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("waitid({pid}): {e}"),
+                Ok(_) => break,
+            }
+        }
+        if planned {
+            lock(&self.plans).retain(|p| p.pid != pid);
+        }
+        let status = child.wait().expect("the host is reaped");
+        let output = std::fs::read_to_string(out).unwrap_or_default();
+        if hung {
+            tally.hung += 1;
+        } else if let Some(sig) = status.signal() {
+            *tally.host_kills.entry(signal_name(sig)).or_default() += 1;
+        } else if status.code() == Some(1) {
+            let first = output
+                .lines()
+                .find(|l| l.contains(": error: "))
+                .map_or("(no error line)", |l| {
+                    l.split_once(": error: ").map_or(l, |(_, e)| e)
+                });
+            // The kind of error: its text up to the first detail, ids left out.
+            let kind = first.split(['(', ';']).next().unwrap_or(first);
+            let kind: Vec<&str> = kind
+                .split_whitespace()
+                .map(|w| {
+                    let id = ["pw_", "at_", "ap_"].iter().any(|p| w.starts_with(p));
+                    if id { "ID" } else { w }
+                })
+                .collect();
+            let short: String = kind.join(" ").chars().take(80).collect();
+            *tally.host_errors.entry(short.clone()).or_default() += 1;
+            tally
+                .host_error_samples
+                .entry(short)
+                .or_insert_with(|| first.chars().take(400).collect());
+        }
+        Ran {
+            code: status.code(),
+            signal: status.signal(),
+            output,
+        }
+    }
+
+    /// `host ARGS` with the config and policy when the command needs them.
+    fn args<'a>(&'a self, command: &'a str, call: &'a Call) -> Vec<&'a str> {
+        let db = self.db.to_str().expect("a UTF-8 path");
+        let files = [
+            "--config",
+            self.config.as_str(),
+            "--policy",
+            self.policy.as_str(),
+        ];
+        let mut a = vec![command];
+        match command {
+            "call" => {
+                a.extend(files);
+                a.extend([
+                    "--database",
+                    db,
+                    "--server",
+                    "files",
+                    "--tool",
+                    "write_file",
+                    "--args",
+                    call.args.as_str(),
+                    "--key",
+                    call.key.as_str(),
+                    "--approve-as",
+                    "alice",
+                ]);
+            }
+            "unresolved" | "verify" => a.extend(["--database", db]),
+            "reconcile" => {
+                a.extend(files);
+                a.extend(["--database", db, "--key", call.key.as_str()]);
+            }
+            "approve" => {
+                a.extend(files);
+                a.extend([
+                    "--database",
+                    db,
+                    "--key",
+                    call.key.as_str(),
+                    "--as",
+                    "alice",
+                ]);
+            }
+            "resume" | "dispatch" => {
+                // `host resume` as the resume authority (bob), or as the execution actor
+                // (`host`, the only one who may dispatch an approved pathway).
+                let who = if command == "resume" { "bob" } else { "host" };
+                a[0] = "resume";
+                a.extend(files);
+                a.extend(["--database", db, "--key", call.key.as_str(), "--as", who]);
+            }
+            "repair" => a.extend([
+                "--database",
+                db,
+                "--key",
+                call.key.as_str(),
+                "--as",
+                "bob",
+                "--evidence",
+                "chaos soak: the readback found no effect; nothing to undo",
+            ]),
+            "release" | "require-repair" => {
+                let who = if command == "release" { "host" } else { "bob" };
+                a.extend(["--database", db, "--key", call.key.as_str(), "--as", who]);
+            }
+            other => panic!("no arguments for `{other}`"),
+        }
+        a
+    }
+
+    /// Reads the store, retrying an open or read that fails while writers come and go.
+    fn read<T>(&self, f: impl Fn(&ReadStore) -> Result<T, StoreError>) -> T {
+        let mut last = String::new();
+        for _ in 0..200 {
+            match ReadStore::open_read_only(&self.db).and_then(|s| f(&s)) {
+                Ok(v) => return v,
+                Err(e) => last = e.to_string(),
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("cannot read {}: {last}", self.db.display());
+    }
+
+    /// The call's pathway: its state and its last attempt's status.
+    fn state(&self, call: &Call, id: &mut Option<String>) -> Option<(State, Option<String>)> {
+        if !self.db.exists() {
+            return None;
+        }
+        if id.is_none() {
+            *id = self
+                .all_pathways()
+                .into_iter()
+                .find(|r| r.idempotency_key == call.key)
+                .map(|r| r.id);
+        }
+        let pid = id.clone()?;
+        let record = self.read(|s| s.pathway(&pid))?;
+        let status = self.read(|s| s.attempts(&pid)).pop().map(|a| a.status);
+        Some((record.state, status))
+    }
+
+    fn all_pathways(&self) -> Vec<PathwayRecord> {
+        self.read(|s| {
+            let mut all = Vec::new();
+            loop {
+                let after = all.last().map(|r: &PathwayRecord| r.id.clone());
+                let page = s.list_pathways(after.as_deref(), 1000, None)?;
+                if page.is_empty() {
+                    return Ok(all);
+                }
+                all.extend(page);
+            }
+        })
+    }
+
+    /// Takes steps until the call's pathway is terminal, at most `max` steps; true when it is.
+    fn settle(
+        &self,
+        call: &Call,
+        out: &Path,
+        max: usize,
+        rng: &mut Rng,
+        kills: bool,
+        tally: &mut Tally,
+    ) -> bool {
+        let mut id: Option<String> = None;
+        let mut killed = false;
+        for step in 0..max {
+            // The first step is the call itself (its key is new: nothing to look up).
+            let state = if step == 0 && kills {
+                None
+            } else {
+                self.state(call, &mut id)
+            };
+            let command = match &state {
+                None | Some((State::Proposed, _)) => "call",
+                Some((State::Completed | State::Denied | State::Aborted, _)) => return true,
+                // After a kill the host restarts with the same call: it must replay.
+                Some(_) if killed && rng.chance(30) => "call",
+                Some((State::HumanGate | State::AwaitingApproval, _)) => "approve",
+                // Approved (killed before dispatch, or a dispatch refused before sending):
+                // the execution actor dispatches; a repaired one, the resume authority.
+                Some((State::Approved, _)) => "dispatch",
+                Some((State::ReadyToResume, _)) => "resume",
+                Some((State::Running, Some(status))) if status == "returned" => "reconcile",
+                Some((State::Running, _)) => "unresolved",
+                Some((State::WriteStatusUnknown, _)) => "reconcile",
+                Some((State::RepairRequired, _)) => "repair",
+                Some((State::Held, _)) => "release",
+                Some((State::Stopped | State::PartiallyCompleted, _)) => "require-repair",
+            };
+            let args = self.args(command, call);
+            let ran = self.run(out, &args, kills.then_some(&mut *rng), tally);
+            killed = ran.signal.is_some();
+            if command == "call" {
+                if ran.output.contains("replayed, nothing sent again") {
+                    tally.replays += 1;
+                }
+                if ran.output.contains("left proposed (never admitted)") {
+                    tally.admitted_after_proposed += 1;
+                }
+                if id.is_none() {
+                    id = pathway_id(&ran.output);
+                }
+            }
+        }
+        matches!(
+            self.state(call, &mut id),
+            Some((State::Completed | State::Denied | State::Aborted, _))
+        )
+    }
+
+    /// Runs `host verify` (never killed) and counts the result.
+    fn verify(&self, out: &Path, tally: &mut Tally) {
+        let args = ["verify", "--database", self.db.to_str().expect("UTF-8")];
+        let ran = self.run(out, &args, None, tally);
+        tally.verify_runs += 1;
+        if ran.code != Some(0) {
+            tally.verify_failures += 1;
+            if tally.verify_failure_text.is_none() {
+                let text: String = ran.output.lines().take(12).collect::<Vec<_>>().join("\n");
+                tally.verify_failure_text = Some(text);
+            }
+        }
+    }
+
+    /// The run's live server processes: (pid, start time).
+    fn servers(&self) -> Vec<(i32, u64)> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let marker = self.marker.as_bytes();
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.windows(marker.len()).any(|w| w == marker))
+            })
+            .filter_map(|pid| Some((pid, start_time(pid)?)))
+            .collect()
+    }
+}
+
+/// The start time of `pid` (field 22 of `/proc/PID/stat`), or `None` when it is gone.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    // Fields after `(comm)`: state is field 3, start time field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The first pathway id (`pw_…`) in a host's output.
+fn pathway_id(output: &str) -> Option<String> {
+    let at = output.find("pathway pw_")? + "pathway ".len();
+    let id: String = output[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    Some(id)
+}
+
+/// The supervisor: carries out the host kill plans, and kills server processes.
+fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> BTreeMap<String, u64> {
+    let mut kills = BTreeMap::new();
+    let mean = ctx.options.server_kill_ms;
+    let next_in = |rng: &mut Rng| {
+        Duration::from_millis(if mean == 0 {
+            0
+        } else {
+            rng.below(2 * mean) + 1
+        })
+    };
+    let mut next_server_kill = Instant::now() + next_in(&mut rng);
+    while !stop.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(5));
+        let now = Instant::now();
+        {
+            let mut plans = lock(&ctx.plans);
+            plans.retain(|p| {
+                if p.due > now {
+                    return true;
+                }
+                // The pid is not reaped while its plan exists, so it is this host (alive or
+                // a zombie). SIGINT goes to its process group, as a terminal's Ctrl-C would.
+                let _ = if p.signal == Signal::SIGINT {
+                    killpg(Pid::from_raw(p.pid), p.signal)
+                } else {
+                    kill(Pid::from_raw(p.pid), p.signal)
+                };
+                false
+            });
+        }
+        if mean > 0 && now >= next_server_kill {
+            next_server_kill = now + next_in(&mut rng);
+            let servers = ctx.servers();
+            if servers.is_empty() {
+                continue;
+            }
+            let pick = usize::try_from(rng.below(count(servers.len()))).unwrap_or(0);
+            let (pid, start) = servers[pick];
+            let signal = rng.signal();
+            if start_time(pid) == Some(start) && kill(Pid::from_raw(pid), signal).is_ok() {
+                *kills.entry(signal.as_str().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    kills
+}
+
+/// Runs the soak and returns its figures.
+pub fn run(options: &Options) -> Result<Report, String> {
+    let started = Instant::now();
+    let host = build_host(&options.profile)?;
+    let (node, server) = peers()?;
+    let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/slow-write.cjs");
+    let dir = std::env::temp_dir().join(format!(
+        "rpr-chaos-{}-seed{}",
+        std::process::id(),
+        options.seed
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir.join("out")).map_err(|e| e.to_string())?;
+    let effects = dir.join("effects.log");
+    let text = |p: &Path| p.to_str().map(str::to_owned).ok_or("a non-UTF-8 path");
+    let config = json!({"mcpServers": {"files": {
+        "command": text(&node)?,
+        "args": ["--require", text(&preload)?, text(&server)?, text(&root)?],
+        "env": {
+            "RPR_SLOW_WRITE_MS": options.slow_write_ms.to_string(),
+            "RPR_EFFECTS_LOG": text(&effects)?,
+        },
+    }}});
+    let policy = json!({
+        "authority": {"approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"},
+        "servers": {"files": {"write_file": {"readback": {
+            "tool": "read_text_file",
+            "arguments": {"path": "$path"},
+            "expect": {"/structuredContent/content": "$content"},
+            "absent_if_error_contains": "ENOENT"
+        }}}}
+    });
+    let config_path = dir.join("mcp.json");
+    let policy_path = dir.join("policy.json");
+    std::fs::write(&config_path, config.to_string()).map_err(|e| e.to_string())?;
+    std::fs::write(&policy_path, policy.to_string()).map_err(|e| e.to_string())?;
+    let ctx = Arc::new(Ctx {
+        options: options.clone(),
+        host,
+        db: dir.join("rpr.db"),
+        config: text(&config_path)?,
+        policy: text(&policy_path)?,
+        effects: effects.clone(),
+        marker: text(&root)?,
+        dir: dir.clone(),
+        plans: Mutex::new(Vec::new()),
+        kills_on: AtomicBool::new(true),
+    });
+    let mut nonce = Rng::new(options.seed, u64::MAX);
+    let calls: Vec<Call> = (0..options.calls)
+        .map(|i| Call::new(options.seed, i, nonce.next_u64()))
+        .collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let supervisor = {
+        let (ctx, stop) = (Arc::clone(&ctx), Arc::clone(&stop));
+        let rng = Rng::new(options.seed, 0);
+        thread::spawn(move || supervise(&ctx, &stop, rng))
+    };
+    let hosts = options.hosts.max(1);
+    let workers: Vec<_> = (0..hosts)
+        .map(|w| {
+            let ctx = Arc::clone(&ctx);
+            let mine: Vec<(usize, Call)> = calls
+                .iter()
+                .cloned()
+                .enumerate()
+                .filter(|(i, _)| i % hosts == w)
+                .collect();
+            thread::spawn(move || {
+                let mut rng = Rng::new(ctx.options.seed, count(w) + 1);
+                let mut tally = Tally::default();
+                let out = ctx.dir.join(format!("out/w{w}.txt"));
+                for (n, (i, call)) in mine.iter().enumerate() {
+                    let max = ctx.options.max_steps;
+                    if !ctx.settle(call, &out, max, &mut rng, true, &mut tally) {
+                        tally.unsettled.push(*i);
+                    }
+                    if ctx.options.progress {
+                        eprintln!(
+                            "chaos: worker {w}: call {i} settled ({}/{})",
+                            n + 1,
+                            mine.len()
+                        );
+                    }
+                    let every = ctx.options.verify_every;
+                    if every > 0 && (n + 1) % every == 0 {
+                        ctx.verify(&out, &mut tally);
+                    }
+                }
+                tally
+            })
+        })
+        .collect();
+    let mut tally = Tally::default();
+    let mut panics = Vec::new();
+    for w in workers {
+        match w.join() {
+            Ok(t) => tally.merge(t),
+            Err(e) => panics.push(format!("{e:?}")),
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    ctx.kills_on.store(false, Ordering::SeqCst);
+    let server_kills = supervisor
+        .join()
+        .map_err(|e| format!("supervisor: {e:?}"))?;
+    if !panics.is_empty() {
+        return Err(format!(
+            "a worker panicked: {panics:?} (files in {})",
+            dir.display()
+        ));
+    }
+
+    // The final pass: every call the workers left unsettled, with no kills.
+    let out = dir.join("out/final.txt");
+    let mut rng = Rng::new(options.seed, u64::MAX - 1);
+    let settled_late = tally.unsettled.len();
+    for &i in &tally.unsettled.clone() {
+        ctx.settle(&calls[i], &out, 20, &mut rng, false, &mut tally);
+    }
+    ctx.verify(&out, &mut tally);
+
+    // Orphans: the run's server processes still alive now. Then wait for them (they may
+    // still write), kill what outlasts the wait, and only then count the effects.
+    let orphans = ctx.servers();
+    let patience = Instant::now() + Duration::from_millis(options.slow_write_ms + 30_000);
+    while !ctx.servers().is_empty() && Instant::now() < patience {
+        thread::sleep(Duration::from_millis(100));
+    }
+    for (pid, start) in ctx.servers() {
+        if start_time(pid) == Some(start) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+
+    let mut report = Report {
+        calls: options.calls,
+        hosts,
+        seed: options.seed,
+        slow_write_ms: options.slow_write_ms,
+        commands: tally.commands,
+        host_kills: tally.host_kills,
+        server_kills,
+        replays: tally.replays,
+        admitted_after_proposed: tally.admitted_after_proposed,
+        host_errors: tally.host_errors,
+        host_error_samples: tally.host_error_samples,
+        settled_late,
+        hung: tally.hung,
+        verify_runs: tally.verify_runs,
+        verify_failures: tally.verify_failures,
+        verify_failure_text: tally.verify_failure_text,
+        orphans: orphans.len(),
+        dir: dir.clone(),
+        ..Report::default()
+    };
+    count_outcomes(&ctx, &calls, &mut report)?;
+    report.wall = started.elapsed();
+    if !options.keep && report.failures().is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(report)
+}
+
+/// Final states, lost pathways, ledger events and the effects, into `report`.
+fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), String> {
+    let by_key: HashMap<String, State> = ctx
+        .all_pathways()
+        .into_iter()
+        .map(|r| (r.idempotency_key, r.state))
+        .collect();
+    for call in calls {
+        let state = by_key.get(&call.key);
+        let name = state.map_or("none", |s| s.as_str());
+        *report.final_states.entry(name.to_owned()).or_default() += 1;
+        if !matches!(
+            state,
+            Some(State::Completed | State::Denied | State::Aborted)
+        ) {
+            report.lost += 1;
+        }
+    }
+    for row in ctx.read(|s| s.ledger(0, usize::MAX)) {
+        let event: Value = serde_json::from_str(&row.event).map_err(|e| e.to_string())?;
+        let kind = event["kind"].as_str().unwrap_or("?").to_owned();
+        *report.events.entry(kind).or_default() += 1;
+    }
+
+    let log = std::fs::read_to_string(&ctx.effects).unwrap_or_default();
+    let index: HashMap<&str, &Call> = calls.iter().map(|c| (c.content.as_str(), c)).collect();
+    let mut writes: HashMap<&str, usize> = HashMap::new();
+    for line in log.lines() {
+        let effect: Value =
+            serde_json::from_str(line).map_err(|e| format!("effects log line {line:?}: {e}"))?;
+        if effect["ppid"] != effect["parent"] {
+            report.orphan_writes += 1;
+        }
+        match effect["content"].as_str().and_then(|c| index.get(c)) {
+            Some(call) => *writes.entry(call.key.as_str()).or_default() += 1,
+            None => report.foreign_effects += 1,
+        }
+    }
+    for call in calls {
+        let n = writes.get(call.key.as_str()).copied().unwrap_or(0);
+        if n > 1 {
+            report.double_effects += 1;
+            report.extra_writes += n - 1;
+            if report.doubled.len() < 20 {
+                report.doubled.push((call.key.clone(), n));
+            }
+        }
+        if n == 0 && by_key.get(&call.key) == Some(&State::Completed) {
+            report.completed_without_effect += 1;
+        }
+    }
+    Ok(())
+}

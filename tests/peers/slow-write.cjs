@@ -1,0 +1,78 @@
+// A Node preload for @modelcontextprotocol/server-filesystem, used by the chaos soak
+// (tests/chaos_support): `node --require tests/peers/slow-write.cjs mcp-server-filesystem ROOT`.
+//
+// server-filesystem's `write_file` handler validates the path, then calls
+// `writeFileContent` (dist/lib.js), which performs the write with the default export of
+// `fs/promises`:
+//   * a new file: `fs.writeFile(path, content, {flag: 'wx'})`;
+//   * an existing file ('wx' fails with EEXIST): `fs.writeFile(<path>.<32 hex>.tmp, content)`
+//     then `fs.rename(tmp, path)`.
+// That default export is the object `require('fs/promises')` returns, and the handler reads
+// `fs.writeFile` at call time, so replacing the two functions here changes what it calls.
+//
+// * RPR_SLOW_WRITE_MS: the write waits this long after the handler started (the request's
+//   arrival plus the path validation), so a server whose host was killed mid-call still
+//   writes later if it survives. The wait is once per write: the temporary file of the
+//   EEXIST path is not delayed again.
+// * RPR_EFFECTS_LOG: after each performed write (the 'wx' write, or the rename that puts
+//   the temporary file in place), one JSON line is appended with O_APPEND and fsync:
+//   {"at" (ms since the epoch), "pid", "parent" (the parent pid at start), "ppid" (the
+//   parent pid at the time of the write: another value means the server outlived its
+//   host), "path", "content"}.
+'use strict';
+const fs = require('fs');
+const fsp = require('fs/promises');
+
+const delayMs = Number(process.env.RPR_SLOW_WRITE_MS || 0);
+const effectsLog = process.env.RPR_EFFECTS_LOG || '';
+const parent = process.ppid;
+const writeFile = fsp.writeFile;
+const rename = fsp.rename;
+const temporary = /\.[0-9a-f]{32}\.tmp$/;
+const staged = new Map(); // temporary path -> content
+
+function effect(path, content) {
+  if (!effectsLog) {
+    return;
+  }
+  const line = JSON.stringify({
+    at: Date.now(),
+    pid: process.pid,
+    parent,
+    ppid: process.ppid,
+    path,
+    content: String(content),
+  }) + '\n';
+  const flags = fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT;
+  const fd = fs.openSync(effectsLog, flags, 0o644);
+  try {
+    fs.writeSync(fd, line);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+fsp.writeFile = async function slowWriteFile(file, data, options) {
+  const path = String(file);
+  if (temporary.test(path)) {
+    await writeFile.call(this, file, data, options);
+    staged.set(path, data);
+    return;
+  }
+  if (delayMs > 0) {
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+  }
+  await writeFile.call(this, file, data, options);
+  effect(path, data);
+};
+
+fsp.rename = async function loggedRename(from, to) {
+  await rename.call(this, from, to);
+  const key = String(from);
+  if (staged.has(key)) {
+    const content = staged.get(key);
+    staged.delete(key);
+    effect(String(to), content);
+  }
+};
