@@ -163,7 +163,8 @@ fn actors_for(roles: &[Role], authority: Option<&Authority>) -> Vec<String> {
 /// | `running`, last attempt `returned` | `confirm_by_readback` | execution_actor, evidence_owner | `stop` by stop_authority |
 /// | `running`, otherwise | `wait` | | |
 /// | `write_status_unknown` | `reconcile` (by readback, or attest) | evidence_owner, repair_owner | |
-/// | `repair_required` | `repair` | repair_owner | `abort` by residual_owner |
+/// | `repair_required`, last attempt `not_sent`, `failed`, `not_applied` or none | `repair` | repair_owner | `abort` by residual_owner |
+/// | `repair_required`, last attempt replied (`returned`, `partial`) | `reconcile` | evidence_owner, repair_owner | `abort` by residual_owner |
 /// | `ready_to_resume` | `resume` | execution_actor, resume_authority | `abort` by residual_owner |
 /// | `stopped` | `require_repair` | repair_owner | `abort` by residual_owner |
 /// | `partially_completed` | `require_repair` | repair_owner | |
@@ -227,6 +228,16 @@ pub fn next_action(
             "the effect may or may not have happened: reconcile by independent readback, or attest a verdict",
             &[],
         ),
+        State::RepairRequired
+            if last_attempt_status.is_some_and(|s| !crate::store::check::SETTLED.contains(&s)) =>
+        {
+            (
+                "reconcile",
+                &[EvidenceOwner, RepairOwner],
+                "the last attempt replied and may have taken effect: only a not-applied verdict (readback or attestation) makes it repairable",
+                &[("abort", ResidualOwner)],
+            )
+        }
         State::RepairRequired => (
             "repair",
             &[RepairOwner],

@@ -51,7 +51,8 @@ fn server(fx: &Fixture, through_shell: bool) -> ServerCommand {
     if through_shell {
         ServerCommand::new("/bin/sh")
             .arg("-c")
-            .arg("\"$0\" \"$@\" & wait")
+            // A background job's stdin would be /dev/null: hand it the pipe explicitly.
+            .arg("exec 3<&0; \"$0\" \"$@\" <&3 3<&- & wait")
             .arg(bin)
             .args(args)
     } else {
@@ -85,8 +86,9 @@ fn child_host() {
     };
     let fx = Fixture::at(std::path::PathBuf::from(&dir));
     let rt = Runtime::open(fx.dir.join("rpr.db")).unwrap();
-    let client =
-        Arc::new(McpClient::connect(&server(&fx, env("RPR_ORPHAN_SHELL") == "1"), &fast_config()).unwrap());
+    let client = Arc::new(
+        McpClient::connect(&server(&fx, env("RPR_ORPHAN_SHELL") == "1"), &fast_config()).unwrap(),
+    );
     let mut ex = McpExecutor::new(Arc::clone(&client), "put");
     let StoredPathway::Approved(p) = rt.load(&env("RPR_ORPHAN_PATHWAY")).unwrap() else {
         panic!("not approved")
@@ -138,7 +140,10 @@ fn killed_host_then_reconcile(signal: Signal, through_shell: bool) {
         &[
             ("RPR_ORPHAN_DIR", fx.dir.display().to_string()),
             ("RPR_ORPHAN_PATHWAY", id.clone()),
-            ("RPR_ORPHAN_SHELL", if through_shell { "1" } else { "0" }.into()),
+            (
+                "RPR_ORPHAN_SHELL",
+                if through_shell { "1" } else { "0" }.into(),
+            ),
         ],
     );
     child.expect("RPR-DISPATCHING");
@@ -162,7 +167,11 @@ fn killed_host_then_reconcile(signal: Signal, through_shell: bool) {
     };
     // Past the server's sleep: nobody writes late.
     std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(fx.effects(), 0, "the host's server wrote after reconciliation");
+    assert_eq!(
+        fx.effects(),
+        0,
+        "the host's server wrote after reconciliation"
+    );
 
     let host = Actor::new("host");
     let p = unknown

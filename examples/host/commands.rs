@@ -497,13 +497,17 @@ pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
             return match rt.attest(&p, &actor, verdict, &evidence)? {
                 Reconciled::NotApplied(token) => {
                     p.settle(&rt, token)?;
-                    println!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)");
+                    println!(
+                        "{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)"
+                    );
                     hint(args).next("repair", &id, " --as NAME --evidence TEXT");
                     Ok(Exit::Pending)
                 }
                 Reconciled::Unresolved(token) => {
                     p.keep_unsettled(&rt, token)?;
-                    println!("{actor} attests unresolved → pathway {id} stays unsettled (nothing re-sent)");
+                    println!(
+                        "{actor} attests unresolved → pathway {id} stays unsettled (nothing re-sent)"
+                    );
                     Ok(Exit::Pending)
                 }
                 _ => {

@@ -1,11 +1,11 @@
 //! What transitions with more than one possible result hand back.
 
+use super::stage::Loadable;
 use super::stage::{
     Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Held, HumanGate,
     PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
     Stopped, Unknown,
 };
-use super::stage::Loadable;
 use super::{Pathway, PathwayError};
 use crate::store::{AttemptRecord, PathwayRecord};
 

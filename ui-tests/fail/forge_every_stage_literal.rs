@@ -12,6 +12,7 @@ fn main() {
     let _ = Stopped { attempt: String::new(), _private: () };
     let _ = PartiallyCompleted { attempt: String::new(), _private: () };
     let _ = RepairRequired { attempt: None, _private: () };
+    let _ = RepairUnsettled { attempt: String::new(), _private: () };
     let _ = ReadyToResume { previous_attempt: None, _private: () };
     let _ = Completed { _private: () };
     let _ = Denied { _private: () };
