@@ -14,8 +14,6 @@ use chaos_support::{Options, run, this_profile};
 const CALLS: usize = 60;
 
 #[test]
-#[ignore = "finds double effects on today's library: a server left running by a killed host \
-            writes after reconciliation said not applied (issue 8, hole 4); enable with the fix"]
 fn every_call_takes_effect_at_most_once_under_random_kills() {
     let seed = std::env::var("RPR_CHAOS_SEED")
         .ok()

@@ -698,7 +698,12 @@ impl Ctx {
     fn read<T>(&self, f: impl Fn(&ReadStore) -> Result<T, StoreError>) -> T {
         let mut last = String::new();
         for _ in 0..200 {
-            match ReadStore::open_read_only(&self.db).and_then(|s| f(&s)) {
+            // Through a runtime's reader, as a host reads: a writer connection runs WAL
+            // recovery after a killed host; a `readonly_shm` reader in this process could not.
+            match rpr::Runtime::open(&self.db)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))
+                .and_then(|rt| f(rt.reader()))
+            {
                 Ok(v) => return v,
                 Err(e) => last = e.to_string(),
             }

@@ -63,13 +63,19 @@ fsp.writeFile = async function slowWriteFile(file, data, options) {
   if (delayMs > 0) {
     await new Promise((resolve) => setTimeout(resolve, delayMs));
   }
-  await writeFile.call(this, file, data, options);
+  // Synchronously, with the log line right after: a kill between the two syscalls is the
+  // only way to miss an effect (microseconds, not an event-loop turn).
+  fs.writeFileSync(file, data, options);
   effect(path, data);
 };
 
 fsp.rename = async function loggedRename(from, to) {
-  await rename.call(this, from, to);
   const key = String(from);
+  if (!staged.has(key)) {
+    await rename.call(this, from, to);
+    return;
+  }
+  fs.renameSync(from, to);
   if (staged.has(key)) {
     const content = staged.get(key);
     staged.delete(key);
