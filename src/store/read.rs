@@ -179,15 +179,16 @@ impl ReadStore {
         // `readonly_shm` reader cannot run (it retries for seconds, then fails): in both
         // cases a plain read-only open is used, which may write the -shm (never the
         // database or the WAL).
-        let mut conn = if Path::new(&shm).is_file() && wal_index_is_maintained(path, Path::new(&shm)) {
-            Connection::open_with_flags(
-                sqlite_uri(path, "mode=ro&readonly_shm=1"),
-                flags | OpenFlags::SQLITE_OPEN_URI,
-            )
-            .or_else(|_| Connection::open_with_flags(path, flags))?
-        } else {
-            Connection::open_with_flags(path, flags)?
-        };
+        let mut conn =
+            if Path::new(&shm).is_file() && wal_index_is_maintained(path, Path::new(&shm)) {
+                Connection::open_with_flags(
+                    sqlite_uri(path, "mode=ro&readonly_shm=1"),
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                )
+                .or_else(|_| Connection::open_with_flags(path, flags))?
+            } else {
+                Connection::open_with_flags(path, flags)?
+            };
         conn.pragma_update(None, "query_only", true)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.authorizer(Some(deny_writes))?;
