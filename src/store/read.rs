@@ -171,24 +171,19 @@ impl ReadStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut shm = path.as_os_str().to_owned();
         shm.push("-shm");
-        // With an existing, maintained WAL index, `readonly_shm=1` keeps SQLite from writing
-        // even the read-mark slots of the -shm file, so every file stays byte-identical.
-        // Without one (a database closed by a program that does not keep the WAL files)
-        // SQLite cannot open that way. And a WAL index left by a writer that was killed
-        // with frames in the WAL and no connection open since needs recovery, which a
-        // `readonly_shm` reader cannot run (it retries for seconds, then fails): in both
-        // cases a plain read-only open is used, which may write the -shm (never the
-        // database or the WAL).
-        let mut conn =
-            if Path::new(&shm).is_file() && wal_index_is_maintained(path, Path::new(&shm)) {
-                Connection::open_with_flags(
-                    sqlite_uri(path, "mode=ro&readonly_shm=1"),
-                    flags | OpenFlags::SQLITE_OPEN_URI,
-                )
-                .or_else(|_| Connection::open_with_flags(path, flags))?
-            } else {
-                Connection::open_with_flags(path, flags)?
-            };
+        // With an existing WAL index, `readonly_shm=1` keeps SQLite from writing even the
+        // read-mark slots of the -shm file, so every file stays byte-identical. Without one
+        // (a database closed by a program that does not keep the WAL files) SQLite cannot
+        // open that way, and a plain read-only open is used.
+        let mut conn = if Path::new(&shm).is_file() {
+            Connection::open_with_flags(
+                sqlite_uri(path, "mode=ro&readonly_shm=1"),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .or_else(|_| Connection::open_with_flags(path, flags))?
+        } else {
+            Connection::open_with_flags(path, flags)?
+        };
         conn.pragma_update(None, "query_only", true)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.authorizer(Some(deny_writes))?;
@@ -543,59 +538,6 @@ impl Drop for SnapshotGuard<'_> {
             end_snapshot_after_error(self.conn);
         }
     }
-}
-
-/// Whether the WAL index (`-shm`) can be read without recovery: the WAL exists and is empty
-/// (the last writer closed cleanly and truncated it), or some connection has the database open (it
-/// holds SQLite's "DMS" lock, byte 128 of the -shm, and keeps the index current). Read from
-/// `/proc/locks`, never by opening the -shm here: closing a descriptor would drop this
-/// process's own SQLite locks on it. Off Linux: trusted when it exists.
-fn wal_index_is_maintained(db: &Path, shm: &Path) -> bool {
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    match std::fs::metadata(Path::new(&wal)) {
-        // A -shm without its -wal: the last writer died while closing.
-        Err(_) => return held_dms_lock(shm).unwrap_or(false),
-        Ok(m) if m.len() == 0 => return true,
-        Ok(_) => {}
-    }
-    held_dms_lock(shm).unwrap_or(true)
-}
-
-/// Whether a POSIX lock covers byte 128 of `shm` (Linux: `/proc/locks`); `None` when unknown.
-#[cfg(target_os = "linux")]
-fn held_dms_lock(shm: &Path) -> Option<bool> {
-    use std::os::unix::fs::MetadataExt;
-    const DMS: u64 = 128;
-    let meta = std::fs::metadata(shm).ok()?;
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let (major, minor) = (
-        (meta.dev() >> 8) & 0xfff | ((meta.dev() >> 32) & !0xfff),
-        (meta.dev() & 0xff) | ((meta.dev() >> 12) & !0xff),
-    );
-    let inode = meta.ino();
-    Some(locks.lines().any(|line| {
-        // "1: POSIX  ADVISORY  READ 1234 08:01:5678 128 128" (the id may be "1: ->").
-        let fields: Vec<&str> = line.split_whitespace().filter(|f| *f != "->").collect();
-        let [_, "POSIX", _, _, _, file, start, end, ..] = fields.as_slice() else {
-            return false;
-        };
-        let mut parts = file.split(':');
-        let (Some(ma), Some(mi), Some(ino)) = (parts.next(), parts.next(), parts.next()) else {
-            return false;
-        };
-        let same_file = u64::from_str_radix(ma, 16).ok() == Some(major)
-            && u64::from_str_radix(mi, 16).ok() == Some(minor)
-            && ino.parse::<u64>().ok() == Some(inode);
-        let covers = start.parse::<u64>().is_ok_and(|s| s <= DMS)
-            && (*end == "EOF" || end.parse::<u64>().is_ok_and(|e| e >= DMS));
-        same_file && covers
-    }))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn held_dms_lock(_shm: &Path) -> Option<bool> {
-    None
 }
 
 /// A `file:` URI for `path` with `query`, percent-encoding everything but unreserved characters and `/`.
