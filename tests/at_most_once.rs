@@ -703,3 +703,33 @@ fn item12_a_pathway_left_proposed_is_recovered_and_admitted() {
     };
     verify_ok(&rt);
 }
+
+// ---------------------------------------------------------------------------
+// Item 8: a definition may be stricter than its executor, never laxer.
+
+#[test]
+fn item8_a_read_only_definition_bound_to_a_mutating_target_is_refused() {
+    let dir = TempDir::new("item8");
+    std::fs::create_dir_all(dir.path().join("root")).unwrap();
+    let log = dir.path().join("effects.log");
+    let rt = runtime(&dir.db());
+    let mut d = file_definition("lax", "x.txt", "written without readback");
+    d.class = ActionClass::ReadOnly;
+    let Proposal::New(p) = rt.propose(&actor("proposer"), d).unwrap() else {
+        panic!()
+    };
+    let Admission::Approved(p) = p.admit(&rt, &actor("decision_owner"), &allow).unwrap() else {
+        panic!()
+    };
+    let before = db_dump(&dir.db());
+    let mut ex = CountingFile::new(&dir.path().join("root"), &log);
+    let r = p.bind(&mut ex).unwrap_err();
+    assert!(
+        matches!(r.error(), PathwayError::ClassLaxerThanTarget { .. }),
+        "{:?}",
+        r.error()
+    );
+    assert_eq!(effects(&log), 0);
+    assert!(!dir.path().join("root/x.txt").exists());
+    assert_eq!(db_dump(&dir.db()), before, "bind writes nothing");
+}
