@@ -198,16 +198,18 @@ struct Owner {
 
 static NONCE: AtomicU64 = AtomicU64::new(0);
 
-/// Every attempt this process is dispatching right now, by `(database, attempt)`: whatever
-/// runtime in this process holds it, an attempt owned by this process is in flight exactly
-/// while it is in this set.
-static IN_FLIGHT: Mutex<BTreeSet<(String, String)>> = Mutex::new(BTreeSet::new());
+/// Every attempt this process is dispatching right now, by `(database, attempt, runtime)`
+/// (the runtime's nonce, as recorded in the attempt's owner): an attempt owned by a runtime
+/// of this process is in flight exactly while that runtime has it in this set. The runtime
+/// is part of the key so that another runtime that drew the same attempt id (two separate
+/// id sources on one database) cannot clear it.
+static IN_FLIGHT: Mutex<BTreeSet<(String, String, String)>> = Mutex::new(BTreeSet::new());
 
-fn in_flight_here(database: &str, attempt: &str) -> bool {
+fn in_flight_here(database: &str, attempt: &str, runtime: &str) -> bool {
     IN_FLIGHT
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .contains(&(database.to_owned(), attempt.to_owned()))
+        .contains(&(database.to_owned(), attempt.to_owned(), runtime.to_owned()))
 }
 
 /// The lease renewer: one thread per runtime (started at its first dispatch, with its own
@@ -371,7 +373,11 @@ impl Drop for Runtime {
         // longer holds its attempts: recovery may judge them.
         let mut set = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
         for attempt in self.in_flight.borrow().iter() {
-            set.remove(&(self.database.to_string(), attempt.clone()));
+            set.remove(&(
+                self.database.to_string(),
+                attempt.clone(),
+                self.owner.nonce.clone(),
+            ));
         }
     }
 }
@@ -471,7 +477,11 @@ impl Runtime {
         })
     }
     pub(crate) fn track(&self, attempt: &str, on: bool) {
-        let key = (self.database.to_string(), attempt.to_owned());
+        let key = (
+            self.database.to_string(),
+            attempt.to_owned(),
+            self.owner.nonce.clone(),
+        );
         {
             let mut global = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
             if on {
@@ -851,7 +861,7 @@ impl Runtime {
         if owner.host == self.owner.host && process::START_TIME_READABLE && !owner.start.is_empty()
         {
             if owner.pid == self.owner.pid && owner.start == self.owner.start {
-                return Ok(!in_flight_here(&self.database, &attempt.id));
+                return Ok(!in_flight_here(&self.database, &attempt.id, &owner.nonce));
             }
             return Ok(process::process_start(owner.pid).as_deref() != Some(owner.start.as_str()));
         }
