@@ -9,9 +9,8 @@
 //!
 //! Three runtimes: R1 and R2 on database A, R3 on database B, all with [`SequentialIds`],
 //! so pathway, attempt and approval ids collide across the databases. R1 and R2 share one
-//! counter (with `RPR_MODEL_SEPARATE_IDS=1`, a quarter of the cases give them one each;
-//! that finds the library bug reproduced at the end of this file, so CI leaves it off
-//! until it is fixed). Handles (one enum over every stage type) and tokens (approvals,
+//! counter in three cases of four and one each in the fourth (so their attempt ids collide
+//! too: that found the library bug pinned by the regression test at the end of this file). Handles (one enum over every stage type) and tokens (approvals,
 //! reconciliations) go into one pool, whatever runtime made them; a step takes a handle
 //! (usually the newest, so that one pathway is followed through its life) and a runtime
 //! (usually one on the handle's database, often any of the three), so handles are used
@@ -250,11 +249,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 
 /// One case: whether R1 and R2 share their id counter, and the steps.
 fn case_strategy() -> impl Strategy<Value = (bool, Vec<Op>)> {
-    let separate = if std::env::var_os("RPR_MODEL_SEPARATE_IDS").is_some() {
-        0.25
-    } else {
-        0.0
-    };
+    let separate = 0.25;
     (
         prop::bool::weighted(separate),
         prop::collection::vec(op_strategy(), 1..=MAX_STEPS),
@@ -2203,9 +2198,9 @@ fn model_shard_1() {
 }
 
 // ---------------------------------------------------------------------------
-// LIBRARY BUG reproducer, found by this model with `RPR_MODEL_SEPARATE_IDS=1` (R1 and R2
-// with one `SequentialIds` each): the shrunk sequence, written out. Ignored until the
-// library is fixed; then remove the `ignore` and let the model draw separate ids by default.
+// Regression test for the library bug this model found with separate id counters (R1 and
+// R2 with one `SequentialIds` each): the shrunk sequence, written out. It failed (two
+// effects, `verify` passing) until the in-flight registry was keyed by runtime too.
 
 /// Counts its effects (unless it rejects); runs `during` inside `execute`, first.
 struct CountingExec<'a> {
@@ -2271,13 +2266,10 @@ impl Readback for CountingReadback<'_> {
 /// new dispatch send P's request a second time while the first send is still running.
 /// Two effects, R1's outcome `Unrecorded`, and `verify` passes.
 ///
-/// Expected: `load` returns `InFlightElsewhere`; one effect. (A fix: key the in-flight
-/// registry by owner too, e.g. `(database, attempt, runtime nonce)`, so that a refused
-/// dispatch removes only its own entry; or track only after the attempt row is committed
-/// and untrack only what was tracked.)
+/// Expected, and so since the fix (the registry is keyed by `(database, attempt, runtime
+/// nonce)`): `load` returns `InFlightElsewhere`; one effect.
 #[test]
-#[ignore = "LIBRARY BUG: a refused dispatch whose attempt id collides clears a live attempt's in-flight marker"]
-fn bug_refused_dispatch_with_colliding_attempt_id_unmarks_a_live_attempt() {
+fn a_refused_dispatch_with_a_colliding_attempt_id_does_not_unmark_a_live_attempt() {
     let dir = scratch_dir();
     let db = dir.path().join("rpr.db");
     let open = || {
