@@ -259,10 +259,7 @@ impl Heartbeat {
                         continue;
                     }
                     if conn.is_none() {
-                        conn = rusqlite::Connection::open(&path).ok();
-                        if let Some(c) = &conn {
-                            let _ = c.busy_timeout(Duration::from_secs(10));
-                        }
+                        conn = crate::store::open_side_connection(&path).ok();
                     }
                     if let Some(c) = &conn
                         && crate::store::renew_leases(c, &owner, &attempts, lease_ms).is_err()

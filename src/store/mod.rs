@@ -15,7 +15,7 @@ mod read;
 mod sqlite;
 
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
-pub(crate) use sqlite::{SqliteBackend, renew_leases};
+pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
 
 use crate::state::State;
 use serde_json::Value;

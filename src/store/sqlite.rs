@@ -192,6 +192,17 @@ impl SqliteBackend {
     }
 }
 
+/// A second connection to the database at `path` for the runtime's own helpers (the lease
+/// thread): the same busy timeout, and it keeps the WAL files like the main connection, so
+/// that whichever closes last leaves them in place.
+pub(crate) fn open_side_connection(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    keep_wal_files(&conn)?;
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
+    Ok(conn)
+}
+
 /// Renews the leases of `attempts` while `owner` holds them in flight, by the database's
 /// clock (used by the runtime's lease thread over its own connection).
 pub(crate) fn renew_leases(
