@@ -18,8 +18,8 @@ pub use pathway::{
     Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
-    Clock, IdSource, Proposal, RandomIds, Runtime, RuntimeBuilder, SequentialIds, StepPoint,
-    SystemClock,
+    Clock, Decided, IdSource, Proposal, RandomIds, Runtime, RuntimeBuilder, SequentialIds,
+    StepPoint, SystemClock,
 };
 pub use state::State;
 pub mod jsonrpc;

@@ -23,7 +23,7 @@ use crate::pathway::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
 };
 use crate::pathway::{
-    Actor, Core, Definition, Pathway, PathwayError, Role, StoredPathway, request_json,
+    Actor, Admission, Core, Definition, Pathway, PathwayError, Role, StoredPathway, request_json,
 };
 use crate::process::{self, GroupFate};
 use crate::state::State;
@@ -398,6 +398,17 @@ pub enum Proposal {
     Existing(StoredPathway),
 }
 
+/// The result of [`Runtime::propose_and_admit`].
+#[derive(Debug)]
+#[must_use = "an admitted pathway must be dispatched, gated or closed"]
+#[non_exhaustive]
+pub enum Decided {
+    /// A new pathway, stored in the stage the policy decided.
+    New(Admission),
+    /// The same idempotency key with the same content: the stored pathway, replayed.
+    Existing(StoredPathway),
+}
+
 impl Runtime {
     /// Opens (or creates) the database at `path` with defaults.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -542,6 +553,54 @@ impl Runtime {
         proposer: &Actor,
         definition: Definition,
     ) -> Result<Proposal, PathwayError> {
+        Ok(match self.propose_inner(proposer, definition, None)? {
+            (Proposal::New(p), _) => Proposal::New(p),
+            (existing, _) => existing,
+        })
+    }
+
+    /// Proposes an action and has the decision owner `decider` admit it by `policy`, in
+    /// **one** durable commit: the pathway is stored already in the stage the policy
+    /// decided (approved, awaiting approval, Human Gate or denied), with the `proposed`
+    /// event and the admission events in one transaction. What is stored and recorded is
+    /// exactly what [`Runtime::propose`] followed by [`Pathway::admit`] records; only the
+    /// commit between them is gone.
+    ///
+    /// A crash before the commit leaves nothing (no pathway, nothing sent: proposing
+    /// again with the same key starts afresh); after it, the pathway is stored admitted.
+    /// `decider` must hold the decision-owner role of the definition's authority, or
+    /// nothing is written. The same idempotency key with the same content replays the
+    /// stored pathway, whatever its stage, as [`Decided::Existing`].
+    pub fn propose_and_admit(
+        &self,
+        proposer: &Actor,
+        decider: &Actor,
+        definition: Definition,
+        policy: &dyn crate::pathway::Policy,
+    ) -> Result<Decided, PathwayError> {
+        if definition.authority.holder(Role::DecisionOwner) != decider {
+            return Err(PathwayError::NotAuthorized {
+                actor: decider.clone(),
+                action: "admit",
+                needs: Role::DecisionOwner.as_str().to_owned(),
+            });
+        }
+        Ok(
+            match self.propose_inner(proposer, definition, Some((decider, policy)))? {
+                (Proposal::New(p), to) => Decided::New(crate::pathway::admission(p, to)),
+                (Proposal::Existing(s), _) => Decided::Existing(s),
+            },
+        )
+    }
+
+    /// Stores a new pathway (admitted by `admit` in the same transaction when given) or
+    /// replays the stored one; also returns the state a new pathway was stored in.
+    fn propose_inner(
+        &self,
+        proposer: &Actor,
+        definition: Definition,
+        admit: Option<(&Actor, &dyn crate::pathway::Policy)>,
+    ) -> Result<(Proposal, State), PathwayError> {
         let full =
             serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let definition_digest = crate::canonical::sha256_hex(&full)?;
@@ -550,20 +609,14 @@ impl Runtime {
         let stored_text = crate::canonical::to_string(&stored)?;
         let definition_text_digest = crate::canonical::sha256_hex_bytes(stored_text.as_bytes());
         if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
-            return self.replay(existing, &definition_digest, &definition.idempotency_key);
+            return Ok((
+                self.replay(existing, &definition_digest, &definition.idempotency_key)?,
+                State::Proposed,
+            ));
         }
         let id = self.new_id("pw");
         let at = self.now();
-        let new = NewPathway {
-            id: id.clone(),
-            idempotency_key: definition.idempotency_key.clone(),
-            definition: stored_text,
-            definition_digest: definition_digest.clone(),
-            request_digest: request_digest.clone(),
-            proposer: proposer.as_str().to_owned(),
-            at,
-        };
-        let event = EventDraft {
+        let mut events = vec![EventDraft {
             kind: "proposed",
             actor: proposer.as_str().to_owned(),
             from: None,
@@ -578,30 +631,54 @@ impl Runtime {
                 "definition_text_digest": definition_text_digest,
                 "request_digest": request_digest,
             }),
+        }];
+        let (state, version) = match admit {
+            None => (State::Proposed, 1),
+            Some((decider, policy)) => {
+                let decision = policy.decide(&definition);
+                let (to, admission) = crate::pathway::admission_events(&decision, decider.as_str());
+                events.extend(admission);
+                (to, 2)
+            }
         };
-        match self.backend.insert_pathway(new, event) {
+        let new = NewPathway {
+            id: id.clone(),
+            idempotency_key: definition.idempotency_key.clone(),
+            definition: stored_text,
+            definition_digest: definition_digest.clone(),
+            request_digest: request_digest.clone(),
+            proposer: proposer.as_str().to_owned(),
+            at,
+            state,
+            version,
+        };
+        match self.backend.insert_pathway(new, events) {
             Ok(()) => {}
             Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
                 // Lost a race for the same key: replay what won.
                 if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
-                    return self.replay(existing, &definition_digest, &definition.idempotency_key);
+                    return Ok((
+                        self.replay(existing, &definition_digest, &definition.idempotency_key)?,
+                        State::Proposed,
+                    ));
                 }
                 return Err(StoreError::Sqlite(e).into());
             }
             Err(e) => return Err(e.into()),
         }
-        Ok(Proposal::New(Pathway {
+        let p = Pathway {
             core: Box::new(Core {
                 id,
                 database: Arc::clone(&self.database),
-                version: 1,
+                version,
                 definition,
                 definition_digest,
                 request_digest,
                 redacted: false,
             }),
             stage: Proposed { _private: () },
-        }))
+        };
+        Ok((Proposal::New(p), state))
     }
 
     fn existing_for_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {

@@ -38,10 +38,18 @@ enum Point {
     InsideReadbackWritten,
     /// The outcome is recorded as unknown (the request was lost); killed inside the readback.
     InsideReadbackLost,
+    /// `dispatch_and_confirm`: the executor replied success; neither the reply nor the
+    /// readback is recorded.
+    MergedAfterReply,
+    /// `dispatch_and_confirm`: the readback observed the effect; the merged reply and
+    /// readback commit has not happened.
+    MergedAfterReadback,
+    /// `dispatch_and_confirm`: the merged commit is durable (the pathway is completed).
+    MergedAfterOutcomeCommit,
 }
 
 impl Point {
-    const ALL: [Point; 8] = [
+    const ALL: [Point; 11] = [
         Point::BeforeAttemptCommit,
         Point::AfterAttemptCommit,
         Point::InsideExecutorBeforeWrite,
@@ -50,6 +58,9 @@ impl Point {
         Point::AfterOutcomeCommit,
         Point::InsideReadbackWritten,
         Point::InsideReadbackLost,
+        Point::MergedAfterReply,
+        Point::MergedAfterReadback,
+        Point::MergedAfterOutcomeCommit,
     ];
     fn name(self) -> String {
         format!("{self:?}")
@@ -64,8 +75,11 @@ impl Point {
         match self {
             Point::BeforeAttemptCommit => Some(StepPoint::BeforeAttemptCommit),
             Point::AfterAttemptCommit => Some(StepPoint::AfterAttemptCommit),
-            Point::AfterReply => Some(StepPoint::AfterReply),
-            Point::AfterOutcomeCommit => Some(StepPoint::AfterOutcomeCommit),
+            Point::AfterReply | Point::MergedAfterReply => Some(StepPoint::AfterReply),
+            Point::AfterOutcomeCommit | Point::MergedAfterOutcomeCommit => {
+                Some(StepPoint::AfterOutcomeCommit)
+            }
+            Point::MergedAfterReadback => Some(StepPoint::AfterReadback),
             _ => None,
         }
     }
@@ -77,6 +91,16 @@ impl Point {
                 | Point::AfterReply
                 | Point::AfterOutcomeCommit
                 | Point::InsideReadbackWritten
+                | Point::MergedAfterReply
+                | Point::MergedAfterReadback
+                | Point::MergedAfterOutcomeCommit
+        )
+    }
+    /// Whether the child dispatches with `dispatch_and_confirm`.
+    fn merged(self) -> bool {
+        matches!(
+            self,
+            Point::MergedAfterReply | Point::MergedAfterReadback | Point::MergedAfterOutcomeCommit
         )
     }
 }
@@ -131,10 +155,13 @@ fn child_entry() {
     let StoredPathway::Approved(p) = rt.load(&id).unwrap() else {
         panic!("the child expects an approved pathway")
     };
-    let outcome = p
-        .bind(&mut ex)
-        .unwrap()
-        .dispatch(&rt, &actor("execution_actor"), &mut ex);
+    let bound = p.bind(&mut ex).unwrap();
+    let outcome = if point.merged() {
+        let mut readback = ex.readback();
+        bound.dispatch_and_confirm(&rt, &actor("execution_actor"), &mut ex, &mut readback)
+    } else {
+        bound.dispatch(&rt, &actor("execution_actor"), &mut ex)
+    };
     if let Outcome::Unknown(p) = &outcome {
         let _ = rt.reconcile(p, &mut BlockingReadback);
     }
@@ -264,16 +291,23 @@ fn expect(point: Point) -> Expect {
             steps: &["reconciled_not_applied", "resume", "confirm"],
             attempts: &["not_applied", "applied"],
         },
-        Point::InsideExecutorAfterWrite | Point::AfterReply | Point::InsideReadbackWritten => {
-            Expect {
-                recovered: "unknown",
-                steps: &["reconciled_applied"],
-                attempts: &["applied"],
-            }
-        }
+        Point::InsideExecutorAfterWrite
+        | Point::AfterReply
+        | Point::InsideReadbackWritten
+        | Point::MergedAfterReply
+        | Point::MergedAfterReadback => Expect {
+            recovered: "unknown",
+            steps: &["reconciled_applied"],
+            attempts: &["applied"],
+        },
         Point::AfterOutcomeCommit => Expect {
             recovered: "returned",
             steps: &["confirm"],
+            attempts: &["applied"],
+        },
+        Point::MergedAfterOutcomeCommit => Expect {
+            recovered: "nothing",
+            steps: &[],
             attempts: &["applied"],
         },
     }
@@ -314,10 +348,26 @@ fn crash_at(point: Point) {
 
         // Recovery: the dead owner is detected at once; nothing comes back bindable after the attempt commit.
         let mut recovered = rt.recover().unwrap();
+        let e = expect(point);
+        if e.recovered == "nothing" {
+            // The merged commit made it: completed, nothing to recover, nothing to resend.
+            assert!(recovered.is_empty(), "{point:?}#{i}: {recovered:?}");
+            let record = rt.reader().pathway(&s.id).unwrap().unwrap();
+            assert_eq!(record.state, State::Completed, "{point:?}#{i}");
+            let statuses: Vec<String> = rt
+                .reader()
+                .attempts(&s.id)
+                .unwrap()
+                .into_iter()
+                .map(|a| a.status)
+                .collect();
+            assert_eq!(statuses, e.attempts, "{point:?}#{i}");
+            assert_eq!(effects(&s.log()), 1, "{point:?}#{i}");
+            continue;
+        }
         assert_eq!(recovered.len(), 1, "{point:?}#{i}: the pathway is not lost");
         let stored = recovered.pop().unwrap();
         assert_eq!(stored.id(), s.id);
-        let e = expect(point);
         assert_eq!(kind(&stored), e.recovered, "{point:?}#{i}: recovered stage");
         assert!(
             rt.reader()
@@ -407,6 +457,21 @@ fn crash_inside_reconciliation_effect_lost() {
 /// A killed owner that its parent has not reaped yet (a zombie) is dead too:
 /// recovery must not wait for the lease.
 #[test]
+fn crash_in_merged_dispatch_after_reply() {
+    crash_at(Point::MergedAfterReply);
+}
+
+#[test]
+fn crash_in_merged_dispatch_after_readback_before_commit() {
+    crash_at(Point::MergedAfterReadback);
+}
+
+#[test]
+fn crash_in_merged_dispatch_after_commit() {
+    crash_at(Point::MergedAfterOutcomeCommit);
+}
+
+#[test]
 fn unreaped_dead_owner_is_detected_at_once() {
     let s = Setup::new("crash-zombie");
     let mut child = s.spawn(Point::AfterAttemptCommit);
@@ -443,4 +508,124 @@ fn unreaped_dead_owner_is_detected_at_once() {
         "a zombie owner holds nothing: {stored:?}"
     );
     drop(child);
+}
+
+/// The child for the merged proposal and admission: proposes and admits a `write_file`
+/// pathway with `propose_and_admit`, blocking either inside the policy (before the one
+/// commit) or at the next step's boundary (after it).
+#[test]
+fn child_admit_entry() {
+    let Ok(point) = std::env::var("RPR_CRASH_ADMIT") else {
+        return;
+    };
+    let db = std::env::var("RPR_CRASH_DB").unwrap();
+    let at = point.clone();
+    let rt = Runtime::builder(&db)
+        .step_hook(move |p| {
+            if at == "after_commit" && p == StepPoint::BeforeAttemptCommit {
+                block_until_killed("after the merged admission commit");
+            }
+        })
+        .open()
+        .unwrap();
+    let blocking = |_: &rpr::Definition| -> rpr::Decision {
+        if point == "inside_policy" {
+            block_until_killed("inside the policy, before the merged commit");
+        }
+        rpr::Decision::Allow
+    };
+    let decided = rt
+        .propose_and_admit(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            file_definition("crash", FILE, CONTENT),
+            &blocking,
+        )
+        .unwrap();
+    let rpr::Decided::New(rpr::Admission::Approved(p)) = decided else {
+        panic!("not admitted: {decided:?}")
+    };
+    let root = std::env::var("RPR_CRASH_ROOT").unwrap();
+    let log = std::env::var("RPR_CRASH_LOG").unwrap();
+    let mut ex = CountingFile::new(root.as_ref(), log.as_ref());
+    let outcome = p
+        .bind(&mut ex)
+        .unwrap()
+        .dispatch(&rt, &actor("execution_actor"), &mut ex);
+    panic!("the child was not blocked at {point}; outcome {outcome:?}");
+}
+
+/// A crash inside `propose_and_admit` leaves nothing (proposing again starts afresh and
+/// the effect happens once); a crash after its commit leaves the pathway admitted, and
+/// recovery hands it back to be dispatched once.
+#[test]
+fn crash_around_the_merged_admission_commit() {
+    for (point, recovered) in [("inside_policy", 0), ("after_commit", 1)] {
+        for i in 0..ITERATIONS / 4 {
+            let dir = TempDir::new(&format!("crash-admit-{point}-{i}"));
+            std::fs::create_dir_all(dir.path().join("root")).unwrap();
+            let (root, log) = (dir.path().join("root"), dir.path().join("effects.log"));
+            // The schema exists before the child starts, as it would for a running host.
+            drop(Runtime::open(dir.db()).unwrap());
+            let mut child = ChildProc::spawn(
+                "child_admit_entry",
+                &[
+                    ("RPR_CRASH_ADMIT", point.to_owned()),
+                    ("RPR_CRASH_DB", dir.db().display().to_string()),
+                    ("RPR_CRASH_ROOT", root.display().to_string()),
+                    ("RPR_CRASH_LOG", log.display().to_string()),
+                ],
+            );
+            child.expect(READY);
+            child.kill();
+
+            let rt = Runtime::open(dir.db()).unwrap();
+            assert!(rt.verify(None).unwrap().is_ok(), "{point}#{i}");
+            assert_eq!(effects(&log), 0, "{point}#{i}: nothing was sent");
+            assert_eq!(
+                row_count(&dir.db(), "pathways"),
+                recovered,
+                "{point}#{i}: the merged commit is all or nothing"
+            );
+            assert_eq!(row_count(&dir.db(), "attempts"), 0, "{point}#{i}");
+            let mut found = rt.recover().unwrap();
+            assert_eq!(
+                found.len(),
+                usize::try_from(recovered).unwrap(),
+                "{point}#{i}"
+            );
+            let p = match found.pop() {
+                Some(StoredPathway::Approved(p)) => p,
+                Some(other) => panic!("{point}#{i}: recovered {other:?}"),
+                None => {
+                    // Nothing was stored: the host proposes again with the same key.
+                    let rpr::Decided::New(rpr::Admission::Approved(p)) = rt
+                        .propose_and_admit(
+                            &actor("proposer"),
+                            &actor("decision_owner"),
+                            file_definition("crash", FILE, CONTENT),
+                            &|_: &rpr::Definition| rpr::Decision::Allow,
+                        )
+                        .unwrap()
+                    else {
+                        panic!("{point}#{i}: not admitted afresh")
+                    };
+                    p
+                }
+            };
+            let mut ex = CountingFile::new(&root, &log);
+            let mut readback = ex.readback();
+            let Outcome::Completed(_) = p.bind(&mut ex).unwrap().dispatch_and_confirm(
+                &rt,
+                &actor("execution_actor"),
+                &mut ex,
+                &mut readback,
+            ) else {
+                panic!("{point}#{i}: not completed")
+            };
+            assert_eq!(effects(&log), 1, "{point}#{i}: exactly once");
+            assert_eq!(row_count(&dir.db(), "pathways"), 1, "{point}#{i}");
+            assert!(rt.verify(None).unwrap().is_ok(), "{point}#{i}");
+        }
+    }
 }

@@ -13,6 +13,7 @@ mod transitions;
 
 pub use outcome::{Admission, Confirmed, NotSent, Outcome, StoredPathway, Unrecorded};
 pub use transitions::TRANSITIONS;
+pub(crate) use transitions::{admission, admission_events};
 
 use std::fmt;
 

@@ -68,9 +68,11 @@ pub struct Unrecorded {
 pub enum Outcome {
     /// Refused before anything was sent; the bound pathway comes back.
     NotSent(NotSent),
-    /// A read-only action succeeded. Terminal.
+    /// A read-only action succeeded, or (through [`Pathway::dispatch_and_confirm`]) a
+    /// mutating one whose effect the readback verified. Terminal.
     Completed(Pathway<Completed>),
-    /// A mutating action returned success; it completes only after readback.
+    /// A mutating action returned success; it completes only after readback (never
+    /// returned by [`Pathway::dispatch_and_confirm`], which reads back at once).
     Returned(Pathway<Returned>),
     /// The tool failed, a rejection the policy calls not applied, or nothing was written
     /// after the attempt was recorded: the repair owner must act.

@@ -23,17 +23,17 @@ pub const TRANSITIONS: &[(State, State, &str)] = &[
     (
         State::Proposed,
         State::AwaitingApproval,
-        "Pathway<Proposed>::admit (Decision::Hold | HumanGate)",
+        "Pathway<Proposed>::admit | Runtime::propose_and_admit (Decision::Hold | HumanGate)",
     ),
     (
         State::Proposed,
         State::Approved,
-        "Pathway<Proposed>::admit (Decision::Allow)",
+        "Pathway<Proposed>::admit | Runtime::propose_and_admit (Decision::Allow)",
     ),
     (
         State::Proposed,
         State::Denied,
-        "Pathway<Proposed>::admit (Decision::Deny)",
+        "Pathway<Proposed>::admit | Runtime::propose_and_admit (Decision::Deny)",
     ),
     (
         State::AwaitingApproval,
@@ -56,7 +56,7 @@ pub const TRANSITIONS: &[(State, State, &str)] = &[
     (
         State::Running,
         State::Completed,
-        "Pathway<Bound>::dispatch (read-only) | Pathway<Returned>::confirm",
+        "Pathway<Bound>::dispatch (read-only) | Pathway<Returned>::confirm | Pathway<Bound>::dispatch_and_confirm",
     ),
     (State::Running, State::Stopped, "Pathway<Returned>::stop"),
     (
@@ -67,7 +67,7 @@ pub const TRANSITIONS: &[(State, State, &str)] = &[
     (
         State::Running,
         State::WriteStatusUnknown,
-        "Pathway<Bound>::dispatch | Pathway<Returned>::confirm | Runtime::recover",
+        "Pathway<Bound>::dispatch | Pathway<Returned>::confirm | Pathway<Bound>::dispatch_and_confirm | Runtime::recover",
     ),
     (
         State::Running,
@@ -248,78 +248,88 @@ impl Pathway<Proposed> {
             return Err(Refused::new(self, e));
         }
         let decision = policy.decide(&self.core.definition);
-        let a = actor.as_str();
-        let from = State::Proposed;
-        let (to, events) = match &decision {
-            super::Decision::Allow => (
-                State::Approved,
-                vec![event(
-                    "admitted",
-                    a,
-                    from,
-                    State::Approved,
-                    json!({"decision": "allow"}),
-                )],
-            ),
-            super::Decision::Hold => (
-                State::AwaitingApproval,
-                vec![event(
-                    "admitted",
-                    a,
-                    from,
-                    State::AwaitingApproval,
-                    json!({"decision": "hold"}),
-                )],
-            ),
-            super::Decision::HumanGate => (
-                State::HumanGate,
-                vec![
-                    event(
-                        "admitted",
-                        a,
-                        from,
-                        State::AwaitingApproval,
-                        json!({"decision": "human_gate"}),
-                    ),
-                    event(
-                        "human_gate",
-                        a,
-                        State::AwaitingApproval,
-                        State::HumanGate,
-                        json!({}),
-                    ),
-                ],
-            ),
-            super::Decision::Deny(reason) => (
-                State::Denied,
-                vec![event(
-                    "admitted",
-                    a,
-                    from,
-                    State::Denied,
-                    json!({"decision": "deny", "reason": reason}),
-                )],
-            ),
-        };
+        let (to, events) = admission_events(&decision, actor.as_str());
         // The human-gate decision crosses two edges in one step; the store checks that
         // the events chain along allowed edges from `proposed` to `to`.
         let change = Change {
-            from,
+            from: State::Proposed,
             to: Some(to),
             events,
             attempt: None,
             approval: None,
         };
         let p = self.commit(rt, change)?;
-        let v = p.core.version;
-        Ok(match to {
-            State::Approved => Admission::Approved(p.into_stage(v, Approved { _private: () })),
-            State::AwaitingApproval => {
-                Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () }))
-            }
-            State::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
-            _ => Admission::Denied(p.into_stage(v, Denied { _private: () })),
-        })
+        Ok(admission(p, to))
+    }
+}
+
+/// The state an admission decision moves a proposed pathway to, and the events that
+/// record it (the Human Gate decision crosses two edges).
+pub(crate) fn admission_events(decision: &super::Decision, a: &str) -> (State, Vec<EventDraft>) {
+    let from = State::Proposed;
+    match decision {
+        super::Decision::Allow => (
+            State::Approved,
+            vec![event(
+                "admitted",
+                a,
+                from,
+                State::Approved,
+                json!({"decision": "allow"}),
+            )],
+        ),
+        super::Decision::Hold => (
+            State::AwaitingApproval,
+            vec![event(
+                "admitted",
+                a,
+                from,
+                State::AwaitingApproval,
+                json!({"decision": "hold"}),
+            )],
+        ),
+        super::Decision::HumanGate => (
+            State::HumanGate,
+            vec![
+                event(
+                    "admitted",
+                    a,
+                    from,
+                    State::AwaitingApproval,
+                    json!({"decision": "human_gate"}),
+                ),
+                event(
+                    "human_gate",
+                    a,
+                    State::AwaitingApproval,
+                    State::HumanGate,
+                    json!({}),
+                ),
+            ],
+        ),
+        super::Decision::Deny(reason) => (
+            State::Denied,
+            vec![event(
+                "admitted",
+                a,
+                from,
+                State::Denied,
+                json!({"decision": "deny", "reason": reason}),
+            )],
+        ),
+    }
+}
+
+/// The admitted pathway, in the stage its stored state `to` names.
+pub(crate) fn admission(p: Pathway<Proposed>, to: State) -> Admission {
+    let v = p.core.version;
+    match to {
+        State::Approved => Admission::Approved(p.into_stage(v, Approved { _private: () })),
+        State::AwaitingApproval => {
+            Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () }))
+        }
+        State::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
+        _ => Admission::Denied(p.into_stage(v, Denied { _private: () })),
     }
 }
 
@@ -557,6 +567,47 @@ impl Pathway<Bound> {
     /// The execution actor may dispatch; a resumed pathway may also be dispatched by
     /// the resume authority.
     pub fn dispatch(self, rt: &Runtime, actor: &Actor, executor: &mut dyn Executor) -> Outcome {
+        self.dispatch_with(rt, actor, executor, None)
+    }
+
+    /// Dispatches the call like [`Pathway::dispatch`], and when a mutating call returns
+    /// success, reads the effect back at once with `readback` and records the reply and
+    /// the readback in **one** durable commit (instead of the reply's commit and then
+    /// [`Pathway::confirm`]'s). So the outcome is never [`Outcome::Returned`]: a verified
+    /// effect is [`Outcome::Completed`], anything else [`Outcome::Unknown`].
+    ///
+    /// The write-ahead attempt record is still committed before anything is sent. A
+    /// crash after the reply and before the merged commit leaves the attempt in flight,
+    /// which [`Runtime::recover`] turns into an unknown settled by readback: the same as a
+    /// crash before the reply's own commit in [`Pathway::dispatch`]; nothing is resent.
+    ///
+    /// Since the readback confirms, `actor` must also be allowed to confirm (the execution
+    /// actor or the evidence owner); otherwise nothing is sent.
+    pub fn dispatch_and_confirm(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        executor: &mut dyn Executor,
+        readback: &mut dyn Readback,
+    ) -> Outcome {
+        if let Err(error) = Runtime::authorize(
+            &self.core,
+            actor,
+            &[Role::ExecutionActor, Role::EvidenceOwner],
+            "confirm by readback",
+        ) {
+            return not_sent(self, error);
+        }
+        self.dispatch_with(rt, actor, executor, Some(readback))
+    }
+
+    fn dispatch_with(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        executor: &mut dyn Executor,
+        readback: Option<&mut dyn Readback>,
+    ) -> Outcome {
         let from = self.stage.from;
         let roles: &[Role] = if from == State::ReadyToResume {
             &[Role::ExecutionActor, Role::ResumeAuthority]
@@ -626,7 +677,7 @@ impl Pathway<Bound> {
         rt.point(StepPoint::AfterAttemptCommit);
         let delivery = executor.execute(&request);
         rt.point(StepPoint::AfterReply);
-        let outcome = record_delivery(running, rt, actor, &attempt_id, delivery);
+        let outcome = record_delivery(running, rt, actor, &attempt_id, delivery, readback);
         rt.track(&attempt_id, false);
         if !matches!(outcome, Outcome::Unrecorded(_)) {
             rt.point(StepPoint::AfterOutcomeCommit);
@@ -716,6 +767,7 @@ fn record_delivery(
     actor: &Actor,
     attempt: &str,
     delivery: Delivery,
+    readback: Option<&mut dyn Readback>,
 ) -> Outcome {
     let mutating = p.core.definition.class != ActionClass::ReadOnly;
     let (class, status, kind, evidence): (Class, &'static str, &'static str, Value) = match delivery
@@ -765,20 +817,35 @@ fn record_delivery(
         Class::Unknown => Some(State::WriteStatusUnknown),
     };
     let outcome_text = crate::canonical::to_string(&evidence).ok();
+    let mut events = vec![attempt_event(
+        event(
+            kind,
+            actor.as_str(),
+            State::Running,
+            to.unwrap_or(State::Running),
+            json!({"evidence": evidence}),
+        ),
+        attempt,
+        status,
+    )];
+    let (mut class, mut to, mut status) = (class, to, status);
+    if let (Class::Returned, Some(readback)) = (&class, readback) {
+        // The reply and its readback, recorded in one step (see `dispatch_and_confirm`).
+        let (then, then_status, readback_event) =
+            observe(&p.core.definition.request, rt, actor, attempt, readback);
+        events.push(readback_event);
+        status = then_status;
+        to = Some(then);
+        class = if then == State::Completed {
+            Class::Completed
+        } else {
+            Class::Unknown
+        };
+    }
     let change = Change {
         from: State::Running,
         to,
-        events: vec![attempt_event(
-            event(
-                kind,
-                actor.as_str(),
-                State::Running,
-                to.unwrap_or(State::Running),
-                json!({"evidence": evidence}),
-            ),
-            attempt,
-            status,
-        )],
+        events,
         attempt: Some(AttemptWrite::Finish {
             id: attempt.to_owned(),
             status,
@@ -840,6 +907,44 @@ impl Pathway<Bound> {
     }
 }
 
+/// Reads a returned call's effect back: the state it moves the pathway to (completed
+/// only when the effect is verified), the attempt's status and the `readback` event.
+fn observe(
+    request: &crate::executor::Request,
+    rt: &Runtime,
+    actor: &Actor,
+    attempt: &str,
+    readback: &mut dyn Readback,
+) -> (State, &'static str, EventDraft) {
+    let observation = readback.observe(request);
+    rt.point(StepPoint::AfterReadback);
+    let (to, status, verdict, evidence) = match observation {
+        Observation::Applied { evidence } => (State::Completed, "applied", "applied", evidence),
+        Observation::NotApplied { evidence } => (
+            State::WriteStatusUnknown,
+            "unknown",
+            "not_applied",
+            evidence,
+        ),
+        Observation::Inconclusive { evidence } => {
+            (State::WriteStatusUnknown, "unknown", "unresolved", evidence)
+        }
+    };
+    let evidence = rt.fit(&evidence);
+    let e = attempt_event(
+        event(
+            "readback",
+            actor.as_str(),
+            State::Running,
+            to,
+            json!({"verdict": verdict, "evidence": evidence}),
+        ),
+        attempt,
+        status,
+    );
+    (to, status, e)
+}
+
 impl Pathway<Returned> {
     /// The attempt that returned.
     #[must_use]
@@ -873,36 +978,13 @@ impl Pathway<Returned> {
             let id = self.core.id.clone();
             return Err(Refused::new(self, PathwayError::RequestRedacted(id)));
         }
-        let observation = readback.observe(&self.core.definition.request);
-        rt.point(StepPoint::AfterReadback);
-        let (to, status, verdict, evidence) = match observation {
-            Observation::Applied { evidence } => (State::Completed, "applied", "applied", evidence),
-            Observation::NotApplied { evidence } => (
-                State::WriteStatusUnknown,
-                "unknown",
-                "not_applied",
-                evidence,
-            ),
-            Observation::Inconclusive { evidence } => {
-                (State::WriteStatusUnknown, "unknown", "unresolved", evidence)
-            }
-        };
-        let evidence = rt.fit(&evidence);
         let attempt = self.stage.attempt.clone();
+        let (to, status, readback_event) =
+            observe(&self.core.definition.request, rt, actor, &attempt, readback);
         let change = Change {
             from: State::Running,
             to: Some(to),
-            events: vec![attempt_event(
-                event(
-                    "readback",
-                    actor.as_str(),
-                    State::Running,
-                    to,
-                    json!({"verdict": verdict, "evidence": evidence}),
-                ),
-                &attempt,
-                status,
-            )],
+            events: vec![readback_event],
             attempt: Some(AttemptWrite::Finish {
                 id: attempt.clone(),
                 status,

@@ -120,6 +120,10 @@ pub(crate) struct NewPathway {
     pub(crate) request_digest: String,
     pub(crate) proposer: String,
     pub(crate) at: i64,
+    /// The stored state: `proposed`, or where the admission in the same step moved it.
+    pub(crate) state: State,
+    /// The compare-and-set counter: 1 per step the insert stands for.
+    pub(crate) version: i64,
 }
 
 /// What a step's compare-and-set holds the stored pathway to, besides state and version:
@@ -195,8 +199,10 @@ pub(crate) struct Step {
 
 /// The storage boundary the typestate layer uses. Nothing else touches SQL.
 pub(crate) trait Backend {
-    /// Inserts a proposed pathway and its first ledger event, atomically.
-    fn insert_pathway(&self, new: NewPathway, event: EventDraft) -> Result<(), StoreError>;
+    /// Inserts a new pathway and its ledger events, atomically: the `proposed` event, then
+    /// (when the admission is decided in the same step) the events that walk allowed
+    /// edges from `proposed` to `new.state`.
+    fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError>;
     /// Applies one step; returns the new version.
     fn apply(&self, step: Step) -> Result<i64, StoreError>;
     /// Records a granted approval (and its ledger event) without changing state,

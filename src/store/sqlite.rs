@@ -263,39 +263,66 @@ fn keep_wal_files(conn: &Connection) -> Result<(), StoreError> {
 /// the new one (one edge, or several in one step such as `proposed -> awaiting_approval
 /// -> human_gate`).
 fn check_edges(step: &Step) -> Result<(), StoreError> {
-    let mut at = step.expected_state;
-    for event in &step.events {
+    walk_edges(
+        step.expected_state,
+        &step.events,
+        step.to.unwrap_or(step.expected_state),
+    )
+}
+
+/// Refuses events that do not walk allowed edges from `start` to `end`.
+fn walk_edges(start: State, events: &[EventDraft], end: State) -> Result<(), StoreError> {
+    let mut at = start;
+    for event in events {
         let from = event.from.unwrap_or(at);
         if from != at || (event.to != at && !at.allows(event.to)) {
             return Err(StoreError::IllegalEdge { from, to: event.to });
         }
         at = event.to;
     }
-    let end = step.to.unwrap_or(step.expected_state);
     if at != end {
         return Err(StoreError::IllegalEdge { from: at, to: end });
     }
     Ok(())
 }
 
+/// Refuses a new pathway whose events do not start with the proposal and then walk
+/// allowed edges to the stored state.
+fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError> {
+    match events.split_first() {
+        Some((first, rest)) if first.from.is_none() && first.to == State::Proposed => {
+            walk_edges(State::Proposed, rest, state)
+        }
+        _ => Err(StoreError::IllegalEdge {
+            from: State::Proposed,
+            to: state,
+        }),
+    }
+}
+
 impl Backend for SqliteBackend {
-    fn insert_pathway(&self, new: NewPathway, event: EventDraft) -> Result<(), StoreError> {
+    fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
+        check_new_edges(new.state, &events)?;
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
         tx.execute(
             "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
                                    proposer, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'proposed', 1, ?6, ?7, ?7)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
             params![
                 new.id,
                 new.idempotency_key,
                 new.definition,
                 new.definition_digest,
                 new.request_digest,
+                new.state.as_str(),
+                new.version,
                 new.proposer,
                 new.at
             ],
         )?;
-        Self::append_event(&tx, &new.id, new.at, event)?;
+        for event in events {
+            Self::append_event(&tx, &new.id, new.at, event)?;
+        }
         tx.commit()?;
         Ok(())
     }
