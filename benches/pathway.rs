@@ -5,7 +5,12 @@
 //! - a governed call: bind + dispatch of an admitted pathway with a no-op executor
 //!   (the write-ahead attempt commit and the outcome commit);
 //! - a full pathway: propose + admit + bind + dispatch (read-only action, so a success
-//!   reply completes it).
+//!   reply completes it): 4 commits;
+//! - the same with the merged step `propose_and_admit`: 3 commits;
+//! - a full mutating call confirmed by readback, separate steps (propose, admit, bind,
+//!   dispatch, confirm: 5 commits) and merged (`propose_and_admit`, bind,
+//!   `dispatch_and_confirm`: 3 commits), with a no-op executor that binds a mutating
+//!   target and a readback that sees the effect at once.
 //!
 //! Rounds alternate between the three so that machine noise hits them alike. The
 //! printed ratio is median(governed call) / median(bare commit); the design floor is
@@ -13,9 +18,10 @@
 
 use std::time::{Duration, Instant};
 
-use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
+use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
 use rpr::{
-    ActionClass, Actor, Admission, Authority, Decision, Definition, Outcome, Proposal, Runtime,
+    ActionClass, Actor, Admission, Authority, Confirmed, Decided, Decision, Definition, Outcome,
+    Proposal, Runtime,
 };
 use serde_json::json;
 
@@ -34,6 +40,35 @@ impl Executor for Noop {
     fn execute(&mut self, _request: &Request) -> Delivery {
         Delivery::Succeeded {
             reply: json!({"ok": true}),
+        }
+    }
+}
+
+/// Like [`Noop`], but the target it binds may change something, so a success reply must
+/// be read back.
+struct NoopWrite;
+
+impl Executor for NoopWrite {
+    fn bind(&mut self, _request: &Request) -> Result<Binding, Refusal> {
+        Ok(Binding::new("noop-write", json!({"executor": "noop-write"})).expect("static binding"))
+    }
+    fn prepare(&mut self, _request: &Request, _binding: &Binding) -> Result<(), Refusal> {
+        Ok(())
+    }
+    fn execute(&mut self, _request: &Request) -> Delivery {
+        Delivery::Succeeded {
+            reply: json!({"ok": true}),
+        }
+    }
+}
+
+/// A readback that sees the effect at once.
+struct Sees;
+
+impl Readback for Sees {
+    fn observe(&mut self, _request: &Request) -> Observation {
+        Observation::Applied {
+            evidence: json!({"seen": true}),
         }
     }
 }
@@ -77,8 +112,11 @@ fn main() {
     let allow = |_: &Definition| Decision::Allow;
     let mut ex = Noop;
 
+    let mut wx = NoopWrite;
+    let mut sees = Sees;
     let (mut t_bare, mut t_call, mut t_full) = (Vec::new(), Vec::new(), Vec::new());
-    eprintln!("running {rounds} rounds (bare commit, governed call, full pathway)…");
+    let (mut t_full_merged, mut t_write, mut t_write_merged) = (Vec::new(), Vec::new(), Vec::new());
+    eprintln!("running {rounds} rounds (bare commit, governed call, full pathways)…");
     for i in 0..rounds {
         if i % 100 == 0 && i > 0 {
             eprintln!("  {i}/{rounds}");
@@ -129,7 +167,64 @@ fn main() {
             panic!("not completed")
         };
         t_full.push(start.elapsed());
+
+        let start = Instant::now();
+        let Decided::New(Admission::Approved(p)) = rt
+            .propose_and_admit(&actor, &actor, def(format!("merged-{i}")), &allow)
+            .expect("propose_and_admit")
+        else {
+            panic!("not admitted")
+        };
+        let bound = p.bind(&mut ex).expect("bind");
+        let Outcome::Completed(_) = bound.dispatch(&rt, &actor, &mut ex) else {
+            panic!("not completed")
+        };
+        t_full_merged.push(start.elapsed());
+
+        let write = |k: String| {
+            Definition::new(
+                Request::new("noop-write", json!({"i": i})),
+                ActionClass::Mutating,
+                k,
+                Authority::single(&actor),
+            )
+        };
+        let start = Instant::now();
+        let Proposal::New(p) = rt
+            .propose(&actor, write(format!("write-{i}")))
+            .expect("propose")
+        else {
+            panic!("replay")
+        };
+        let Admission::Approved(p) = p.admit(&rt, &actor, &allow).expect("admit") else {
+            panic!("not allowed")
+        };
+        let bound = p.bind(&mut wx).expect("bind");
+        let Outcome::Returned(r) = bound.dispatch(&rt, &actor, &mut wx) else {
+            panic!("a mutating call returns for readback")
+        };
+        let Ok(Confirmed::Completed(_)) = r.confirm(&rt, &actor, &mut sees) else {
+            panic!("not confirmed")
+        };
+        t_write.push(start.elapsed());
+
+        let start = Instant::now();
+        let Decided::New(Admission::Approved(p)) = rt
+            .propose_and_admit(&actor, &actor, write(format!("write-merged-{i}")), &allow)
+            .expect("propose_and_admit")
+        else {
+            panic!("not admitted")
+        };
+        let bound = p.bind(&mut wx).expect("bind");
+        let Outcome::Completed(_) = bound.dispatch_and_confirm(&rt, &actor, &mut wx, &mut sees)
+        else {
+            panic!("not completed")
+        };
+        t_write_merged.push(start.elapsed());
     }
+    let mfm = median(&mut t_full_merged);
+    let mw = median(&mut t_write);
+    let mwm = median(&mut t_write_merged);
     let (mb, mc, mf) = (
         median(&mut t_bare),
         median(&mut t_call),
@@ -145,9 +240,24 @@ fn main() {
             &t_call,
         ),
         (
-            "full pathway (propose + admit + bind + dispatch)",
+            "full pathway (propose + admit + bind + dispatch): 4 commits",
             mf,
             &t_full,
+        ),
+        (
+            "full pathway, merged (propose_and_admit + bind + dispatch): 3 commits",
+            mfm,
+            &t_full_merged,
+        ),
+        (
+            "mutating call (propose + admit + bind + dispatch + confirm): 5 commits",
+            mw,
+            &t_write,
+        ),
+        (
+            "mutating call, merged (propose_and_admit + bind + dispatch_and_confirm): 3 commits",
+            mwm,
+            &t_write_merged,
         ),
     ] {
         println!(
@@ -160,6 +270,11 @@ fn main() {
     println!(
         "\noverhead per governed call: {:.2} bare commits (floor 2, target <= 2.5)",
         mc.as_secs_f64() / mb.as_secs_f64()
+    );
+    println!(
+        "mutating call confirmed by readback: {:.2} bare commits separate, {:.2} merged",
+        mw.as_secs_f64() / mb.as_secs_f64(),
+        mwm.as_secs_f64() / mb.as_secs_f64()
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

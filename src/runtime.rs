@@ -686,11 +686,10 @@ impl Runtime {
         Ok(self
             .reader()
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
-                [key],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            )?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?)
     }
 

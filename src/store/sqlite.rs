@@ -58,6 +58,9 @@ fn new_database_id() -> String {
     s
 }
 
+/// How many prepared statements the step connection keeps.
+const STATEMENT_CACHE: usize = 64;
+
 impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,
     /// keeping the `-wal` and `-shm` files when it closes ([`keep_wal_files`]), and migrates
@@ -65,6 +68,9 @@ impl SqliteBackend {
     pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
+        // Every statement of a step and of its row check stays prepared (rusqlite's
+        // default keeps 16; a whole call uses about 20 distinct statements).
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") && path.as_os_str() != ":memory:" {
             return Err(StoreError::Corrupt(format!(
@@ -156,11 +162,8 @@ impl SqliteBackend {
         draft: EventDraft,
     ) -> Result<(), StoreError> {
         let head: Option<(i64, String)> = tx
-            .query_row(
-                "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         let (seq, prev) = head.map_or((1, ledger::GENESIS.to_owned()), |(s, h)| (s + 1, h));
         let event = json!({
@@ -179,15 +182,15 @@ impl SqliteBackend {
         let text = crate::canonical::to_string(&event)
             .map_err(|e| StoreError::Corrupt(format!("event: {e}")))?;
         let hash = ledger::chain_hash(&prev, &text);
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![seq, pathway, text, prev, hash],
-        )?;
-        tx.execute(
+        )?
+        .execute(params![seq, pathway, text, prev, hash])?;
+        tx.prepare_cached(
             "INSERT INTO meta (key, value) VALUES ('ledger_head', ?1)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            params![format!("{seq}:{hash}")],
-        )?;
+        )?
+        .execute(params![format!("{seq}:{hash}")])?;
         Ok(())
     }
 }
@@ -304,11 +307,12 @@ impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         check_new_edges(new.state, &events)?;
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
                                    proposer, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-            params![
+        )?
+        .execute(params![
                 new.id,
                 new.idempotency_key,
                 new.definition,
@@ -318,8 +322,7 @@ impl Backend for SqliteBackend {
                 new.version,
                 new.proposer,
                 new.at
-            ],
-        )?;
+            ])?;
         for event in events {
             Self::append_event(&tx, &new.id, new.at, event)?;
         }
@@ -420,12 +423,13 @@ impl Backend for SqliteBackend {
                 status,
                 outcome,
             }) => {
-                let n = tx.execute(
-                    "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
-                            outcome = coalesce(?2, outcome), updated_at = ?3
-                     WHERE id = ?4 AND pathway_id = ?5",
-                    params![status, outcome, step.at, id, step.pathway],
-                )?;
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
+                                outcome = coalesce(?2, outcome), updated_at = ?3
+                         WHERE id = ?4 AND pathway_id = ?5",
+                    )?
+                    .execute(params![status, outcome, step.at, id, step.pathway])?;
                 if n != 1 {
                     return Err(StoreError::Corrupt(format!(
                         "attempt {id} of pathway {} is missing",
