@@ -78,8 +78,8 @@ use rpr::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
 };
 use rpr::{
-    ActionClass, Actor, Admission, Confirmed, Decision, Definition, IdSource, Outcome, Pathway,
-    PathwayError, Proposal, Refused, Runtime, SequentialIds, State, StoredPathway,
+    ActionClass, Actor, Admission, Confirmed, Decided, Decision, Definition, IdSource, Outcome,
+    Pathway, PathwayError, Proposal, Refused, Runtime, SequentialIds, State, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -170,6 +170,8 @@ enum Op {
         /// A `get` (a target the executors call read-only) instead of a `put`.
         reads: bool,
         other_content: bool,
+        /// Admitted in the same commit (`propose_and_admit`), with this decision selector.
+        admit: Option<u8>,
     },
     Act(Act),
     Load {
@@ -232,13 +234,15 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             prop::bool::weighted(0.75),
             prop::bool::weighted(0.4),
             prop::bool::weighted(0.1),
+            prop::option::weighted(0.3, any::<u8>()),
         )
-            .prop_map(|(rt, key, mutating, reads, other_content)| Op::Propose {
+            .prop_map(|(rt, key, mutating, reads, other_content, admit)| Op::Propose {
                 rt,
                 key,
                 mutating,
                 reads,
                 other_content,
+                admit,
             }),
         14 => act.prop_map(Op::Act),
         2 => (0..3_u8, any::<u8>()).prop_map(|(rt, id)| Op::Load { rt, id }),
@@ -254,6 +258,16 @@ fn case_strategy() -> impl Strategy<Value = (bool, Vec<Op>)> {
         prop::bool::weighted(separate),
         prop::collection::vec(op_strategy(), 1..=MAX_STEPS),
     )
+}
+
+/// The admission decision a selector picks.
+fn decision_of(arg: u8) -> Decision {
+    match arg % 6 {
+        0..=2 => Decision::Allow,
+        3 => Decision::Hold,
+        4 => Decision::HumanGate,
+        _ => Decision::Deny("model".into()),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -878,7 +892,15 @@ impl World {
                 mutating,
                 reads,
                 other_content,
-            } => self.propose(usize::from(*rt), *key, *mutating, *reads, *other_content),
+                admit,
+            } => self.propose(
+                usize::from(*rt),
+                *key,
+                *mutating,
+                *reads,
+                *other_content,
+                *admit,
+            ),
             Op::Act(a) => self.act(a),
             Op::Load { rt, id } => self.load(usize::from(*rt), *id),
             Op::Recover { rt } => self.recover(usize::from(*rt)),
@@ -900,7 +922,15 @@ impl World {
         );
     }
 
-    fn propose(&self, rt: usize, key: u8, mutating: bool, reads: bool, other_content: bool) {
+    fn propose(
+        &self,
+        rt: usize,
+        key: u8,
+        mutating: bool,
+        reads: bool,
+        other_content: bool,
+        admit: Option<u8>,
+    ) {
         let db = db_of(rt);
         let key = format!("k{key}");
         let class = if mutating {
@@ -922,6 +952,10 @@ impl World {
             d.request.action,
             if other_content { ", other content" } else { "" }
         );
+        if let Some(arg) = admit {
+            self.propose_and_admit(rt, db, &key, d, full, &what, arg);
+            return;
+        }
         match self.rt(rt).propose(&actor("proposer"), d) {
             Ok(Proposal::New(p)) => {
                 self.expect(db, p.id(), State::Proposed);
@@ -942,6 +976,67 @@ impl World {
                 self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
             }
             Ok(_) => self.fail(format!("{what}: an unknown proposal variant")),
+            Err(e) => {
+                let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
+                    || (self.separate_ids
+                        && matches!(e, PathwayError::Store(StoreError::Sqlite(_))));
+                if !expected {
+                    self.fail(format!("{what} through {}: {e}", RT_NAMES[rt]));
+                }
+                self.after(&what, Some(rt), false, &CallEnd::Refused(describe(&e)));
+            }
+        }
+    }
+
+    /// `Runtime::propose_and_admit`: the proposal and its admission in one commit.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the propose step's context, passed on"
+    )]
+    fn propose_and_admit(
+        &self,
+        rt: usize,
+        db: usize,
+        key: &str,
+        d: Definition,
+        full: Definition,
+        what: &str,
+        arg: u8,
+    ) {
+        let decision = decision_of(arg);
+        let what = format!("{what}, admitted at once ({decision:?})");
+        let policy = move |_: &Definition| decision.clone();
+        match self.rt(rt).propose_and_admit(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            d,
+            &policy,
+        ) {
+            Ok(Decided::New(admission)) => {
+                self.definitions
+                    .borrow_mut()
+                    .insert((db, key.to_owned()), full);
+                let call = |id: &str| Call {
+                    name: "propose_and_admit",
+                    id: id.to_owned(),
+                    db,
+                    rt,
+                    foreign: false,
+                };
+                match admission {
+                    Admission::Approved(p) => self.ok(&call(p.id()), p),
+                    Admission::AwaitingApproval(p) => self.ok(&call(p.id()), p),
+                    Admission::HumanGate(p) => self.ok(&call(p.id()), p),
+                    Admission::Denied(p) => self.ok(&call(p.id()), p),
+                    other => self.fail(format!("{what}: unknown admission {other:?}")),
+                }
+            }
+            Ok(Decided::Existing(s)) => {
+                self.cover("proposal replayed by propose_and_admit");
+                let got = self.adopt(db, rt, s, &what, None);
+                self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
+            }
+            Ok(_) => self.fail(format!("{what}: an unknown variant")),
             Err(e) => {
                 let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
                     || (self.separate_ids
@@ -1196,12 +1291,7 @@ impl World {
         };
         match h {
             H::Proposed(p) => {
-                let d = match a.arg % 6 {
-                    0..=2 => Decision::Allow,
-                    3 => Decision::Hold,
-                    4 => Decision::HumanGate,
-                    _ => Decision::Deny("model".into()),
-                };
+                let d = decision_of(a.arg);
                 let call = call_on("admit", p.id());
                 let policy = move |_: &Definition| d.clone();
                 match p.admit(&self.rt(rt), &who("decision_owner"), &policy) {
@@ -1556,8 +1646,15 @@ impl World {
         } else {
             actor("execution_actor")
         };
+        // Half the dispatches read a returned call back at once (`dispatch_and_confirm`).
+        let merged = a.token % 2 == 1;
+        let name = if merged {
+            "dispatch_and_confirm"
+        } else {
+            "dispatch"
+        };
         let call = Call {
-            name: "dispatch",
+            name,
             id: id.clone(),
             db,
             rt,
@@ -1584,8 +1681,14 @@ impl World {
                 Hang::Slow => ", hanging past the lease",
             }
         );
-        let outcome = bound.dispatch(&self.rt(rt), &by, &mut ex);
-        let what = |r: &str| format!("dispatch {id}@{} with {label} as {by} = {r}", DB_NAMES[db]);
+        let outcome = if merged {
+            self.cover("dispatch_and_confirm");
+            let mut readback = self.readback(a.arg);
+            bound.dispatch_and_confirm(&self.rt(rt), &by, &mut ex, &mut readback)
+        } else {
+            bound.dispatch(&self.rt(rt), &by, &mut ex)
+        };
+        let what = |r: &str| format!("{name} {id}@{} with {label} as {by} = {r}", DB_NAMES[db]);
         match outcome {
             Outcome::NotSent(not_sent) => {
                 let recorded = matches!(not_sent.error(), PathwayError::Executor(_));
