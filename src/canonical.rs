@@ -50,6 +50,8 @@
 use serde_json::{Map, Number, Value};
 use sha2::Digest as _;
 
+pub(crate) mod scan;
+
 /// Names the canonical form that every digest in this crate is computed over.
 ///
 /// rpr does not store it; a host that exports digests can record it next to them,
@@ -189,11 +191,26 @@ impl Sink for Hashing {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+        let [high, low] = hex_pair(*byte);
+        out.push(char::from(high));
+        out.push(char::from(low));
+    }
+    out
+}
+
+/// The two lowercase hex digits of a byte.
+const fn hex_pair(byte: u8) -> [u8; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [DIGITS[(byte >> 4) as usize], DIGITS[(byte & 0x0f) as usize]]
+}
+
+/// The lowercase hex of a sha256 digest, on the stack.
+pub(crate) fn digest_hex(digest: &[u8; 32]) -> [u8; 64] {
+    let mut out = [0_u8; 64];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(digest) {
+        pair.copy_from_slice(&hex_pair(*byte));
     }
     out
 }

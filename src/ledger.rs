@@ -20,14 +20,15 @@
 
 use std::collections::HashMap;
 
+use rusqlite::types::Type;
 use serde::Serialize;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::store::check::{
-    APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt, Replay,
+    APPROVAL_COLUMNS, ATTEMPT_COLUMNS, Finding, PATHWAY_COLUMNS, RawApproval, RawAttempt, Replay,
     raw_approval, raw_attempt, raw_pathway,
 };
+use crate::store::event::{Event, Reading};
 use crate::store::{ReadStore, StoreError};
 
 /// The `prev_hash` of the first event.
@@ -36,18 +37,18 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// The chain hash of an event text following `prev`.
 #[must_use]
 pub fn chain_hash(prev: &str, event_text: &str) -> String {
+    let hex = chain_hash_hex(prev.as_bytes(), event_text.as_bytes());
+    hex.iter().map(|&b| char::from(b)).collect()
+}
+
+/// [`chain_hash`] over bytes, as lowercase hex ASCII on the stack.
+fn chain_hash_hex(prev: &[u8], event_text: &[u8]) -> [u8; 64] {
     let mut h = Sha256::new();
     h.update(b"rpr-ledger-v1\n");
-    h.update(prev.as_bytes());
+    h.update(prev);
     h.update(b"\n");
-    h.update(event_text.as_bytes());
-    let out = h.finalize();
-    let mut s = String::with_capacity(64);
-    for b in out {
-        use std::fmt::Write;
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    h.update(event_text);
+    crate::canonical::digest_hex(&h.finalize().into())
 }
 
 /// What kind of problem the verifier found.
@@ -109,8 +110,6 @@ impl Report {
     }
 }
 
-const PAGE: usize = 10_000;
-
 /// Verifies the whole ledger and the stored state against it.
 ///
 /// `known_head` is a hash the caller kept from an earlier [`Report::head`] or
@@ -127,87 +126,154 @@ const PAGE: usize = 10_000;
 /// Every read (the chain walk, the recorded head, the stored rows) sees one
 /// snapshot ([`ReadStore::snapshot`]), so writers committing meanwhile are neither
 /// half-seen nor reported as tampering.
+///
+/// The walk streams: one pass over the stored rows, hashing the stored bytes, checking
+/// each event's canonical form and reading the fields the replay needs in one scan of
+/// its text, without building a JSON value (a text that is not canonical is reported,
+/// then parsed the slow way so its replay still runs).
 pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
     store.snapshot(|store| verify_snapshot(store, known_head))
 }
 
-fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
-    let mut problems = Vec::new();
-    let mut replays: HashMap<String, Replay> = HashMap::new();
-    let mut findings = Vec::new();
-    let mut prev_hash = GENESIS.to_owned();
-    let mut expected_seq = 1_i64;
-    let mut last_seq = 0_i64;
-    let mut head = None;
-    let mut known_seen = known_head.is_none();
-    loop {
-        let rows = store.ledger(last_seq, PAGE)?;
-        if rows.is_empty() {
-            break;
+/// The chain walk's running state.
+struct Walk<'k> {
+    problems: Vec<Problem>,
+    replays: HashMap<String, Replay>,
+    findings: Vec<Finding>,
+    /// The previous row's stored hash.
+    prev_hash: Vec<u8>,
+    expected_seq: i64,
+    last_seq: i64,
+    known_head: Option<&'k [u8]>,
+    known_seen: bool,
+}
+
+impl Walk<'_> {
+    fn row(&mut self, seq: i64, pathway: &str, prev: &[u8], hash: &[u8], text: &[u8]) {
+        self.last_seq = seq;
+        let at = |kind, detail: String| Problem {
+            kind,
+            seq: Some(seq),
+            pathway: Some(pathway.to_owned()),
+            detail,
+        };
+        if seq != self.expected_seq {
+            let expected = self.expected_seq;
+            self.problems.push(at(
+                ProblemKind::Sequence,
+                format!("expected seq {expected}, found {seq}"),
+            ));
         }
-        for row in rows {
-            last_seq = row.seq;
-            let p = |kind, detail: String| Problem {
-                kind,
-                seq: Some(row.seq),
-                pathway: Some(row.pathway_id.clone()),
-                detail,
-            };
-            if row.seq != expected_seq {
-                problems.push(p(
-                    ProblemKind::Sequence,
-                    format!("expected seq {expected_seq}, found {}", row.seq),
-                ));
-            }
-            expected_seq = row.seq + 1;
-            if row.prev_hash != prev_hash {
-                problems.push(p(
-                    ProblemKind::BrokenLink,
-                    "prev_hash does not match the previous event's hash".into(),
-                ));
-            }
-            if chain_hash(&row.prev_hash, &row.event) != row.hash {
-                problems.push(p(
-                    ProblemKind::HashMismatch,
-                    "stored hash does not match the event".into(),
-                ));
-            }
-            prev_hash.clone_from(&row.hash);
-            if known_head == Some(row.hash.as_str()) {
-                known_seen = true;
-            }
-            head = Some(row.hash.clone());
-            let event: Value = match serde_json::from_str(&row.event) {
-                Ok(v) => v,
-                Err(e) => {
-                    problems.push(p(
-                        ProblemKind::Unreadable,
-                        format!("event is not JSON: {e}"),
-                    ));
-                    continue;
-                }
-            };
-            if crate::canonical::to_string(&event).ok().as_deref() != Some(row.event.as_str()) {
-                problems.push(p(
+        self.expected_seq = seq + 1;
+        if prev != self.prev_hash {
+            self.problems.push(at(
+                ProblemKind::BrokenLink,
+                "prev_hash does not match the previous event's hash".into(),
+            ));
+        }
+        if chain_hash_hex(prev, text) != hash {
+            self.problems.push(at(
+                ProblemKind::HashMismatch,
+                "stored hash does not match the event".into(),
+            ));
+        }
+        self.prev_hash.clear();
+        self.prev_hash.extend_from_slice(hash);
+        if self.known_head == Some(hash) {
+            self.known_seen = true;
+        }
+        let Ok(text) = std::str::from_utf8(text) else {
+            self.problems.push(at(
+                ProblemKind::Unreadable,
+                "event text is not UTF-8".into(),
+            ));
+            return;
+        };
+        let event = match Event::read(text) {
+            Reading::Canonical(event) => event,
+            Reading::NotCanonical(event) => {
+                self.problems.push(at(
                     ProblemKind::Unreadable,
                     "event text is not in canonical form".into(),
                 ));
+                event
             }
-            if event.get("seq").and_then(Value::as_i64) != Some(row.seq)
-                || event.get("pathway").and_then(Value::as_str) != Some(row.pathway_id.as_str())
-            {
-                problems.push(p(
-                    ProblemKind::Sequence,
-                    "event's own seq or pathway disagrees with its row".into(),
+            Reading::NotJson(e) => {
+                self.problems.push(at(
+                    ProblemKind::Unreadable,
+                    format!("event is not JSON: {e}"),
                 ));
+                return;
             }
-            replays
-                .entry(row.pathway_id.clone())
-                .or_default()
-                .event(&event, &mut findings);
-            problems.extend(findings.drain(..).map(|(kind, detail)| p(kind, detail)));
+        };
+        if event.seq != Some(seq) || event.pathway.as_deref() != Some(pathway) {
+            self.problems.push(at(
+                ProblemKind::Sequence,
+                "event's own seq or pathway disagrees with its row".into(),
+            ));
+        }
+        let replay = if let Some(replay) = self.replays.get_mut(pathway) {
+            replay
+        } else {
+            self.replays.entry(pathway.to_owned()).or_default()
+        };
+        replay.event(&event, &mut self.findings);
+        self.problems.extend(
+            self.findings
+                .drain(..)
+                .map(|(kind, detail)| at(kind, detail)),
+        );
+    }
+}
+
+/// The bytes of a text column, borrowed from the row.
+fn text_column<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
+    let value = row.get_ref(index)?;
+    value.as_bytes().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), Box::new(e))
+    })
+}
+
+fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
+    let mut walk = Walk {
+        problems: Vec::new(),
+        replays: HashMap::new(),
+        findings: Vec::new(),
+        prev_hash: GENESIS.as_bytes().to_vec(),
+        expected_seq: 1,
+        last_seq: 0,
+        known_head: known_head.map(str::as_bytes),
+        known_seen: known_head.is_none(),
+    };
+    let mut head = None;
+    {
+        let mut stmt = store
+            .conn
+            .prepare("SELECT seq, pathway_id, prev_hash, hash, event FROM ledger ORDER BY seq")?;
+        let mut rows = stmt.query([])?;
+        let mut any = false;
+        while let Some(row) = rows.next()? {
+            any = true;
+            let seq: i64 = row.get(0)?;
+            let pathway = std::str::from_utf8(text_column(row, 1)?).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(1, Type::Text, Box::new(e))
+            })?;
+            let prev = text_column(row, 2)?;
+            let hash = text_column(row, 3)?;
+            let text = text_column(row, 4)?;
+            walk.row(seq, pathway, prev, hash, text);
+        }
+        if any {
+            head = Some(String::from_utf8_lossy(&walk.prev_hash).into_owned());
         }
     }
+    let Walk {
+        mut problems,
+        replays,
+        last_seq,
+        known_seen,
+        ..
+    } = walk;
     if !known_seen {
         problems.push(Problem {
             kind: ProblemKind::Truncated,

@@ -724,3 +724,57 @@ fn a_pathway_without_events_or_events_without_a_pathway_are_detected() {
         report.problems
     );
 }
+
+/// RFC 8785 numbers are doubles: a reply holding the double 1.1097577120315846e16 is
+/// written as `11097577120315846`, which `serde_json` reads back as an integer above 2^53.
+/// The ledger check must judge that text canonical (it is the writer's own), not report it
+/// as unreadable, and its attempt's stored outcome must still match the chain (checked by
+/// the next step on the pathway and by `verify`).
+#[test]
+fn a_reply_holding_a_double_above_two_to_the_53_verifies() {
+    let dir = TempDir::new("ledger-big-double");
+    let rt = runtime(&dir.db());
+    let Proposal::New(p) = rt
+        .propose(&actor("proposer"), definition("big", ActionClass::Mutating))
+        .unwrap()
+    else {
+        panic!()
+    };
+    let Admission::Approved(p) = p
+        .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
+            Decision::Allow
+        })
+        .unwrap()
+    else {
+        panic!()
+    };
+    let mut ex = Scripted::new(vec![Delivery::Succeeded {
+        reply: json!({"amount": 1.109_757_712_031_584_6e16}),
+    }]);
+    let outcome = p
+        .bind(&mut ex)
+        .unwrap()
+        .dispatch(&rt, &actor("execution_actor"), &mut ex);
+    let Outcome::Returned(returned) = outcome else {
+        panic!("{outcome:?}")
+    };
+    // The next step re-checks the pathway's rows against its events before it writes.
+    let confirmed = returned
+        .confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
+        .unwrap();
+    assert!(
+        matches!(confirmed, Confirmed::Completed(_)),
+        "{confirmed:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    let holding: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM ledger WHERE event LIKE '%11097577120315846%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(holding, 1, "the reply is in the outcome event");
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+}

@@ -11,11 +11,13 @@
 
 use std::collections::HashMap;
 
+use std::borrow::Cow;
+
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 
 use super::StoreError;
-use crate::canonical::{sha256_hex_bytes, to_string as canonical};
+use super::event::{Event, Reading};
+use crate::canonical::sha256_hex_bytes;
 use crate::ledger::{ProblemKind, chain_hash};
 use crate::state::State;
 
@@ -176,30 +178,23 @@ pub(crate) struct Replay {
 /// A problem found while replaying: its kind and what is wrong.
 pub(crate) type Finding = (ProblemKind, String);
 
-fn text(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
+fn owned(field: Option<&Cow<'_, str>>) -> Option<String> {
+    field.map(|f| f.as_ref().to_owned())
 }
 
 impl Replay {
-    /// Folds one event (already parsed) into the facts, reporting what it breaks.
-    pub(crate) fn event(&mut self, event: &Value, out: &mut Vec<Finding>) {
-        let from = event
-            .get("from")
-            .and_then(Value::as_str)
-            .map(str::parse::<State>);
-        let to = event
-            .get("to")
-            .and_then(Value::as_str)
-            .map(str::parse::<State>);
+    /// Folds one event's fields into the facts, reporting what it breaks.
+    pub(crate) fn event(&mut self, event: &Event<'_>, out: &mut Vec<Finding>) {
+        let from = event.from.as_deref().map(str::parse::<State>);
+        let to = event.to.as_deref().map(str::parse::<State>);
         match (self.state, from, to) {
             (None, None, Some(Ok(State::Proposed))) => self.state = Some(State::Proposed),
             (Some(cur), Some(Ok(f)), Some(Ok(t))) if f == cur && (f == t || f.allows(t)) => {
                 if t == State::HumanGate && f != State::HumanGate {
                     // Entering a Human Gate voids approvals given before it.
-                    let at = event.get("at").and_then(Value::as_i64);
                     for a in self.approvals.values_mut() {
                         if a.used_at.is_none() && a.revoked_at.is_none() {
-                            a.revoked_at = at;
+                            a.revoked_at = event.at;
                         }
                     }
                 }
@@ -210,11 +205,11 @@ impl Replay {
                 format!("event moves {f:?} -> {t:?} but the pathway was in {cur:?}"),
             )),
         }
-        let kind = event.get("kind").and_then(Value::as_str).unwrap_or("");
-        let at = event.get("at").and_then(Value::as_i64).unwrap_or(i64::MIN);
-        let v2 = event.get("v").and_then(Value::as_i64).unwrap_or(1) >= 2;
-        let actor = text(event, "actor").unwrap_or_default();
-        let data = event.get("data").unwrap_or(&Value::Null);
+        let kind = event.kind.as_deref().unwrap_or("");
+        let at = event.at.unwrap_or(i64::MIN);
+        let v2 = event.v.unwrap_or(1) >= 2;
+        let actor = owned(event.actor.as_ref()).unwrap_or_default();
+        let data = &event.data;
         match kind {
             "proposed" => {
                 if self.proposal.is_some() {
@@ -226,26 +221,26 @@ impl Replay {
                 self.proposal = Some(Proposal {
                     at,
                     actor,
-                    idempotency_key: text(data, "idempotency_key"),
-                    definition_digest: text(data, "definition_digest"),
-                    request_digest: text(data, "request_digest"),
+                    idempotency_key: owned(data.idempotency_key.as_ref()),
+                    definition_digest: owned(data.definition_digest.as_ref()),
+                    request_digest: owned(data.request_digest.as_ref()),
                     definition_text_digest: if v2 {
-                        Some(text(data, "definition_text_digest").unwrap_or_default())
+                        Some(owned(data.definition_text_digest.as_ref()).unwrap_or_default())
                     } else {
                         None
                     },
                 });
             }
-            "attempt_started" => self.attempt_started(event, data, at, v2, out),
+            "attempt_started" => self.attempt_started(event, at, v2, out),
             "approval_granted" => {
-                let Some(id) = text(data, "approval") else {
+                let Some(id) = owned(data.approval.as_ref()) else {
                     out.push((
                         ProblemKind::Unexplained,
                         "approval event without an id".into(),
                     ));
                     return;
                 };
-                let digest = text(data, "request_digest");
+                let digest = owned(data.request_digest.as_ref());
                 if digest != self.request_digest() {
                     out.push((
                         ProblemKind::Unexplained,
@@ -264,14 +259,14 @@ impl Replay {
                 );
             }
             "approved" => {
-                let id = text(data, "approval").unwrap_or_default();
+                let id = data.approval.as_deref().unwrap_or_default();
                 let proposal_digest = self.request_digest();
-                match self.approvals.get_mut(&id) {
+                match self.approvals.get_mut(id) {
                     Some(a)
                         if a.used_at.is_none()
                             && a.revoked_at.is_none()
                             && a.approver == actor
-                            && text(data, "request_digest") == a.request_digest
+                            && data.request_digest.as_deref() == a.request_digest.as_deref()
                             && a.request_digest == proposal_digest =>
                     {
                         a.used_at = Some(at);
@@ -289,19 +284,19 @@ impl Replay {
         if kind == "attempt_started" {
             return;
         }
-        if let Some(attempt) = text(event, "attempt") {
-            let status = text(event, "attempt_status");
-            let outcome = OUTCOME_KINDS
-                .contains(&kind)
-                .then(|| data.get("evidence").and_then(|e| canonical(e).ok()))
-                .flatten();
+        if let Some(attempt) = event.attempt.as_deref() {
+            let outcome = if OUTCOME_KINDS.contains(&kind) {
+                owned(data.evidence.as_ref())
+            } else {
+                None
+            };
             match self.attempts.iter_mut().find(|a| a.id == attempt) {
                 Some(a) => {
                     if matches!(kind, "attempt_unknown" | "recovered_unknown") {
                         a.unanswered = true;
                     }
-                    if let Some(s) = status {
-                        a.status = s;
+                    if let Some(s) = &event.attempt_status {
+                        s.as_ref().clone_into(&mut a.status);
                     }
                     if outcome.is_some() {
                         a.outcome = outcome;
@@ -330,22 +325,16 @@ impl Replay {
             .and_then(|p| p.request_digest.clone())
     }
 
-    fn attempt_started(
-        &mut self,
-        event: &Value,
-        data: &Value,
-        at: i64,
-        v2: bool,
-        out: &mut Vec<Finding>,
-    ) {
-        let Some(id) = text(event, "attempt") else {
+    fn attempt_started(&mut self, event: &Event<'_>, at: i64, v2: bool, out: &mut Vec<Finding>) {
+        let Some(id) = owned(event.attempt.as_ref()) else {
             out.push((
                 ProblemKind::Unexplained,
                 "attempt event without an id".into(),
             ));
             return;
         };
-        let previous = text(data, "previous_attempt");
+        let data = &event.data;
+        let previous = owned(data.previous_attempt.as_ref());
         match self.attempts.last() {
             None if previous.is_none() => {}
             Some(last) if previous.as_deref() == Some(last.id.as_str()) => {
@@ -367,29 +356,25 @@ impl Replay {
                 ),
             )),
         }
-        let request_digest = text(data, "request_digest");
+        let request_digest = owned(data.request_digest.as_ref());
         if request_digest != self.request_digest() {
             out.push((
                 ProblemKind::Unexplained,
                 format!("attempt {id} sends another request than the proposal's"),
             ));
         }
-        let carrier = match data.get("carrier") {
-            None | Some(Value::Null) => None,
-            Some(c) => canonical(c).ok(),
-        };
         self.attempts.push(AttemptFacts {
             id,
             at,
-            seq: data.get("seq").and_then(Value::as_i64),
+            seq: data.seq,
             previous,
             request_digest,
-            binding_digest: text(data, "binding_digest"),
+            binding_digest: owned(data.binding_digest.as_ref()),
             v2,
-            request_text_digest: text(data, "request_text_digest"),
-            owner: text(data, "owner"),
-            carrier,
-            status: text(event, "attempt_status").unwrap_or_default(),
+            request_text_digest: owned(data.request_text_digest.as_ref()),
+            owner: owned(data.owner.as_ref()),
+            carrier: owned(data.carrier.as_ref()),
+            status: owned(event.attempt_status.as_ref()).unwrap_or_default(),
             outcome: None,
             unanswered: false,
         });
@@ -565,11 +550,15 @@ pub(crate) fn check_pathway(conn: &Connection, id: &str) -> Result<Option<Replay
                 ));
                 continue;
             }
-            let Ok(event) = serde_json::from_str::<Value>(&text) else {
-                findings.push((ProblemKind::Unreadable, format!("event {seq} is not JSON")));
-                continue;
+            let event = match Event::read(&text) {
+                // A step does not judge the spelling; `verify` reports it.
+                Reading::Canonical(event) | Reading::NotCanonical(event) => event,
+                Reading::NotJson(_) => {
+                    findings.push((ProblemKind::Unreadable, format!("event {seq} is not JSON")));
+                    continue;
+                }
             };
-            if event.get("pathway").and_then(Value::as_str) != Some(id) {
+            if event.pathway.as_deref() != Some(id) {
                 findings.push((
                     ProblemKind::Sequence,
                     format!("event {seq} names another pathway"),

@@ -11,6 +11,7 @@
 //! crash between any two statements rolls the whole step back.
 
 pub(crate) mod check;
+pub(crate) mod event;
 mod read;
 mod sqlite;
 

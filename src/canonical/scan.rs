@@ -1,0 +1,539 @@
+//! One pass over a JSON text that answers two questions without building a value tree:
+//! is this text exactly the RFC 8785 canonical form of the value it denotes, and where
+//! are the members of its top-level object (and of the objects directly inside it)?
+//!
+//! The ledger verifier runs this over every stored event. It replaces "parse into a
+//! [`serde_json::Value`], write the canonical form again, compare the two texts" and
+//! must give the same answer: [`scan`] returns `Some` exactly when
+//! `serde_json::from_str` accepts the text and [`super::to_string`] of the result is the
+//! text itself (a differential property test holds it to that). Any text it refuses
+//! (not JSON, or JSON in another spelling) goes back to the slow path, which says which.
+//!
+//! A canonical text has a useful property: the text of any value inside it is that
+//! value's canonical form. So a member's raw slice is already the canonical text of the
+//! member; nothing needs to be written again.
+
+use std::borrow::Cow;
+
+/// The deepest nesting `serde_json` parses (its recursion limit refuses a 128th level);
+/// deeper texts are refused here too.
+const MAX_DEPTH: usize = 127;
+
+/// A member of the top-level object, or of an object that is a value of one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Member<'a> {
+    /// For a member of a nested object: the index (in the scan's list) of the top-level
+    /// member whose value that object is. `None` for a top-level member.
+    pub(crate) parent: Option<usize>,
+    /// The member's name, unescaped.
+    pub(crate) name: Cow<'a, str>,
+    /// The member value's text: its canonical form.
+    pub(crate) raw: &'a str,
+}
+
+/// The members of a canonical text (see the [module documentation](self)), in text
+/// order, or `None` when the text is not the canonical form of a JSON value.
+#[must_use]
+pub(crate) fn scan(text: &str) -> Option<Vec<Member<'_>>> {
+    Scanner {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+        members: Vec::new(),
+        stack: Vec::new(),
+    }
+    .run()
+}
+
+/// The value of a canonical string literal (`raw` includes its quotes), or `None` when
+/// `raw` is not a string.
+#[must_use]
+pub(crate) fn string_value(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(ch) = chars.next() {
+        if ch != '\\' {
+            out.push(ch);
+            continue;
+        }
+        let decoded = match chars.next()? {
+            '"' => '"',
+            '\\' => '\\',
+            '/' => '/',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'u' => {
+                let code: String = chars.by_ref().take(4).collect();
+                char::from_u32(u32::from_str_radix(&code, 16).ok()?)?
+            }
+            _ => return None,
+        };
+        out.push(decoded);
+    }
+    Some(Cow::Owned(out))
+}
+
+/// The value of a canonical integer literal within ±2^53 (the integers RFC 8785 writes
+/// exactly); `None` for any other value.
+#[must_use]
+pub(crate) fn integer_value(raw: &str) -> Option<i64> {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    raw.parse()
+        .ok()
+        .filter(|v: &i64| v.unsigned_abs() <= super::MAX_SAFE_MAGNITUDE)
+}
+
+/// An open container.
+struct Frame<'a> {
+    object: bool,
+    /// The previous member's name, to check the order (objects only).
+    previous: Option<Cow<'a, str>>,
+    /// For a member being read whose slice is recorded: its index and where its value starts.
+    pending: Option<(usize, usize)>,
+    /// The top-level member whose value this object is (depth-two objects only).
+    parent: Option<usize>,
+}
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    members: Vec<Member<'a>>,
+    stack: Vec<Frame<'a>>,
+}
+
+impl<'a> Scanner<'a> {
+    fn run(mut self) -> Option<Vec<Member<'a>>> {
+        loop {
+            // A value starts here.
+            match *self.bytes.get(self.at)? {
+                open @ (b'{' | b'[') => {
+                    if self.stack.len() >= MAX_DEPTH {
+                        return None;
+                    }
+                    let object = open == b'{';
+                    let parent = match self.stack.as_slice() {
+                        [root] if object && root.object => root.pending.map(|(index, _)| index),
+                        _ => None,
+                    };
+                    self.at += 1;
+                    self.stack.push(Frame {
+                        object,
+                        previous: None,
+                        pending: None,
+                        parent,
+                    });
+                    let close = if object { b'}' } else { b']' };
+                    if self.bytes.get(self.at) == Some(&close) {
+                        self.at += 1;
+                        self.stack.pop();
+                    } else {
+                        self.begin_item()?;
+                        continue;
+                    }
+                }
+                b'"' => {
+                    self.string()?;
+                }
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                b'-' | b'0'..=b'9' => self.number()?,
+                _ => return None,
+            }
+            // A value ended here: close what it completes, or start the next item.
+            loop {
+                let end = self.at;
+                let Some(frame) = self.stack.last_mut() else {
+                    return (self.at == self.bytes.len()).then_some(self.members);
+                };
+                if let Some((index, start)) = frame.pending.take() {
+                    self.members[index].raw = &self.text[start..end];
+                }
+                let close = if frame.object { b'}' } else { b']' };
+                match *self.bytes.get(self.at)? {
+                    b',' => {
+                        self.at += 1;
+                        self.begin_item()?;
+                        break;
+                    }
+                    b if b == close => {
+                        self.at += 1;
+                        self.stack.pop();
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// Reads what precedes an item's value: nothing in an array, `"name":` in an object
+    /// (checking that names strictly ascend), and notes the value's start if it is recorded.
+    fn begin_item(&mut self) -> Option<()> {
+        let depth = self.stack.len();
+        if !self.stack.last()?.object {
+            return Some(());
+        }
+        if self.bytes.get(self.at) != Some(&b'"') {
+            return None;
+        }
+        let start = self.at;
+        self.string()?;
+        let name = string_value(&self.text[start..self.at])?;
+        if self.bytes.get(self.at) != Some(&b':') {
+            return None;
+        }
+        self.at += 1;
+        let frame = self.stack.last_mut()?;
+        if let Some(previous) = &frame.previous
+            && utf16_order(previous, &name) != std::cmp::Ordering::Less
+        {
+            return None;
+        }
+        let record = depth == 1 || (depth == 2 && frame.parent.is_some());
+        if record {
+            let parent = if depth == 1 { None } else { frame.parent };
+            frame.pending = Some((self.members.len(), self.at));
+            self.members.push(Member {
+                parent,
+                name: name.clone(),
+                raw: "",
+            });
+        }
+        frame.previous = Some(name);
+        Some(())
+    }
+
+    /// Skips a string literal spelled as RFC 8785 writes it.
+    fn string(&mut self) -> Option<()> {
+        debug_assert_eq!(self.bytes.get(self.at), Some(&b'"'));
+        self.at += 1;
+        loop {
+            let rest = self.bytes.get(self.at..)?;
+            let stop = rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            self.at += stop;
+            match self.bytes[self.at] {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    let escape = self.bytes.get(self.at + 1)?;
+                    match escape {
+                        b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
+                        b'u' => {
+                            // Only control characters without a short escape.
+                            let code = self.bytes.get(self.at + 2..self.at + 6)?;
+                            let [b'0', b'0', high @ (b'0' | b'1'), low] = *code else {
+                                return None;
+                            };
+                            let low = match low {
+                                b'0'..=b'9' => low - b'0',
+                                b'a'..=b'f' => low - b'a' + 10,
+                                _ => return None,
+                            };
+                            let value = (high - b'0') * 16 + low;
+                            if matches!(value, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                                return None;
+                            }
+                            self.at += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.bytes.get(self.at..self.at + word.len())? == word {
+            self.at += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// Skips a number spelled as RFC 8785 writes it: as ECMAScript writes the double the
+    /// token denotes. Short plain integers are checked here; any other token is parsed as
+    /// a double and written again by the same code as [`super::to_string`].
+    ///
+    /// This is RFC 8785's rule, and it is not quite "what `serde_json` parses, written
+    /// again": `serde_json` reads `11097577120315846` as an integer above 2^53, which
+    /// [`super::to_string`] refuses, yet it is the canonical text of the double
+    /// 1.1097577120315846e16, and the writer produces it from that double.
+    fn number(&mut self) -> Option<()> {
+        let start = self.at;
+        let len = self.bytes[start..]
+            .iter()
+            .position(|&b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+            .unwrap_or(self.bytes.len() - start);
+        let token = &self.text[start..start + len];
+        self.at += len;
+        let digits = token.strip_prefix('-').unwrap_or(token);
+        let plain = !digits.is_empty()
+            && digits.len() <= 15
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (!digits.starts_with('0') || token == "0");
+        if plain {
+            return Some(());
+        }
+        // Only ECMAScript's own output survives this round trip, and that output is
+        // always valid JSON (no `+1`, `.5`, `1.` or `inf`).
+        let double: f64 = token.parse().ok().filter(|d: &f64| d.is_finite())?;
+        let mut written = String::with_capacity(len);
+        super::write_double(double, &mut written);
+        (written == token).then_some(())
+    }
+}
+
+/// RFC 8785's member order: names compared as arrays of UTF-16 code units.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.as_bytes().cmp(b.as_bytes())
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// The slow path this module replaces: parse, write the canonical form again,
+    /// compare. Numbers are doubles in RFC 8785, so an integer `serde_json` holds above
+    /// 2^53 is written as the double it denotes.
+    fn canonical_by_value(text: &str) -> bool {
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .and_then(|v| super::super::to_string(&as_doubles(v)).ok())
+            .is_some_and(|c| c == text)
+    }
+
+    fn as_doubles(value: Value) -> Value {
+        match value {
+            Value::Number(n)
+                if n.as_f64()
+                    .is_some_and(|f| f.abs() > 9_007_199_254_740_992.0) =>
+            {
+                Value::from(n.as_f64().unwrap())
+            }
+            Value::Array(items) => Value::Array(items.into_iter().map(as_doubles).collect()),
+            Value::Object(m) => {
+                Value::Object(m.into_iter().map(|(k, v)| (k, as_doubles(v))).collect())
+            }
+            other => other,
+        }
+    }
+
+    fn agrees(text: &str) {
+        assert_eq!(
+            scan(text).is_some(),
+            canonical_by_value(text),
+            "scan and the Value round trip disagree on {text:?}"
+        );
+    }
+
+    #[test]
+    fn known_texts_are_judged_like_the_value_round_trip() {
+        for text in [
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"e"}}"#,
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a": 1}"#,
+            " {}",
+            "{}",
+            "[]",
+            "[1,]",
+            "0",
+            "-0",
+            "01",
+            "1.0",
+            "1.5",
+            "1e21",
+            "1e+21",
+            "100000000000000000000",
+            "1000000000000000000000",
+            "9007199254740992",
+            "9007199254740993",
+            "-9007199254740992",
+            "123456789012345",
+            "11097577120315846",
+            "-11097577120315846",
+            "11097577120315847",
+            "1.1097577120315846e16",
+            "0.000001",
+            "1e-7",
+            "0.0000001",
+            "\"\\u001f\"",
+            "\"\\u001F\"",
+            "\"\\u000a\"",
+            "\"\\n\"",
+            "\"\\/\"",
+            "\"\\u0041\"",
+            "\"é\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\u{2028}\"",
+            r#"{"\u00e9":1,"z":2}"#,
+            r#"{"z":2,"é":1}"#,
+            "{\"\u{1F600}\":1,\"\u{FB33}\":2}",
+            "{\"\u{FB33}\":2,\"\u{1F600}\":1}",
+            "tru",
+            "nul",
+            "\"abc",
+            "{\"a\"}",
+            "{\"a\":}",
+            "[1 ]",
+            "{} ",
+            "[1][2]",
+            "1-2",
+            "-",
+            "1.",
+            ".5",
+            "1e",
+        ] {
+            agrees(text);
+        }
+    }
+
+    #[test]
+    fn nesting_is_refused_where_serde_json_refuses_it() {
+        for depth in [126, 127, 128, 129, 130] {
+            let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            agrees(&text);
+        }
+    }
+
+    #[test]
+    fn members_of_the_top_object_and_the_objects_in_it_are_found_with_their_canonical_text() {
+        let text = r#"{"a":{"b":[1,{"c":2}],"d":"x\"y"},"e":3,"f":[{"g":1}]}"#;
+        let members = scan(text).expect("canonical");
+        let found: Vec<_> = members
+            .iter()
+            .map(|m| (m.parent, m.name.as_ref(), m.raw))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (None, "a", r#"{"b":[1,{"c":2}],"d":"x\"y"}"#),
+                (Some(0), "b", r#"[1,{"c":2}]"#),
+                (Some(0), "d", r#""x\"y""#),
+                (None, "e", "3"),
+                (None, "f", r#"[{"g":1}]"#),
+            ]
+        );
+        assert_eq!(string_value(r#""x\"y""#).as_deref(), Some("x\"y"));
+        assert_eq!(integer_value("3"), Some(3));
+        assert_eq!(integer_value("1.5"), None);
+        assert_eq!(integer_value("\"3\""), None);
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1_000_000_i64..1_000_000).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[a-z]{0,4}".prop_map(Value::String),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map("[a-zé\u{1F600}\u{FB33}]{0,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// What the canonical writer writes is accepted, with the members the value has.
+        #[test]
+        fn scan_accepts_what_the_canonical_writer_writes(value in json_value()) {
+            if let Ok(text) = super::super::to_string(&value) {
+                let members = scan(&text);
+                prop_assert!(members.is_some(), "refused {}", text);
+                if let (Value::Object(map), Some(members)) = (&value, members) {
+                    let top: Vec<_> = members.iter().filter(|m| m.parent.is_none()).collect();
+                    prop_assert_eq!(top.len(), map.len());
+                    for m in top {
+                        let expected = super::super::to_string(&map[m.name.as_ref()]).unwrap();
+                        prop_assert_eq!(m.raw, expected.as_str());
+                    }
+                }
+            }
+        }
+
+        /// Any edit of a canonical text is judged exactly like the Value round trip judges it.
+        #[test]
+        fn scan_agrees_with_the_value_round_trip_on_edited_texts(
+            value in json_value(),
+            at in any::<prop::sample::Index>(),
+            edit in prop_oneof![
+                Just(" "), Just(","), Just("0"), Just("-"), Just("\\"), Just("\""),
+                Just("e"), Just("."), Just("1"), Just("}"), Just("]"), Just("\\u0041"),
+                Just("\\/"), Just("\\u001f"), Just("{"), Just(":"), Just("\"a\":1,")
+            ],
+            delete in any::<bool>(),
+        ) {
+            if let Ok(text) = super::super::to_string(&value) {
+                let mut cut = at.index(text.len() + 1);
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let mut edited = text[..cut].to_owned();
+                if delete {
+                    let mut next = cut + 1;
+                    while next < text.len() && !text.is_char_boundary(next) {
+                        next += 1;
+                    }
+                    edited.push_str(text.get(next.min(text.len())..).unwrap_or(""));
+                } else {
+                    edited.push_str(edit);
+                    edited.push_str(&text[cut..]);
+                }
+                prop_assert_eq!(scan(&edited).is_some(), canonical_by_value(&edited), "{}", edited);
+            }
+        }
+
+        /// Arbitrary short texts over JSON's alphabet, too.
+        #[test]
+        fn scan_agrees_with_the_value_round_trip_on_arbitrary_texts(
+            text in "[\\[\\]{}\",:0-9eE.+\\-tfnrulsa\\\\ ]{0,16}"
+        ) {
+            prop_assert_eq!(scan(&text).is_some(), canonical_by_value(&text), "{}", text);
+        }
+    }
+
+    #[test]
+    fn an_event_shaped_text_is_found() {
+        let value = json!({"kind": "proposed", "seq": 1, "data": {"request_digest": "ab"}});
+        let text = super::super::to_string(&value).unwrap();
+        let members = scan(&text).unwrap();
+        assert!(
+            members
+                .iter()
+                .any(|m| m.parent.is_some() && m.name == "request_digest" && m.raw == "\"ab\"")
+        );
+    }
+}
