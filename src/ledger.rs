@@ -138,7 +138,7 @@ pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, Sto
 /// The chain walk's running state.
 struct Walk<'k> {
     problems: Vec<Problem>,
-    replays: HashMap<String, Replay>,
+    pathways: HashMap<String, Found>,
     findings: Vec<Finding>,
     /// The previous row's stored hash.
     prev_hash: Vec<u8>,
@@ -212,12 +212,10 @@ impl Walk<'_> {
                 "event's own seq or pathway disagrees with its row".into(),
             ));
         }
-        let replay = if let Some(replay) = self.replays.get_mut(pathway) {
-            replay
-        } else {
-            self.replays.entry(pathway.to_owned()).or_default()
-        };
-        replay.event(&event, &mut self.findings);
+        entry(&mut self.pathways, pathway)
+            .replay
+            .get_or_insert_default()
+            .event(&event, &mut self.findings);
         self.problems.extend(
             self.findings
                 .drain(..)
@@ -235,9 +233,13 @@ fn text_column<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result
 }
 
 fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
+    // Sized once: growing a map of every pathway rehashes and frees large tables.
+    let stored_pathways: i64 = store
+        .conn
+        .query_row("SELECT count(*) FROM pathways", [], |r| r.get(0))?;
     let mut walk = Walk {
         problems: Vec::new(),
-        replays: HashMap::new(),
+        pathways: HashMap::with_capacity(usize::try_from(stored_pathways).unwrap_or(0)),
         findings: Vec::new(),
         prev_hash: GENESIS.as_bytes().to_vec(),
         expected_seq: 1,
@@ -269,7 +271,7 @@ fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report
     }
     let Walk {
         mut problems,
-        replays,
+        pathways,
         last_seq,
         known_seen,
         ..
@@ -292,7 +294,7 @@ fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report
             detail: format!("recorded head {recorded:?} is not the last event (seq {last_seq})"),
         }),
     }
-    check_rows(store, replays, &mut problems)?;
+    check_rows(store, pathways, &mut problems)?;
     Ok(Report {
         events: last_seq,
         head,
@@ -300,82 +302,92 @@ fn verify_snapshot(store: &ReadStore, known_head: Option<&str>) -> Result<Report
     })
 }
 
+/// What the chain walk and the stored rows say about one pathway.
+#[derive(Debug, Default)]
+struct Found {
+    /// The facts its events establish (none if it has no events).
+    replay: Option<Replay>,
+    attempts: Vec<RawAttempt>,
+    approvals: Vec<RawApproval>,
+}
+
 /// Compares every stored row with what its pathway's events establish.
+///
+/// Each table is read once in storage order (no index lookups); each attempt and approval
+/// joins its pathway's entry of the walk by one hash lookup.
 fn check_rows(
     store: &ReadStore,
-    mut replays: HashMap<String, Replay>,
+    mut pathways: HashMap<String, Found>,
     problems: &mut Vec<Problem>,
 ) -> Result<(), StoreError> {
     let conn = &store.conn;
-    let mut attempts: HashMap<String, Vec<RawAttempt>> = HashMap::new();
-    for a in conn
-        .prepare(&format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM attempts ORDER BY pathway_id, seq"
-        ))?
-        .query_map([], raw_attempt)?
-    {
+    let mut stmt = conn.prepare(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts"))?;
+    for a in stmt.query_map([], raw_attempt)? {
         let a = a?;
-        attempts.entry(a.pathway_id.clone()).or_default().push(a);
+        entry(&mut pathways, &a.pathway_id).attempts.push(a);
     }
-    let mut approvals: HashMap<String, Vec<RawApproval>> = HashMap::new();
-    for a in conn
-        .prepare(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals"))?
-        .query_map([], raw_approval)?
-    {
+    let mut stmt = conn.prepare(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals"))?;
+    for a in stmt.query_map([], raw_approval)? {
         let a = a?;
-        approvals.entry(a.pathway_id.clone()).or_default().push(a);
+        entry(&mut pathways, &a.pathway_id).approvals.push(a);
     }
     let mut stmt = conn.prepare(&format!("SELECT {PATHWAY_COLUMNS} FROM pathways"))?;
     let mut findings = Vec::new();
     for row in stmt.query_map([], raw_pathway)? {
         let row = row?;
-        let its_attempts = attempts.remove(&row.id).unwrap_or_default();
-        let its_approvals = approvals.remove(&row.id).unwrap_or_default();
-        match replays.remove(&row.id) {
-            None => problems.push(Problem {
+        let found = pathways.remove(&row.id).unwrap_or_default();
+        let Some(replay) = found.replay else {
+            problems.push(Problem {
                 kind: ProblemKind::Unexplained,
                 seq: None,
                 pathway: Some(row.id.clone()),
                 detail: "pathway has no ledger events".into(),
-            }),
-            Some(r) => {
-                r.check_rows(&row, &its_attempts, &its_approvals, &mut findings);
-                problems.extend(findings.drain(..).map(|(kind, detail)| Problem {
-                    kind,
-                    seq: None,
-                    pathway: Some(row.id.clone()),
-                    detail,
-                }));
-            }
-        }
-    }
-    for id in replays.keys() {
-        problems.push(Problem {
-            kind: ProblemKind::Unexplained,
-            seq: None,
-            pathway: Some(id.clone()),
-            detail: "events name a pathway that is not stored".into(),
-        });
-    }
-    for (pathway, rows) in attempts {
-        for a in rows {
-            problems.push(Problem {
-                kind: ProblemKind::AttemptMismatch,
-                seq: None,
-                pathway: Some(pathway.clone()),
-                detail: format!("attempt {} names a pathway that is not stored", a.id),
             });
-        }
+            continue;
+        };
+        replay.check_rows(&row, &found.attempts, &found.approvals, &mut findings);
+        problems.extend(findings.drain(..).map(|(kind, detail)| Problem {
+            kind,
+            seq: None,
+            pathway: Some(row.id.clone()),
+            detail,
+        }));
     }
-    for (pathway, rows) in approvals {
-        for a in rows {
+    // What is left names a pathway that is not stored.
+    for (id, found) in pathways {
+        if found.replay.is_some() {
             problems.push(Problem {
                 kind: ProblemKind::Unexplained,
                 seq: None,
-                pathway: Some(pathway.clone()),
+                pathway: Some(id.clone()),
+                detail: "events name a pathway that is not stored".into(),
+            });
+        }
+        for a in found.attempts {
+            problems.push(Problem {
+                kind: ProblemKind::AttemptMismatch,
+                seq: None,
+                pathway: Some(id.clone()),
+                detail: format!("attempt {} names a pathway that is not stored", a.id),
+            });
+        }
+        for a in found.approvals {
+            problems.push(Problem {
+                kind: ProblemKind::Unexplained,
+                seq: None,
+                pathway: Some(id.clone()),
                 detail: format!("approval {} names a pathway that is not stored", a.id),
             });
         }
     }
     Ok(())
+}
+
+/// The walk's entry for `pathway`, made if it has none.
+fn entry<'m>(pathways: &'m mut HashMap<String, Found>, pathway: &str) -> &'m mut Found {
+    if pathways.contains_key(pathway) {
+        pathways.get_mut(pathway).expect("just seen")
+    } else {
+        pathways.entry(pathway.to_owned()).or_default()
+    }
 }

@@ -86,7 +86,8 @@ Options:
   --rounds N           rounds, each one run of each side (default 5)
   --no-strace          skip the counting pass (commits and syncs per call)
   --verify-events N    also time ledger verification over N events (default 100000; 0 skips)
-  --verify-only        only the ledger verification table (no reference needed)
+  --verify-only        only the ledger verification table (no reference needed), over
+                       --rounds rounds
   --dir PATH           where the fresh databases and files go (default: the system temp dir)
   --keep               keep that directory
   --help               this text
@@ -787,7 +788,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         eprintln!("ledger verification over {} events", o.verify_events);
-        println!("{}", verify::run(o.verify_events, true));
+        println!("{}", verify::run(o.verify_events, o.rounds.max(1), true));
         return ExitCode::SUCCESS;
     }
     let python = match reference_python(o.install) {
@@ -1003,7 +1004,7 @@ fn main() -> ExitCode {
 
     if o.verify_events > 0 {
         eprintln!("ledger verification over {} events", o.verify_events);
-        println!("\n{}", verify::run(o.verify_events, true));
+        println!("\n{}", verify::run(o.verify_events, 7, true));
     }
     if o.keep {
         eprintln!("kept {}", base.display());

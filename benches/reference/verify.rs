@@ -36,9 +36,6 @@ use rpr::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// Timed rounds of each measurement (after one untimed warm-up round).
-const ROUNDS: usize = 7;
-
 /// Bumped whenever the generated ledger changes, so an old cached file is not reused.
 const LEDGER_VERSION: u32 = 1;
 
@@ -348,7 +345,7 @@ fn ratio(a: Duration, b: Duration) -> String {
 /// hashing the same event bytes (the `sha2` crate in process, and `sha256sum`), in
 /// alternating rounds. Returns a Markdown table of the medians and their ratios.
 /// `progress` prints progress to stderr.
-pub fn run(events: usize, progress: bool) -> String {
+pub fn run(events: usize, rounds: usize, progress: bool) -> String {
     let path = ledger(events, progress);
     let store = ReadStore::open_read_only(&path).expect("open the ledger read-only");
     let conn = rusqlite::Connection::open_with_flags(
@@ -383,9 +380,9 @@ pub fn run(events: usize, progress: bool) -> String {
 
     let (mut t_verify, mut t_sha2, mut t_sum) = (Vec::new(), Vec::new(), Vec::new());
     if progress {
-        eprintln!("{ROUNDS} rounds of verify, sha2, sha256sum (plus one warm-up)…");
+        eprintln!("{rounds} rounds of verify, sha2, sha256sum (plus one warm-up)…");
     }
-    for round in 0..=ROUNDS {
+    for round in 0..=rounds {
         let start = Instant::now();
         let report = rpr::ledger::verify(&store, None).expect("verify");
         let verify = start.elapsed();
@@ -424,7 +421,7 @@ pub fn run(events: usize, progress: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| events | event bytes | verify (median of {ROUNDS}) | sha2 crate | sha256sum | verify / sha2 | verify / sha256sum |"
+        "| events | event bytes | verify (median of {rounds}) | sha2 crate | sha256sum | verify / sha2 | verify / sha256sum |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     let (sum, sum_ratio) = if sha256sum {

@@ -39,8 +39,9 @@ pub(crate) fn scan(text: &str) -> Option<Vec<Member<'_>>> {
         text,
         bytes: text.as_bytes(),
         at: 0,
-        members: Vec::new(),
-        stack: Vec::new(),
+        // Sized for a ledger event, so a scan allocates twice and never grows.
+        members: Vec::with_capacity(32),
+        stack: Vec::with_capacity(8),
     }
     .run()
 }
@@ -188,8 +189,11 @@ impl<'a> Scanner<'a> {
             return None;
         }
         let start = self.at;
-        self.string()?;
-        let name = string_value(&self.text[start..self.at])?;
+        let name = if self.string()? {
+            string_value(&self.text[start..self.at])?
+        } else {
+            Cow::Borrowed(&self.text[start + 1..self.at - 1])
+        };
         if self.bytes.get(self.at) != Some(&b':') {
             return None;
         }
@@ -214,22 +218,21 @@ impl<'a> Scanner<'a> {
         Some(())
     }
 
-    /// Skips a string literal spelled as RFC 8785 writes it.
-    fn string(&mut self) -> Option<()> {
+    /// Skips a string literal spelled as RFC 8785 writes it; says whether it holds an
+    /// escape.
+    fn string(&mut self) -> Option<bool> {
         debug_assert_eq!(self.bytes.get(self.at), Some(&b'"'));
         self.at += 1;
+        let mut escaped = false;
         loop {
-            let rest = self.bytes.get(self.at..)?;
-            let stop = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-            self.at += stop;
-            match self.bytes[self.at] {
+            self.at += plain_run(self.bytes.get(self.at..)?);
+            match *self.bytes.get(self.at)? {
                 b'"' => {
                     self.at += 1;
-                    return Some(());
+                    return Some(escaped);
                 }
                 b'\\' => {
+                    escaped = true;
                     let escape = self.bytes.get(self.at + 1)?;
                     match escape {
                         b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
@@ -300,12 +303,56 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// How many leading bytes of `bytes` need no attention inside a string literal (not `"`,
+/// not `\\`, not a control character). Eight bytes at a time while it can.
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
+    const SPACES: u64 = u64::from_le_bytes([0x20; 8]);
+    // Flags (in its high bit) every byte of `w` that is zero, and possibly bytes above
+    // the first such byte, never one below it.
+    let zero_byte = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // A byte below 0x20: subtracting 0x20 borrows into its high bit (bytes of 0x80
+        // and above are masked out by `!w`).
+        let special = zero_byte(w ^ QUOTES)
+            | zero_byte(w ^ BACKSLASHES)
+            | (w.wrapping_sub(SPACES) & !w & HIGHS);
+        if special != 0 {
+            // The lowest flagged byte is exact (a borrow only runs upwards), and in
+            // little-endian order it is the first in memory.
+            return at + (special.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(bytes.len() - at)
+}
+
 /// RFC 8785's member order: names compared as arrays of UTF-16 code units.
-fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
-    if a.is_ascii() && b.is_ascii() {
-        a.as_bytes().cmp(b.as_bytes())
-    } else {
-        a.encode_utf16().cmp(b.encode_utf16())
+///
+/// UTF-8 bytes sort as code points, and code points sort as UTF-16 units except that a
+/// character above U+FFFF (lead byte 0xF0 and up, a surrogate pair from 0xD800) sorts
+/// before one from U+E000 to U+FFFF (lead byte 0xEE or 0xEF). Bytes from 0xEE up are
+/// always lead bytes, so the first differing byte says which case applies.
+fn utf16_order(left: &str, right: &str) -> std::cmp::Ordering {
+    let (left, right) = (left.as_bytes(), right.as_bytes());
+    match left.iter().zip(right).position(|(l, r)| l != r) {
+        None => left.len().cmp(&right.len()),
+        Some(at) => {
+            let (l, r) = (left[at], right[at]);
+            if l >= 0xEE && r >= 0xEE && (l >= 0xF0) != (r >= 0xF0) {
+                r.cmp(&l)
+            } else {
+                l.cmp(&r)
+            }
+        }
     }
 }
 
@@ -522,6 +569,44 @@ mod tests {
             text in "[\\[\\]{}\",:0-9eE.+\\-tfnrulsa\\\\ ]{0,16}"
         ) {
             prop_assert_eq!(scan(&text).is_some(), canonical_by_value(&text), "{}", text);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn plain_run_stops_at_the_first_byte_that_needs_attention(text in any::<Vec<u8>>()) {
+            let expected = text
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(text.len());
+            prop_assert_eq!(plain_run(&text), expected);
+        }
+
+        #[test]
+        fn utf16_order_is_the_order_of_utf16_code_units(a in any::<String>(), b in any::<String>()) {
+            prop_assert_eq!(utf16_order(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
+        }
+
+        #[test]
+        fn utf16_order_on_the_characters_where_it_differs(
+            a in "[a\u{e000}\u{ffff}\u{10000}\u{10ffff}\u{d7ff}é]{0,3}",
+            b in "[a\u{e000}\u{ffff}\u{10000}\u{10ffff}\u{d7ff}é]{0,3}",
+        ) {
+            prop_assert_eq!(utf16_order(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
+        }
+    }
+
+    #[test]
+    fn plain_run_finds_bytes_in_every_lane() {
+        for lane in 0..20 {
+            for special in [b'"', b'\\', 0x00, 0x1f] {
+                let mut text = vec![b'a'; 24];
+                text[lane] = special;
+                assert_eq!(plain_run(&text), lane);
+            }
+            let mut high = vec![0xC3; 24];
+            high[lane] = b'"';
+            assert_eq!(plain_run(&high), lane, "bytes above 0x7f are plain");
         }
     }
 

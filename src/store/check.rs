@@ -208,7 +208,7 @@ impl Replay {
         let kind = event.kind.as_deref().unwrap_or("");
         let at = event.at.unwrap_or(i64::MIN);
         let v2 = event.v.unwrap_or(1) >= 2;
-        let actor = owned(event.actor.as_ref()).unwrap_or_default();
+        let actor = event.actor.as_deref().unwrap_or_default();
         let data = &event.data;
         match kind {
             "proposed" => {
@@ -220,7 +220,7 @@ impl Replay {
                 }
                 self.proposal = Some(Proposal {
                     at,
-                    actor,
+                    actor: actor.to_owned(),
                     idempotency_key: owned(data.idempotency_key.as_ref()),
                     definition_digest: owned(data.definition_digest.as_ref()),
                     request_digest: owned(data.request_digest.as_ref()),
@@ -251,7 +251,7 @@ impl Replay {
                     id,
                     ApprovalFacts {
                         request_digest: digest,
-                        approver: actor,
+                        approver: actor.to_owned(),
                         granted_at: at,
                         used_at: None,
                         revoked_at: None,
