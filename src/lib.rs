@@ -18,7 +18,7 @@ pub use pathway::{
     Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
-    Clock, Decided, IdSource, Proposal, RandomIds, Runtime, RuntimeBuilder, SequentialIds,
+    Clock, Decided, IdSource, Proposal, RandomIds, Reader, Runtime, RuntimeBuilder, SequentialIds,
     StepPoint, SystemClock,
 };
 pub use state::State;

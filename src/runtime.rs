@@ -1,6 +1,5 @@
 //! The runtime: one database, a clock, an id source and this process's identity.
 
-use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,6 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use parking_lot::{MappedReentrantMutexGuard, ReentrantMutex, ReentrantMutexGuard};
 use serde_json::{Value, json};
 
 use crate::evidence::{self, Bounds};
@@ -34,7 +34,9 @@ use crate::store::{
 };
 
 /// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
-pub trait Clock {
+///
+/// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
+pub trait Clock: Send + Sync {
     /// Now.
     fn now_ms(&self) -> i64;
 }
@@ -53,7 +55,9 @@ impl Clock for SystemClock {
 }
 
 /// A source of ids. Inject one for deterministic tests.
-pub trait IdSource {
+///
+/// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
+pub trait IdSource: Send + Sync {
     /// A new id starting with `prefix` (`pw`, `at`, `ap`).
     fn next_id(&self, prefix: &str) -> String;
 }
@@ -105,7 +109,7 @@ pub enum StepPoint {
     AfterReadback,
 }
 
-type Hook = Box<dyn Fn(StepPoint)>;
+type Hook = Box<dyn Fn(StepPoint) + Send + Sync>;
 
 /// Builds a [`Runtime`].
 pub struct RuntimeBuilder {
@@ -155,7 +159,7 @@ impl RuntimeBuilder {
     }
     /// Calls `hook` at each [`StepPoint`].
     #[must_use]
-    pub fn step_hook(mut self, hook: impl Fn(StepPoint) + 'static) -> Self {
+    pub fn step_hook(mut self, hook: impl Fn(StepPoint) + Send + Sync + 'static) -> Self {
         self.hook = Some(Box::new(hook));
         self
     }
@@ -170,7 +174,7 @@ impl RuntimeBuilder {
         let backend = SqliteBackend::open(&self.path)?;
         let database: Arc<str> = Arc::from(backend.database_id());
         Ok(Runtime {
-            backend,
+            backend: ReentrantMutex::new(backend),
             database,
             path: self.path,
             clock: self.clock,
@@ -181,8 +185,8 @@ impl RuntimeBuilder {
                 .max(1),
             hook: self.hook,
             bounds: self.bounds,
-            in_flight: RefCell::new(HashSet::new()),
-            heartbeat: RefCell::new(None),
+            in_flight: Mutex::new(HashSet::new()),
+            heartbeat: Mutex::new(None),
         })
     }
 }
@@ -343,15 +347,24 @@ impl Owner {
 
 /// The pathway runtime: the store plus what a step needs (clock, ids, owner identity).
 ///
-/// One `Runtime` is used from one thread (it holds one SQLite connection). Several
-/// processes may share one database: steps are serialized by SQLite and fenced by
-/// compare-and-set, and in-flight attempts carry an owner and a lease.
+/// A `Runtime` is `Send + Sync`: share one (`Arc<Runtime>`, or `&Runtime` in scoped
+/// threads) among every thread of a host. It holds one SQLite connection, so the steps of
+/// different threads take turns for the length of one transaction each; no step holds the
+/// connection while an executor or a readback runs, so tool calls proceed side by side. An
+/// attempt one thread is dispatching is in flight *here* for every thread
+/// ([`Runtime::load`] and [`Runtime::recover`] return it as
+/// [`StoredPathway::InFlightElsewhere`], never as unknown). Several processes may share
+/// one database too: steps are serialized by SQLite and fenced by compare-and-set, and
+/// in-flight attempts carry an owner and a lease.
 ///
 /// Every pathway handle, approval and reconciliation is tied to the database it came
 /// from (its identity is created with the schema): used with a runtime on another
 /// database it is refused with [`PathwayError::ForeignPathway`] and nothing is written.
 pub struct Runtime {
-    backend: SqliteBackend,
+    /// The step connection. Reentrant, so that a thread holding [`Runtime::reader`] can
+    /// still step; steps of other threads wait for it (one SQLite connection, one
+    /// transaction at a time). No step holds it while an executor or readback runs.
+    backend: ReentrantMutex<SqliteBackend>,
     database: Arc<str>,
     path: PathBuf,
     clock: Box<dyn Clock>,
@@ -360,8 +373,8 @@ pub struct Runtime {
     lease_ms: i64,
     hook: Option<Hook>,
     bounds: Bounds,
-    in_flight: RefCell<HashSet<String>>,
-    heartbeat: RefCell<Option<Heartbeat>>,
+    in_flight: Mutex<HashSet<String>>,
+    heartbeat: Mutex<Option<Heartbeat>>,
 }
 
 impl Drop for Runtime {
@@ -369,7 +382,11 @@ impl Drop for Runtime {
         // A runtime dropped mid-dispatch (a panic unwinding through the executor) no
         // longer holds its attempts: recovery may judge them.
         let mut set = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
-        for attempt in self.in_flight.borrow().iter() {
+        let mine = self
+            .in_flight
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for attempt in mine.iter() {
             set.remove(&(
                 self.database.to_string(),
                 attempt.clone(),
@@ -384,6 +401,42 @@ impl fmt::Debug for Runtime {
         f.debug_struct("Runtime")
             .field("owner", &self.owner.encode())
             .finish_non_exhaustive()
+    }
+}
+
+/// Read access to a runtime's database: derefs to [`ReadStore`]. See [`Runtime::reader`].
+pub struct Reader<'a>(MappedReentrantMutexGuard<'a, ReadStore>);
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = ReadStore;
+    fn deref(&self) -> &ReadStore {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Reader<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader").finish_non_exhaustive()
+    }
+}
+
+/// An attempt this runtime is dispatching: in flight here until dropped (also when a
+/// panic unwinds through the executor).
+pub(crate) struct Tracked<'a> {
+    rt: &'a Runtime,
+    attempt: &'a str,
+}
+
+impl<'a> Tracked<'a> {
+    pub(crate) fn new(rt: &'a Runtime, attempt: &'a str) -> Self {
+        rt.track(attempt, true);
+        Self { rt, attempt }
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.rt.track(self.attempt, false);
     }
 }
 
@@ -427,19 +480,25 @@ impl Runtime {
         }
     }
 
-    /// Read access to the same database.
+    /// Read access to the same database, through the runtime's connection.
+    ///
+    /// While the returned guard lives, other threads' steps on this runtime wait (this
+    /// thread's do not): keep it for a read, not across a tool call.
     #[must_use]
-    pub fn reader(&self) -> &ReadStore {
-        self.backend.reader()
+    pub fn reader(&self) -> Reader<'_> {
+        Reader(ReentrantMutexGuard::map(self.backend.lock(), |b| {
+            b.reader()
+        }))
     }
 
     /// Verifies the ledger and the stored state; see [`ledger::verify`].
     pub fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
-        ledger::verify(self.reader(), known_head)
+        ledger::verify(&self.reader(), known_head)
     }
 
-    pub(crate) fn backend(&self) -> &SqliteBackend {
-        &self.backend
+    /// The step connection, held until the guard drops.
+    pub(crate) fn backend(&self) -> ReentrantMutexGuard<'_, SqliteBackend> {
+        self.backend.lock()
     }
     pub(crate) fn now(&self) -> i64 {
         self.clock.now_ms()
@@ -484,7 +543,7 @@ impl Runtime {
             start: c.start.clone(),
         })
     }
-    pub(crate) fn track(&self, attempt: &str, on: bool) {
+    fn track(&self, attempt: &str, on: bool) {
         let key = (
             self.database.to_string(),
             attempt.to_owned(),
@@ -498,13 +557,21 @@ impl Runtime {
                 global.remove(&key);
             }
         }
-        let mut set = self.in_flight.borrow_mut();
-        if on {
-            set.insert(attempt.to_owned());
-        } else {
-            set.remove(attempt);
+        {
+            let mut set = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if on {
+                set.insert(attempt.to_owned());
+            } else {
+                set.remove(attempt);
+            }
         }
-        let mut heartbeat = self.heartbeat.borrow_mut();
+        let mut heartbeat = self
+            .heartbeat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if heartbeat.is_none() && on && self.path.as_os_str() != ":memory:" {
             *heartbeat = Heartbeat::start(self.path.clone(), self.owner_id(), self.lease_ms);
         }
@@ -652,7 +719,8 @@ impl Runtime {
             state,
             version,
         };
-        match self.backend.insert_pathway(new, events) {
+        let inserted = self.backend().insert_pathway(new, events);
+        match inserted {
             Ok(()) => {}
             Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
                 // Lost a race for the same key: replay what won.
@@ -732,7 +800,7 @@ impl Runtime {
             attempt_status: None,
             data: json!({ "approval": id, "request_digest": pathway.core.request_digest }),
         };
-        self.backend.grant_approval(
+        self.backend().grant_approval(
             &pathway.core.id,
             S::STATE,
             pathway.core.version,
@@ -818,7 +886,7 @@ impl Runtime {
 
     /// Makes sure the process that may still carry `attempt`'s request is gone.
     fn settle_carrier(&self, pathway: &str, attempt: &str) -> Result<CarrierFate, PathwayError> {
-        let replay = self.backend.check_pathway(pathway)?;
+        let replay = self.backend().check_pathway(pathway)?;
         let Some(text) = replay.unanswered_carrier(attempt) else {
             // Answered, or carried in-process by an owner that is gone or is us.
             return Ok(CarrierFate::Settled);
@@ -888,7 +956,7 @@ impl Runtime {
     /// the ledger) and returned as unknown; one whose owner is alive is returned as
     /// [`StoredPathway::InFlightElsewhere`].
     pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
-        self.backend.check_pathway(id)?;
+        self.backend().check_pathway(id)?;
         let record = self
             .reader()
             .pathway(id)?
@@ -908,7 +976,7 @@ impl Runtime {
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for record in page {
-                self.backend.check_pathway(&record.id)?;
+                self.backend().check_pathway(&record.id)?;
                 out.push(self.rehydrate(record)?);
             }
         }
@@ -938,7 +1006,7 @@ impl Runtime {
             }
             return Ok(process::process_start(owner.pid).as_deref() != Some(owner.start.as_str()));
         }
-        let now = self.backend.now_ms()?;
+        let now = self.backend().now_ms()?;
         Ok(attempt.lease_until.is_none_or(|l| l < now))
     }
 
@@ -1086,7 +1154,7 @@ impl Runtime {
             definition_digest: core.definition_digest.clone(),
             request_digest: core.request_digest.clone(),
         };
-        let version = self.backend.apply(Step {
+        let version = self.backend().apply(Step {
             pathway: record.id.clone(),
             expected_state: State::Running,
             expected_version: record.version,

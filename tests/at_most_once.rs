@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::cell::Cell;
 use std::time::Duration;
 
 use common::*;
@@ -677,7 +676,7 @@ fn item12_a_pathway_left_proposed_is_recovered_and_admitted() {
     let id = {
         let rt = Runtime::builder(dir.db())
             .ids(SequentialIds::default())
-            .clock(TickClock(Cell::new(1)))
+            .clock(TickClock::at(1))
             .open()
             .unwrap();
         propose(&rt, "left").id().to_owned()

@@ -57,8 +57,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -499,28 +500,30 @@ fn dump(conn: &rusqlite::Connection) -> String {
 const T0: i64 = 1_700_000_000_000;
 
 /// A clock that ticks one millisecond per reading and survives its runtime's restart.
-struct SharedClock(Rc<Cell<i64>>);
+struct SharedClock(Arc<AtomicI64>);
 
 impl rpr::Clock for SharedClock {
     fn now_ms(&self) -> i64 {
-        let t = self.0.get();
-        self.0.set(t + 1);
-        t
+        self.0.fetch_add(1, AtomicOrdering::Relaxed)
     }
 }
 
 /// Opens a runtime on `path` with a shared id counter and clock.
-fn open_runtime(path: &std::path::Path, ids: &Rc<SequentialIds>, clock: &Rc<Cell<i64>>) -> Runtime {
+fn open_runtime(
+    path: &std::path::Path,
+    ids: &Arc<SequentialIds>,
+    clock: &Arc<AtomicI64>,
+) -> Runtime {
     Runtime::builder(path)
-        .ids(SharedIds(Rc::clone(ids)))
-        .clock(SharedClock(Rc::clone(clock)))
+        .ids(SharedIds(Arc::clone(ids)))
+        .clock(SharedClock(Arc::clone(clock)))
         .lease(LEASE)
         .open()
         .unwrap()
 }
 
 /// A runtime drawing ids from a counter it may share (R1 and R2) or keep across restarts.
-struct SharedIds(Rc<SequentialIds>);
+struct SharedIds(Arc<SequentialIds>);
 
 impl IdSource for SharedIds {
     fn next_id(&self, prefix: &str) -> String {
@@ -541,8 +544,8 @@ struct World {
     rts: [RefCell<Runtime>; 3],
     paths: [PathBuf; 2],
     /// Each runtime's id counter and clock, kept across its restarts.
-    ids: [Rc<SequentialIds>; 3],
-    clocks: [Rc<Cell<i64>>; 3],
+    ids: [Arc<SequentialIds>; 3],
+    clocks: [Arc<AtomicI64>; 3],
     separate_ids: bool,
     handles: RefCell<Vec<Entry>>,
     tokens: RefCell<Vec<Tok>>,
@@ -575,17 +578,17 @@ impl World {
     fn new(separate_ids: bool) -> Self {
         let dir = scratch_dir();
         let paths = [dir.path().join("a.db"), dir.path().join("b.db")];
-        let shared = Rc::new(SequentialIds::default());
+        let shared = Arc::new(SequentialIds::default());
         let ids = [
-            Rc::clone(&shared),
+            Arc::clone(&shared),
             if separate_ids {
-                Rc::new(SequentialIds::default())
+                Arc::new(SequentialIds::default())
             } else {
                 shared
             },
-            Rc::new(SequentialIds::default()),
+            Arc::new(SequentialIds::default()),
         ];
-        let clocks = [(); 3].map(|()| Rc::new(Cell::new(T0)));
+        let clocks = [(); 3].map(|()| Arc::new(AtomicI64::new(T0)));
         let world_rt = |i: usize| open_runtime(&paths[db_of(i)], &ids[i], &clocks[i]);
         let rts = [world_rt(0), world_rt(1), world_rt(2)];
         assert_eq!(rts[0].database_id(), rts[1].database_id());

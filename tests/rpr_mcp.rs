@@ -1128,7 +1128,7 @@ fn large_records_are_paged_and_truncated_under_10_mib() {
     let dir = TempDir::new("rpr-mcp-large");
     let db = dir.db();
     let rt = rpr::Runtime::builder(&db)
-        .clock(TickClock(std::cell::Cell::new(1_700_000_000_000)))
+        .clock(TickClock::at(1_700_000_000_000))
         .ids(rpr::SequentialIds::default())
         .bounds(Bounds::new(32, 10_000, 8 << 20, 16 << 20))
         .open()

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::cell::Cell;
-
 use common::*;
 use rpr::executor::Delivery;
 use rpr::token::Reconciled;
@@ -202,7 +200,7 @@ fn ledger_abandoned_attempt_recovered_as_unknown() {
     let dir = TempDir::new("snap-recovered");
     let start = 1_700_000_000_000;
     let host_a = Runtime::builder(dir.db())
-        .clock(TickClock(Cell::new(start)))
+        .clock(TickClock::at(start))
         .ids(SequentialIds::default())
         .step_hook(|point| {
             // The host stops here (simulated by unwinding out of dispatch).
@@ -227,7 +225,7 @@ fn ledger_abandoned_attempt_recovered_as_unknown() {
 
     // An hour later, another runtime recovers it.
     let host_b = Runtime::builder(dir.db())
-        .clock(TickClock(Cell::new(start + 3_600_000)))
+        .clock(TickClock::at(start + 3_600_000))
         .open()
         .unwrap();
     let mut all = host_b.recover().unwrap();

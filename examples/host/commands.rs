@@ -136,7 +136,7 @@ fn now_ms() -> u128 {
 
 /// Prints a pathway's state and who must act next; `Done` only when it is completed.
 fn show_next(rt: &Runtime, id: &str) -> Result<Exit, Failure> {
-    let detail = inspect::pathway(rt.reader(), &find(rt, id)?)?;
+    let detail = inspect::pathway(&rt.reader(), &find(rt, id)?)?;
     let n = &detail.next;
     println!(
         "pathway {}: {}; next: {} ({})",
@@ -294,7 +294,7 @@ pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
     let mut cursor: Option<String> = None;
     let mut count = 0;
     loop {
-        let page = inspect::list_unresolved(rt.reader(), MAX_LIMIT, cursor.as_deref())?;
+        let page = inspect::list_unresolved(&rt.reader(), MAX_LIMIT, cursor.as_deref())?;
         for s in &page.pathways {
             count += 1;
             let key = rt

@@ -664,12 +664,15 @@ impl Pathway<Bound> {
             }
         };
         rt.point(StepPoint::BeforeAttemptCommit);
-        rt.track(&attempt_id, true);
+        // In flight here from before its record is durable until its outcome is; also
+        // released if the executor panics, so that the other threads sharing this runtime
+        // judge the attempt as they would after a crash, not as in flight forever.
+        let tracked = crate::runtime::Tracked::new(rt, &attempt_id);
         let running = match self.commit(rt, start) {
             Ok(p) => p,
             Err(r) => {
                 executor.release();
-                rt.track(&attempt_id, false);
+                drop(tracked);
                 let (pathway, error) = r.into_parts();
                 return not_sent(pathway, error);
             }
@@ -678,7 +681,7 @@ impl Pathway<Bound> {
         let delivery = executor.execute(&request);
         rt.point(StepPoint::AfterReply);
         let outcome = record_delivery(running, rt, actor, &attempt_id, delivery, readback);
-        rt.track(&attempt_id, false);
+        drop(tracked);
         if !matches!(outcome, Outcome::Unrecorded(_)) {
             rt.point(StepPoint::AfterOutcomeCommit);
         }

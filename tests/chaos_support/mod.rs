@@ -702,7 +702,7 @@ impl Ctx {
             // recovery after a killed host; a `readonly_shm` reader in this process could not.
             match rpr::Runtime::open(&self.db)
                 .map_err(|e| StoreError::Corrupt(e.to_string()))
-                .and_then(|rt| f(rt.reader()))
+                .and_then(|rt| f(&rt.reader()))
             {
                 Ok(v) => return v,
                 Err(e) => last = e.to_string(),

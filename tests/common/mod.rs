@@ -5,8 +5,8 @@
     reason = "each test binary uses a different part of the support module"
 )]
 
-use std::cell::Cell;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicI64;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
@@ -43,20 +43,24 @@ impl Drop for TempDir {
 }
 
 /// A clock that ticks one millisecond per reading, from a fixed start.
-pub struct TickClock(pub Cell<i64>);
+pub struct TickClock(pub AtomicI64);
+
+impl TickClock {
+    pub fn at(start: i64) -> Self {
+        Self(AtomicI64::new(start))
+    }
+}
 
 impl Clock for TickClock {
     fn now_ms(&self) -> i64 {
-        let t = self.0.get();
-        self.0.set(t + 1);
-        t
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 }
 
 /// A deterministic runtime (sequential ids, ticking clock) on `path`.
 pub fn runtime(path: &std::path::Path) -> Runtime {
     Runtime::builder(path)
-        .clock(TickClock(Cell::new(1_700_000_000_000)))
+        .clock(TickClock::at(1_700_000_000_000))
         .ids(SequentialIds::default())
         .open()
         .unwrap()

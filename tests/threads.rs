@@ -1,0 +1,441 @@
+//! One `Runtime` shared by many threads (issue 9): the type guarantees, exactly-once
+//! dispatch of distinct pathways from N threads, a race of N threads on one admitted
+//! pathway, an attempt in flight on one thread seen as in flight here by the others, and
+//! threads of one process beside a second process on the same database.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rpr::executor::file::{FileReadback, WRITE_FILE};
+use rpr::executor::{Delivery, Executor, Request};
+use rpr::store::StoreError;
+use rpr::token::{Approval, NotApplied, Reconciliation};
+use rpr::{
+    Admission, Confirmed, Decided, Decision, Definition, Outcome, Pathway, PathwayError, Runtime,
+    State, StoredPathway, stage,
+};
+
+fn allow(_: &Definition) -> Decision {
+    Decision::Allow
+}
+
+/// The compile-time guarantee: a runtime is shared, a handle moves.
+#[test]
+fn runtime_is_send_and_sync_and_every_stage_and_token_is_send() {
+    fn shared<T: Send + Sync>() {}
+    fn movable<T: Send>() {}
+    shared::<Runtime>();
+    shared::<Arc<Runtime>>();
+    movable::<Pathway<stage::Proposed>>();
+    movable::<Pathway<stage::Approved>>();
+    movable::<Pathway<stage::Bound>>();
+    movable::<Pathway<stage::Returned>>();
+    movable::<Pathway<stage::Unknown>>();
+    movable::<Pathway<stage::Completed>>();
+    movable::<Pathway<stage::RepairRequired>>();
+    movable::<Pathway<stage::ReadyToResume>>();
+    movable::<Pathway<stage::AwaitingApproval>>();
+    movable::<Pathway<stage::HumanGate>>();
+    movable::<StoredPathway>();
+    movable::<Outcome>();
+    movable::<Approval>();
+    movable::<Reconciliation<NotApplied>>();
+    movable::<PathwayError>();
+}
+
+/// Proposes, admits, binds, dispatches and confirms one file write per thread, all
+/// through one runtime, the threads started together.
+fn distinct_calls_from_threads(threads: usize) {
+    let dir = TempDir::new(&format!("threads-{threads}"));
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let log = dir.path().join("effects.log");
+    let rt = Runtime::open(dir.db()).unwrap();
+    let start = Barrier::new(threads);
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let (rt, start, root, log) = (&rt, &start, &root, &log);
+                s.spawn(move || {
+                    let who = actor("execution_actor");
+                    let mut files = CountingFile::new(root, log);
+                    let def = file_definition(
+                        &format!("call-{i}"),
+                        &format!("f{i}.txt"),
+                        &format!("content {i}"),
+                    );
+                    start.wait();
+                    let Decided::New(Admission::Approved(p)) = rt
+                        .propose_and_admit(
+                            &actor("proposer"),
+                            &actor("decision_owner"),
+                            def,
+                            &allow,
+                        )
+                        .unwrap()
+                    else {
+                        panic!("not admitted")
+                    };
+                    let id = p.id().to_owned();
+                    let bound = p.bind(&mut files).unwrap();
+                    let mut readback = files.readback();
+                    match bound.dispatch_and_confirm(rt, &who, &mut files, &mut readback) {
+                        Outcome::Completed(_) => {}
+                        other => panic!("thread {i}: {other:?}"),
+                    }
+                    id
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(effects(&log), threads, "every call executed exactly once");
+    for (i, id) in ids.iter().enumerate() {
+        let content = std::fs::read_to_string(root.join(format!("f{i}.txt"))).unwrap();
+        assert_eq!(content, format!("content {i}"));
+        assert_eq!(
+            rt.reader().pathway(id).unwrap().unwrap().state,
+            State::Completed
+        );
+        assert_eq!(
+            rt.reader().attempts(id).unwrap().len(),
+            1,
+            "{id}: one attempt"
+        );
+    }
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+}
+
+#[test]
+fn two_threads_dispatch_distinct_pathways_through_one_runtime_exactly_once() {
+    distinct_calls_from_threads(2);
+}
+
+#[test]
+fn eight_threads_dispatch_distinct_pathways_through_one_runtime_exactly_once() {
+    distinct_calls_from_threads(8);
+}
+
+#[test]
+fn thirty_two_threads_dispatch_distinct_pathways_through_one_runtime_exactly_once() {
+    distinct_calls_from_threads(32);
+}
+
+/// An executor that holds the call until told to go on (each thread owns one).
+struct Gate {
+    inner: CountingFile,
+    entered: std::sync::mpsc::Sender<()>,
+    go: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Executor for Gate {
+    fn bind(&mut self, r: &Request) -> Result<rpr::executor::Binding, rpr::executor::Refusal> {
+        self.inner.bind(r)
+    }
+    fn prepare(
+        &mut self,
+        r: &Request,
+        b: &rpr::executor::Binding,
+    ) -> Result<(), rpr::executor::Refusal> {
+        self.inner.prepare(r, b)
+    }
+    fn execute(&mut self, r: &Request) -> Delivery {
+        self.entered.send(()).unwrap();
+        let (lock, cv) = &*self.go;
+        let mut go = lock.lock().unwrap();
+        while !*go {
+            go = cv.wait(go).unwrap();
+        }
+        self.inner.execute(r)
+    }
+}
+
+#[test]
+fn threads_racing_on_one_admitted_pathway_dispatch_it_once() {
+    const THREADS: usize = 8;
+    for round in 0..5 {
+        let (dir, id) =
+            admitted_file_pathway(&format!("threads-race-{round}"), "race", "r.txt", "once");
+        let root = dir.path().join("root");
+        let log = dir.path().join("effects.log");
+        let rt = Runtime::open(dir.db()).unwrap();
+        let go = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let bound_all = Barrier::new(THREADS);
+        let results: Vec<&'static str> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    let mut gate = Gate {
+                        inner: CountingFile::new(&root, &log),
+                        entered: entered_tx.clone(),
+                        go: Arc::clone(&go),
+                    };
+                    let (rt, id, bound_all) = (&rt, &id, &bound_all);
+                    s.spawn(move || {
+                        let StoredPathway::Approved(p) = rt.load(id).unwrap() else {
+                            panic!("expected approved")
+                        };
+                        let bound = p.bind(&mut gate).unwrap();
+                        // Every thread holds a bound handle at the same version.
+                        bound_all.wait();
+                        match bound.dispatch(rt, &actor("execution_actor"), &mut gate) {
+                            Outcome::Returned(_) => "dispatched",
+                            Outcome::NotSent(n) => {
+                                assert!(
+                                    matches!(
+                                        n.error(),
+                                        PathwayError::Store(StoreError::Conflict { .. })
+                                    ),
+                                    "{:?}",
+                                    n.error()
+                                );
+                                "conflict"
+                            }
+                            other => panic!("unexpected {other:?}"),
+                        }
+                    })
+                })
+                .collect();
+            // Exactly one thread reaches its executor; while it is held there, the
+            // pathway is in flight here for every other thread.
+            entered_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let finished = workers.iter().filter(|w| w.is_finished()).count();
+                if finished == THREADS - 1 {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the losers never finished");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(
+                matches!(
+                    rt.load(&id).unwrap(),
+                    StoredPathway::InFlightElsewhere { .. }
+                ),
+                "held by a thread of this runtime: in flight, not unknown"
+            );
+            let recovered = rt.recover().unwrap();
+            assert!(
+                matches!(
+                    recovered.as_slice(),
+                    [StoredPathway::InFlightElsewhere { .. }]
+                ),
+                "recover from another thread sees it in flight here"
+            );
+            assert_eq!(effects(&log), 0, "nothing written while held");
+            *go.0.lock().unwrap() = true;
+            go.1.notify_all();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        assert!(
+            entered_rx.try_recv().is_err(),
+            "round {round}: one executor entered"
+        );
+        assert_eq!(
+            results.iter().filter(|r| **r == "dispatched").count(),
+            1,
+            "round {round}"
+        );
+        assert_eq!(
+            results.iter().filter(|r| **r == "conflict").count(),
+            THREADS - 1
+        );
+        assert_eq!(effects(&log), 1, "round {round}: exactly one effect");
+        assert_eq!(rt.reader().attempts(&id).unwrap().len(), 1);
+        let StoredPathway::Returned(returned) = rt.load(&id).unwrap() else {
+            panic!("expected returned")
+        };
+        let files = rpr::executor::file::FileExecutor::new(&root).unwrap();
+        let Confirmed::Completed(_) = returned
+            .confirm(
+                &rt,
+                &actor("evidence_owner"),
+                &mut FileReadback::new(&files),
+            )
+            .unwrap()
+        else {
+            panic!("not confirmed")
+        };
+        assert!(rt.verify(None).unwrap().is_ok());
+    }
+}
+
+/// A second process on the same database, while threads of this one dispatch: each
+/// process writes its own calls, every call once, and the shared ledger verifies.
+#[test]
+fn threads_beside_a_second_process_on_one_database() {
+    const THREADS: usize = 4;
+    const CALLS: usize = 10;
+    let dir = TempDir::new("threads-and-process");
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let log = dir.path().join("effects.log");
+    let rt = Runtime::open(dir.db()).unwrap();
+    let mut other = ChildProc::spawn(
+        "second_process_entry",
+        &[
+            ("RPR_THREADS_DB", dir.db().display().to_string()),
+            ("RPR_THREADS_ROOT", root.display().to_string()),
+            ("RPR_THREADS_LOG", log.display().to_string()),
+            ("RPR_THREADS_CALLS", CALLS.to_string()),
+        ],
+    );
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (rt, root, log) = (&rt, &root, &log);
+            s.spawn(move || {
+                for c in 0..CALLS {
+                    whole_call(rt, root, log, &format!("here-{t}-{c}"));
+                }
+            });
+        }
+    });
+    other.expect("RPR-DONE");
+    other.finish();
+    let total = THREADS * CALLS + CALLS;
+    assert_eq!(
+        effects(&log),
+        total,
+        "every call of both processes exactly once"
+    );
+    for i in 0..CALLS {
+        assert!(root.join(format!("there-{i}.txt")).exists());
+    }
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+    // proposed, approved, attempt_started, attempt_returned, attempt_completed
+    assert_eq!(
+        report.events,
+        i64::try_from(total * 5).unwrap(),
+        "5 events per whole call"
+    );
+}
+
+fn whole_call(rt: &Runtime, root: &std::path::Path, log: &std::path::Path, key: &str) {
+    let mut files = CountingFile::new(root, log);
+    let def = file_definition(key, &format!("{key}.txt"), key);
+    let Decided::New(Admission::Approved(p)) = rt
+        .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
+        .unwrap()
+    else {
+        panic!("not admitted")
+    };
+    let bound = p.bind(&mut files).unwrap();
+    let mut readback = files.readback();
+    match bound.dispatch_and_confirm(rt, &actor("execution_actor"), &mut files, &mut readback) {
+        Outcome::Completed(_) => {}
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// The second process of `threads_beside_a_second_process_on_one_database`.
+#[test]
+fn second_process_entry() {
+    let Ok(db) = std::env::var("RPR_THREADS_DB") else {
+        return;
+    };
+    let var = |k: &str| std::env::var(k).unwrap();
+    let rt = Runtime::open(db).unwrap();
+    let calls: usize = var("RPR_THREADS_CALLS").parse().unwrap();
+    let (root, log) = (var("RPR_THREADS_ROOT"), var("RPR_THREADS_LOG"));
+    for i in 0..calls {
+        whole_call(&rt, root.as_ref(), log.as_ref(), &format!("there-{i}"));
+    }
+    say("RPR-DONE", "");
+}
+
+#[test]
+fn a_runtime_moves_to_another_thread_and_a_handle_follows_it() {
+    let dir = TempDir::new("threads-move");
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let rt = Arc::new(Runtime::open(dir.db()).unwrap());
+    let def = file_definition("moved", "m.txt", "moved");
+    let Decided::New(Admission::Approved(p)) = rt
+        .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
+        .unwrap()
+    else {
+        panic!("not admitted")
+    };
+    let there = Arc::clone(&rt);
+    let state = std::thread::spawn(move || {
+        let mut files = rpr::executor::file::FileExecutor::new(&root).unwrap();
+        let bound = p.bind(&mut files).unwrap();
+        let mut readback = FileReadback::new(&files);
+        let mut files = rpr::executor::file::FileExecutor::new(&root).unwrap();
+        match bound.dispatch_and_confirm(
+            &there,
+            &actor("execution_actor"),
+            &mut files,
+            &mut readback,
+        ) {
+            Outcome::Completed(done) => done.state(),
+            other => panic!("{other:?}"),
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(state, State::Completed);
+    let _ = WRITE_FILE;
+    assert!(rt.verify(None).unwrap().is_ok());
+}
+
+/// An executor that panics inside the call.
+struct Panics;
+
+impl Executor for Panics {
+    fn bind(&mut self, r: &Request) -> Result<rpr::executor::Binding, rpr::executor::Refusal> {
+        let _ = r;
+        Ok(
+            rpr::executor::Binding::new("panics", serde_json::json!({"executor": "panics"}))
+                .unwrap()
+                .read_only(),
+        )
+    }
+    fn prepare(
+        &mut self,
+        _: &Request,
+        _: &rpr::executor::Binding,
+    ) -> Result<(), rpr::executor::Refusal> {
+        Ok(())
+    }
+    fn execute(&mut self, _: &Request) -> Delivery {
+        panic!("executor panicked (test)")
+    }
+}
+
+/// A thread whose executor panics no longer holds its attempt: the threads that share the
+/// runtime see it as they would after a crash (unknown, settled by readback), not as in
+/// flight forever.
+#[test]
+fn an_executor_panic_on_one_thread_releases_its_attempt_for_the_others() {
+    let dir = TempDir::new("threads-panic");
+    let rt = Runtime::open(dir.db()).unwrap();
+    let def = definition("panics", rpr::ActionClass::Mutating);
+    let Decided::New(Admission::Approved(p)) = rt
+        .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
+        .unwrap()
+    else {
+        panic!("not admitted")
+    };
+    let id = p.id().to_owned();
+    let joined = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut ex = Panics;
+            let bound = p.bind(&mut ex).unwrap();
+            let _ = bound.dispatch(&rt, &actor("execution_actor"), &mut ex);
+        })
+        .join()
+    });
+    assert!(joined.is_err(), "the executor panicked");
+    match rt.load(&id).unwrap() {
+        StoredPathway::Unknown(_) => {}
+        other => panic!("expected unknown, got {other:?}"),
+    }
+    assert!(rt.verify(None).unwrap().is_ok());
+}
