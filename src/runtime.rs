@@ -27,10 +27,11 @@ use crate::pathway::{
 };
 use crate::process::{self, GroupFate};
 use crate::state::State;
+use crate::store::batch::Batcher;
 use crate::store::check::SETTLED;
 use crate::store::{
     AttemptRecord, AttemptWrite, Backend, EventDraft, NewPathway, PathwayRecord, ReadStore,
-    SqliteBackend, Step, StoreError,
+    SqliteBackend, Step, StoreError, WriteStats,
 };
 
 /// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
@@ -175,6 +176,7 @@ impl RuntimeBuilder {
         let database: Arc<str> = Arc::from(backend.database_id());
         Ok(Runtime {
             backend: ReentrantMutex::new(backend),
+            batcher: Batcher::default(),
             database,
             path: self.path,
             clock: self.clock,
@@ -348,8 +350,9 @@ impl Owner {
 /// The pathway runtime: the store plus what a step needs (clock, ids, owner identity).
 ///
 /// A `Runtime` is `Send + Sync`: share one (`Arc<Runtime>`, or `&Runtime` in scoped
-/// threads) among every thread of a host. It holds one SQLite connection, so the steps of
-/// different threads take turns for the length of one transaction each; no step holds the
+/// threads) among every thread of a host. It holds one SQLite connection; the steps that
+/// threads submit while a commit is syncing share the next durable commit (group commit,
+/// docs/storage.md), and each returns once its own step is durable. No step holds the
 /// connection while an executor or a readback runs, so tool calls proceed side by side. An
 /// attempt one thread is dispatching is in flight *here* for every thread
 /// ([`Runtime::load`] and [`Runtime::recover`] return it as
@@ -365,6 +368,8 @@ pub struct Runtime {
     /// still step; steps of other threads wait for it (one SQLite connection, one
     /// transaction at a time). No step holds it while an executor or readback runs.
     backend: ReentrantMutex<SqliteBackend>,
+    /// Steps waiting for a commit: every write goes through it (`store::batch`).
+    batcher: Batcher,
     database: Arc<str>,
     path: PathBuf,
     clock: Box<dyn Clock>,
@@ -496,9 +501,28 @@ impl Runtime {
         ledger::verify(&self.reader(), known_head)
     }
 
-    /// The step connection, held until the guard drops.
+    /// The step connection, held until the guard drops (reads; writes go through
+    /// [`Runtime::write`]).
     pub(crate) fn backend(&self) -> ReentrantMutexGuard<'_, SqliteBackend> {
         self.backend.lock()
+    }
+
+    /// Runs one step's writes through the group commit; returns once they are durable (or
+    /// refused, or failed with their batch).
+    pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.batcher.write(&self.backend, op)
+    }
+
+    /// How many steps this runtime made durable, and in how many durable commits: with
+    /// several threads stepping at once, one commit carries the steps that queued while the
+    /// previous one was syncing (docs/storage.md, "Group commit").
+    #[must_use]
+    pub fn write_stats(&self) -> WriteStats {
+        self.batcher.stats()
     }
     pub(crate) fn now(&self) -> i64 {
         self.clock.now_ms()
@@ -719,7 +743,7 @@ impl Runtime {
             state,
             version,
         };
-        let inserted = self.backend().insert_pathway(new, events);
+        let inserted = self.write(move |b| b.insert_pathway(new, events));
         match inserted {
             Ok(()) => {}
             Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
@@ -800,17 +824,26 @@ impl Runtime {
             attempt_status: None,
             data: json!({ "approval": id, "request_digest": pathway.core.request_digest }),
         };
-        self.backend().grant_approval(
-            &pathway.core.id,
-            S::STATE,
+        let (pathway_id, version, fence) = (
+            pathway.core.id.clone(),
             pathway.core.version,
-            &pathway.fence(),
-            &id,
-            &pathway.core.request_digest,
-            approver.as_str(),
-            self.now(),
-            event,
-        )?;
+            pathway.fence(),
+        );
+        let (approval_id, digest) = (id.clone(), pathway.core.request_digest.clone());
+        let (approver_name, at) = (approver.as_str().to_owned(), self.now());
+        self.write(move |b| {
+            b.grant_approval(
+                &pathway_id,
+                S::STATE,
+                version,
+                &fence,
+                &approval_id,
+                &digest,
+                &approver_name,
+                at,
+                event,
+            )
+        })?;
         Ok(Approval {
             database: Arc::clone(&self.database),
             id,
@@ -1154,7 +1187,7 @@ impl Runtime {
             definition_digest: core.definition_digest.clone(),
             request_digest: core.request_digest.clone(),
         };
-        let version = self.backend().apply(Step {
+        let step = Step {
             pathway: record.id.clone(),
             expected_state: State::Running,
             expected_version: record.version,
@@ -1176,7 +1209,8 @@ impl Runtime {
             }),
             approval: None,
             at: self.now(),
-        })?;
+        };
+        let version = self.write(move |b| b.apply(step))?;
         // Best effort now (reconcile checks again and refuses a not-applied verdict while
         // the carrier cannot be shown gone).
         let _ = self.settle_carrier(&record.id, &attempt.id);

@@ -439,3 +439,290 @@ fn an_executor_panic_on_one_thread_releases_its_attempt_for_the_others() {
     }
     assert!(rt.verify(None).unwrap().is_ok());
 }
+
+// ---------------------------------------------------------------------------
+// Group commit.
+
+/// Waits (up to 30 s) until `rt` has been handed `n` steps in all.
+fn wait_submitted(rt: &Runtime, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rt.write_stats().submitted < n {
+        assert!(
+            Instant::now() < deadline,
+            "only {:?} submitted",
+            rt.write_stats()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Steps queued while the connection is busy are committed together: one durable commit.
+#[test]
+fn steps_queued_while_the_connection_is_busy_share_one_commit() {
+    const THREADS: usize = 16;
+    let dir = TempDir::new("threads-batch");
+    let rt = Runtime::open(dir.db()).unwrap();
+    let proposed: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let def = definition(&format!("batched-{i}"), rpr::ActionClass::Mutating);
+            match rt.propose(&actor("proposer"), def).unwrap() {
+                rpr::Proposal::New(p) => p,
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect();
+    let before = rt.write_stats();
+    let ids: Vec<String> = std::thread::scope(|s| {
+        // This thread holds the connection (a reader), so every step queues behind it.
+        let busy = rt.reader();
+        let workers: Vec<_> = proposed
+            .into_iter()
+            .map(|p| {
+                let rt = &rt;
+                s.spawn(
+                    move || match p.admit(rt, &actor("decision_owner"), &allow) {
+                        Ok(Admission::Approved(p)) => p.id().to_owned(),
+                        Ok(other) => panic!("{other:?}"),
+                        Err(r) => panic!("{:?}", r.error()),
+                    },
+                )
+            })
+            .collect();
+        wait_submitted(&rt, before.submitted + THREADS as u64);
+        drop(busy);
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let after = rt.write_stats();
+    assert_eq!(
+        after.steps - before.steps,
+        THREADS as u64,
+        "every step durable"
+    );
+    assert_eq!(
+        after.commits - before.commits,
+        1,
+        "in one commit: {after:?}"
+    );
+    for id in &ids {
+        assert_eq!(
+            rt.reader().pathway(id).unwrap().unwrap().state,
+            State::Approved
+        );
+    }
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+}
+
+/// In one batch, a step that loses its compare-and-set is refused alone: the other steps of
+/// the batch, including the one that won the same pathway, are committed.
+#[test]
+fn a_refused_step_in_a_batch_leaves_its_neighbours_committed() {
+    const PATHWAYS: usize = 8;
+    let dir = TempDir::new("threads-batch-refusal");
+    let rt = Runtime::open(dir.db()).unwrap();
+    let mut handles = Vec::new();
+    for i in 0..PATHWAYS {
+        let def = definition(&format!("twice-{i}"), rpr::ActionClass::Mutating);
+        let rpr::Proposal::New(p) = rt.propose(&actor("proposer"), def).unwrap() else {
+            panic!()
+        };
+        // A second handle to the same pathway, at the same version.
+        let StoredPathway::Proposed(twin) = rt.load(p.id()).unwrap() else {
+            panic!("expected proposed")
+        };
+        handles.push(p);
+        handles.push(twin);
+    }
+    let before = rt.write_stats();
+    let results: Vec<(String, bool)> = std::thread::scope(|s| {
+        let busy = rt.reader();
+        let workers: Vec<_> = handles
+            .into_iter()
+            .map(|p| {
+                let rt = &rt;
+                s.spawn(move || {
+                    let id = p.id().to_owned();
+                    let admitted = match p.admit(rt, &actor("decision_owner"), &allow) {
+                        Ok(Admission::Approved(_)) => true,
+                        Ok(other) => panic!("{other:?}"),
+                        Err(refused) => {
+                            assert!(
+                                matches!(
+                                    refused.error(),
+                                    PathwayError::Store(StoreError::Conflict { .. })
+                                ),
+                                "{:?}",
+                                refused.error()
+                            );
+                            false
+                        }
+                    };
+                    (id, admitted)
+                })
+            })
+            .collect();
+        wait_submitted(&rt, before.submitted + 2 * PATHWAYS as u64);
+        drop(busy);
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let after = rt.write_stats();
+    assert_eq!(after.commits - before.commits, 1, "one batch: {after:?}");
+    assert_eq!(
+        after.steps - before.steps,
+        PATHWAYS as u64,
+        "the winners are durable"
+    );
+    for i in 0..PATHWAYS {
+        let wins: Vec<_> = results.iter().skip(2 * i).take(2).map(|r| r.1).collect();
+        assert_eq!(
+            wins.iter().filter(|w| **w).count(),
+            1,
+            "exactly one admission of each: {wins:?}"
+        );
+        let state = rt
+            .reader()
+            .pathway(&results[2 * i].0)
+            .unwrap()
+            .unwrap()
+            .state;
+        assert_eq!(state, State::Approved);
+    }
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+}
+
+/// A process with many threads in whole calls is killed (`SIGKILL`) at a random moment: every step
+/// that returned to its caller is durable, no step is half-applied (the ledger and rows
+/// verify), and no call took effect twice.
+#[test]
+fn a_sigkill_in_the_middle_of_batches_keeps_every_returned_step_and_no_half_step() {
+    for round in 0..3_usize {
+        let dir = TempDir::new(&format!("threads-kill-{round}"));
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let log = dir.path().join("effects.log");
+        drop(Runtime::open(dir.db()).unwrap());
+        let mut child = ChildProc::spawn(
+            "batch_kill_entry",
+            &[
+                ("RPR_BATCH_DB", dir.db().display().to_string()),
+                ("RPR_BATCH_ROOT", root.display().to_string()),
+                ("RPR_BATCH_LOG", log.display().to_string()),
+            ],
+        );
+        // Let it get going, then kill it mid-flight (after 10 to 40 completed calls).
+        let mut lines = Vec::new();
+        let wanted = 10 + round * 15;
+        let deadline = Instant::now() + Duration::from_mins(1);
+        while lines
+            .iter()
+            .filter(|l: &&String| l.ends_with(" completed"))
+            .count()
+            < wanted
+        {
+            assert!(Instant::now() < deadline, "{}", child.diagnostics());
+            match child.poll("RPR-STEP") {
+                Some(l) => lines.push(l),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.pid()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        let _ = child.child.wait();
+        std::thread::sleep(Duration::from_millis(50));
+        while let Some(l) = child.poll("RPR-STEP") {
+            lines.push(l);
+        }
+        drop(child);
+
+        let rt = Runtime::open(dir.db()).unwrap();
+        let sql = rusqlite::Connection::open(dir.db()).unwrap();
+        for line in &lines {
+            let (key, what) = line.split_once(' ').unwrap();
+            let found: Option<String> = sql
+                .query_row(
+                    "SELECT id FROM pathways WHERE idempotency_key = ?1",
+                    [key],
+                    |r| r.get(0),
+                )
+                .ok();
+            let id = found
+                .and_then(|id| rt.reader().pathway(&id).unwrap())
+                .unwrap_or_else(|| {
+                    panic!("round {round}: {key} returned `{what}` but is not stored")
+                });
+            match what {
+                "admitted" => assert_ne!(id.state, State::Proposed, "{key}"),
+                "completed" => {
+                    assert_eq!(id.state, State::Completed, "{key}");
+                    assert!(root.join(format!("{key}.txt")).exists(), "{key}");
+                }
+                other => panic!("{other}"),
+            }
+        }
+        let report = rt.verify(None).unwrap();
+        assert!(report.is_ok(), "round {round}: {:#?}", report.problems);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let mut seen = std::collections::BTreeSet::new();
+        for l in text.lines() {
+            assert!(
+                seen.insert(l.to_owned()),
+                "round {round}: an effect happened twice: {l}"
+            );
+        }
+        // What the dead process left in flight is unknown now, to be settled by readback.
+        for p in rt.recover().unwrap() {
+            assert!(
+                !matches!(p, StoredPathway::InFlightElsewhere { .. }),
+                "round {round}: a dead process's attempt is not in flight"
+            );
+        }
+    }
+}
+
+/// The child of `a_sigkill_in_the_middle_of_batches_keeps_every_returned_step_and_no_half_step`:
+/// 8 threads in whole calls until killed, printing each step that returned.
+#[test]
+fn batch_kill_entry() {
+    let Ok(db) = std::env::var("RPR_BATCH_DB") else {
+        return;
+    };
+    let var = |k: &str| std::env::var(k).unwrap();
+    let (root, log) = (var("RPR_BATCH_ROOT"), var("RPR_BATCH_LOG"));
+    let rt = Runtime::open(db).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (rt, root, log) = (&rt, &root, &log);
+            s.spawn(move || {
+                for c in 0.. {
+                    let key = format!("k{t}-{c}");
+                    let mut files = CountingFile::new(root.as_ref(), log.as_ref());
+                    let def = file_definition(&key, &format!("{key}.txt"), &key);
+                    let Decided::New(Admission::Approved(p)) = rt
+                        .propose_and_admit(
+                            &actor("proposer"),
+                            &actor("decision_owner"),
+                            def,
+                            &allow,
+                        )
+                        .unwrap()
+                    else {
+                        panic!("not admitted")
+                    };
+                    say("RPR-STEP", &format!("{key} admitted"));
+                    let bound = p.bind(&mut files).unwrap();
+                    let mut readback = files.readback();
+                    match bound.dispatch_and_confirm(
+                        rt,
+                        &actor("execution_actor"),
+                        &mut files,
+                        &mut readback,
+                    ) {
+                        Outcome::Completed(_) => say("RPR-STEP", &format!("{key} completed")),
+                        other => panic!("{key}: {other:?}"),
+                    }
+                }
+            });
+        }
+    });
+}

@@ -175,7 +175,7 @@ impl<S: Stage> Pathway<S> {
             approval: change.approval,
             at: rt.now(),
         };
-        match rt.backend().apply(step) {
+        match rt.write(move |b| b.apply(step)) {
             Ok(v) => {
                 self.core.version = v;
                 Ok(self)

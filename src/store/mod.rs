@@ -1,4 +1,4 @@
-//! Durable storage: one SQLite database, one transaction per pathway step.
+//! Durable storage: one SQLite database, one atomic unit per pathway step, steps of concurrent callers committed together.
 //!
 //! The typestate layer ([`crate::pathway`]) talks to storage only through the
 //! narrow, crate-internal `Backend` trait: insert a pathway, apply one step, grant an
@@ -10,11 +10,13 @@
 //! ledger event (chained to the current head) and moves the recorded head. A
 //! crash between any two statements rolls the whole step back.
 
+pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod event;
 mod read;
 mod sqlite;
 
+pub use batch::WriteStats;
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
 

@@ -1,4 +1,4 @@
-//! The SQLite backend: pragmas, migrations and the one-transaction step.
+//! The SQLite backend: pragmas, migrations and the atomic step (a savepoint in a group commit).
 
 use std::path::Path;
 use std::time::Duration;
@@ -58,6 +58,55 @@ fn new_database_id() -> String {
     s
 }
 
+/// One step's writes inside its batch's transaction (`BEGIN IMMEDIATE`, opened by the
+/// group commit in `store::batch`): a savepoint, released by [`Unit::commit`] and rolled
+/// back otherwise, so that one step's refusal leaves its neighbours in the batch intact.
+pub(crate) struct Unit<'c> {
+    conn: &'c Connection,
+    released: bool,
+}
+
+impl<'c> Unit<'c> {
+    fn begin(conn: &'c Connection) -> Result<Self, StoreError> {
+        if conn.is_autocommit() {
+            // A savepoint outside a transaction would begin a deferred one and commit it on
+            // release: a write without the batch's `BEGIN IMMEDIATE`. Never do that.
+            return Err(StoreError::Corrupt(
+                "internal: a step ran outside its batch's transaction".into(),
+            ));
+        }
+        conn.execute_batch("SAVEPOINT rpr_step")?;
+        Ok(Self {
+            conn,
+            released: false,
+        })
+    }
+
+    fn commit(mut self) -> Result<(), StoreError> {
+        self.conn.execute_batch("RELEASE rpr_step")?;
+        self.released = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Unit<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Unit<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            // Fails only if the whole transaction is already gone, which the batch notices.
+            let _ = self
+                .conn
+                .execute_batch("ROLLBACK TO rpr_step; RELEASE rpr_step");
+        }
+    }
+}
+
 /// How many prepared statements the step connection keeps.
 const STATEMENT_CACHE: usize = 64;
 
@@ -104,6 +153,30 @@ impl SqliteBackend {
 
     fn conn(&self) -> &Connection {
         &self.read.conn
+    }
+
+    /// Opens a batch's transaction: the write lock, waiting for other processes up to the
+    /// busy timeout.
+    pub(crate) fn begin_batch(&self) -> Result<(), rusqlite::Error> {
+        self.conn().execute_batch("BEGIN IMMEDIATE")
+    }
+
+    /// Commits the batch durably (one sync under `synchronous=FULL`).
+    pub(crate) fn commit_batch(&self) -> Result<(), rusqlite::Error> {
+        self.conn().execute_batch("COMMIT")
+    }
+
+    /// Whether the batch's transaction is still open (SQLite rolls a transaction back by
+    /// itself after some errors, such as a full disk).
+    pub(crate) fn in_batch(&self) -> bool {
+        !self.conn().is_autocommit()
+    }
+
+    /// Rolls back whatever is left of a batch.
+    pub(crate) fn abandon_batch(&self) {
+        if self.in_batch() {
+            let _ = self.conn().execute_batch("ROLLBACK");
+        }
     }
 
     fn migrate(&self, name: &str) -> Result<(), StoreError> {
@@ -156,7 +229,7 @@ impl SqliteBackend {
     }
 
     fn append_event(
-        tx: &rusqlite::Transaction<'_>,
+        tx: &Connection,
         pathway: &str,
         at: i64,
         draft: EventDraft,
@@ -306,7 +379,7 @@ fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         check_new_edges(new.state, &events)?;
-        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        let tx = Unit::begin(self.conn())?;
         tx.prepare_cached(
             "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
                                    proposer, created_at, updated_at)
@@ -332,7 +405,7 @@ impl Backend for SqliteBackend {
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         check_edges(&step)?;
-        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        let tx = Unit::begin(self.conn())?;
         // The rows this step relies on must be the ones the chain explains.
         if check_pathway(&tx, &step.pathway)?.is_none() {
             return Err(StoreError::NoSuchPathway(step.pathway));
@@ -479,7 +552,7 @@ impl Backend for SqliteBackend {
         at: i64,
         event: EventDraft,
     ) -> Result<(), StoreError> {
-        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        let tx = Unit::begin(self.conn())?;
         if check_pathway(&tx, pathway)?.is_none() {
             return Err(StoreError::NoSuchPathway(pathway.to_owned()));
         }

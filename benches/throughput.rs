@@ -1,0 +1,277 @@
+//! Many calls at once (issue 9): whole governed calls from N threads through one shared
+//! `Runtime`, against the same executor called without rpr, at 1, 4, 16 and 64 in flight.
+//!
+//! ```sh
+//! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS]
+//! ```
+//!
+//! One *governed call* is the README's separate steps, each a durable step: `propose`,
+//! `admit` (allow), `bind`, `dispatch`, `confirm` by readback. The executor sleeps
+//! `--executor-ms` (default 1) and answers success; the readback answers "applied" at once.
+//! The *ungoverned* side calls the same executor's `execute` in a loop on the same number of
+//! threads. Each cell runs for `--seconds` (default 3) on a fresh database in `--dir` (default
+//! the system temporary directory: give a directory on a real disk, tmpfs ignores fsync).
+//! Printed: calls/s of both sides and their ratio, durable commits per governed call (from
+//! `Runtime::write_stats`: several threads' steps share one commit), and the p50 and p99
+//! latency of one step (each `propose`, `admit`, `dispatch`, `confirm` call timed alone).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
+use rpr::{
+    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Proposal,
+    Runtime,
+};
+use serde_json::json;
+
+/// Sleeps, then answers success: a tool call that takes a fixed time.
+struct Sleeper(Duration);
+
+impl Executor for Sleeper {
+    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+        Ok(Binding::new(
+            "sleeper",
+            json!({"executor": "sleeper", "tool": request.action}),
+        )
+        .expect("a small binding"))
+    }
+    fn prepare(&mut self, _: &Request, _: &Binding) -> Result<(), Refusal> {
+        Ok(())
+    }
+    fn execute(&mut self, _: &Request) -> Delivery {
+        std::thread::sleep(self.0);
+        Delivery::Succeeded {
+            reply: json!({"ok": true}),
+        }
+    }
+}
+
+struct SeesApplied;
+
+impl Readback for SeesApplied {
+    fn observe(&mut self, _: &Request) -> Observation {
+        Observation::Applied {
+            evidence: json!({"seen": "applied"}),
+        }
+    }
+}
+
+fn allow(_: &Definition) -> Decision {
+    Decision::Allow
+}
+
+struct Options {
+    seconds: f64,
+    dir: PathBuf,
+    executor_ms: u64,
+}
+
+fn options() -> Result<Options, String> {
+    let mut o = Options {
+        seconds: 3.0,
+        dir: std::env::temp_dir(),
+        executor_ms: 1,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--bench" => {}
+            "--seconds" => o.seconds = value()?.parse().map_err(|_| "--seconds needs a number")?,
+            "--dir" => o.dir = PathBuf::from(value()?),
+            "--executor-ms" => {
+                o.executor_ms = value()?
+                    .parse()
+                    .map_err(|_| "--executor-ms needs a number")?;
+            }
+            "--help" | "-h" => {
+                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS]".into());
+            }
+            other => return Err(format!("unexpected argument {other}")),
+        }
+    }
+    if o.seconds.is_nan() || o.seconds <= 0.0 {
+        return Err("--seconds must be above 0".into());
+    }
+    Ok(o)
+}
+
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+fn per_second(count: u64, seconds: f64) -> f64 {
+    count as f64 / seconds
+}
+
+/// Calls/s of the bare executor on `threads` threads.
+fn ungoverned(threads: usize, run: Duration, executor: Duration) -> f64 {
+    let stop = AtomicBool::new(false);
+    let calls = AtomicU64::new(0);
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut ex = Sleeper(executor);
+                let request = Request::new("put", json!({"k": "v"}));
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = ex.execute(&request);
+                    calls.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        std::thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+    });
+    per_second(
+        calls.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+/// What the governed side measured.
+struct Governed {
+    calls_per_s: f64,
+    commits_per_call: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// Whole governed calls on `threads` threads through one runtime on a fresh database.
+fn governed(threads: usize, run: Duration, executor: Duration, dir: &Path) -> Governed {
+    let db = dir.join(format!(
+        "rpr-throughput-{}-{threads}.db",
+        std::process::id()
+    ));
+    let remove = || {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+    };
+    remove();
+    let rt = Runtime::open(&db).expect("open the database");
+    let stop = AtomicBool::new(false);
+    let next = AtomicU64::new(0);
+    let before = rt.write_stats();
+    let started = Instant::now();
+    let results: Vec<(Vec<Duration>, u64)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (rt, stop, next) = (&rt, &stop, &next);
+                s.spawn(move || {
+                    let me = Actor::new("host");
+                    let mut ex = Sleeper(executor);
+                    let mut steps = Vec::new();
+                    let mut calls = 0_u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let definition = Definition::new(
+                            Request::new("put", json!({"key": n})),
+                            ActionClass::Mutating,
+                            format!("call-{n}"),
+                            Authority::single(&me),
+                        );
+                        let t = Instant::now();
+                        let Ok(Proposal::New(p)) = rt.propose(&me, definition) else {
+                            panic!("propose failed")
+                        };
+                        steps.push(t.elapsed());
+                        let t = Instant::now();
+                        let Ok(Admission::Approved(approved)) = p.admit(rt, &me, &allow) else {
+                            panic!("admit failed")
+                        };
+                        steps.push(t.elapsed());
+                        let bound = approved.bind(&mut ex).expect("bind");
+                        let t = Instant::now();
+                        let Outcome::Returned(returned) = bound.dispatch(rt, &me, &mut ex) else {
+                            panic!("dispatch failed")
+                        };
+                        steps.push(t.elapsed());
+                        let t = Instant::now();
+                        let Ok(Confirmed::Completed(_)) =
+                            returned.confirm(rt, &me, &mut SeesApplied)
+                        else {
+                            panic!("confirm failed")
+                        };
+                        steps.push(t.elapsed());
+                        calls += 1;
+                    }
+                    (steps, calls)
+                })
+            })
+            .collect();
+        std::thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker"))
+            .collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = rt.write_stats();
+    drop(rt);
+    remove();
+    let calls: u64 = results.iter().map(|r| r.1).sum();
+    let mut steps: Vec<Duration> = results.into_iter().flat_map(|r| r.0).collect();
+    steps.sort_unstable();
+    let at = |q: f64| {
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "index into a sorted vector of step times"
+        )]
+        let i = ((steps.len().saturating_sub(1)) as f64 * q).round() as usize;
+        steps.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+    let commits_per_call = (after.commits - before.commits) as f64 / calls.max(1) as f64;
+    Governed {
+        calls_per_s: per_second(calls, elapsed),
+        commits_per_call,
+        p50_ms: at(0.50),
+        p99_ms: at(0.99),
+    }
+}
+
+fn main() -> ExitCode {
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&o.dir) {
+        eprintln!("cannot create {}: {e}", o.dir.display());
+        return ExitCode::from(2);
+    }
+    let run = Duration::from_secs_f64(o.seconds);
+    let executor = Duration::from_millis(o.executor_ms);
+    println!(
+        "## Whole governed calls through one shared Runtime vs the bare executor ({} ms), {} s per cell\n",
+        o.executor_ms, o.seconds
+    );
+    println!(
+        "| in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for threads in [1, 4, 16, 64] {
+        eprintln!("{threads} in flight…");
+        let bare = ungoverned(threads, run, executor);
+        let g = governed(threads, run, executor, &o.dir);
+        println!(
+            "| {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            g.calls_per_s,
+            g.calls_per_s / bare,
+            g.commits_per_call,
+            g.p50_ms,
+            g.p99_ms
+        );
+    }
+    println!(
+        "\nA governed call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls. Database in {} (WAL, synchronous=FULL).",
+        o.dir.display()
+    );
+    ExitCode::SUCCESS
+}
