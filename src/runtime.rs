@@ -204,6 +204,10 @@ struct Owner {
 
 static NONCE: AtomicU64 = AtomicU64::new(0);
 
+/// How often `load` reads a pathway again when what it read went stale before its
+/// recovery step could be recorded (the step is refused by compare-and-set, never misapplied).
+const RELOADS: usize = 8;
+
 /// Every attempt this process is dispatching right now, by `(database, attempt, runtime)`
 /// (the runtime's nonce, as recorded in the attempt's owner): an attempt owned by a runtime
 /// of this process is in flight exactly while that runtime has it in this set. The runtime
@@ -989,12 +993,36 @@ impl Runtime {
     /// the ledger) and returned as unknown; one whose owner is alive is returned as
     /// [`StoredPathway::InFlightElsewhere`].
     pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
-        self.backend().check_pathway(id)?;
-        let record = self
-            .reader()
-            .pathway(id)?
-            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
-        self.rehydrate(record)
+        let mut tries = 0;
+        loop {
+            let read = self.read_checked(id)?;
+            match self.rehydrate(read) {
+                // What was read went stale before the recovery step (an attempt of this
+                // process finished in between): the step was refused, so read again.
+                Err(PathwayError::Store(StoreError::Conflict { .. })) if tries < RELOADS => {
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One pathway's row, definition digest and attempts, checked against its own events,
+    /// all in one read snapshot: another process's step committing in between can neither
+    /// be half-seen nor reported as a corrupt row.
+    fn read_checked(
+        &self,
+        id: &str,
+    ) -> Result<(PathwayRecord, String, Vec<AttemptRecord>), StoreError> {
+        self.reader().snapshot(|r| {
+            if crate::store::check::check_pathway(&r.conn, id)?.is_none() {
+                return Err(StoreError::NoSuchPathway(id.to_owned()));
+            }
+            let record = r
+                .pathway(id)?
+                .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
+            Ok((record, r.definition_digest(id)?, r.attempts(id)?))
+        })
     }
 
     /// Every unresolved (non-terminal) pathway, re-hydrated; see [`Runtime::load`].
@@ -1009,8 +1037,7 @@ impl Runtime {
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for record in page {
-                self.backend().check_pathway(&record.id)?;
-                out.push(self.rehydrate(record)?);
+                out.push(self.load(&record.id)?);
             }
         }
         Ok(out)
@@ -1043,12 +1070,14 @@ impl Runtime {
         Ok(attempt.lease_until.is_none_or(|l| l < now))
     }
 
-    fn rehydrate(&self, record: PathwayRecord) -> Result<StoredPathway, PathwayError> {
+    fn rehydrate(
+        &self,
+        (record, definition_digest, attempts): (PathwayRecord, String, Vec<AttemptRecord>),
+    ) -> Result<StoredPathway, PathwayError> {
         let definition: Definition = serde_json::from_value(record.definition.clone())
             .map_err(|e| StoreError::Corrupt(format!("pathway {}: definition: {e}", record.id)))?;
         let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))?
             != record.request_digest;
-        let definition_digest = self.reader().definition_digest(&record.id)?;
         let core = Box::new(Core {
             id: record.id.clone(),
             database: Arc::clone(&self.database),
@@ -1058,7 +1087,6 @@ impl Runtime {
             request_digest: record.request_digest.clone(),
             redacted,
         });
-        let attempts = self.reader().attempts(&record.id)?;
         let last = attempts.last();
         let last_id = last.map(|a| a.id.clone());
         let need_attempt = || {

@@ -726,3 +726,48 @@ fn batch_kill_entry() {
         }
     });
 }
+
+/// `load` reads a pathway's row and its attempts in one snapshot: while another thread
+/// confirms (`running` to `completed`, the attempt `returned` to `applied`, one step), a
+/// load sees the pathway before or after that step, never half of it ("corrupt row:
+/// running pathway has attempt status applied" was what the chaos soak's hosts saw).
+#[test]
+fn load_never_sees_half_of_a_step_another_thread_commits() {
+    let dir = TempDir::new("threads-torn-read");
+    let rt = Runtime::open(dir.db()).unwrap();
+    for round in 0..150 {
+        let def = definition(&format!("torn-{round}"), rpr::ActionClass::Mutating);
+        let Decided::New(Admission::Approved(p)) = rt
+            .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
+            .unwrap()
+        else {
+            panic!("not admitted")
+        };
+        let id = p.id().to_owned();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut ex = Scripted::ok();
+                let bound = p.bind(&mut ex).unwrap();
+                let Outcome::Returned(r) = bound.dispatch(&rt, &actor("execution_actor"), &mut ex)
+                else {
+                    panic!("not returned")
+                };
+                let Confirmed::Completed(_) = r
+                    .confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
+                    .unwrap()
+                else {
+                    panic!("not completed")
+                };
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Err(e) = rt.load(&id) {
+                        panic!("round {round}: load saw a half-committed step: {e}");
+                    }
+                }
+            });
+        });
+    }
+}

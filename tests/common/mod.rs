@@ -307,13 +307,14 @@ impl Executor for CountingFile {
                 .append(true)
                 .open(&self.log)
                 .unwrap();
-            writeln!(
-                f,
-                "write {} by pid {}",
+            // One write(2) per line: with O_APPEND, threads and processes appending at
+            // once cannot interleave inside a line (`writeln!` may split it).
+            let line = format!(
+                "write {} by pid {}\n",
                 request.arguments,
                 std::process::id()
-            )
-            .unwrap();
+            );
+            f.write_all(line.as_bytes()).unwrap();
             f.sync_all().unwrap();
         }
         if let Some(f) = self.after_write {
