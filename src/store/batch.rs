@@ -160,6 +160,10 @@ impl Batcher {
             backend,
             armed: true,
         };
+        // A step alone in its batch runs without a savepoint; if it is refused, the batch
+        // (its own transaction) rolls back instead of committing.
+        let solo = batch.len() == 1;
+        backend.set_solo(solo);
         for (i, p) in batch.iter().enumerate() {
             p.lock().run(backend);
             if !backend.in_batch() {
@@ -178,6 +182,10 @@ impl Batcher {
                 }
                 return;
             }
+        }
+        if solo && !batch[0].lock().succeeded() {
+            // Refused: whatever it wrote before the refusal is rolled back with the batch.
+            return;
         }
         match backend.commit_batch() {
             Ok(()) => {

@@ -30,6 +30,8 @@ pub(crate) const DB_NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 pub(crate) struct SqliteBackend {
     read: ReadStore,
     database_id: String,
+    /// Set by the group commit while a batch of one step runs (see [`Unit`]).
+    solo: std::cell::Cell<bool>,
 }
 
 /// A new database identity: 16 bytes from the system's random source, in hex.
@@ -67,7 +69,8 @@ pub(crate) struct Unit<'c> {
 }
 
 impl<'c> Unit<'c> {
-    fn begin(conn: &'c Connection) -> Result<Self, StoreError> {
+    fn begin(backend: &'c SqliteBackend) -> Result<Self, StoreError> {
+        let conn = backend.conn();
         if conn.is_autocommit() {
             // A savepoint outside a transaction would begin a deferred one and commit it on
             // release: a write without the batch's `BEGIN IMMEDIATE`. Never do that.
@@ -75,7 +78,15 @@ impl<'c> Unit<'c> {
                 "internal: a step ran outside its batch's transaction".into(),
             ));
         }
-        conn.execute_batch("SAVEPOINT rpr_step")?;
+        if backend.solo.get() {
+            // Alone in its batch: the batch's transaction is the step's, and a refused step
+            // makes the batch roll back instead of commit. No savepoint to pay for.
+            return Ok(Self {
+                conn,
+                released: true,
+            });
+        }
+        conn.prepare_cached("SAVEPOINT rpr_step")?.execute([])?;
         Ok(Self {
             conn,
             released: false,
@@ -83,8 +94,10 @@ impl<'c> Unit<'c> {
     }
 
     fn commit(mut self) -> Result<(), StoreError> {
-        self.conn.execute_batch("RELEASE rpr_step")?;
-        self.released = true;
+        if !self.released {
+            self.conn.prepare_cached("RELEASE rpr_step")?.execute([])?;
+            self.released = true;
+        }
         Ok(())
     }
 }
@@ -137,6 +150,7 @@ impl SqliteBackend {
         let mut backend = Self {
             read: ReadStore { conn },
             database_id: String::new(),
+            solo: std::cell::Cell::new(false),
         };
         backend.migrate(&path.display().to_string())?;
         backend.database_id = backend
@@ -170,6 +184,11 @@ impl SqliteBackend {
     /// itself after some errors, such as a full disk).
     pub(crate) fn in_batch(&self) -> bool {
         !self.conn().is_autocommit()
+    }
+
+    /// Whether the next steps run alone in their batch (no savepoints; see [`Unit`]).
+    pub(crate) fn set_solo(&self, solo: bool) {
+        self.solo.set(solo);
     }
 
     /// Rolls back whatever is left of a batch.
@@ -379,7 +398,7 @@ fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         check_new_edges(new.state, &events)?;
-        let tx = Unit::begin(self.conn())?;
+        let tx = Unit::begin(self)?;
         tx.prepare_cached(
             "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
                                    proposer, created_at, updated_at)
@@ -405,7 +424,7 @@ impl Backend for SqliteBackend {
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         check_edges(&step)?;
-        let tx = Unit::begin(self.conn())?;
+        let tx = Unit::begin(self)?;
         // The rows this step relies on must be the ones the chain explains.
         if check_pathway(&tx, &step.pathway)?.is_none() {
             return Err(StoreError::NoSuchPathway(step.pathway));
@@ -552,7 +571,7 @@ impl Backend for SqliteBackend {
         at: i64,
         event: EventDraft,
     ) -> Result<(), StoreError> {
-        let tx = Unit::begin(self.conn())?;
+        let tx = Unit::begin(self)?;
         if check_pathway(&tx, pathway)?.is_none() {
             return Err(StoreError::NoSuchPathway(pathway.to_owned()));
         }
