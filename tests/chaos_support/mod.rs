@@ -23,7 +23,12 @@
 //! * **Settling.** Each worker takes up to `max_steps` steps per call with the kills on;
 //!   after all workers are done and the supervisor has stopped, a final pass settles every
 //!   call left unsettled, with no kills.
-//! * **Figures.** A call's content logged more than once is a *double effect*; a call with
+//! * **Figures.** A call's content written more than once is a *double effect*. The log has
+//!   an intent line before each write's syscall and a done line after it; a server killed
+//!   between the two leaves an *interrupted write*. One interrupted write and no other write
+//!   of its call is settled by the file (it holds the call's content exactly when the write
+//!   happened: each call has a path of its own); any other interrupted write counts as
+//!   performed, so the double-effect figure is an upper bound. A call with
 //!   no pathway, or whose pathway does not end terminal, is *lost*; `host verify` runs every
 //!   `verify_every` calls per worker and at the end (each non-zero exit is a *verify
 //!   failure*); a server process of the run still alive when the final pass is done is an
@@ -155,6 +160,12 @@ pub struct Report {
     pub orphans: usize,
     /// Writes performed by a server whose parent (its host) had died.
     pub orphan_writes: usize,
+    /// Writes whose server died between the write's intent line and its end line.
+    pub interrupted_writes: usize,
+    /// Of those, the ones settled by the file on disk (the only write of their call).
+    pub interrupted_settled: usize,
+    /// Of those, the ones the file cannot settle, counted as performed (an upper bound).
+    pub interrupted_ambiguous: usize,
     /// Completed calls with no logged write (the instrumentation would be wrong).
     pub completed_without_effect: usize,
     /// Logged writes whose content is no call's (the instrumentation would be wrong).
@@ -249,6 +260,13 @@ impl Report {
             (
                 "writes by a server whose host had died",
                 self.orphan_writes.to_string(),
+            ),
+            (
+                "writes interrupted before their log line",
+                format!(
+                    "{} (settled by the file {}, counted as performed {})",
+                    self.interrupted_writes, self.interrupted_settled, self.interrupted_ambiguous
+                ),
             ),
             (
                 "DOUBLE EFFECTS (must be 0)",
@@ -434,6 +452,8 @@ fn peers() -> Result<(PathBuf, PathBuf), String> {
 struct Call {
     key: String,
     args: String,
+    /// The file the call writes, relative to the server's root.
+    path: String,
     content: String,
 }
 
@@ -441,8 +461,14 @@ impl Call {
     fn new(seed: u64, index: usize, nonce: u64) -> Self {
         let key = format!("chaos-{seed}-{index}");
         let content = format!("call {index} of seed {seed} ({nonce:016x})");
-        let args = json!({"path": format!("c{index}.txt"), "content": content}).to_string();
-        Self { key, args, content }
+        let path = format!("c{index}.txt");
+        let args = json!({"path": path, "content": content}).to_string();
+        Self {
+            key,
+            args,
+            path,
+            content,
+        }
     }
 }
 
@@ -469,6 +495,8 @@ struct Ctx {
     effects: PathBuf,
     /// Identifies the run's server processes: their command line names it.
     marker: String,
+    /// The server's root directory (the calls' files).
+    root: PathBuf,
     plans: Mutex<Vec<Plan>>,
     kills_on: AtomicBool,
 }
@@ -899,9 +927,38 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> BTreeMap<String, u64
     kills
 }
 
+/// A process started in the background by a non-interactive shell has SIGINT ignored, and
+/// an ignored signal stays ignored across `exec`: the hosts would shrug off the soak's
+/// Ctrl-C. Put SIGINT back to its default here (the hosts inherit it), and check it took.
+fn default_sigint() -> Result<(), String> {
+    use nix::sys::signal::{SigHandler, signal};
+    #[expect(
+        unsafe_code,
+        reason = "setting a signal's disposition to SIG_DFL installs no handler code"
+    )]
+    // SAFETY: SIG_DFL runs no code of ours in signal context; no handler is replaced that
+    // the test harness relies on (it installs none for SIGINT).
+    let _ = unsafe { signal(Signal::SIGINT, SigHandler::SigDfl) };
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .ok_or("no SigIgn line in /proc/self/status")?;
+    if ignored & (1 << (Signal::SIGINT as u64 - 1)) != 0 {
+        return Err(
+            "SIGINT is ignored in this process and could not be reset: the soak's \
+                    Ctrl-C kills would not land (start it with SIGINT at its default)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// Runs the soak and returns its figures.
 pub fn run(options: &Options) -> Result<Report, String> {
     let started = Instant::now();
+    default_sigint()?;
     let host = build_host(&options.profile)?;
     let (node, server) = peers()?;
     let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/slow-write.cjs");
@@ -945,6 +1002,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
         policy: text(&policy_path)?,
         effects: effects.clone(),
         marker: text(&root)?,
+        root: root.clone(),
         dir: dir.clone(),
         plans: Mutex::new(Vec::new()),
         kills_on: AtomicBool::new(true),
@@ -1092,20 +1150,70 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
 
     let log = std::fs::read_to_string(&ctx.effects).unwrap_or_default();
     let index: HashMap<&str, &Call> = calls.iter().map(|c| (c.content.as_str(), c)).collect();
-    let mut writes: HashMap<&str, usize> = HashMap::new();
+    // Each write is an `intent` line, then `done` or `failed`, paired by (pid, seq).
+    let mut ends: HashMap<(u64, u64), &str> = HashMap::new();
+    let mut intents: Vec<((u64, u64), Value)> = Vec::new();
     for line in log.lines() {
         let effect: Value =
             serde_json::from_str(line).map_err(|e| format!("effects log line {line:?}: {e}"))?;
-        if effect["ppid"] != effect["parent"] {
-            report.orphan_writes += 1;
+        let id = (
+            effect["pid"].as_u64().unwrap_or(0),
+            effect["seq"].as_u64().unwrap_or(0),
+        );
+        match effect["step"].as_str() {
+            Some("intent") => intents.push((id, effect)),
+            Some("done") => {
+                ends.insert(id, "done");
+            }
+            Some("failed") => {
+                ends.insert(id, "failed");
+            }
+            other => return Err(format!("effects log line {line:?}: step {other:?}")),
         }
-        match effect["content"].as_str().and_then(|c| index.get(c)) {
-            Some(call) => *writes.entry(call.key.as_str()).or_default() += 1,
-            None => report.foreign_effects += 1,
+    }
+    // Per call: writes logged as done, and writes whose process died between the intent
+    // line and the end line (performed or not: the syscall and the kill raced).
+    let mut done: HashMap<&str, usize> = HashMap::new();
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    for (id, intent) in &intents {
+        let end = ends.get(id).copied();
+        if end == Some("failed") {
+            continue;
+        }
+        let Some(call) = intent["content"].as_str().and_then(|c| index.get(c)) else {
+            report.foreign_effects += 1;
+            continue;
+        };
+        if end == Some("done") {
+            *done.entry(call.key.as_str()).or_default() += 1;
+            if intent["ppid"] != intent["parent"] {
+                report.orphan_writes += 1;
+            }
+        } else {
+            *open.entry(call.key.as_str()).or_default() += 1;
         }
     }
     for call in calls {
-        let n = writes.get(call.key.as_str()).copied().unwrap_or(0);
+        let logged = done.get(call.key.as_str()).copied().unwrap_or(0);
+        let interrupted = open.get(call.key.as_str()).copied().unwrap_or(0);
+        report.interrupted_writes += interrupted;
+        let on_disk =
+            std::fs::read_to_string(ctx.root.join(&call.path)).is_ok_and(|c| c == call.content);
+        // An interrupted write alone is settled by the file (it holds the content exactly
+        // when the write happened). Beside a logged write, or beside another interrupted
+        // one, the file cannot tell: each counts as performed, so the double-effect figure
+        // is an upper bound, never an undercount.
+        let n = match (logged, interrupted) {
+            (n, 0) => n,
+            (0, 1) => {
+                report.interrupted_settled += 1;
+                usize::from(on_disk)
+            }
+            (n, k) => {
+                report.interrupted_ambiguous += k;
+                n + k
+            }
+        };
         if n > 1 {
             report.double_effects += 1;
             report.extra_writes += n - 1;

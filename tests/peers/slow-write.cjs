@@ -14,11 +14,16 @@
 //   arrival plus the path validation), so a server whose host was killed mid-call still
 //   writes later if it survives. The wait is once per write: the temporary file of the
 //   EEXIST path is not delayed again.
-// * RPR_EFFECTS_LOG: after each performed write (the 'wx' write, or the rename that puts
-//   the temporary file in place), one JSON line is appended with O_APPEND and fsync:
-//   {"at" (ms since the epoch), "pid", "parent" (the parent pid at start), "ppid" (the
-//   parent pid at the time of the write: another value means the server outlived its
-//   host), "path", "content"}.
+// * RPR_EFFECTS_LOG: around each write that takes effect (the 'wx' write, or the rename
+//   that puts the temporary file in place), two JSON lines are appended with O_APPEND and
+//   fsync: {"step": "intent"} just before the syscall and {"step": "done"} just after (or
+//   {"step": "failed"} when the syscall throws, as 'wx' does on an existing file), all
+//   with "seq" (this process's count of writes, pairing the two), "at" (ms since the
+//   epoch), "pid", "parent" (the parent pid at start), "ppid" (the parent pid at that time:
+//   another value means the server outlived its host), "path", "content". A kill can land
+//   between the syscall and the "done" line: an "intent" with no "done" is a write that may
+//   or may not have happened, and the soak settles it by the file on disk (see
+//   tests/chaos_support, "Figures").
 'use strict';
 const fs = require('fs');
 const fsp = require('fs/promises');
@@ -30,12 +35,15 @@ const writeFile = fsp.writeFile;
 const rename = fsp.rename;
 const temporary = /\.[0-9a-f]{32}\.tmp$/;
 const staged = new Map(); // temporary path -> content
+let seq = 0;
 
-function effect(path, content) {
+function effect(step, n, path, content) {
   if (!effectsLog) {
     return;
   }
   const line = JSON.stringify({
+    step,
+    seq: n,
     at: Date.now(),
     pid: process.pid,
     parent,
@@ -63,10 +71,17 @@ fsp.writeFile = async function slowWriteFile(file, data, options) {
   if (delayMs > 0) {
     await new Promise((resolve) => setTimeout(resolve, delayMs));
   }
-  // Synchronously, with the log line right after: a kill between the two syscalls is the
-  // only way to miss an effect (microseconds, not an event-loop turn).
-  fs.writeFileSync(file, data, options);
-  effect(path, data);
+  // Synchronously, between its two log lines (no event-loop turn in between).
+  const n = ++seq;
+  effect('intent', n, path, data);
+  try {
+    fs.writeFileSync(file, data, options);
+  } catch (e) {
+    // 'wx' on an existing file: nothing written; the handler goes on to its rename path.
+    effect('failed', n, path, data);
+    throw e;
+  }
+  effect('done', n, path, data);
 };
 
 fsp.rename = async function loggedRename(from, to) {
@@ -75,10 +90,15 @@ fsp.rename = async function loggedRename(from, to) {
     await rename.call(this, from, to);
     return;
   }
-  fs.renameSync(from, to);
-  if (staged.has(key)) {
-    const content = staged.get(key);
-    staged.delete(key);
-    effect(String(to), content);
+  const content = staged.get(key);
+  staged.delete(key);
+  const n = ++seq;
+  effect('intent', n, String(to), content);
+  try {
+    fs.renameSync(from, to);
+  } catch (e) {
+    effect('failed', n, String(to), content);
+    throw e;
   }
+  effect('done', n, String(to), content);
 };
