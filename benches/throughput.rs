@@ -2,14 +2,22 @@
 //! `Runtime`, against the same executor called without rpr, at 1, 4, 16 and 64 in flight.
 //!
 //! ```sh
-//! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS]
+//! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]
 //! ```
 //!
 //! One *governed call* is the README's separate steps, each a durable step: `propose`,
-//! `admit` (allow), `bind`, `dispatch`, `confirm` by readback. The executor sleeps
-//! `--executor-ms` (default 1) and answers success; the readback answers "applied" at once.
-//! The *ungoverned* side calls the same executor's `execute` in a loop on the same number of
-//! threads. Each cell runs for `--seconds` (default 3) on a fresh database in `--dir` (default
+//! `admit` (allow), `bind`, `dispatch`, `confirm` by readback; the readback answers "applied"
+//! at once. Two executors, one table each:
+//!
+//! * **sleeper**: sleeps `--executor-ms` (default 1) and answers success. The *ungoverned*
+//!   side calls the same executor's `execute` in a loop on the same number of threads.
+//! * **mcp**: `McpExecutor` on the `put` tool of the real `rpr-fault-server` (no fault: it
+//!   replies at once and keeps no state), one server process and one session per in-flight
+//!   slot, started before the clock runs. The *ungoverned* side sends the same `tools/call`
+//!   straight through the same kind of session. A governed call also lists the tools three
+//!   times (bind, prepare, and the re-check right before the call): part of what is measured.
+//!
+//! Both sides run their threads Each cell runs for `--seconds` (default 3) on a fresh database in `--dir` (default
 //! the system temporary directory: give a directory on a real disk, tmpfs ignores fsync).
 //! Printed: calls/s of both sides and their ratio, durable commits per governed call (from
 //! `Runtime::write_stats`: several threads' steps share one commit), and the p50 and p99
@@ -18,9 +26,11 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
+use rpr::mcp::{McpClient, McpExecutor, ServerCommand, SessionConfig};
 use rpr::{
     ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Proposal,
     Runtime,
@@ -63,10 +73,70 @@ fn allow(_: &Definition) -> Decision {
     Decision::Allow
 }
 
+/// The executor a table measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sleeper,
+    Mcp,
+}
+
 struct Options {
     seconds: f64,
     dir: PathBuf,
     executor_ms: u64,
+    kinds: Vec<Kind>,
+}
+
+/// One session with a fresh `rpr-fault-server` (no fault).
+fn fault_server() -> Arc<McpClient> {
+    let command = ServerCommand::new(env!("CARGO_BIN_EXE_rpr-fault-server"));
+    Arc::new(
+        McpClient::connect(&command, &SessionConfig::default()).expect("rpr-fault-server starts"),
+    )
+}
+
+/// What a worker thread calls: the executor for governed calls, or one bare call.
+enum Slot {
+    Sleeper(Sleeper),
+    Mcp(Arc<McpClient>),
+}
+
+impl Slot {
+    fn new(kind: Kind, executor: Duration) -> Self {
+        match kind {
+            Kind::Sleeper => Self::Sleeper(Sleeper(executor)),
+            Kind::Mcp => Self::Mcp(fault_server()),
+        }
+    }
+
+    fn executor(&self) -> Box<dyn Executor> {
+        match self {
+            Self::Sleeper(s) => Box::new(Sleeper(s.0)),
+            Self::Mcp(client) => Box::new(McpExecutor::new(Arc::clone(client), "put")),
+        }
+    }
+
+    fn bare_call(&mut self, n: u64) {
+        match self {
+            Self::Sleeper(s) => {
+                let _ = s.execute(&Request::new("put", json!({"k": "v"})));
+            }
+            Self::Mcp(client) => {
+                let arguments = json!({"key": format!("k{n}"), "value": "v"});
+                client
+                    .call_tool("put", &arguments, Duration::from_secs(30))
+                    .expect("tools/call");
+            }
+        }
+    }
+}
+
+/// The request's arguments for call `n`.
+fn slot_arguments(kind: Kind, n: u64) -> serde_json::Value {
+    match kind {
+        Kind::Sleeper => json!({"key": n}),
+        Kind::Mcp => json!({"key": format!("k{n}"), "value": "v"}),
+    }
 }
 
 fn options() -> Result<Options, String> {
@@ -74,6 +144,7 @@ fn options() -> Result<Options, String> {
         seconds: 3.0,
         dir: std::env::temp_dir(),
         executor_ms: 1,
+        kinds: vec![Kind::Sleeper, Kind::Mcp],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -87,8 +158,15 @@ fn options() -> Result<Options, String> {
                     .parse()
                     .map_err(|_| "--executor-ms needs a number")?;
             }
+            "--only" => {
+                o.kinds = match value()?.as_str() {
+                    "sleeper" => vec![Kind::Sleeper],
+                    "mcp" => vec![Kind::Mcp],
+                    other => return Err(format!("--only takes sleeper or mcp, not {other}")),
+                };
+            }
             "--help" | "-h" => {
-                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS]".into());
+                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]".into());
             }
             other => return Err(format!("unexpected argument {other}")),
         }
@@ -105,21 +183,23 @@ fn per_second(count: u64, seconds: f64) -> f64 {
 }
 
 /// Calls/s of the bare executor on `threads` threads.
-fn ungoverned(threads: usize, run: Duration, executor: Duration) -> f64 {
+fn ungoverned(kind: Kind, threads: usize, run: Duration, executor: Duration) -> f64 {
     let stop = AtomicBool::new(false);
     let calls = AtomicU64::new(0);
-    let started = Instant::now();
+    let ready = Barrier::new(threads + 1);
+    let mut started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                let mut ex = Sleeper(executor);
-                let request = Request::new("put", json!({"k": "v"}));
+                let mut slot = Slot::new(kind, executor);
+                ready.wait();
                 while !stop.load(Ordering::Relaxed) {
-                    let _ = ex.execute(&request);
-                    calls.fetch_add(1, Ordering::Relaxed);
+                    slot.bare_call(calls.fetch_add(1, Ordering::Relaxed));
                 }
             });
         }
+        ready.wait();
+        started = Instant::now();
         std::thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
     });
@@ -138,7 +218,7 @@ struct Governed {
 }
 
 /// Whole governed calls on `threads` threads through one runtime on a fresh database.
-fn governed(threads: usize, run: Duration, executor: Duration, dir: &Path) -> Governed {
+fn governed(kind: Kind, threads: usize, run: Duration, executor: Duration, dir: &Path) -> Governed {
     let db = dir.join(format!(
         "rpr-throughput-{}-{threads}.db",
         std::process::id()
@@ -152,21 +232,24 @@ fn governed(threads: usize, run: Duration, executor: Duration, dir: &Path) -> Go
     let rt = Runtime::open(&db).expect("open the database");
     let stop = AtomicBool::new(false);
     let next = AtomicU64::new(0);
-    let before = rt.write_stats();
-    let started = Instant::now();
+    let ready = Barrier::new(threads + 1);
+    let mut before = rt.write_stats();
+    let mut started = Instant::now();
     let results: Vec<(Vec<Duration>, u64)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                let (rt, stop, next) = (&rt, &stop, &next);
+                let (rt, stop, next, ready) = (&rt, &stop, &next, &ready);
                 s.spawn(move || {
                     let me = Actor::new("host");
-                    let mut ex = Sleeper(executor);
+                    let slot = Slot::new(kind, executor);
                     let mut steps = Vec::new();
                     let mut calls = 0_u64;
+                    ready.wait();
                     while !stop.load(Ordering::Relaxed) {
                         let n = next.fetch_add(1, Ordering::Relaxed);
+                        let mut ex = slot.executor();
                         let definition = Definition::new(
-                            Request::new("put", json!({"key": n})),
+                            Request::new("put", slot_arguments(kind, n)),
                             ActionClass::Mutating,
                             format!("call-{n}"),
                             Authority::single(&me),
@@ -181,9 +264,9 @@ fn governed(threads: usize, run: Duration, executor: Duration, dir: &Path) -> Go
                             panic!("admit failed")
                         };
                         steps.push(t.elapsed());
-                        let bound = approved.bind(&mut ex).expect("bind");
+                        let bound = approved.bind(&mut *ex).expect("bind");
                         let t = Instant::now();
-                        let Outcome::Returned(returned) = bound.dispatch(rt, &me, &mut ex) else {
+                        let Outcome::Returned(returned) = bound.dispatch(rt, &me, &mut *ex) else {
                             panic!("dispatch failed")
                         };
                         steps.push(t.elapsed());
@@ -200,6 +283,9 @@ fn governed(threads: usize, run: Duration, executor: Duration, dir: &Path) -> Go
                 })
             })
             .collect();
+        ready.wait();
+        before = rt.write_stats();
+        started = Instant::now();
         std::thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
         workers
@@ -248,26 +334,34 @@ fn main() -> ExitCode {
     }
     let run = Duration::from_secs_f64(o.seconds);
     let executor = Duration::from_millis(o.executor_ms);
-    println!(
-        "## Whole governed calls through one shared Runtime vs the bare executor ({} ms), {} s per cell\n",
-        o.executor_ms, o.seconds
-    );
-    println!(
-        "| in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    for threads in [1, 4, 16, 64] {
-        eprintln!("{threads} in flight…");
-        let bare = ungoverned(threads, run, executor);
-        let g = governed(threads, run, executor, &o.dir);
+    for &kind in &o.kinds {
+        match kind {
+            Kind::Sleeper => println!(
+                "## Whole governed calls through one shared Runtime vs the bare executor (sleeps {} ms), {} s per cell\n",
+                o.executor_ms, o.seconds
+            ),
+            Kind::Mcp => println!(
+                "\n## The same against the real rpr-fault-server (`put`, one server process per in-flight slot), {} s per cell\n",
+                o.seconds
+            ),
+        }
         println!(
-            "| {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            g.calls_per_s,
-            g.calls_per_s / bare,
-            g.commits_per_call,
-            g.p50_ms,
-            g.p99_ms
+            "| in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
         );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for threads in [1, 4, 16, 64] {
+            eprintln!("{threads} in flight…");
+            let bare = ungoverned(kind, threads, run, executor);
+            let g = governed(kind, threads, run, executor, &o.dir);
+            println!(
+                "| {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                g.calls_per_s,
+                g.calls_per_s / bare,
+                g.commits_per_call,
+                g.p50_ms,
+                g.p99_ms
+            );
+        }
     }
     println!(
         "\nA governed call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls. Database in {} (WAL, synchronous=FULL).",

@@ -18,8 +18,8 @@ pub use pathway::{
     Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
-    Clock, Decided, IdSource, Proposal, RandomIds, Reader, Runtime, RuntimeBuilder, SequentialIds,
-    StepPoint, SystemClock,
+    Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Runtime,
+    RuntimeBuilder, SequentialIds, StepPoint, SystemClock,
 };
 pub use state::State;
 pub mod jsonrpc;

@@ -118,9 +118,14 @@ pub struct RuntimeBuilder {
     clock: Box<dyn Clock>,
     ids: Box<dyn IdSource>,
     lease: Duration,
+    busy_timeout: Duration,
     hook: Option<Hook>,
     bounds: Bounds,
 }
+
+/// How long a step waits for another connection's write lock by default (10 s): see
+/// [`RuntimeBuilder::busy_timeout`].
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -158,6 +163,16 @@ impl RuntimeBuilder {
         self.lease = lease;
         self
     }
+    /// How long a step waits for the write lock while another connection (another process,
+    /// or a second runtime on the same file) holds it; default [`DEFAULT_BUSY_TIMEOUT`].
+    /// Threads sharing this runtime never wait on each other this way: their steps share a
+    /// batch. When the wait runs out the step fails with [`StoreError::Busy`], naming the
+    /// holder where the platform can (Linux); it wrote and sent nothing and can be retried.
+    #[must_use]
+    pub fn busy_timeout(mut self, wait: Duration) -> Self {
+        self.busy_timeout = wait;
+        self
+    }
     /// Calls `hook` at each [`StepPoint`].
     #[must_use]
     pub fn step_hook(mut self, hook: impl Fn(StepPoint) + Send + Sync + 'static) -> Self {
@@ -172,7 +187,7 @@ impl RuntimeBuilder {
     }
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
-        let backend = SqliteBackend::open(&self.path)?;
+        let backend = SqliteBackend::open(&self.path, self.busy_timeout)?;
         let database: Arc<str> = Arc::from(backend.database_id());
         Ok(Runtime {
             backend: ReentrantMutex::new(backend),
@@ -269,7 +284,7 @@ impl Heartbeat {
                         continue;
                     }
                     if conn.is_none() {
-                        conn = crate::store::open_side_connection(&path).ok();
+                        conn = crate::store::open_side_connection(&path, DEFAULT_BUSY_TIMEOUT).ok();
                     }
                     if let Some(c) = &conn
                         && crate::store::renew_leases(c, &owner, &attempts, lease_ms).is_err()
@@ -484,6 +499,7 @@ impl Runtime {
             clock: Box::new(SystemClock),
             ids: Box::new(RandomIds::default()),
             lease: Duration::from_mins(10),
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
             hook: None,
             bounds: Bounds::DEFAULT,
         }

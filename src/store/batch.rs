@@ -40,8 +40,8 @@ pub struct WriteStats {
 trait Pending: Send {
     fn run(&mut self, backend: &SqliteBackend);
     fn succeeded(&self) -> bool;
-    /// The batch did not commit: the step's result is `error`, unless it already failed.
-    fn fail(&mut self, error: &rusqlite::Error);
+    /// The batch did not commit: the step's result is `error()`, unless it already failed.
+    fn fail(&mut self, error: &dyn Fn() -> StoreError);
 }
 
 struct Slot<T, F> {
@@ -64,24 +64,24 @@ where
         matches!(self.result, Some(Ok(_)))
     }
 
-    fn fail(&mut self, error: &rusqlite::Error) {
+    fn fail(&mut self, error: &dyn Fn() -> StoreError) {
         self.op = None;
         if !matches!(self.result, Some(Err(_))) {
-            self.result = Some(Err(StoreError::Sqlite(copy_error(error))));
+            self.result = Some(Err(error()));
         }
     }
 }
 
 /// The same SQLite failure again, for each caller of a failed batch.
-fn copy_error(error: &rusqlite::Error) -> rusqlite::Error {
+fn copy_error(error: &rusqlite::Error) -> StoreError {
     match error {
         rusqlite::Error::SqliteFailure(code, message) => {
-            rusqlite::Error::SqliteFailure(*code, message.clone())
+            rusqlite::Error::SqliteFailure(*code, message.clone()).into()
         }
-        other => rusqlite::Error::SqliteFailure(
+        other => StoreError::Sqlite(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
             Some(other.to_string()),
-        ),
+        )),
     }
 }
 
@@ -151,8 +151,24 @@ impl Batcher {
 
     fn commit(&self, backend: &SqliteBackend, batch: &[Queued]) {
         if let Err(e) = backend.begin_batch() {
+            // The write lock stayed held past the busy timeout: name the holder once, while
+            // it likely still holds it, and give every step of the batch that error.
+            let error = match copy_error(&e) {
+                StoreError::Busy { .. } => StoreError::Busy {
+                    timeout: Some(backend.busy_timeout()),
+                    holder: super::write_lock_holder(backend.path()),
+                },
+                other => other,
+            };
+            let again = || match &error {
+                StoreError::Busy { timeout, holder } => StoreError::Busy {
+                    timeout: *timeout,
+                    holder: holder.clone(),
+                },
+                _ => copy_error(&e),
+            };
             for p in batch {
-                p.lock().fail(&e);
+                p.lock().fail(&again);
             }
             return;
         }
@@ -178,7 +194,7 @@ impl Batcher {
                     )),
                 );
                 for q in batch {
-                    q.lock().fail(&gone);
+                    q.lock().fail(&|| copy_error(&gone));
                 }
                 return;
             }
@@ -198,7 +214,7 @@ impl Batcher {
             Err(e) => {
                 drop(abandon);
                 for p in batch {
-                    p.lock().fail(&e);
+                    p.lock().fail(&|| copy_error(&e));
                 }
             }
         }

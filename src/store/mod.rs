@@ -13,10 +13,13 @@
 pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod event;
+mod holder;
 mod read;
 mod sqlite;
 
 pub use batch::WriteStats;
+pub use holder::LockHolder;
+pub(crate) use holder::write_lock_holder;
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
 
@@ -39,7 +42,18 @@ pub const MIGRATION_2_SQL: &str = include_str!("migrate_2.sql");
 pub enum StoreError {
     /// SQLite reported an error.
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    /// Another connection held the database's write lock for the whole busy timeout. The
+    /// step wrote nothing and sent nothing: it is safe to retry (a step that consumed its
+    /// stage: [`crate::Runtime::load`] the pathway and take the step again).
+    #[error("{}", busy_text(*.timeout, .holder.as_ref()))]
+    Busy {
+        /// How long the step waited for the lock (`None` where the wait was not a step's).
+        timeout: Option<std::time::Duration>,
+        /// The process holding the lock when the wait ended, where the platform can tell
+        /// (Linux, through `/proc/locks`).
+        holder: Option<LockHolder>,
+    },
     /// The file is not an rpr database.
     #[error(
         "{0}: not an rpr database (no rpr meta table); point --database at a file created by rpr"
@@ -111,6 +125,46 @@ pub enum StoreError {
         /// Its status.
         status: String,
     },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    /// SQLite's "busy" and "locked" become [`StoreError::Busy`]; the rest stays
+    /// [`StoreError::Sqlite`].
+    fn from(e: rusqlite::Error) -> Self {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                Self::Busy {
+                    timeout: None,
+                    holder: None,
+                }
+            }
+            _ => Self::Sqlite(e),
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether taking the same step again is safe and may succeed: the failure wrote and
+    /// sent nothing, and it comes from another connection's timing (a busy database), not
+    /// from the pathway or the request.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Busy { .. })
+    }
+}
+
+fn busy_text(timeout: Option<std::time::Duration>, holder: Option<&LockHolder>) -> String {
+    let waited = timeout.map_or_else(String::new, |t| format!(" for {} ms", t.as_millis()));
+    let by = match holder {
+        Some(h) => format!("held by {h}"),
+        None if cfg!(target_os = "linux") => {
+            "its holder was not found (it may have released it since)".into()
+        }
+        None => "its holder cannot be named on this platform".into(),
+    };
+    format!(
+        "database busy: waited{waited} for the write lock, {by}; nothing was written or sent, the step can be retried"
+    )
 }
 
 /// A new pathway row.

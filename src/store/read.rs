@@ -296,7 +296,7 @@ impl ReadStore {
                 {
                     StoreError::NotRprDatabase(name.to_owned())
                 }
-                other => StoreError::Sqlite(other),
+                other => other.into(),
             })?
             > 0;
         if !has_meta {

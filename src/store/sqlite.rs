@@ -29,6 +29,8 @@ pub(crate) const DB_NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
     read: ReadStore,
+    path: std::path::PathBuf,
+    busy_timeout: Duration,
     database_id: String,
     /// Set by the group commit while a batch of one step runs (see [`Unit`]).
     solo: std::cell::Cell<bool>,
@@ -127,9 +129,9 @@ impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,
     /// keeping the `-wal` and `-shm` files when it closes ([`keep_wal_files`]), and migrates
     /// it to [`SCHEMA_VERSION`].
-    pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
+    pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(10))?;
+        conn.busy_timeout(busy_timeout)?;
         // Every statement of a step and of its row check stays prepared (rusqlite's
         // default keeps 16; a whole call uses about 20 distinct statements).
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
@@ -149,6 +151,8 @@ impl SqliteBackend {
         }
         let mut backend = Self {
             read: ReadStore { conn },
+            path: path.to_owned(),
+            busy_timeout,
             database_id: String::new(),
             solo: std::cell::Cell::new(false),
         };
@@ -167,6 +171,16 @@ impl SqliteBackend {
 
     fn conn(&self) -> &Connection {
         &self.read.conn
+    }
+
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How long a step waits for another connection's write lock.
+    pub(crate) fn busy_timeout(&self) -> Duration {
+        self.busy_timeout
     }
 
     /// Opens a batch's transaction: the write lock, waiting for other processes up to the
@@ -290,9 +304,12 @@ impl SqliteBackend {
 /// A second connection to the database at `path` for the runtime's own helpers (the lease
 /// thread): the same busy timeout, and it keeps the WAL files like the main connection, so
 /// that whichever closes last leaves them in place.
-pub(crate) fn open_side_connection(path: &Path) -> Result<Connection, StoreError> {
+pub(crate) fn open_side_connection(
+    path: &Path,
+    busy_timeout: Duration,
+) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.busy_timeout(busy_timeout)?;
     keep_wal_files(&conn)?;
     conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
     Ok(conn)

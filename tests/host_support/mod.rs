@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rpr::store::ReadStore;
 use serde_json::{Value, json};
 
-fn build() -> Result<PathBuf, String> {
+/// Builds example `name` in the test's profile and returns its binary.
+pub fn build_example(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     // <target>/<profile dir>/deps/<test binary>
     let profile_dir = exe
@@ -36,36 +37,29 @@ fn build() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let output = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--example",
-            "host",
-            "--profile",
-            &profile,
-        ])
+        .args(["build", "--quiet", "--example", name, "--profile", &profile])
         .arg("--manifest-path")
         .arg(&manifest)
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "`cargo build --example host` failed:\n{}",
+            "`cargo build --example {name}` failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let host = profile_dir.join("examples/host");
-    if host.is_file() {
-        Ok(host)
+    let built = profile_dir.join("examples").join(name);
+    if built.is_file() {
+        Ok(built)
     } else {
-        Err(format!("{} was not built", host.display()))
+        Err(format!("{} was not built", built.display()))
     }
 }
 
 /// The example host's binary, built once per test binary.
 pub fn host() -> &'static Path {
     static HOST: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match HOST.get_or_init(build) {
+    match HOST.get_or_init(|| build_example("host")) {
         Ok(p) => p,
         Err(e) => panic!("the example host could not be built: {e}"),
     }

@@ -1,0 +1,93 @@
+//! Contention with another process (issue 9, item 5): a step that waits out another
+//! connection's write lock fails with a specific, retryable error that names the holder,
+//! and writes nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rpr::store::StoreError;
+use rpr::{Decided, Decision, Definition, PathwayError, Runtime};
+
+fn allow(_: &Definition) -> Decision {
+    Decision::Allow
+}
+
+#[test]
+fn a_step_that_waits_out_another_process_write_lock_is_busy_names_the_holder_and_writes_nothing() {
+    let dir = TempDir::new("busy");
+    let wait = Duration::from_millis(300);
+    let rt = Runtime::builder(dir.db())
+        .busy_timeout(wait)
+        .open()
+        .unwrap();
+    let before = db_dump(&dir.db());
+    let mut holder = ChildProc::spawn(
+        "lock_holder_entry",
+        &[("RPR_BUSY_DB", dir.db().display().to_string())],
+    );
+    holder.expect("RPR-LOCKED");
+
+    let def = file_definition("k1", "a.txt", "hello");
+    let err = rt
+        .propose_and_admit(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            def.clone(),
+            &allow,
+        )
+        .expect_err("the write lock is held by the other process");
+    let PathwayError::Store(store) = &err else {
+        panic!("not a store error: {err:?}")
+    };
+    assert!(store.is_retryable(), "{store}");
+    let StoreError::Busy {
+        timeout,
+        holder: named,
+    } = store
+    else {
+        panic!("not Busy: {store:?}")
+    };
+    assert_eq!(*timeout, Some(wait));
+    if cfg!(target_os = "linux") {
+        let named = named.as_ref().expect("Linux names the holder");
+        assert_eq!(u32::try_from(named.pid).unwrap(), holder.pid());
+        assert!(
+            named.command.contains("lock_holder_entry"),
+            "{}",
+            named.command
+        );
+        let text = err.to_string();
+        assert!(text.contains(&format!("pid {}", holder.pid())), "{text}");
+        assert!(text.contains("nothing was written"), "{text}");
+    }
+    assert_eq!(
+        db_dump(&dir.db()),
+        before,
+        "a busy step leaves the database as it was"
+    );
+
+    // The holder goes; the same step, taken again, succeeds once.
+    holder.kill();
+    let Decided::New(_) = rt
+        .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
+        .unwrap()
+    else {
+        panic!("the retried step found an earlier pathway: the busy one wrote")
+    };
+    assert_eq!(row_count(&dir.db(), "pathways"), 1);
+    assert!(rt.verify(None).unwrap().is_ok());
+}
+
+/// The other process of the test above: takes the write lock and keeps it until killed.
+#[test]
+fn lock_holder_entry() {
+    let Ok(db) = std::env::var("RPR_BUSY_DB") else {
+        return;
+    };
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    say("RPR-LOCKED", "");
+    block_until_killed("lock held");
+}
