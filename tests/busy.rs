@@ -60,7 +60,7 @@ fn a_step_that_waits_out_another_process_write_lock_is_busy_names_the_holder_and
         );
         let text = err.to_string();
         assert!(text.contains(&format!("pid {}", holder.pid())), "{text}");
-        assert!(text.contains("nothing was written"), "{text}");
+        assert!(text.contains("this step wrote nothing"), "{text}");
     }
     assert_eq!(
         db_dump(&dir.db()),

@@ -281,3 +281,47 @@ fn commands_on_a_missing_database_or_pathway_fail_clearly() {
     assert!(text(&output).contains("replayed, nothing sent again"));
     assert_eq!(dir.effects(), 1);
 }
+
+/// A server that cannot start: the error names the server and its command, and never the
+/// values of its `env` block (hosts put access tokens there); nothing is recorded.
+#[test]
+fn a_server_that_cannot_start_is_reported_without_its_env_values() {
+    let dir = Scratch::new("errors-start");
+    let config = dir.write(
+        "mcp-missing.json",
+        &json!({"mcpServers": {"ledger": {
+            "command": dir.join("no-such-server").display().to_string(),
+            "args": ["--flag"],
+            "env": {"API_TOKEN": "sk-live-secret-0123456789"},
+        }}}),
+    );
+    let policy = dir.policy();
+    let db = dir.join("rpr.db");
+    let args = call(
+        &config,
+        &policy,
+        db.to_str().unwrap(),
+        "put",
+        r#"{"key": "k", "value": "v"}"#,
+    );
+    let output = run(&args);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("cannot start server `ledger`"), "{out}");
+    assert!(out.contains("API_TOKEN=<redacted>"), "{out}");
+    assert!(!out.contains("sk-live-secret-0123456789"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    for suffix in ["", "-wal"] {
+        let file = dir.join(&format!("rpr.db{suffix}"));
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        let secret: &[u8] = b"sk-live-secret-0123456789";
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret),
+            "the secret is in {}",
+            file.display()
+        );
+    }
+    if db.exists() {
+        assert!(host_support::pathways(&db).is_empty(), "nothing recorded");
+    }
+}

@@ -513,6 +513,67 @@ fn steps_queued_while_the_connection_is_busy_share_one_commit() {
     assert!(report.is_ok(), "{:#?}", report.problems);
 }
 
+/// A thread that holds the connection (a `Reader`) and takes a step while another thread
+/// leads a batch (blocked on that connection) commits the queued steps itself: no deadlock,
+/// and every step durable.
+#[test]
+fn a_step_taken_while_holding_the_reader_does_not_wait_for_a_blocked_leader() {
+    const THREADS: usize = 4;
+    let dir = TempDir::new("threads-reentrant");
+    let rt = Runtime::open(dir.db()).unwrap();
+    let mut proposed: Vec<_> = (0..=THREADS)
+        .map(|i| {
+            let def = definition(&format!("reentrant-{i}"), rpr::ActionClass::Mutating);
+            match rt.propose(&actor("proposer"), def).unwrap() {
+                rpr::Proposal::New(p) => p,
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect();
+    let mine = proposed.pop().unwrap();
+    let before = rt.write_stats();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let busy = rt.reader();
+        for p in proposed {
+            let (rt, tx) = (&rt, tx.clone());
+            s.spawn(move || {
+                let admitted = matches!(
+                    p.admit(rt, &actor("decision_owner"), &allow),
+                    Ok(Admission::Approved(_))
+                );
+                tx.send(admitted).unwrap();
+            });
+        }
+        // Every worker has queued its step; one of them leads and waits for the connection.
+        wait_submitted(&rt, before.submitted + THREADS as u64);
+        std::thread::sleep(Duration::from_millis(50));
+        // This thread, still holding the reader, steps: it must commit, not wait. A deadlock
+        // here would hang the test, so a watchdog fails the process instead.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if done_rx.recv_timeout(Duration::from_mins(1)).is_err() {
+                eprintln!("deadlock: a step taken while holding the reader never returned");
+                std::process::exit(101);
+            }
+        });
+        let outcome = mine.admit(&rt, &actor("decision_owner"), &allow);
+        done_tx.send(()).unwrap();
+        assert!(matches!(outcome, Ok(Admission::Approved(_))), "{outcome:?}");
+        drop(busy);
+        for _ in 0..THREADS {
+            assert!(
+                rx.recv_timeout(Duration::from_secs(30)).unwrap(),
+                "a worker's step was refused"
+            );
+        }
+    });
+    let after = rt.write_stats();
+    assert_eq!(after.steps - before.steps, THREADS as u64 + 1);
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+}
+
 /// In one batch, a step that loses its compare-and-set is refused alone: the other steps of
 /// the batch, including the one that won the same pathway, are committed.
 #[test]

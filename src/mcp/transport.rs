@@ -22,13 +22,33 @@ use super::McpError;
 /// (not even `PATH`), so no secret of the host leaks by accident; opt in to the
 /// host's environment with [`ServerCommand::inherit_env`]. The program path is
 /// resolved by the operating system: give an absolute path when `PATH` is not passed.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` form (what an error message may show) names the environment variables but
+/// never their values: hosts put a server's keys and tokens there.
+#[derive(Clone)]
 pub struct ServerCommand {
     program: OsString,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     inherit_env: bool,
     current_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for ServerCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<String> = self
+            .env
+            .iter()
+            .map(|(k, _)| format!("{}=<redacted>", k.to_string_lossy()))
+            .collect();
+        f.debug_struct("ServerCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &env)
+            .field("inherit_env", &self.inherit_env)
+            .field("current_dir", &self.current_dir)
+            .finish()
+    }
 }
 
 impl ServerCommand {
@@ -406,5 +426,26 @@ fn drain_stderr(mut pipe: impl Read, ring: &Mutex<StderrRing>) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    use super::ServerCommand;
+
+    #[test]
+    fn debug_names_environment_variables_but_never_their_values() {
+        let command = ServerCommand::new("/usr/bin/server")
+            .arg("--root")
+            .env("API_TOKEN", "sk-live-1234567890")
+            .env("HOME", "/home/someone");
+        let text = format!("{command:?}");
+        assert!(!text.contains("sk-live-1234567890"), "{text}");
+        assert!(!text.contains("/home/someone"), "{text}");
+        assert!(text.contains("API_TOKEN=<redacted>"), "{text}");
+        assert!(
+            text.contains("/usr/bin/server") && text.contains("--root"),
+            "{text}"
+        );
     }
 }

@@ -1,13 +1,19 @@
 //! Group commit: the steps of concurrent callers committed together, one durable commit for
 //! the batch.
 //!
-//! A caller queues its step, then takes the runtime's connection. If a batch that ran while
-//! it waited already carried its step, it returns that step's result. Otherwise it commits
-//! everything queued so far (its own step included) in one `BEGIN IMMEDIATE` transaction,
-//! each step in its own savepoint ([`super::sqlite::Unit`]), then `COMMIT`, then hands every
-//! queued caller its result. So the batch is exactly the steps that queued while the previous
-//! batch was syncing: no timer, no batch-size knob, no added latency for a caller that is
-//! alone (a batch of one is the old single-step commit plus one savepoint).
+//! A caller queues its step and waits. One caller at a time is the *leader*: it takes the
+//! runtime's connection, then everything queued so far (its own step included), and commits
+//! it in one `BEGIN IMMEDIATE` transaction, each step in its own savepoint
+//! ([`super::sqlite::Unit`]), then `COMMIT`; then it hands every step of the batch its result
+//! and wakes the waiters. A waiter whose step was carried returns its result without touching
+//! the connection; one whose step was not (it queued after the batch was taken) becomes the
+//! next leader. So the batch is exactly the steps that queued while the previous batch was
+//! being written and synced: no timer, no batch-size knob, no added latency for a caller that
+//! is alone (a batch of one is the old single-step commit).
+//!
+//! The leader takes the queue only once it holds the connection. A thread that already holds
+//! the connection (through [`crate::Runtime::reader`]) while another thread leads commits what
+//! is queued itself, so the leader, blocked on the connection, cannot wait for it forever.
 //!
 //! A caller gets `Ok` only after the `COMMIT` that made its step durable has returned: the
 //! write-ahead rule is unchanged (a dispatch's attempt record is durable before any byte is
@@ -19,7 +25,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, ReentrantMutex};
+use parking_lot::{Condvar, Mutex, ReentrantMutex};
 
 use super::StoreError;
 use super::sqlite::SqliteBackend;
@@ -42,10 +48,17 @@ trait Pending: Send {
     fn succeeded(&self) -> bool;
     /// The batch did not commit: the step's result is `error()`, unless it already failed.
     fn fail(&mut self, error: &dyn Fn() -> StoreError);
+    /// The batch is over (committed or failed): its caller may now see the result.
+    fn publish(&mut self);
+    /// The batch was abandoned by a panic: a step left without a result gets an error.
+    fn abandon(&mut self);
 }
 
 struct Slot<T, F> {
     op: Option<F>,
+    /// The step's result while its batch is still open (not yet durable).
+    staged: Option<Result<T, StoreError>>,
+    /// The result its caller may take: set only once the batch is over.
     result: Option<Result<T, StoreError>>,
 }
 
@@ -56,18 +69,34 @@ where
 {
     fn run(&mut self, backend: &SqliteBackend) {
         if let Some(op) = self.op.take() {
-            self.result = Some(op(backend));
+            self.staged = Some(op(backend));
         }
     }
 
     fn succeeded(&self) -> bool {
-        matches!(self.result, Some(Ok(_)))
+        matches!(self.staged, Some(Ok(_)))
     }
 
     fn fail(&mut self, error: &dyn Fn() -> StoreError) {
         self.op = None;
-        if !matches!(self.result, Some(Err(_))) {
-            self.result = Some(Err(error()));
+        if !matches!(self.staged, Some(Err(_))) {
+            self.staged = Some(Err(error()));
+        }
+    }
+
+    fn publish(&mut self) {
+        if self.result.is_none() {
+            self.result = self.staged.take();
+        }
+    }
+
+    fn abandon(&mut self) {
+        self.op = None;
+        if self.result.is_none() {
+            self.result = Some(Err(StoreError::Corrupt(
+                "internal: the batch that carried this step was abandoned by a panic; nothing of it was committed"
+                    .into(),
+            )));
         }
     }
 }
@@ -87,10 +116,19 @@ fn copy_error(error: &rusqlite::Error) -> StoreError {
 
 type Queued = Arc<Mutex<dyn Pending>>;
 
+/// The steps waiting for a batch, and whether a leader is writing one.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Queued>,
+    leading: bool,
+}
+
 /// The queue of steps waiting for a batch, and the counts of what was committed.
 #[derive(Default)]
 pub(crate) struct Batcher {
-    queue: Mutex<Vec<Queued>>,
+    queue: Mutex<Queue>,
+    /// Signalled (under `queue`) when a batch is done.
+    done: Condvar,
     steps: AtomicU64,
     commits: AtomicU64,
     queued: AtomicU64,
@@ -101,6 +139,31 @@ impl std::fmt::Debug for Batcher {
         f.debug_struct("Batcher")
             .field("stats", &self.stats())
             .finish_non_exhaustive()
+    }
+}
+
+/// The steps of one batch: any still without a result when it is dropped (a step panicked
+/// and unwound the batch) get an error, so their callers do not wait forever.
+struct Carried(Vec<Queued>);
+
+impl Drop for Carried {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            p.lock().abandon();
+        }
+    }
+}
+
+/// Leadership of one batch: when dropped (after the batch, or as a panic unwinds), the
+/// next caller may lead, and the waiters look at their results.
+struct Lead<'a>(&'a Batcher);
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        let mut queue = self.0.queue.lock();
+        queue.leading = false;
+        self.0.done.notify_all();
+        drop(queue);
     }
 }
 
@@ -132,24 +195,59 @@ impl Batcher {
     {
         let slot = Arc::new(Mutex::new(Slot {
             op: Some(op),
+            staged: None,
             result: None,
         }));
-        self.queue.lock().push(Arc::clone(&slot) as Queued);
         self.queued.fetch_add(1, Ordering::Relaxed);
-        let backend = connection.lock();
-        if let Some(result) = slot.lock().result.take() {
-            return result;
+        let mut queue = self.queue.lock();
+        queue.waiting.push(Arc::clone(&slot) as Queued);
+        loop {
+            // A result is published only once its batch is over (durable, or failed as a
+            // whole), before the leader takes `queue` to wake the waiters.
+            if let Some(result) = slot.lock().result.take() {
+                return result;
+            }
+            if !queue.leading {
+                queue.leading = true;
+                drop(queue);
+                // Clears `leading` and wakes the waiters even if a step panics.
+                let _lead = Lead(self);
+                let backend = connection.lock();
+                let batch = Carried(std::mem::take(&mut self.queue.lock().waiting));
+                if !batch.0.is_empty() {
+                    self.commit(&backend, &batch.0);
+                }
+            } else if connection.is_owned_by_current_thread() {
+                // This thread holds the connection (a `Reader`), so the leader is, or will
+                // be, waiting for it: commit what is queued here instead.
+                let batch = Carried(std::mem::take(&mut queue.waiting));
+                drop(queue);
+                {
+                    let backend = connection.lock();
+                    self.commit(&backend, &batch.0);
+                }
+                drop(batch);
+                // Under `queue`, so that no waiter can miss it between its check and its wait.
+                let _queue = self.queue.lock();
+                self.done.notify_all();
+            } else {
+                self.done.wait(&mut queue);
+                continue;
+            }
+            queue = self.queue.lock();
         }
-        let batch = std::mem::take(&mut *self.queue.lock());
-        self.commit(&backend, &batch);
-        slot.lock().result.take().unwrap_or_else(|| {
-            Err(StoreError::Corrupt(
-                "internal: the batch that carried this step was abandoned".into(),
-            ))
-        })
     }
 
+    /// Writes and commits `batch`, then publishes every step's result.
     fn commit(&self, backend: &SqliteBackend, batch: &[Queued]) {
+        self.write_batch(backend, batch);
+        for p in batch {
+            p.lock().publish();
+        }
+    }
+
+    /// Writes `batch` in one transaction and commits it; each step's result is staged.
+    fn write_batch(&self, backend: &SqliteBackend, batch: &[Queued]) {
         if let Err(e) = backend.begin_batch() {
             // The write lock stayed held past the busy timeout: name the holder once, while
             // it likely still holds it, and give every step of the batch that error.

@@ -44,8 +44,11 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(rusqlite::Error),
     /// Another connection held the database's write lock for the whole busy timeout. The
-    /// step wrote nothing and sent nothing: it is safe to retry (a step that consumed its
-    /// stage: [`crate::Runtime::load`] the pathway and take the step again).
+    /// step wrote nothing and can be taken again ([`crate::Runtime::load`] the pathway where
+    /// the step consumed its stage; a dispatch whose attempt record failed this way hands its
+    /// stage back in [`crate::Outcome::NotSent`] and sent nothing). Inside
+    /// [`crate::Outcome::Unrecorded`] it is the *outcome's* record that failed: the request
+    /// was sent, and [`crate::Runtime::recover`] reports the attempt as unknown.
     #[error("{}", busy_text(*.timeout, .holder.as_ref()))]
     Busy {
         /// How long the step waited for the lock (`None` where the wait was not a step's).
@@ -144,9 +147,10 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl StoreError {
-    /// Whether taking the same step again is safe and may succeed: the failure wrote and
-    /// sent nothing, and it comes from another connection's timing (a busy database), not
-    /// from the pathway or the request.
+    /// Whether taking the same step again is safe and may succeed: the step wrote nothing,
+    /// and the failure comes from another connection's timing (a busy database), not from
+    /// the pathway or the request. It says nothing about a tool call: see
+    /// [`StoreError::Busy`] for the one case where the call itself was already sent.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Busy { .. })
@@ -163,7 +167,7 @@ fn busy_text(timeout: Option<std::time::Duration>, holder: Option<&LockHolder>) 
         None => "its holder cannot be named on this platform".into(),
     };
     format!(
-        "database busy: waited{waited} for the write lock, {by}; nothing was written or sent, the step can be retried"
+        "database busy: waited{waited} for the write lock, {by}; this step wrote nothing and can be taken again"
     )
 }
 
