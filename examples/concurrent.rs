@@ -58,7 +58,14 @@ fn main() -> ExitCode {
 fn run() -> Result<bool, Failure> {
     let mut calls = 16_usize;
     let mut dir: Option<PathBuf> = None;
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args_os()
+        .skip(1)
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| format!("argument {} is not valid UTF-8", a.to_string_lossy()))
+        })
+        .collect::<Result<Vec<String>, String>>()?
+        .into_iter();
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--calls" => {

@@ -325,3 +325,105 @@ fn a_server_that_cannot_start_is_reported_without_its_env_values() {
         assert!(host_support::pathways(&db).is_empty(), "nothing recorded");
     }
 }
+
+/// Bytes that are not UTF-8 in an argument (a path, a value) get a usage error, not a panic.
+#[test]
+fn a_non_utf8_argument_is_a_usage_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"/tmp/rpr-\xff\xfe.db");
+    let output = host_support::run([
+        std::ffi::OsStr::new("verify"),
+        std::ffi::OsStr::new("--database"),
+        bad,
+    ]);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{out}");
+    assert!(out.contains("argument 3 is not valid UTF-8"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+/// A command that needs an existing database, given a file that is not one (empty, or
+/// text), says so and leaves the file as it was: nothing is created or migrated.
+#[test]
+fn a_file_that_is_not_an_rpr_database_is_refused_and_left_untouched() {
+    let dir = Scratch::new("errors-not-db");
+    for (name, content) in [("empty.db", &b""[..]), ("text.db", &b"hello\n"[..])] {
+        let path = dir.join(name);
+        std::fs::write(&path, content).unwrap();
+        let db = path.to_str().unwrap();
+        for args in [
+            vec!["unresolved", "--database", db],
+            vec!["verify", "--database", db],
+            vec![
+                "reconcile",
+                "--database",
+                db,
+                "--key",
+                "k",
+                "--config",
+                "c",
+                "--policy",
+                "p",
+            ],
+        ] {
+            let output = run(&args);
+            let out = text(&output);
+            assert_eq!(output.status.code(), Some(1), "{args:?}: {out}");
+            assert!(
+                out.contains("not an rpr database") || out.contains("not a database"),
+                "{args:?}: {out}"
+            );
+            assert!(!out.contains("panicked"), "{out}");
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                content,
+                "{args:?} changed {name}"
+            );
+            assert!(
+                !dir.join(&format!("{name}-wal")).exists(),
+                "{args:?} made a -wal"
+            );
+        }
+    }
+}
+
+/// A server that dies just before the call is reported as what the attempt record says
+/// (`not_sent`: nothing reached it), not as a tool failure.
+#[test]
+fn a_server_that_dies_before_the_call_is_reported_as_not_sent() {
+    let dir = Scratch::new("errors-not-sent");
+    // The 4th tools/list is the executor's re-check right before `tools/call`.
+    let config = dir.write(
+        "mcp-crash.json",
+        &json!({"mcpServers": {"ledger": {
+            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
+                     "--fault", "crash-before-read", "--lists-before", "4"],
+        }}}),
+    );
+    let policy = dir.write(
+        "policy-open.json",
+        &json!({"authority": {"repair_owner": "bob"},
+                "servers": {"ledger": {"put": {"readback": {"tool": "get",
+                    "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let db = dir.join("rpr.db");
+    let mut args = call(
+        &config,
+        &policy,
+        db.to_str().unwrap(),
+        "put",
+        r#"{"key": "k", "value": "v"}"#,
+    );
+    args.retain(|a| !["--approve-as", "alice"].contains(a));
+    args.extend(["--key", "k1"]);
+    let output = run(&args);
+    let out = text(&output);
+    assert!(
+        out.contains("is REPAIR_REQUIRED — attempt not_sent: nothing was sent"),
+        "{out}"
+    );
+    assert!(!out.contains("the tool reported a failure"), "{out}");
+    assert_eq!(dir.effects(), 0, "{out}");
+    assert_eq!(by_key(&db, "k1").1, "repair_required");
+}

@@ -329,6 +329,9 @@ impl ReadbackRule {
 pub(crate) fn existing_database(path: &str) -> Result<&Path, Failure> {
     let p = Path::new(path);
     if p.is_file() {
+        // Only an rpr database: a command that needs one never creates or migrates one
+        // (a 0-byte file would otherwise become an empty rpr database).
+        rpr::store::ReadStore::open_read_only(p)?;
         Ok(p)
     } else {
         Err(format!("no database at {path}; check the path (only `call` creates one)").into())

@@ -279,11 +279,31 @@ pub(crate) fn carry_out<S: Bindable>(
             Ok(Exit::Pending)
         }
         Outcome::Failed(f) => {
+            // Say what the attempt record says: nothing sent, the tool failed, or a
+            // rejection the policy calls not applied.
+            let last = rt.reader().attempts(f.id())?.pop();
+            let (status, why) = match &last {
+                Some(a) if a.status == "not_sent" => (
+                    "not_sent",
+                    format!(
+                        "nothing was sent: {}",
+                        a.outcome
+                            .as_ref()
+                            .and_then(|o| o["reason"].as_str())
+                            .unwrap_or("the request never reached the server")
+                    ),
+                ),
+                Some(a) if a.status == "not_applied" => (
+                    "not_applied",
+                    "the server rejected the request before acting".to_owned(),
+                ),
+                _ => ("failed", "the tool reported a failure".to_owned()),
+            };
             println!(
-                "pathway {} is REPAIR_REQUIRED — the tool failed or refused",
+                "pathway {} is REPAIR_REQUIRED — attempt {status}: {why}",
                 f.id()
             );
-hint.next("repair", f.id(), " --as NAME --evidence TEXT");
+            hint.next("repair", f.id(), " --as NAME --evidence TEXT");
             Ok(Exit::Pending)
         }
         Outcome::Partial(p) => {

@@ -151,8 +151,31 @@ fn run(command: &str, rest: &[String]) -> Result<Exit, Failure> {
     }
 }
 
+/// The arguments as UTF-8, or which one is not (`std::env::args` would panic on it).
+fn utf8_args() -> Result<Vec<String>, String> {
+    std::env::args_os()
+        .skip(1)
+        .enumerate()
+        .map(|(i, a)| {
+            a.into_string().map_err(|a| {
+                format!(
+                    "argument {} is not valid UTF-8 ({}); give paths and values in UTF-8",
+                    i + 1,
+                    a.to_string_lossy()
+                )
+            })
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match utf8_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("host: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match args.first().map(String::as_str) {
         Some("serve-demo") => rpr::mcp::fault_server::run(args.into_iter().skip(1)),
         Some("--help" | "-h" | "help") => {

@@ -2,5 +2,19 @@
 //! See [`rpr::mcp::fault_server`] and `rpr-fault-server --help`.
 
 fn main() -> std::process::ExitCode {
-    rpr::mcp::fault_server::run(std::env::args().skip(1))
+    let mut args = Vec::new();
+    for (i, a) in std::env::args_os().skip(1).enumerate() {
+        match a.into_string() {
+            Ok(a) => args.push(a),
+            Err(a) => {
+                eprintln!(
+                    "rpr-fault-server: argument {} is not valid UTF-8 ({})",
+                    i + 1,
+                    a.to_string_lossy()
+                );
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
+    rpr::mcp::fault_server::run(args)
 }
