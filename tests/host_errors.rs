@@ -427,3 +427,54 @@ fn a_server_that_dies_before_the_call_is_reported_as_not_sent() {
     assert_eq!(dir.effects(), 0, "{out}");
     assert_eq!(by_key(&db, "k1").1, "repair_required");
 }
+
+/// A readback mapping that names an argument the tool does not have (or passes the readback
+/// tool an argument it does not take) is refused when the policy is applied, before anything
+/// is recorded or sent: it would read back `null` and leave every call unknown forever.
+#[test]
+fn a_readback_mapping_naming_a_missing_field_is_refused_before_anything_is_sent() {
+    let dir = Scratch::new("errors-mapping");
+    let config = dir.fault_config("none");
+    let db = dir.join("rpr.db");
+    for (tag, readback, needle) in [
+        (
+            "placeholder",
+            json!({"tool": "get", "arguments": {"key": "$keyy"},
+                   "expect": {"/structuredContent/value": "$value"}}),
+            "uses \"$keyy\", but `put` has no argument `keyy`",
+        ),
+        (
+            "expectation",
+            json!({"tool": "get", "arguments": {"key": "$key"},
+                   "expect": {"/structuredContent/value": "$vale"}}),
+            "uses \"$vale\", but `put` has no argument `vale`",
+        ),
+        (
+            "readback-argument",
+            json!({"tool": "get", "arguments": {"name": "$key"},
+                   "expect": {"/structuredContent/value": "$value"}}),
+            "passes argument `name` to `get`, which has no such argument",
+        ),
+    ] {
+        let policy = dir.write(
+            &format!("policy-{tag}.json"),
+            &json!({"authority": {"approval_authority": "alice", "repair_owner": "bob"},
+                    "servers": {"ledger": {"put": {"human_gate": false, "readback": readback}}}}),
+        );
+        let args = call(
+            &config,
+            &policy,
+            db.to_str().unwrap(),
+            "put",
+            r#"{"key": "k", "value": "v"}"#,
+        );
+        fails(&args, 1, needle);
+        assert_eq!(dir.effects(), 0, "{tag}");
+        if db.exists() {
+            assert!(
+                host_support::pathways(&db).is_empty(),
+                "{tag}: nothing recorded"
+            );
+        }
+    }
+}

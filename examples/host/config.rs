@@ -230,6 +230,7 @@ impl Policy {
                 )
                 .into());
             }
+            check_mapping(server, tool, reader, rb)?;
         }
         Ok(Plan {
             class: if read_only {
@@ -272,6 +273,61 @@ impl Plan {
             .ok_or("this tool has no readback in the policy")?;
         Ok(rule.on(client))
     }
+}
+
+/// The `"$name"` placeholders in `template`.
+fn placeholders<'t>(template: &'t Value, out: &mut Vec<&'t str>) {
+    match template {
+        Value::String(s) => out.extend(s.strip_prefix('$')),
+        Value::Array(items) => items.iter().for_each(|v| placeholders(v, out)),
+        Value::Object(map) => map.values().for_each(|v| placeholders(v, out)),
+        _ => {}
+    }
+}
+
+/// The property names an input schema declares, if it declares them.
+fn properties(tool: &Tool) -> Option<Vec<&str>> {
+    let props = tool.definition["inputSchema"]["properties"].as_object()?;
+    Some(props.keys().map(String::as_str).collect())
+}
+
+/// Checks a readback mapping against the two tools when the policy is applied: each
+/// `"$name"` must be an argument the tool declares (else it would read back `null` and
+/// leave every call unknown), and each readback argument one the readback tool declares.
+fn check_mapping(
+    server: &str,
+    tool: &Tool,
+    reader: &Tool,
+    rb: &ReadbackRule,
+) -> Result<(), Failure> {
+    let name = &tool.name;
+    if let Some(declared) = properties(tool) {
+        let mut used = Vec::new();
+        placeholders(&rb.arguments, &mut used);
+        for expected in rb.expect.values() {
+            placeholders(expected, &mut used);
+        }
+        if let Some(missing) = used.iter().find(|u| !declared.contains(u)) {
+            return Err(format!(
+                "the readback for `{name}` of server `{server}` uses \"${missing}\", but `{name}` has no \
+                 argument `{missing}` (it has: {}); fix servers.{server}.{name}.readback in the policy",
+                declared.join(", ")
+            )
+            .into());
+        }
+    }
+    if let (Some(declared), Some(given)) = (properties(reader), rb.arguments.as_object())
+        && let Some(unknown) = given.keys().find(|k| !declared.contains(&k.as_str()))
+    {
+        return Err(format!(
+            "the readback for `{name}` of server `{server}` passes argument `{unknown}` to `{}`, \
+             which has no such argument (it has: {}); fix servers.{server}.{name}.readback.arguments",
+            rb.tool,
+            declared.join(", ")
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Replaces every string `"$name"` in `template` by the request's argument `name`.
