@@ -478,3 +478,130 @@ fn a_readback_mapping_naming_a_missing_field_is_refused_before_anything_is_sent(
         }
     }
 }
+
+/// A read-only result larger than the evidence bounds is shown as the server sent it (the
+/// ledger stores its bounded copy), not as `null`.
+#[test]
+fn a_large_read_only_result_is_shown_not_null() {
+    let dir = Scratch::new("errors-large-read");
+    let config = dir.fault_config("none");
+    let policy = dir.policy();
+    let big = "x".repeat(200 * 1024);
+    std::fs::write(dir.join("state.json"), json!({"k": big}).to_string()).unwrap();
+    let db = dir.join("rpr.db");
+    let mut args = call(
+        &config,
+        &policy,
+        db.to_str().unwrap(),
+        "get",
+        r#"{"key": "k"}"#,
+    );
+    args.extend(["--key", "read-1"]);
+    let output = run(&args);
+    let out = text(&output);
+    assert!(output.status.success(), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("result:"))
+        .unwrap_or_else(|| panic!("no result line:\n{out}"));
+    assert!(line.contains("xxxxxxxxxxxxxxxxxxxx"), "{line}");
+    assert!(!line.ends_with("null"), "{line}");
+    assert_eq!(by_key(&db, "read-1").1, "completed");
+}
+
+/// Arguments too large for a command line are taken from a file (`--args @FILE`) or stdin
+/// (`--args -`); a missing file is a clear error that records nothing.
+#[test]
+fn arguments_come_from_a_file_or_stdin() {
+    let dir = Scratch::new("errors-args-file");
+    let config = dir.fault_config("none");
+    let policy = dir.write(
+        "policy-open.json",
+        &json!({"authority": {"repair_owner": "bob"},
+                "evidence_bounds": {"max_string_bytes": 4_194_304, "max_total_bytes": 8_388_608},
+                "servers": {"ledger": {"put": {"human_gate": false, "readback": {"tool": "get",
+                    "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let db = dir.join("rpr.db");
+    let db = db.to_str().unwrap();
+    // 3 MiB: more than one command-line argument may hold on Linux (128 KiB).
+    let big = "v".repeat(3 * 1024 * 1024);
+    let file = dir.join("args.json");
+    std::fs::write(&file, json!({"key": "big", "value": big}).to_string()).unwrap();
+    let from_file = format!("@{}", file.display());
+    let mut args = call(&config, &policy, db, "put", &from_file);
+    args.retain(|a| !["--approve-as", "alice"].contains(a));
+    args.extend(["--key", "from-file"]);
+    let output = run(&args);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        by_key(dir.join("rpr.db").as_path(), "from-file").1,
+        "completed"
+    );
+    assert_eq!(dir.effects(), 1);
+
+    // From stdin.
+    let mut args = call(&config, &policy, db, "put", "-");
+    args.retain(|a| !["--approve-as", "alice"].contains(a));
+    args.extend(["--key", "from-stdin"]);
+    let mut child = std::process::Command::new(host_support::host())
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(br#"{"key": "s", "value": "from stdin"}"#)
+            .unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        by_key(dir.join("rpr.db").as_path(), "from-stdin").1,
+        "completed"
+    );
+    assert_eq!(dir.effects(), 2);
+
+    // A missing file.
+    let missing = format!("@{}", dir.join("nope.json").display());
+    let mut args = call(&config, &policy, db, "put", &missing);
+    args.extend(["--key", "missing"]);
+    fails(&args, 1, "cannot read the file");
+    assert_eq!(dir.effects(), 2);
+}
+
+/// The policy's `evidence_bounds` is checked like the rest of it: a zero limit and a
+/// misspelt name are errors, before anything is recorded.
+#[test]
+fn bad_evidence_bounds_in_the_policy_are_refused() {
+    let dir = Scratch::new("errors-bounds");
+    let config = dir.fault_config("none");
+    let db = dir.join("rpr.db");
+    for (tag, bounds, needle) in [
+        (
+            "zero",
+            json!({"max_string_bytes": 0}),
+            "evidence_bounds.max_string_bytes must be above 0",
+        ),
+        ("typo", json!({"max_strings": 5}), "max_strings"),
+    ] {
+        let policy = dir.write(
+            &format!("policy-{tag}.json"),
+            &json!({"authority": {"repair_owner": "bob"}, "evidence_bounds": bounds}),
+        );
+        let args = call(
+            &config,
+            &policy,
+            db.to_str().unwrap(),
+            "put",
+            r#"{"key": "k", "value": "v"}"#,
+        );
+        fails(&args, 1, needle);
+        assert_eq!(dir.effects(), 0, "{tag}");
+    }
+    assert!(!db.exists(), "nothing recorded");
+}

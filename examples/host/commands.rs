@@ -25,9 +25,25 @@ fn hint(args: &Args) -> Hint {
     )
 }
 
+/// `--args`: JSON text, `@FILE` (read from a file: arguments too large for a command
+/// line), or `-` (read from stdin).
 fn json_object(text: &str) -> Result<Value, Failure> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+    let read;
+    let (text, source) = if text == "-" {
+        let mut buf = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+            .map_err(|e| format!("--args -: cannot read stdin as UTF-8 text: {e}"))?;
+        read = buf;
+        (read.as_str(), "stdin".to_owned())
+    } else if let Some(path) = text.strip_prefix('@') {
+        read = std::fs::read_to_string(path)
+            .map_err(|e| format!("--args @{path}: cannot read the file as UTF-8 text: {e}"))?;
+        (read.as_str(), path.to_owned())
+    } else {
+        (text, "the command line".to_owned())
+    };
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| format!("--args is not valid JSON (from {source}): {e}"))?;
     if value.is_object() {
         Ok(value)
     } else {
@@ -58,7 +74,7 @@ pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
             problems.join("; ")
         )
     })?;
-    let rt = flow::runtime(Path::new(db))?;
+    let rt = flow::runtime_with(Path::new(db), policy.bounds())?;
     let key = args.get("key").map_or_else(
         || format!("call-{}-{}", std::process::id(), now_ms()),
         str::to_owned,

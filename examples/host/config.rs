@@ -94,6 +94,23 @@ pub(crate) struct Policy {
     authority: BTreeMap<String, String>,
     #[serde(default)]
     servers: BTreeMap<String, BTreeMap<String, ToolRule>>,
+    /// Limits on what is recorded as evidence (default `rpr::evidence::Bounds::DEFAULT`).
+    #[serde(default)]
+    evidence_bounds: EvidenceBounds,
+}
+
+/// The policy's `evidence_bounds`: each limit optional, defaulting to `Bounds::DEFAULT`'s.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    clippy::struct_field_names,
+    reason = "the names are the policy's JSON member names and `rpr::evidence::Bounds`'s fields"
+)]
+struct EvidenceBounds {
+    max_depth: Option<usize>,
+    max_nodes: Option<usize>,
+    max_string_bytes: Option<usize>,
+    max_total_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -146,7 +163,30 @@ impl Policy {
         Ok(policy)
     }
 
+    /// The evidence bounds the runtime records with.
+    pub(crate) fn bounds(&self) -> rpr::evidence::Bounds {
+        let d = rpr::evidence::Bounds::DEFAULT;
+        let b = &self.evidence_bounds;
+        rpr::evidence::Bounds::new(
+            b.max_depth.unwrap_or(d.max_depth),
+            b.max_nodes.unwrap_or(d.max_nodes),
+            b.max_string_bytes.unwrap_or(d.max_string_bytes),
+            b.max_total_bytes.unwrap_or(d.max_total_bytes),
+        )
+    }
+
     fn check(&self) -> Result<(), String> {
+        let b = &self.evidence_bounds;
+        for (name, value) in [
+            ("max_depth", b.max_depth),
+            ("max_nodes", b.max_nodes),
+            ("max_string_bytes", b.max_string_bytes),
+            ("max_total_bytes", b.max_total_bytes),
+        ] {
+            if value == Some(0) {
+                return Err(format!("evidence_bounds.{name} must be above 0"));
+            }
+        }
         for (name, actor) in &self.authority {
             if role(name).is_none() {
                 return Err(format!("authority: unknown role `{name}`"));

@@ -5,7 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use rpr::executor::Binding;
+use rpr::executor::{Binding, Carrier, Delivery, Executor, Refusal, Request};
 use rpr::mcp::{McpClient, McpExecutor, SessionConfig, Tool, ToolBinding};
 use rpr::stage::{Bindable, Gated, RepairUnsettled, Returned, Stage, Unknown};
 use rpr::token::Reconciled;
@@ -15,9 +15,15 @@ use serde_json::Value;
 use crate::config::{Config, Plan, Policy};
 use crate::{Exit, Failure};
 
-/// Opens the database; the step hook narrates the write-ahead attempt record.
+/// Opens the database with the default evidence bounds.
 pub(crate) fn runtime(db: &Path) -> Result<Runtime, Failure> {
+    runtime_with(db, rpr::evidence::Bounds::DEFAULT)
+}
+
+/// Opens the database; the step hook narrates the write-ahead attempt record.
+pub(crate) fn runtime_with(db: &Path, bounds: rpr::evidence::Bounds) -> Result<Runtime, Failure> {
     Ok(Runtime::builder(db)
+        .bounds(bounds)
         .step_hook(|point| match point {
             StepPoint::AfterAttemptCommit => {
                 println!("    attempt record committed durably (status in_flight) — before any byte is sent");
@@ -251,7 +257,10 @@ pub(crate) fn carry_out<S: Bindable>(
     let stays = |e: &dyn std::fmt::Display| {
         format!("{e}\npathway {id} stays {state}; nothing was sent.{later}")
     };
-    let mut executor = live.executor();
+    let mut executor = Keeping {
+        inner: live.executor(),
+        reply: None,
+    };
     let bound = p.bind(&mut executor).map_err(|e| stays(&e))?;
     print_binding(bound.binding());
     if shown.is_some_and(|d| d != bound.binding().digest) {
@@ -260,7 +269,12 @@ pub(crate) fn carry_out<S: Bindable>(
     println!("  dispatch by {actor}:");
     match bound.dispatch(rt, actor, &mut executor) {
         Outcome::Completed(done) => {
-            let reply = rt.reader().attempts(done.id())?.pop().and_then(|a| a.outcome);
+            // The reply as the server sent it: the stored copy may be bounded (a large
+            // result is stored as its digest).
+            let reply = match executor.reply.take() {
+                Some(reply) => Some(reply),
+                None => rt.reader().attempts(done.id())?.pop().and_then(|a| a.outcome),
+            };
             println!("  result: {}", result_text(reply.as_ref()));
             println!("pathway {} is COMPLETED (a read-only call)", done.id());
             Ok(Exit::Done)
@@ -334,6 +348,35 @@ fn result_text(reply: Option<&Value>) -> String {
     match text.char_indices().nth(2000) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text,
+    }
+}
+
+/// The MCP executor, keeping a copy of a success reply for the person at the terminal (the
+/// ledger keeps the bounded copy).
+struct Keeping {
+    inner: McpExecutor,
+    reply: Option<Value>,
+}
+
+impl Executor for Keeping {
+    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+        self.inner.bind(request)
+    }
+    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
+        self.inner.prepare(request, binding)
+    }
+    fn execute(&mut self, request: &Request) -> Delivery {
+        let delivery = self.inner.execute(request);
+        if let Delivery::Succeeded { reply } = &delivery {
+            self.reply = Some(reply.clone());
+        }
+        delivery
+    }
+    fn release(&mut self) {
+        self.inner.release();
+    }
+    fn carrier(&self) -> Option<Carrier> {
+        self.inner.carrier()
     }
 }
 

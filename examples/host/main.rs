@@ -44,6 +44,7 @@ usage: host demo [--database PATH]
        host verify --database DB [--head HASH]
 
 exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final); 1 error; 2 bad usage.
+--args takes the tool's arguments as JSON text, as @FILE (read from a file), or as - (stdin).
 `call` asks at the terminal when a Human Gate needs a decision; without a terminal and
 without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";
 
