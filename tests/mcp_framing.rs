@@ -69,7 +69,7 @@ fn size_cap_is_exact_and_cr_does_not_count() {
     next(&mut r);
     let e = r.read_message().unwrap_err();
     assert!(
-        matches!(e, JsonRpcError::LineTooLong { length, limit } if length == max as u64 + 1 && limit == max),
+        matches!(e, JsonRpcError::LineTooLong { length, limit, .. } if length == max as u64 + 1 && limit == max),
         "{e}"
     );
     next(&mut r);
@@ -95,6 +95,7 @@ fn oversized_line_is_skipped_without_buffering_and_reading_goes_on() {
         Err(JsonRpcError::LineTooLong {
             length,
             limit: 1024,
+            ..
         }) => assert_eq!(length, huge),
         other => panic!("expected LineTooLong, got {other:?}"),
     }

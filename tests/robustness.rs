@@ -607,7 +607,10 @@ fn framing_case(seed: u64) {
             Expect::TooLong { length } => match reader.read_line() {
                 Err(e @ JsonRpcError::LineTooLong { .. }) => {
                     assert!(!e.is_fatal());
-                    let JsonRpcError::LineTooLong { length: l, limit } = e else {
+                    let JsonRpcError::LineTooLong {
+                        length: l, limit, ..
+                    } = e
+                    else {
                         unreachable!()
                     };
                     assert_eq!((l, limit), (*length, max), "{}", context());

@@ -24,6 +24,10 @@ pub enum JsonRpcError {
         length: u64,
         /// The limit in force.
         limit: usize,
+        /// The message's id, where its first or last bytes show it unambiguously (a
+        /// top-level `"id"` among the short members that open the object, or as its last
+        /// member): the request a skipped reply answered.
+        id: Option<super::Id>,
     },
 
     /// A line was not valid UTF-8. It was skipped.

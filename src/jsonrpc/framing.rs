@@ -4,7 +4,7 @@ use std::io::{BufRead, ErrorKind, Write};
 
 use serde_json::Value;
 
-use super::{JsonRpcError, Message};
+use super::{Id, JsonRpcError, Message};
 
 /// Default cap on one message (one line), in bytes: 16 MiB.
 ///
@@ -13,6 +13,93 @@ use super::{JsonRpcError, Message};
 /// room to spare. The cap is still bounded so that one endless line cannot exhaust
 /// memory: a longer line is skipped to its end without being buffered.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How many bytes of each end of an over-long line are kept to find its id.
+const EDGE: usize = 512;
+
+/// Appends `chunk` to `tail`, keeping its last [`EDGE`] bytes.
+fn keep_tail(tail: &mut Vec<u8>, chunk: &[u8]) {
+    if chunk.len() >= EDGE {
+        tail.clear();
+        tail.extend_from_slice(&chunk[chunk.len() - EDGE..]);
+    } else {
+        tail.extend_from_slice(chunk);
+        let extra = tail.len().saturating_sub(EDGE);
+        tail.drain(..extra);
+    }
+}
+
+/// The id of an over-long message, where its first or last bytes show it without doubt:
+/// a top-level `"id"` member among the short members that open the object (`serde_json` and
+/// most servers write `{"id":…,"jsonrpc":…,"result":…}`), or as the object's last member
+/// (`…,"id":5}`, as the TypeScript SDK writes replies). Only numbers and strings without
+/// escapes are read; anything less certain is `None`. A wrong `Some` is possible only for
+/// a line that is not JSON, and its cost is a request failed as lost (fail closed).
+#[must_use]
+pub(crate) fn overflow_id(head: &[u8], tail: &[u8]) -> Option<Id> {
+    head_id(head).or_else(|| tail_id(tail))
+}
+
+/// A string without escapes at the start of `s`: (its content, the rest after it).
+fn plain_string(s: &str) -> Option<(&str, &str)> {
+    let inner = s.strip_prefix('"')?;
+    let end = inner.find('"')?;
+    let content = &inner[..end];
+    (!content.contains('\\')).then(|| (content, &inner[end + 1..]))
+}
+
+/// A number or a plain string at the start of `s`, complete (something follows it):
+/// (its JSON text, the rest).
+fn short_scalar(s: &str) -> Option<(&str, &str)> {
+    if s.starts_with('"') {
+        let (content, rest) = plain_string(s)?;
+        return Some((&s[..content.len() + 2], rest));
+    }
+    let end = s.find(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))?;
+    (end > 0).then(|| (&s[..end], &s[end..]))
+}
+
+fn id_from(text: &str) -> Option<Id> {
+    Id::from_value(&serde_json::from_str(text).ok()?)
+}
+
+fn head_id(head: &[u8]) -> Option<Id> {
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).ok()?,
+    };
+    let mut rest = text.trim_start().strip_prefix('{')?;
+    loop {
+        let (key, after) = plain_string(rest.trim_start())?;
+        let (value, after) = short_scalar(after.trim_start().strip_prefix(':')?.trim_start())?;
+        if key == "id" {
+            return id_from(value);
+        }
+        rest = after.trim_start().strip_prefix(',')?;
+    }
+}
+
+fn tail_id(tail: &[u8]) -> Option<Id> {
+    // The tail may start inside a UTF-8 sequence: skip to the first whole character.
+    let start = tail.iter().position(|b| (b & 0xC0) != 0x80)?;
+    let text = std::str::from_utf8(&tail[start..]).ok()?;
+    let body = text.trim_end().strip_suffix('}')?.trim_end();
+    let value_start = if let Some(inner) = body.strip_suffix('"') {
+        let open = inner.rfind('"')?;
+        if inner[open + 1..].contains('\\') || inner[..open].ends_with('\\') {
+            return None;
+        }
+        open
+    } else {
+        body.rfind(|c: char| !(c.is_ascii_digit() || c == '-'))? + 1
+    };
+    let (before, value) = body.split_at(value_start);
+    let before = before.trim_end().strip_suffix(':')?.trim_end();
+    let before = before.strip_suffix("\"id\"")?;
+    // The quote that opens "id" follows a comma: a member of the outermost object.
+    before.trim_end().ends_with(',').then_some(())?;
+    id_from(value)
+}
 
 /// Reads JSON-RPC messages, one per line, from any [`BufRead`].
 ///
@@ -51,6 +138,10 @@ impl<R: BufRead> MessageReader<R> {
             let mut seen: u64 = 0;
             let mut overflow = false;
             let mut terminated = false;
+            // Of a line over the cap, only its first and last bytes are kept: enough to
+            // find the id of a reply (see `overflow_id`).
+            let mut head: Vec<u8> = Vec::new();
+            let mut tail: Vec<u8> = Vec::new();
             while !terminated {
                 let buf = match self.inner.fill_buf() {
                     Ok(buf) => buf,
@@ -73,9 +164,16 @@ impl<R: BufRead> MessageReader<R> {
                 // One extra byte of room for a trailing '\r' that is stripped below.
                 if !overflow && line.len() + chunk_len <= self.max.saturating_add(1) {
                     line.extend_from_slice(&buf[..chunk_len]);
-                } else if !overflow {
-                    overflow = true;
-                    line = Vec::new();
+                } else {
+                    if !overflow {
+                        overflow = true;
+                        head = line[..line.len().min(EDGE)].to_vec();
+                        let room = EDGE - head.len();
+                        head.extend_from_slice(&buf[..chunk_len.min(room)]);
+                        tail = line[line.len().saturating_sub(EDGE)..].to_vec();
+                        line = Vec::new();
+                    }
+                    keep_tail(&mut tail, &buf[..chunk_len]);
                 }
                 seen += chunk_len as u64;
                 self.inner.consume(consumed);
@@ -84,9 +182,14 @@ impl<R: BufRead> MessageReader<R> {
                 line.pop();
             }
             if overflow || line.len() > self.max {
+                if !overflow {
+                    head = line[..line.len().min(EDGE)].to_vec();
+                    tail = line[line.len().saturating_sub(EDGE)..].to_vec();
+                }
                 return Err(JsonRpcError::LineTooLong {
                     length: seen,
                     limit: self.max,
+                    id: overflow_id(&head, &tail),
                 });
             }
             if !line.iter().all(u8::is_ascii_whitespace) {
@@ -222,4 +325,75 @@ pub fn encode_line(value: &Value, max: usize) -> Result<Vec<u8>, JsonRpcError> {
     }
     line.push(b'\n');
     Ok(line)
+}
+
+#[cfg(test)]
+mod overflow_tests {
+    use super::{Id, MessageReader, overflow_id};
+    use crate::jsonrpc::JsonRpcError;
+
+    fn id(head: &str, tail: &str) -> Option<Id> {
+        overflow_id(head.as_bytes(), tail.as_bytes())
+    }
+
+    #[test]
+    fn an_id_among_the_opening_members_is_found() {
+        assert_eq!(
+            id(r#"{"id":7,"jsonrpc":"2.0","result":{"content":[{"te"#, ""),
+            Some(Id::Number(7))
+        );
+        assert_eq!(
+            id(r#" { "jsonrpc" : "2.0" , "id" : "a-1" , "result": "xx"#, ""),
+            Some(Id::String("a-1".into()))
+        );
+    }
+
+    #[test]
+    fn an_id_as_the_last_member_is_found() {
+        assert_eq!(
+            id(
+                r#"{"result":{"content":"#,
+                r#"xxxx"}]},"jsonrpc":"2.0","id":42}"#
+            ),
+            Some(Id::Number(42))
+        );
+        assert_eq!(
+            id("", "xx\"}, \"id\" : \"k\" }\r"),
+            Some(Id::String("k".into()))
+        );
+    }
+
+    #[test]
+    fn anything_uncertain_is_no_id() {
+        // The opening member's value is long: the head ends inside it.
+        assert_eq!(
+            id(r#"{"result":{"content":[{"text":"xx"#, r#"xxxx"}]}}"#),
+            None
+        );
+        // An "id" nested in the result, not the message's.
+        assert_eq!(id(r#"{"result":{"id":3,"#, r#"x","id":9}}"#), None);
+        // A number cut at the end of the head.
+        assert_eq!(id(r#"{"id":12"#, ""), None);
+        // Escapes: the quote before the id's value is escaped, so it is inside a string.
+        assert_eq!(id("", r#"xx\",\"id\":\"5\"}"#), None);
+        assert_eq!(id("", r#"x"id":5}"#), None, "no comma before the member");
+        assert_eq!(id("", "x,\"id\":1.5}"), None, "not an integer");
+        assert_eq!(id("not json", "neither"), None);
+    }
+
+    #[test]
+    fn the_reader_reports_the_id_of_a_line_over_the_cap() {
+        let big = "x".repeat(10_000);
+        let line = format!("{{\"id\":5,\"jsonrpc\":\"2.0\",\"result\":\"{big}\"}}\n");
+        let ts = format!("{{\"result\":\"{big}\",\"jsonrpc\":\"2.0\",\"id\":6}}\n");
+        let input = format!("{line}{ts}");
+        let mut reader = MessageReader::with_max_message_bytes(input.as_bytes(), 1000);
+        for want in [5, 6] {
+            match reader.read_line() {
+                Err(JsonRpcError::LineTooLong { id, .. }) => assert_eq!(id, Some(Id::Number(want))),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(reader.read_line().unwrap().is_none());
+    }
 }

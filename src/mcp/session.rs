@@ -547,6 +547,19 @@ impl Shared {
                 "the reply was malformed ({reason})"
             )));
         }
+        // A reply over the cap: its request is answered now (lost), not left to time out.
+        if let JsonRpcError::LineTooLong {
+            length,
+            limit,
+            id: Some(id),
+        } = &error
+            && let Some(tx) = state.pending.remove(id)
+        {
+            let _ = tx.send(Incoming::Lost(format!(
+                "the reply ({length} bytes) exceeded the {limit}-byte message limit and was skipped; \
+                 raise SessionConfig::max_message_bytes if the server legitimately sends replies this large"
+            )));
+        }
         Self::record_error(&mut state, error.to_string());
     }
 }
