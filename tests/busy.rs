@@ -80,7 +80,56 @@ fn a_step_that_waits_out_another_process_write_lock_is_busy_names_the_holder_and
     assert!(rt.verify(None).unwrap().is_ok());
 }
 
-/// The other process of the test above: takes the write lock and keeps it until killed.
+/// A dispatch whose attempt record waits out another process's write lock sends nothing:
+/// the bound pathway comes back in `NotSent` with the busy error, and dispatching it again
+/// once the lock is free writes exactly once.
+#[test]
+fn a_dispatch_refused_as_busy_sends_nothing_and_its_retry_sends_once() {
+    let dir = TempDir::new("busy-dispatch");
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let log = dir.path().join("effects.log");
+    let rt = Runtime::builder(dir.db())
+        .busy_timeout(Duration::from_millis(300))
+        .open()
+        .unwrap();
+    let mut files = CountingFile::new(&root, &log);
+    let def = file_definition("k2", "b.txt", "hello");
+    let Decided::New(rpr::Admission::Approved(approved)) = rt
+        .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
+        .unwrap()
+    else {
+        panic!("not admitted")
+    };
+    let bound = approved.bind(&mut files).unwrap();
+
+    let mut holder = ChildProc::spawn(
+        "lock_holder_entry",
+        &[("RPR_BUSY_DB", dir.db().display().to_string())],
+    );
+    holder.expect("RPR-LOCKED");
+    let rpr::Outcome::NotSent(refused) = bound.dispatch(&rt, &actor("execution_actor"), &mut files)
+    else {
+        panic!("the attempt record could not be written, so nothing may be sent")
+    };
+    let PathwayError::Store(store) = refused.error() else {
+        panic!("{:?}", refused.error())
+    };
+    assert!(store.is_retryable(), "{store}");
+    assert_eq!(effects(&log), 0, "nothing was sent");
+    holder.kill();
+
+    let bound = refused.into_pathway();
+    match bound.dispatch(&rt, &actor("execution_actor"), &mut files) {
+        rpr::Outcome::Returned(_) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(effects(&log), 1, "sent exactly once");
+    assert_eq!(row_count(&dir.db(), "attempts"), 1);
+    assert!(rt.verify(None).unwrap().is_ok());
+}
+
+/// The other process of the tests above: takes the write lock and keeps it until killed.
 #[test]
 fn lock_holder_entry() {
     let Ok(db) = std::env::var("RPR_BUSY_DB") else {
