@@ -3,6 +3,7 @@
 //!
 //! ```sh
 //! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]
+//!                                   [--in-flight 1,4,16,64]
 //! ```
 //!
 //! One *governed call* is the README's separate steps, each a durable step: `propose`,
@@ -85,6 +86,7 @@ struct Options {
     dir: PathBuf,
     executor_ms: u64,
     kinds: Vec<Kind>,
+    in_flight: Vec<usize>,
 }
 
 /// One session with a fresh `rpr-fault-server` (no fault).
@@ -145,6 +147,7 @@ fn options() -> Result<Options, String> {
         dir: std::env::temp_dir(),
         executor_ms: 1,
         kinds: vec![Kind::Sleeper, Kind::Mcp],
+        in_flight: vec![1, 4, 16, 64],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -158,6 +161,13 @@ fn options() -> Result<Options, String> {
                     .parse()
                     .map_err(|_| "--executor-ms needs a number")?;
             }
+            "--in-flight" => {
+                o.in_flight = value()?
+                    .split(',')
+                    .map(|n| n.trim().parse().ok().filter(|n| *n > 0))
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or("--in-flight takes positive numbers separated by commas")?;
+            }
             "--only" => {
                 o.kinds = match value()?.as_str() {
                     "sleeper" => vec![Kind::Sleeper],
@@ -166,7 +176,7 @@ fn options() -> Result<Options, String> {
                 };
             }
             "--help" | "-h" => {
-                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]".into());
+                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64]".into());
             }
             other => return Err(format!("unexpected argument {other}")),
         }
@@ -349,7 +359,7 @@ fn main() -> ExitCode {
             "| in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
         );
         println!("|---:|---:|---:|---:|---:|---:|---:|");
-        for threads in [1, 4, 16, 64] {
+        for &threads in &o.in_flight {
             eprintln!("{threads} in flight…");
             let bare = ungoverned(kind, threads, run, executor);
             let g = governed(kind, threads, run, executor, &o.dir);

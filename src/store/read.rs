@@ -436,7 +436,7 @@ impl ReadStore {
     pub fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, pathway_id, seq, previous_attempt, request, request_digest, binding, binding_digest, \
-             status, owner, lease_until, outcome, created_at, updated_at FROM attempts WHERE pathway_id = ?1 ORDER BY seq",
+             status, owner, lease_until, outcome, created_at, updated_at FROM attempts WHERE pathway_id = CAST(?1 AS TEXT) ORDER BY seq",
         )?;
         let mut out = Vec::new();
         for r in stmt.query_map(params![pathway], attempt_row)? {

@@ -485,7 +485,7 @@ impl Backend for SqliteBackend {
                 // certainly did not take effect, whatever the caller's handle says.
                 let last: Option<(String, String)> = tx
                     .prepare_cached(
-                        "SELECT id, status FROM attempts WHERE pathway_id = ?1 ORDER BY seq DESC LIMIT 1",
+                        "SELECT id, status FROM attempts WHERE pathway_id = CAST(?1 AS TEXT) ORDER BY seq DESC LIMIT 1",
                     )?
                     .query_row(params![step.pathway], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()?;
