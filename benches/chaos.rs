@@ -14,11 +14,13 @@ const USAGE: &str = "\
 usage: cargo bench --bench chaos -- [--calls N] [--hosts N] [--seed N] [--slow-write-ms N]
                                     [--host-kill-percent N] [--server-kill-ms N]
                                     [--verify-every N] [--max-steps N] [--quiet] [--keep]
+                                    [--recount DIR]
 defaults: --calls 1000 --hosts 4 --seed 1 --slow-write-ms 2500 --host-kill-percent 50
           --server-kill-ms 2500 --verify-every 25 --max-steps 40
+--recount DIR counts the outcome figures of a kept run again (same --calls and --seed)
 needs node on PATH and server-filesystem in RPR_PEERS_DIR or target/peers (bash .ci/install-peers)";
 
-fn options(args: &[String]) -> Result<Options, String> {
+fn options(args: &[String]) -> Result<(Options, Option<String>), String> {
     let mut o = Options {
         calls: 1000,
         hosts: 4,
@@ -27,8 +29,13 @@ fn options(args: &[String]) -> Result<Options, String> {
         progress: true,
         ..Options::default()
     };
+    let mut recount = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        if flag == "--recount" {
+            recount = Some(it.next().ok_or("`--recount` needs a directory")?.clone());
+            continue;
+        }
         let mut number = || -> Result<u64, String> {
             it.next()
                 .and_then(|v| v.parse().ok())
@@ -51,7 +58,7 @@ fn options(args: &[String]) -> Result<Options, String> {
             other => return Err(format!("unexpected argument `{other}`")),
         }
     }
-    Ok(o)
+    Ok((o, recount))
 }
 
 fn main() -> ExitCode {
@@ -60,14 +67,18 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
-    let options = match options(&args) {
+    let (options, recount) = match options(&args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("chaos: {e}\n\n{USAGE}");
             return ExitCode::from(2);
         }
     };
-    match chaos_support::run(&options) {
+    let result = match &recount {
+        Some(dir) => chaos_support::recount(&options, std::path::Path::new(dir)),
+        None => chaos_support::run(&options),
+    };
+    match result {
         Ok(report) => {
             println!("{}", report.table());
             let failures = report.failures();

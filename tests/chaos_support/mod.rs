@@ -25,11 +25,15 @@
 //!   call left unsettled, with no kills.
 //! * **Figures.** A call's content written more than once is a *double effect*. The log has
 //!   an intent line before each write's syscall and a done line after it; a server killed
-//!   between the two leaves an *interrupted write*. One interrupted write and no other write
-//!   of its call is settled by the file (it holds the call's content exactly when the write
-//!   happened: each call has a path of its own); any other interrupted write counts as
-//!   performed, so the double-effect figure is an upper bound. A call with
-//!   no pathway, or whose pathway does not end terminal, is *lost*; `host verify` runs every
+//!   between the two leaves an *interrupted write*. An interrupted *create* (the 'wx' write,
+//!   which fails on an existing file) is settled: at most one create of a path can succeed
+//!   and nothing deletes a call's file, so beside a logged create it did not take effect, and
+//!   alone the file says whether it did. An interrupted *replace* (a rename) cannot be
+//!   settled and counts as performed, so the double-effect figure is an upper bound. A call
+//!   whose pathway ends unknown because its server was killed inside its own create (the
+//!   file exists with other content: no readback can decide) is *torn*, reported apart: the
+//!   pathway says what is true and waits for an operator. A call with
+//!   no pathway, or whose pathway does not end terminal otherwise, is *lost*; `host verify` runs every
 //!   `verify_every` calls per worker and at the end (each non-zero exit is a *verify
 //!   failure*); a server process of the run still alive when the final pass is done is an
 //!   *orphan*. Orphans are then waited for (they may still write), killed if they outlast
@@ -148,8 +152,13 @@ pub struct Report {
     pub extra_writes: usize,
     /// The keys of the calls written more than once, with their write counts (first 20).
     pub doubled: Vec<(String, usize)>,
-    /// Calls with no pathway, or whose pathway is not terminal after the final pass.
+    /// Calls with no pathway, or whose pathway is not terminal after the final pass (other
+    /// than `torn_unresolved`).
     pub lost: usize,
+    /// Calls left unknown because the server was killed inside its own create: the file
+    /// exists with other content (empty, or a prefix), so no readback can decide; the
+    /// pathway says so and waits for an operator. Not a failure of the soak.
+    pub torn_unresolved: usize,
     /// `host verify` runs.
     pub verify_runs: u64,
     /// `host verify` runs that did not exit 0 (the first lines of the first one).
@@ -162,9 +171,10 @@ pub struct Report {
     pub orphan_writes: usize,
     /// Writes whose server died between the write's intent line and its end line.
     pub interrupted_writes: usize,
-    /// Of those, the ones settled by the file on disk (the only write of their call).
+    /// Of those, the creates: settled (a create fails on an existing file, so at most one
+    /// create of a path takes effect; the logged one or the file says which).
     pub interrupted_settled: usize,
-    /// Of those, the ones the file cannot settle, counted as performed (an upper bound).
+    /// Of those, the replaces: not settled, counted as performed (an upper bound).
     pub interrupted_ambiguous: usize,
     /// Completed calls with no logged write (the instrumentation would be wrong).
     pub completed_without_effect: usize,
@@ -264,7 +274,7 @@ impl Report {
             (
                 "writes interrupted before their log line",
                 format!(
-                    "{} (settled by the file {}, counted as performed {})",
+                    "{} (creates, settled {}; replaces, counted as performed {})",
                     self.interrupted_writes, self.interrupted_settled, self.interrupted_ambiguous
                 ),
             ),
@@ -276,6 +286,10 @@ impl Report {
                 ),
             ),
             ("LOST PATHWAYS (must be 0)", self.lost.to_string()),
+            (
+                "left unknown by a torn create (for an operator)",
+                self.torn_unresolved.to_string(),
+            ),
             (
                 "VERIFY FAILURES (must be 0)",
                 format!("{} of {} runs", self.verify_failures, self.verify_runs),
@@ -1124,6 +1138,46 @@ pub fn run(options: &Options) -> Result<Report, String> {
     Ok(report)
 }
 
+/// Counts the outcome figures of a kept run again, from its directory (`--keep`, or a run
+/// that failed): the database, the effects log and the files, for the calls `options`
+/// describes (the same `calls` and `seed` as the run). The figures only the run itself saw
+/// (kills, host processes, verify runs, orphans) are zero.
+pub fn recount(options: &Options, dir: &Path) -> Result<Report, String> {
+    let ctx = Ctx {
+        options: options.clone(),
+        host: PathBuf::new(),
+        dir: dir.to_owned(),
+        db: dir.join("rpr.db"),
+        config: String::new(),
+        policy: String::new(),
+        effects: dir.join("effects.log"),
+        marker: String::new(),
+        root: dir.join("files"),
+        plans: Mutex::new(Vec::new()),
+        kills_on: AtomicBool::new(false),
+    };
+    if !ctx.db.is_file() || !ctx.effects.is_file() {
+        return Err(format!(
+            "{} holds no soak run (rpr.db and effects.log)",
+            dir.display()
+        ));
+    }
+    let mut nonce = Rng::new(options.seed, u64::MAX);
+    let calls: Vec<Call> = (0..options.calls)
+        .map(|i| Call::new(options.seed, i, nonce.next_u64()))
+        .collect();
+    let mut report = Report {
+        calls: options.calls,
+        hosts: options.hosts,
+        seed: options.seed,
+        slow_write_ms: options.slow_write_ms,
+        dir: dir.to_owned(),
+        ..Report::default()
+    };
+    count_outcomes(&ctx, &calls, &mut report)?;
+    Ok(report)
+}
+
 /// Final states, lost pathways, ledger events and the effects, into `report`.
 fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), String> {
     let by_key: HashMap<String, State> = ctx
@@ -1135,12 +1189,6 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
         let state = by_key.get(&call.key);
         let name = state.map_or("none", |s| s.as_str());
         *report.final_states.entry(name.to_owned()).or_default() += 1;
-        if !matches!(
-            state,
-            Some(State::Completed | State::Denied | State::Aborted)
-        ) {
-            report.lost += 1;
-        }
     }
     for row in ctx.read(|s| s.ledger(0, usize::MAX)) {
         let event: Value = serde_json::from_str(&row.event).map_err(|e| e.to_string())?;
@@ -1150,33 +1198,51 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
 
     let log = std::fs::read_to_string(&ctx.effects).unwrap_or_default();
     let index: HashMap<&str, &Call> = calls.iter().map(|c| (c.content.as_str(), c)).collect();
-    // Each write is an `intent` line, then `done` or `failed`, paired by (pid, seq).
-    let mut ends: HashMap<(u64, u64), &str> = HashMap::new();
-    let mut intents: Vec<((u64, u64), Value)> = Vec::new();
+    // Each write is an `intent` line, then `done` or `failed` from the same process, for the
+    // same seq and path. Pids are reused over a long run, so an end line closes the latest
+    // open intent with its (pid, seq, path), and an intent left open stays open.
+    let mut intents: Vec<(Value, Option<&'static str>)> = Vec::new();
+    let mut open: HashMap<(u64, u64, String), Vec<usize>> = HashMap::new();
+    // (pid, path) of every failed 'wx' create: a later write of that process is a replace
+    // (for logs written before the preload named `how`).
+    let mut failed_creates: Vec<(u64, String)> = Vec::new();
     for line in log.lines() {
         let effect: Value =
             serde_json::from_str(line).map_err(|e| format!("effects log line {line:?}: {e}"))?;
-        let id = (
+        let key = (
             effect["pid"].as_u64().unwrap_or(0),
             effect["seq"].as_u64().unwrap_or(0),
+            effect["path"].as_str().unwrap_or("").to_owned(),
         );
-        match effect["step"].as_str() {
-            Some("intent") => intents.push((id, effect)),
-            Some("done") => {
-                ends.insert(id, "done");
+        let end = match effect["step"].as_str() {
+            Some("intent") => {
+                open.entry(key).or_default().push(intents.len());
+                intents.push((effect, None));
+                continue;
             }
+            Some("done") => "done",
             Some("failed") => {
-                ends.insert(id, "failed");
+                failed_creates.push((key.0, key.2.clone()));
+                "failed"
             }
             other => return Err(format!("effects log line {line:?}: step {other:?}")),
+        };
+        match open.get_mut(&key).and_then(Vec::pop) {
+            Some(i) => intents[i].1 = Some(end),
+            None => return Err(format!("effects log line {line:?}: no intent before it")),
         }
     }
-    // Per call: writes logged as done, and writes whose process died between the intent
-    // line and the end line (performed or not: the syscall and the kill raced).
-    let mut done: HashMap<&str, usize> = HashMap::new();
-    let mut open: HashMap<&str, usize> = HashMap::new();
-    for (id, intent) in &intents {
-        let end = ends.get(id).copied();
+    #[derive(Default)]
+    struct Writes {
+        creates: usize,
+        replaces: usize,
+        open_creates: usize,
+        open_replaces: usize,
+    }
+    let mut per_call: HashMap<&str, Writes> = HashMap::new();
+    for (intent, end) in &intents {
+        let end = *end;
+        let pid = intent["pid"].as_u64().unwrap_or(0);
         if end == Some("failed") {
             continue;
         }
@@ -1184,36 +1250,38 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
             report.foreign_effects += 1;
             continue;
         };
-        if end == Some("done") {
-            *done.entry(call.key.as_str()).or_default() += 1;
-            if intent["ppid"] != intent["parent"] {
-                report.orphan_writes += 1;
-            }
-        } else {
-            *open.entry(call.key.as_str()).or_default() += 1;
+        let path = intent["path"].as_str().unwrap_or("");
+        let replace = match intent["how"].as_str() {
+            Some(how) => how == "replace",
+            None => failed_creates
+                .iter()
+                .any(|(p_id, p)| *p_id == pid && p == path),
+        };
+        let w = per_call.entry(call.key.as_str()).or_default();
+        match (end == Some("done"), replace) {
+            (true, false) => w.creates += 1,
+            (true, true) => w.replaces += 1,
+            (false, false) => w.open_creates += 1,
+            (false, true) => w.open_replaces += 1,
+        }
+        if end == Some("done") && intent["ppid"] != intent["parent"] {
+            report.orphan_writes += 1;
         }
     }
     for call in calls {
-        let logged = done.get(call.key.as_str()).copied().unwrap_or(0);
-        let interrupted = open.get(call.key.as_str()).copied().unwrap_or(0);
-        report.interrupted_writes += interrupted;
-        let on_disk =
-            std::fs::read_to_string(ctx.root.join(&call.path)).is_ok_and(|c| c == call.content);
-        // An interrupted write alone is settled by the file (it holds the content exactly
-        // when the write happened). Beside a logged write, or beside another interrupted
-        // one, the file cannot tell: each counts as performed, so the double-effect figure
-        // is an upper bound, never an undercount.
-        let n = match (logged, interrupted) {
-            (n, 0) => n,
-            (0, 1) => {
-                report.interrupted_settled += 1;
-                usize::from(on_disk)
-            }
-            (n, k) => {
-                report.interrupted_ambiguous += k;
-                n + k
-            }
-        };
+        let w = per_call.remove(call.key.as_str()).unwrap_or_default();
+        let on_disk = std::fs::read_to_string(ctx.root.join(&call.path)).ok();
+        // A create ('wx') fails on an existing file, and nothing deletes a call's file:
+        // at most one create of a path succeeds. So an interrupted create beside a logged
+        // one did not take effect; without a logged one, the file says whether one did.
+        // An interrupted replace (a rename) cannot be settled: it counts as performed, so
+        // the double-effect figure is an upper bound, never an undercount.
+        let interrupted_create =
+            usize::from(w.creates == 0 && on_disk.is_some() && w.open_creates > 0);
+        report.interrupted_writes += w.open_creates + w.open_replaces;
+        report.interrupted_settled += w.open_creates;
+        report.interrupted_ambiguous += w.open_replaces;
+        let n = w.creates + interrupted_create + w.replaces + w.open_replaces;
         if n > 1 {
             report.double_effects += 1;
             report.extra_writes += n - 1;
@@ -1221,8 +1289,22 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
                 report.doubled.push((call.key.clone(), n));
             }
         }
-        if n == 0 && by_key.get(&call.key) == Some(&State::Completed) {
+        let state = by_key.get(&call.key);
+        if n == 0 && state == Some(&State::Completed) {
             report.completed_without_effect += 1;
+        }
+        let terminal = matches!(
+            state,
+            Some(State::Completed | State::Denied | State::Aborted)
+        );
+        // A server killed inside its own create leaves the file made but not (fully)
+        // written: the readback sees other content and cannot decide, so the pathway stays
+        // unknown for an operator, truthfully. That is not a lost pathway.
+        let torn = on_disk.as_ref().is_some_and(|c| *c != call.content);
+        if state.is_some() && !terminal && torn {
+            report.torn_unresolved += 1;
+        } else if !terminal {
+            report.lost += 1;
         }
     }
     Ok(())

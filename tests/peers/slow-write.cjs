@@ -18,7 +18,8 @@
 //   that puts the temporary file in place), two JSON lines are appended with O_APPEND and
 //   fsync: {"step": "intent"} just before the syscall and {"step": "done"} just after (or
 //   {"step": "failed"} when the syscall throws, as 'wx' does on an existing file), all
-//   with "seq" (this process's count of writes, pairing the two), "at" (ms since the
+//   with "seq" (this process's count of writes, pairing the two), "how" ("create": the 'wx'
+//   write, which fails on an existing file; "replace": the rename), "at" (ms since the
 //   epoch), "pid", "parent" (the parent pid at start), "ppid" (the parent pid at that time:
 //   another value means the server outlived its host), "path", "content". A kill can land
 //   between the syscall and the "done" line: an "intent" with no "done" is a write that may
@@ -37,13 +38,14 @@ const temporary = /\.[0-9a-f]{32}\.tmp$/;
 const staged = new Map(); // temporary path -> content
 let seq = 0;
 
-function effect(step, n, path, content) {
+function effect(step, n, path, content, how) {
   if (!effectsLog) {
     return;
   }
   const line = JSON.stringify({
     step,
     seq: n,
+    how,
     at: Date.now(),
     pid: process.pid,
     parent,
@@ -73,15 +75,15 @@ fsp.writeFile = async function slowWriteFile(file, data, options) {
   }
   // Synchronously, between its two log lines (no event-loop turn in between).
   const n = ++seq;
-  effect('intent', n, path, data);
+  effect('intent', n, path, data, 'create');
   try {
     fs.writeFileSync(file, data, options);
   } catch (e) {
     // 'wx' on an existing file: nothing written; the handler goes on to its rename path.
-    effect('failed', n, path, data);
+    effect('failed', n, path, data, 'create');
     throw e;
   }
-  effect('done', n, path, data);
+  effect('done', n, path, data, 'create');
 };
 
 fsp.rename = async function loggedRename(from, to) {
@@ -93,12 +95,12 @@ fsp.rename = async function loggedRename(from, to) {
   const content = staged.get(key);
   staged.delete(key);
   const n = ++seq;
-  effect('intent', n, String(to), content);
+  effect('intent', n, String(to), content, 'replace');
   try {
     fs.renameSync(from, to);
   } catch (e) {
-    effect('failed', n, String(to), content);
+    effect('failed', n, String(to), content, 'replace');
     throw e;
   }
-  effect('done', n, String(to), content);
+  effect('done', n, String(to), content, 'replace');
 };
