@@ -1178,6 +1178,16 @@ pub fn recount(options: &Options, dir: &Path) -> Result<Report, String> {
     Ok(report)
 }
 
+/// The writes of one call, by kind (create: the 'wx' write; replace: the rename) and by
+/// whether their end line was logged.
+#[derive(Default)]
+struct Writes {
+    creates: usize,
+    replaces: usize,
+    open_creates: usize,
+    open_replaces: usize,
+}
+
 /// Final states, lost pathways, ledger events and the effects, into `report`.
 fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), String> {
     let by_key: HashMap<String, State> = ctx
@@ -1231,13 +1241,6 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
             Some(i) => intents[i].1 = Some(end),
             None => return Err(format!("effects log line {line:?}: no intent before it")),
         }
-    }
-    #[derive(Default)]
-    struct Writes {
-        creates: usize,
-        replaces: usize,
-        open_creates: usize,
-        open_replaces: usize,
     }
     let mut per_call: HashMap<&str, Writes> = HashMap::new();
     for (intent, end) in &intents {
