@@ -91,7 +91,14 @@ fn tail_id(tail: &[u8]) -> Option<Id> {
         }
         open
     } else {
-        body.rfind(|c: char| !(c.is_ascii_digit() || c == '-'))? + 1
+        // Digits and '-' are ASCII: the value starts that many bytes before the end (a
+        // character before it may be several bytes long, so no index arithmetic on it).
+        let digits = body
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .count();
+        body.len() - digits
     };
     let (before, value) = body.split_at(value_start);
     let before = before.trim_end().strip_suffix(':')?.trim_end();
@@ -379,6 +386,39 @@ mod overflow_tests {
         assert_eq!(id("", r#"x"id":5}"#), None, "no comma before the member");
         assert_eq!(id("", "x,\"id\":1.5}"), None, "not an integer");
         assert_eq!(id("not json", "neither"), None);
+        // A multi-byte character right before the value (found by tests/robustness.rs).
+        assert_eq!(id("", ":\"\u{5fe}7}"), None);
+        assert_eq!(id("", ",\"id\":\u{5fe}7}"), None);
+    }
+
+    #[test]
+    fn any_bytes_at_either_end_give_an_answer_not_a_panic() {
+        // Short random strings over an alphabet of JSON punctuation, digits and multi-byte
+        // characters, split anywhere (a seeded xorshift: the same cases every run).
+        let alphabet: Vec<char> = "{}[]\":,\\ -0123456789idx\u{5fe}\u{1f600}"
+            .chars()
+            .collect();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..next() % 16 {
+                let i = usize::try_from(next() % alphabet.len() as u64).unwrap();
+                text.push(alphabet[i]);
+            }
+            if next() % 2 == 0 {
+                text.push('}');
+            }
+            let bytes = text.as_bytes();
+            let cut = usize::try_from(next() % (bytes.len() as u64 + 1)).unwrap();
+            let _ = overflow_id(&bytes[..cut], &bytes[cut..]);
+            let _ = overflow_id(&bytes[cut..], &bytes[..cut]);
+        }
     }
 
     #[test]
