@@ -46,6 +46,21 @@ fn call<'a>(
     ]
 }
 
+/// `call put` on server `ledger` with idempotency key `key`, for a policy with no Human Gate
+/// on `put` (no `--approve-as`).
+fn ungated_call<'a>(
+    config: &'a str,
+    policy: &'a str,
+    db: &'a str,
+    args: &'a str,
+    key: &'a str,
+) -> Vec<&'a str> {
+    let mut a = call(config, policy, db, "put", args);
+    a.retain(|x| !["--approve-as", "alice"].contains(x));
+    a.extend(["--key", key]);
+    a
+}
+
 #[test]
 fn bad_call_input_is_refused_before_anything_is_recorded() {
     let dir = Scratch::new("errors");
@@ -408,15 +423,13 @@ fn a_server_that_dies_before_the_call_is_reported_as_not_sent() {
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     let db = dir.join("rpr.db");
-    let mut args = call(
+    let args = ungated_call(
         &config,
         &policy,
         db.to_str().unwrap(),
-        "put",
         r#"{"key": "k", "value": "v"}"#,
+        "k1",
     );
-    args.retain(|a| !["--approve-as", "alice"].contains(a));
-    args.extend(["--key", "k1"]);
     let output = run(&args);
     let out = text(&output);
     assert!(
@@ -529,9 +542,7 @@ fn arguments_come_from_a_file_or_stdin() {
     let file = dir.join("args.json");
     std::fs::write(&file, json!({"key": "big", "value": big}).to_string()).unwrap();
     let from_file = format!("@{}", file.display());
-    let mut args = call(&config, &policy, db, "put", &from_file);
-    args.retain(|a| !["--approve-as", "alice"].contains(a));
-    args.extend(["--key", "from-file"]);
+    let args = ungated_call(&config, &policy, db, &from_file, "from-file");
     let output = run(&args);
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
@@ -541,9 +552,7 @@ fn arguments_come_from_a_file_or_stdin() {
     assert_eq!(dir.effects(), 1);
 
     // From stdin.
-    let mut args = call(&config, &policy, db, "put", "-");
-    args.retain(|a| !["--approve-as", "alice"].contains(a));
-    args.extend(["--key", "from-stdin"]);
+    let args = ungated_call(&config, &policy, db, "-", "from-stdin");
     let mut child = std::process::Command::new(host_support::host())
         .args(&args)
         .stdin(std::process::Stdio::piped())

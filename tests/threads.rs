@@ -456,21 +456,26 @@ fn wait_submitted(rt: &Runtime, n: u64) {
     }
 }
 
+/// `n` new proposed pathways, keys `prefix-0`….
+fn proposed_pathways(rt: &Runtime, prefix: &str, n: usize) -> Vec<Pathway<stage::Proposed>> {
+    (0..n)
+        .map(|i| {
+            let def = definition(&format!("{prefix}-{i}"), rpr::ActionClass::Mutating);
+            match rt.propose(&actor("proposer"), def).unwrap() {
+                rpr::Proposal::New(p) => p,
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect()
+}
+
 /// Steps queued while the connection is busy are committed together: one durable commit.
 #[test]
 fn steps_queued_while_the_connection_is_busy_share_one_commit() {
     const THREADS: usize = 16;
     let dir = TempDir::new("threads-batch");
     let rt = Runtime::open(dir.db()).unwrap();
-    let proposed: Vec<_> = (0..THREADS)
-        .map(|i| {
-            let def = definition(&format!("batched-{i}"), rpr::ActionClass::Mutating);
-            match rt.propose(&actor("proposer"), def).unwrap() {
-                rpr::Proposal::New(p) => p,
-                other => panic!("{other:?}"),
-            }
-        })
-        .collect();
+    let proposed = proposed_pathways(&rt, "batched", THREADS);
     let before = rt.write_stats();
     let ids: Vec<String> = std::thread::scope(|s| {
         // This thread holds the connection (a reader), so every step queues behind it.
@@ -521,15 +526,7 @@ fn a_step_taken_while_holding_the_reader_does_not_wait_for_a_blocked_leader() {
     const THREADS: usize = 4;
     let dir = TempDir::new("threads-reentrant");
     let rt = Runtime::open(dir.db()).unwrap();
-    let mut proposed: Vec<_> = (0..=THREADS)
-        .map(|i| {
-            let def = definition(&format!("reentrant-{i}"), rpr::ActionClass::Mutating);
-            match rt.propose(&actor("proposer"), def).unwrap() {
-                rpr::Proposal::New(p) => p,
-                other => panic!("{other:?}"),
-            }
-        })
-        .collect();
+    let mut proposed = proposed_pathways(&rt, "reentrant", THREADS + 1);
     let mine = proposed.pop().unwrap();
     let before = rt.write_stats();
     let (tx, rx) = std::sync::mpsc::channel();

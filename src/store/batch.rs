@@ -251,19 +251,13 @@ impl Batcher {
         if let Err(e) = backend.begin_batch() {
             // The write lock stayed held past the busy timeout: name the holder once, while
             // it likely still holds it, and give every step of the batch that error.
-            let error = match copy_error(&e) {
+            let holder = super::write_lock_holder(backend.path());
+            let again = || match copy_error(&e) {
                 StoreError::Busy { .. } => StoreError::Busy {
                     timeout: Some(backend.busy_timeout()),
-                    holder: super::write_lock_holder(backend.path()),
-                },
-                other => other,
-            };
-            let again = || match &error {
-                StoreError::Busy { timeout, holder } => StoreError::Busy {
-                    timeout: *timeout,
                     holder: holder.clone(),
                 },
-                _ => copy_error(&e),
+                other => other,
             };
             for p in batch {
                 p.lock().fail(&again);
