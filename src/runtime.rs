@@ -537,6 +537,45 @@ impl Runtime {
         self.batcher.write(&self.backend, op)
     }
 
+    /// Checks the binding of `tool` on the server a governing proxy calls `server` against
+    /// its pin (see [`crate::store::PinCheck`]): pins it on first sight (recorded as pinned by
+    /// `by`), and remembers a differing binding as seen, for [`Runtime::accept_pin`].
+    pub fn check_pin(
+        &self,
+        server: &str,
+        tool: &str,
+        binding: &crate::executor::Binding,
+        definition: &serde_json::Value,
+        by: &Actor,
+    ) -> Result<crate::store::PinCheck, StoreError> {
+        let canonical = |v: &serde_json::Value| {
+            crate::canonical::to_string(v).map_err(|e| StoreError::Corrupt(format!("pin: {e}")))
+        };
+        let candidate = crate::store::pins::Candidate {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            digest: binding.digest.clone(),
+            binding: canonical(&binding.details)?,
+            definition: canonical(definition)?,
+        };
+        let (by, at) = (by.as_str().to_owned(), self.now());
+        self.write(move |b| b.check_pin(&candidate, &by, at))
+    }
+
+    /// Pins the changed binding `digest` last seen for `tool` of `server`: the operator
+    /// names the digest they reviewed, so a binding that changed again is not pinned unseen.
+    pub fn accept_pin(
+        &self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &Actor,
+    ) -> Result<crate::store::PinRecord, StoreError> {
+        let (server, tool, digest) = (server.to_owned(), tool.to_owned(), digest.to_owned());
+        let (by, at) = (by.as_str().to_owned(), self.now());
+        self.write(move |b| b.accept_pin(&server, &tool, &digest, &by, at))
+    }
+
     /// How many steps this runtime made durable, and in how many durable commits: with
     /// several threads stepping at once, one commit carries the steps that queued while the
     /// previous one was syncing (docs/storage.md, "Group commit").

@@ -31,6 +31,12 @@ impl Request {
             arguments,
         }
     }
+
+    /// The request digest a pathway records for this request (sha256 hex of the canonical
+    /// `{"action", "arguments"}`): the same for every identical request.
+    pub fn digest(&self) -> Result<String, crate::canonical::CanonicalError> {
+        crate::canonical::sha256_hex(&crate::pathway::request_json(self))
+    }
 }
 
 /// What a pathway is bound to: one exact target, described by the executor.

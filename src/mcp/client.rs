@@ -108,7 +108,8 @@ impl ToolList {
 /// An initialized MCP client connection to one stdio server.
 ///
 /// [`McpClient::connect`] starts the server, sends `initialize` (protocol
-/// [`PROTOCOL_VERSION`], empty capabilities, `clientInfo` `rpr` and this crate's
+/// [`PROTOCOL_VERSION`], the capabilities of [`SessionConfig::client_capabilities`]
+/// (none by default), `clientInfo` `rpr` and this crate's
 /// version), checks the version the server chose, and sends
 /// `notifications/initialized`. All methods take `&self`, so the client can be
 /// shared (for example in an `Arc`) by an executor and a readback.
@@ -130,7 +131,7 @@ impl McpClient {
         let session = Session::start(command, config)?;
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": config.client_capabilities,
             "clientInfo": {"name": "rpr", "version": env!("CARGO_PKG_VERSION")},
         });
         let result = expect_result(
@@ -230,7 +231,22 @@ impl McpClient {
         arguments: &Value,
         timeout: Duration,
     ) -> Result<Reply, McpError> {
-        let params = json!({"name": name, "arguments": arguments});
+        self.call_tool_with_meta(name, arguments, None, timeout)
+    }
+
+    /// [`McpClient::call_tool`] with a `_meta` object in the request (for example the
+    /// `progressToken` of a proxied call).
+    pub fn call_tool_with_meta(
+        &self,
+        name: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Reply, McpError> {
+        let mut params = json!({"name": name, "arguments": arguments});
+        if let Some(meta) = meta {
+            params["_meta"] = meta.clone();
+        }
         self.session.request("tools/call", Some(params), timeout)
     }
 

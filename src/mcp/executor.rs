@@ -22,6 +22,9 @@ pub struct ExecutorConfig {
     /// example `-32602` for a server known to reject before acting). Every other
     /// code is classified [`RejectionClass::Unknown`], the fail-closed default.
     pub not_applied_codes: BTreeSet<i64>,
+    /// A `_meta` object sent with the `tools/call` (for example a proxied client's
+    /// `progressToken`); not part of the request, its digest or the binding.
+    pub call_meta: Option<Value>,
 }
 
 impl ExecutorConfig {
@@ -29,6 +32,13 @@ impl ExecutorConfig {
     #[must_use]
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`ExecutorConfig::call_meta`].
+    #[must_use]
+    pub fn with_call_meta(mut self, meta: Value) -> Self {
+        self.call_meta = Some(meta);
         self
     }
 
@@ -273,10 +283,12 @@ impl Executor for McpExecutor {
             .config
             .call_timeout
             .unwrap_or_else(|| self.client.request_timeout());
-        let delivery = match self
-            .client
-            .call_tool(&self.tool, &request.arguments, timeout)
-        {
+        let delivery = match self.client.call_tool_with_meta(
+            &self.tool,
+            &request.arguments,
+            self.config.call_meta.as_ref(),
+            timeout,
+        ) {
             Ok(Reply::Result(result)) => classify_result(result),
             Ok(Reply::Error(error)) => Delivery::Rejected {
                 error: error.to_value(),

@@ -41,7 +41,9 @@ pub use error::McpError;
 pub use executor::{ExecutorConfig, McpExecutor};
 pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};
 pub use schema::{ArgumentValidator, Dialect};
-pub use session::{NotificationCallback, Reply, Session, SessionConfig, SessionStats};
+pub use session::{
+    NotificationCallback, Reply, RequestCallback, Responder, Session, SessionConfig, SessionStats,
+};
 pub use transport::{ServerCommand, ShutdownReport, ShutdownStage, Transport, TransportConfig};
 
 /// The MCP protocol revision this client speaks: `2025-11-25`.

@@ -39,6 +39,58 @@ use crate::jsonrpc::{
 /// caught and counted as a protocol error.
 pub type NotificationCallback = Arc<dyn Fn(&Notification) + Send + Sync>;
 
+/// A callback that receives the server's requests to the client (sampling, roots,
+/// elicitation) on the session's reader thread, with the [`Responder`] that answers it.
+///
+/// It must return quickly: answer later, from another thread, through the responder
+/// (a proxy forwards the request to its own client and answers when that one does).
+/// `ping` is always answered by the session itself. A panic in it is caught, counted as
+/// a protocol error, and the request is answered with an internal error.
+pub type RequestCallback = Arc<dyn Fn(Request, Responder) + Send + Sync>;
+
+/// Answers one server request; see [`RequestCallback`]. Dropped without an answer, it
+/// answers with an internal error, so the server is never left waiting for a reply that
+/// cannot come.
+#[derive(Debug)]
+pub struct Responder {
+    id: Option<Id>,
+    writer: Sender<WriteJob>,
+    max: usize,
+}
+
+impl Responder {
+    /// The id of the request this answers.
+    #[must_use]
+    pub fn id(&self) -> Option<&Id> {
+        self.id.as_ref()
+    }
+
+    /// Sends the answer: a result or an error object.
+    pub fn respond(mut self, outcome: Result<Value, ErrorObject>) {
+        self.send(outcome);
+    }
+
+    fn send(&mut self, outcome: Result<Value, ErrorObject>) {
+        let Some(id) = self.id.take() else { return };
+        let response = Message::Response(Response {
+            id: Some(id),
+            outcome,
+        });
+        if let Ok(line) = encode_line(&response.to_value(), self.max) {
+            let _ = self.writer.send(WriteJob::Line { line, ticket: None });
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.send(Err(ErrorObject::new(
+            codes::INTERNAL_ERROR,
+            "the client dropped this request without an answer",
+        )));
+    }
+}
+
 /// Settings of a session and of the MCP client built on it.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -60,6 +112,16 @@ pub struct SessionConfig {
     pub notification_queue: usize,
     /// Receives notifications instead of the queue, when set.
     pub on_notification: Option<NotificationCallback>,
+    /// Receives the server's requests to the client, when set; without it every server
+    /// request but `ping` is answered with `-32601` (method not found).
+    pub on_request: Option<RequestCallback>,
+    /// Hands `notifications/progress` to the sink like any other notification, instead of
+    /// dropping them (default false: a client that never sends a progress token has no use
+    /// for them; a proxy that passes its client's token on does).
+    pub pass_progress: bool,
+    /// The `capabilities` this client declares in `initialize` (default `{}`: none). Declare
+    /// only what [`SessionConfig::on_request`] really serves.
+    pub client_capabilities: Value,
 }
 
 impl Default for SessionConfig {
@@ -72,6 +134,9 @@ impl Default for SessionConfig {
             max_tool_pages: 100,
             notification_queue: 256,
             on_notification: None,
+            on_request: None,
+            pass_progress: false,
+            client_capabilities: json!({}),
         }
     }
 }
@@ -89,6 +154,9 @@ impl std::fmt::Debug for SessionConfig {
                 "on_notification",
                 &self.on_notification.as_ref().map(|_| "callback"),
             )
+            .field("on_request", &self.on_request.as_ref().map(|_| "callback"))
+            .field("pass_progress", &self.pass_progress)
+            .field("client_capabilities", &self.client_capabilities)
             .finish()
     }
 }
@@ -152,6 +220,8 @@ impl Session {
             state: Mutex::new(State::default()),
             queue_capacity: config.notification_queue,
             on_notification: config.on_notification.clone(),
+            on_request: config.on_request.clone(),
+            pass_progress: config.pass_progress,
         });
         let (writer, jobs) = mpsc::channel();
         let max = config.max_message_bytes;
@@ -446,6 +516,8 @@ struct Shared {
     state: Mutex<State>,
     queue_capacity: usize,
     on_notification: Option<NotificationCallback>,
+    on_request: Option<RequestCallback>,
+    pass_progress: bool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -506,7 +578,7 @@ impl Shared {
     }
 
     fn notification(&self, notification: Notification) {
-        if notification.method == "notifications/progress" {
+        if notification.method == "notifications/progress" && !self.pass_progress {
             self.lock().stats.dropped_progress += 1;
             return;
         }
@@ -533,6 +605,40 @@ impl Shared {
             state.stats.dropped_notifications += 1;
         }
         state.notifications.push_back(notification);
+    }
+
+    /// A request from the server: `ping` is answered here; the rest go to the request
+    /// callback, or are refused with `-32601` without one.
+    fn request(&self, request: Request, writer: &Sender<WriteJob>, max: usize) {
+        let responder = Responder {
+            id: Some(request.id.clone()),
+            writer: writer.clone(),
+            max,
+        };
+        if request.method == "ping" {
+            self.lock().stats.pings_answered += 1;
+            return responder.respond(Ok(json!({})));
+        }
+        if let Some(callback) = &self.on_request {
+            let method = request.method.clone();
+            let call = std::panic::AssertUnwindSafe(|| callback(request, responder));
+            if std::panic::catch_unwind(call).is_err() {
+                // The unwind dropped the responder, which answered with an internal error.
+                Self::record_error(
+                    &mut self.lock(),
+                    format!("the request callback panicked on {method}"),
+                );
+            }
+            return;
+        }
+        self.lock().stats.requests_refused += 1;
+        responder.respond(Err(ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: {} (this client offers no capabilities)",
+                request.method
+            ),
+        )));
     }
 
     fn unreadable(&self, error: JsonRpcError) {
@@ -578,28 +684,7 @@ fn reader_loop(
             }
             Ok(Some(Message::Response(response))) => shared.deliver(response),
             Ok(Some(Message::Notification(notification))) => shared.notification(notification),
-            Ok(Some(Message::Request(request))) => {
-                let outcome = if request.method == "ping" {
-                    shared.lock().stats.pings_answered += 1;
-                    Ok(json!({}))
-                } else {
-                    shared.lock().stats.requests_refused += 1;
-                    Err(ErrorObject::new(
-                        codes::METHOD_NOT_FOUND,
-                        format!(
-                            "Method not found: {} (this client offers no capabilities)",
-                            request.method
-                        ),
-                    ))
-                };
-                let response = Message::Response(Response {
-                    id: Some(request.id),
-                    outcome,
-                });
-                if let Ok(line) = encode_line(&response.to_value(), max) {
-                    let _ = writer.send(WriteJob::Line { line, ticket: None });
-                }
-            }
+            Ok(Some(Message::Request(request))) => shared.request(request, writer, max),
             Err(error) if error.is_fatal() => {
                 shared.close(&error.to_string());
                 return;

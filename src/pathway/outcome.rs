@@ -191,4 +191,50 @@ impl StoredPathway {
             Self::InFlightElsewhere { pathway, .. } => &pathway.id,
         }
     }
+
+    /// The pathway's state (an attempt in flight elsewhere: `running`).
+    #[must_use]
+    pub fn state(&self) -> crate::state::State {
+        match self {
+            Self::Proposed(p) => p.state(),
+            Self::AwaitingApproval(p) => p.state(),
+            Self::HumanGate(p) => p.state(),
+            Self::Held(p) => p.state(),
+            Self::Approved(p) => p.state(),
+            Self::Returned(p) => p.state(),
+            Self::Unknown(p) => p.state(),
+            Self::Stopped(p) => p.state(),
+            Self::PartiallyCompleted(p) => p.state(),
+            Self::RepairRequired(p) => p.state(),
+            Self::RepairUnsettled(p) => p.state(),
+            Self::ReadyToResume(p) => p.state(),
+            Self::Completed(p) => p.state(),
+            Self::Denied(p) => p.state(),
+            Self::Aborted(p) => p.state(),
+            Self::InFlightElsewhere { pathway, .. } => pathway.state,
+        }
+    }
+
+    /// The digest of the pathway's unredacted request.
+    #[must_use]
+    pub fn request_digest(&self) -> &str {
+        match self {
+            Self::Proposed(p) => p.request_digest(),
+            Self::AwaitingApproval(p) => p.request_digest(),
+            Self::HumanGate(p) => p.request_digest(),
+            Self::Held(p) => p.request_digest(),
+            Self::Approved(p) => p.request_digest(),
+            Self::Returned(p) => p.request_digest(),
+            Self::Unknown(p) => p.request_digest(),
+            Self::Stopped(p) => p.request_digest(),
+            Self::PartiallyCompleted(p) => p.request_digest(),
+            Self::RepairRequired(p) => p.request_digest(),
+            Self::RepairUnsettled(p) => p.request_digest(),
+            Self::ReadyToResume(p) => p.request_digest(),
+            Self::Completed(p) => p.request_digest(),
+            Self::Denied(p) => p.request_digest(),
+            Self::Aborted(p) => p.request_digest(),
+            Self::InFlightElsewhere { pathway, .. } => &pathway.request_digest,
+        }
+    }
 }

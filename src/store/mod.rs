@@ -14,12 +14,14 @@ pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod event;
 mod holder;
+pub(crate) mod pins;
 mod read;
 mod sqlite;
 
 pub use batch::WriteStats;
 pub use holder::LockHolder;
 pub(crate) use holder::write_lock_holder;
+pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
 
@@ -27,7 +29,7 @@ use crate::state::State;
 use serde_json::Value;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The DDL of schema version 1, applied by migration 1.
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -35,6 +37,9 @@ pub const SCHEMA_SQL: &str = include_str!("schema.sql");
 /// Migration 2: the process that may carry an attempt's request (and, in code, the
 /// database identity in `meta`).
 pub const MIGRATION_2_SQL: &str = include_str!("migrate_2.sql");
+
+/// Migration 3: the tool pins of `rpr gate` (see [`crate::pins`]).
+pub const MIGRATION_3_SQL: &str = include_str!("migrate_3.sql");
 
 /// What can go wrong in storage.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +132,18 @@ pub enum StoreError {
         attempt: String,
         /// Its status.
         status: String,
+    },
+    /// No changed binding with this digest was seen for this tool (nothing to pin).
+    #[error(
+        "no changed binding {digest} was seen for tool `{tool}` of server `{server}`; nothing pinned (list the pins to see what is waiting)"
+    )]
+    NoSuchPin {
+        /// The server name.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// The digest asked for.
+        digest: String,
     },
 }
 

@@ -415,6 +415,29 @@ impl ReadStore {
         Ok(out)
     }
 
+    /// Every tool pin of `rpr gate`, ordered by server and tool.
+    pub fn pins(&self) -> Result<Vec<super::PinRecord>, StoreError> {
+        super::pins::all(&self.conn)
+    }
+
+    /// The pin of one tool of one server.
+    pub fn pin(&self, server: &str, tool: &str) -> Result<Option<super::PinRecord>, StoreError> {
+        super::pins::one(&self.conn, server, tool)
+    }
+
+    /// The pathways whose unredacted request has `request_digest`, ordered by id (a
+    /// governing proxy answers an identical repeat from the open one among them).
+    pub fn with_request(&self, request_digest: &str) -> Result<Vec<PathwayRecord>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{PATHWAY_SELECT} WHERE request_digest = CAST(?1 AS TEXT) ORDER BY id"
+        ))?;
+        let mut out = Vec::new();
+        for r in stmt.query_map(params![request_digest], pathway_row)? {
+            out.push(r??);
+        }
+        Ok(out)
+    }
+
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.
     pub fn list_unresolved(
         &self,

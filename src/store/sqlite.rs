@@ -9,8 +9,8 @@ use serde_json::json;
 use super::check::{Replay, SETTLED, check_pathway};
 use super::read::ReadStore;
 use super::{
-    ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, MIGRATION_2_SQL, NewPathway,
-    SCHEMA_SQL, SCHEMA_VERSION, Step, StoreError,
+    ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, MIGRATION_2_SQL, MIGRATION_3_SQL,
+    NewPathway, SCHEMA_SQL, SCHEMA_VERSION, Step, StoreError,
 };
 use crate::ledger;
 use crate::state::State;
@@ -19,7 +19,7 @@ use crate::state::State;
 const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 
 /// Migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_SQL, MIGRATION_2_SQL];
+const MIGRATIONS: &[&str] = &[SCHEMA_SQL, MIGRATION_2_SQL, MIGRATION_3_SQL];
 
 /// The database's clock, in ms since the Unix epoch: leases are judged by it, never by a
 /// caller's (injected) clock.
@@ -124,6 +124,36 @@ impl Drop for Unit<'_> {
 
 /// How many prepared statements the step connection keeps.
 const STATEMENT_CACHE: usize = 64;
+
+impl SqliteBackend {
+    /// Checks a binding against its tool pin, in its own unit of the batch.
+    pub(crate) fn check_pin(
+        &self,
+        candidate: &super::pins::Candidate,
+        by: &str,
+        at: i64,
+    ) -> Result<super::PinCheck, StoreError> {
+        let tx = Unit::begin(self)?;
+        let found = super::pins::check(&tx, candidate, by, at)?;
+        tx.commit()?;
+        Ok(found)
+    }
+
+    /// Pins the seen binding `digest` of `server`/`tool`, in its own unit of the batch.
+    pub(crate) fn accept_pin(
+        &self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+        at: i64,
+    ) -> Result<super::PinRecord, StoreError> {
+        let tx = Unit::begin(self)?;
+        let pin = super::pins::accept(&tx, server, tool, digest, by, at)?;
+        tx.commit()?;
+        Ok(pin)
+    }
+}
 
 impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,

@@ -1,8 +1,29 @@
-//! `rpr gate`: a governing MCP stdio proxy (being built; see docs/gate.md).
+//! `rpr gate`: a governing MCP stdio proxy. An MCP host launches it in place of a
+//! server; it launches the server as its child and puts every `tools/call` on a
+//! responsibility pathway (see docs/gate.md). Stdout carries protocol messages only;
+//! what the gate has to say goes to stderr.
+
+mod call;
+mod downstream;
+mod upstream;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
+use rpr::jsonrpc::{
+    DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, JsonRpcError, Message, MessageReader, Request, codes,
+};
+use rpr::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand};
+use rpr::store::PinCheck;
+use rpr::{Actor, Runtime, StoredPathway};
+use serde_json::{Value, json};
+
+use self::downstream::Downstream;
+use self::upstream::Upstream;
+use crate::config::Policy;
 use crate::{Exit, Failure};
 
 /// `rpr gate --database DB --policy POLICY [--actor NAME] [--name NAME] -- COMMAND [ARGS...]`
@@ -21,12 +42,280 @@ pub(crate) struct GateArgs {
     /// server reports in its `serverInfo`).
     #[arg(long, value_name = "NAME")]
     pub(crate) name: Option<String>,
+    /// Seconds a governed `tools/call` (and a request passed through) may take before
+    /// its outcome is recorded as unknown.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub(crate) call_timeout: u64,
+    /// Seconds the person at the client has to answer a Human Gate elicitation.
+    #[arg(long, value_name = "SECONDS", default_value_t = call::DEFAULT_APPROVAL_WAIT.as_secs())]
+    pub(crate) approval_timeout: u64,
     /// The MCP server to govern, started as the gate's child with the gate's environment.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
 }
 
+/// The gate's state, shared by the threads that serve the client's requests.
+pub(crate) struct Gate {
+    rt: Runtime,
+    policy: Policy,
+    policy_path: String,
+    database: String,
+    actor: Actor,
+    name: Mutex<Option<String>>,
+    upstream: Upstream,
+    down: Arc<Downstream>,
+    command_line: Vec<String>,
+    call_timeout: Duration,
+    approval_timeout: Duration,
+    propose_lock: Mutex<()>,
+}
+
+fn utf8(path: &std::path::Path, what: &str) -> Result<String, Failure> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the {what} path is not valid UTF-8 ({})", path.display()).into())
+}
+
 /// Runs the gate until the client closes its stdin.
 pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
-    Err(format!("rpr gate is not built yet ({args:?})").into())
+    let policy_path = utf8(&args.policy, "policy")?;
+    let database = utf8(&args.database, "database")?;
+    let policy = Policy::load(&policy_path)?;
+    let rt = Runtime::builder(&args.database)
+        .bounds(policy.bounds())
+        .open()
+        .map_err(|e| format!("cannot open database {database}: {e}"))?;
+    report_unresolved(&rt, &database)?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or("no server command given after `--`")?;
+    let command = ServerCommand::new(program).args(rest).inherit_env(true);
+    let down = Arc::new(Downstream::new(DEFAULT_MAX_MESSAGE_BYTES));
+    let call_timeout = Duration::from_secs(args.call_timeout.max(1));
+    let gate = Arc::new(Gate {
+        upstream: Upstream::new(command, call_timeout, Arc::clone(&down)),
+        rt,
+        policy,
+        policy_path,
+        database,
+        actor: Actor::new(&args.actor),
+        name: Mutex::new(args.name.clone()),
+        down,
+        command_line: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        call_timeout,
+        approval_timeout: Duration::from_secs(args.approval_timeout.max(1)),
+        propose_lock: Mutex::new(()),
+    });
+    serve(&gate);
+    Ok(Exit::Done)
+}
+
+/// Finds what a previous gate left unresolved (an attempt in flight when it stopped is
+/// now unknown) and says so on stderr; none of it is sent again.
+fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), Failure> {
+    for stored in rt
+        .recover()
+        .map_err(|e| format!("recovery of {database} failed: {e}"))?
+    {
+        let why = match &stored {
+            StoredPathway::Unknown(_) => {
+                "write status unknown (it was sent; whether it took effect is not known); it will not be sent again: rpr reconcile"
+            }
+            StoredPathway::InFlightElsewhere { .. } => "in flight in another live process",
+            _ => "needs a step (rpr unresolved shows which)",
+        };
+        eprintln!(
+            "rpr gate: unresolved pathway {} ({}): {why}",
+            stored.id(),
+            stored.state().as_str()
+        );
+    }
+    Ok(())
+}
+
+fn serve(gate: &Arc<Gate>) {
+    let mut reader =
+        MessageReader::with_max_message_bytes(std::io::stdin().lock(), DEFAULT_MAX_MESSAGE_BYTES);
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    loop {
+        workers.retain(|w| !w.is_finished());
+        match reader.read_message() {
+            Ok(None) => break,
+            Ok(Some(Message::Request(request))) => {
+                if let Some(worker) = gate.request(request) {
+                    workers.push(worker);
+                }
+            }
+            Ok(Some(Message::Response(response))) => gate.down.deliver(response),
+            Ok(Some(Message::Notification(n))) => match n.method.as_str() {
+                // The gate initialized the server itself when it started it.
+                "notifications/initialized" => {}
+                // The client's ids are not the server's: a cancellation cannot be matched
+                // to the request the gate sent, so it is logged, not passed on.
+                "notifications/cancelled" => {
+                    eprintln!(
+                        "rpr gate: the client cancelled a request; a governed call keeps its recorded outcome"
+                    );
+                }
+                _ => gate.upstream.notify(&n),
+            },
+            Err(e) if e.is_fatal() => {
+                eprintln!("rpr gate: reading from the client failed: {e}");
+                break;
+            }
+            Err(e) => {
+                eprintln!("rpr gate: {e}");
+                let (id, code) = match &e {
+                    JsonRpcError::InvalidMessage { id, .. } => (id.clone(), codes::INVALID_REQUEST),
+                    JsonRpcError::LineTooLong { id, .. } => (id.clone(), codes::INVALID_REQUEST),
+                    _ => (None, codes::PARSE_ERROR),
+                };
+                gate.down
+                    .send_error(id, ErrorObject::new(code, e.to_string()));
+            }
+        }
+    }
+    gate.down.close();
+    // Calls in flight finish and record their outcomes before the server is stopped.
+    for worker in workers {
+        let _ = worker.join();
+    }
+    gate.upstream.shutdown();
+}
+
+impl Gate {
+    /// Serves one client request: at once when it is quick, else on its own thread.
+    fn request(self: &Arc<Self>, request: Request) -> Option<JoinHandle<()>> {
+        let Request { id, method, params } = request;
+        match method.as_str() {
+            "initialize" => {
+                let answer = self.initialize(params.as_ref());
+                self.down.respond(id, answer);
+                None
+            }
+            "ping" => {
+                self.down.respond(id, Ok(json!({})));
+                None
+            }
+            _ => {
+                let gate = Arc::clone(self);
+                let spawned = std::thread::Builder::new()
+                    .name("rpr-gate-request".into())
+                    .spawn(move || {
+                        let answer = match method.as_str() {
+                            "tools/list" => gate.list_tools(params.as_ref()),
+                            "tools/call" => gate.call(params.as_ref()),
+                            _ => gate.upstream.pass(&method, params),
+                        };
+                        gate.down.respond(id, answer);
+                    });
+                match spawned {
+                    Ok(worker) => Some(worker),
+                    Err(e) => {
+                        eprintln!("rpr gate: cannot start a request thread: {e}");
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// `initialize`: starts the server with the client's capabilities and answers at
+    /// this crate's protocol revision, mirroring the server's capabilities.
+    fn initialize(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        let capabilities = params
+            .and_then(|p| p.get("capabilities"))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        self.down.set_capabilities(capabilities);
+        let client: Arc<McpClient> = self
+            .upstream
+            .client()
+            .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
+        let server = client.server();
+        let name = self.server_name_of(&client);
+        let mut result = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": server.capabilities,
+            "serverInfo": {
+                "name": "rpr-gate",
+                "version": env!("CARGO_PKG_VERSION"),
+                "title": format!("rpr gate governing {name} ({})", server.identity()),
+            },
+        });
+        let governed = format!(
+            "Every tools/call through this server is governed by rpr gate: recorded before it is sent, \
+             admitted by policy (some need a Human Gate approval), and never sent twice when its outcome is unknown."
+        );
+        result["instructions"] = json!(match &server.instructions {
+            Some(theirs) => format!("{theirs}\n\n{governed}"),
+            None => governed,
+        });
+        Ok(result)
+    }
+
+    pub(crate) fn server_name_of(&self, client: &McpClient) -> String {
+        let mut name = self
+            .name
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        name.get_or_insert_with(|| client.server().name.clone())
+            .clone()
+    }
+
+    /// `tools/list`: every page of the server's tools in one answer, each pinned on first
+    /// sight; a tool that no longer matches its pin is listed (the model may see it) and
+    /// refused at call time.
+    fn list_tools(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        if params
+            .and_then(|p| p.get("cursor"))
+            .is_some_and(|c| !c.is_null())
+        {
+            return Err(ErrorObject::new(
+                codes::INVALID_PARAMS,
+                "unknown cursor: rpr gate answers tools/list in one page",
+            ));
+        }
+        let internal = |e: String| ErrorObject::new(codes::INTERNAL_ERROR, e);
+        let client = self.upstream.client().map_err(internal)?;
+        self.upstream.forget_tools();
+        let list = self.upstream.tools(&client).map_err(internal)?;
+        let server = self.server_name_of(&client);
+        for tool in &list.tools {
+            let binding = match rpr::mcp::ToolBinding::new(client.server(), tool)
+                .and_then(|b| b.to_binding())
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("rpr gate: tool `{}` cannot be bound: {e}", tool.name);
+                    continue;
+                }
+            };
+            match self
+                .rt
+                .check_pin(&server, &tool.name, &binding, &tool.definition, &self.actor)
+            {
+                Ok(PinCheck::FirstSight(_)) => eprintln!(
+                    "rpr gate: pinned `{}` of `{server}` ({})",
+                    tool.name, binding.digest
+                ),
+                Ok(PinCheck::Matches(_)) => {}
+                Ok(PinCheck::Changed(pin)) => eprintln!(
+                    "rpr gate: `{}` of `{server}` changed since it was pinned (pinned {}, now {}); calls are refused until `rpr pin`",
+                    tool.name, pin.digest, binding.digest
+                ),
+                Err(e) => eprintln!(
+                    "rpr gate: the pin of `{}` cannot be checked: {e}",
+                    tool.name
+                ),
+            }
+        }
+        let tools: Vec<Value> = list.tools.iter().map(|t| t.definition.clone()).collect();
+        Ok(json!({ "tools": tools }))
+    }
 }

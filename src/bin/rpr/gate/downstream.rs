@@ -1,0 +1,158 @@
+//! The gate's side facing the MCP client: one writer for stdout (protocol messages
+//! only), and the requests the gate itself sends to the client (elicitation, and the
+//! server's own requests passed on), matched to their replies by id.
+
+use std::collections::HashMap;
+use std::io::Stdout;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rpr::jsonrpc::{ErrorObject, Id, Message, MessageWriter, Notification, Response};
+use rpr::mcp::Reply;
+use serde_json::Value;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The MCP client at the other end of stdin and stdout.
+pub(crate) struct Downstream {
+    out: Mutex<MessageWriter<Stdout>>,
+    pending: Mutex<HashMap<Id, mpsc::Sender<Reply>>>,
+    next: AtomicI64,
+    closed: Mutex<bool>,
+    /// The `capabilities` the client declared in `initialize`.
+    capabilities: Mutex<Value>,
+}
+
+impl Downstream {
+    pub(crate) fn new(max_message_bytes: usize) -> Self {
+        Self {
+            out: Mutex::new(MessageWriter::with_max_message_bytes(
+                std::io::stdout(),
+                max_message_bytes,
+            )),
+            pending: Mutex::new(HashMap::new()),
+            next: AtomicI64::new(0),
+            closed: Mutex::new(false),
+            capabilities: Mutex::new(Value::Null),
+        }
+    }
+
+    /// Writes one message; a message over the cap is replaced by an error for its id.
+    fn send(&self, message: &Message) {
+        let mut out = lock(&self.out);
+        if let Err(e) = out.write_message(message) {
+            eprintln!("rpr gate: cannot write to the client: {e}");
+            if let Message::Response(Response { id: Some(id), .. }) = message {
+                let error = Message::Response(Response {
+                    id: Some(id.clone()),
+                    outcome: Err(ErrorObject::new(
+                        rpr::jsonrpc::codes::INTERNAL_ERROR,
+                        format!("the reply could not be written: {e}"),
+                    )),
+                });
+                let _ = out.write_message(&error);
+            }
+        }
+    }
+
+    pub(crate) fn respond(&self, id: Id, outcome: Result<Value, ErrorObject>) {
+        self.send(&Message::Response(Response {
+            id: Some(id),
+            outcome,
+        }));
+    }
+
+    /// An error response, also for a message whose id could not be read (`id: null`).
+    pub(crate) fn send_error(&self, id: Option<Id>, error: ErrorObject) {
+        self.send(&Message::Response(Response {
+            id,
+            outcome: Err(error),
+        }));
+    }
+
+    pub(crate) fn notify(&self, notification: &Notification) {
+        self.send(&Message::Notification(notification.clone()));
+    }
+
+    pub(crate) fn set_capabilities(&self, capabilities: Value) {
+        *lock(&self.capabilities) = capabilities;
+    }
+
+    /// Whether the client declared `capability` (a top-level member of its capabilities).
+    pub(crate) fn declared(&self, capability: &str) -> bool {
+        lock(&self.capabilities)
+            .get(capability)
+            .is_some_and(Value::is_object)
+    }
+
+    /// Whether the client declared form-mode elicitation (an empty `elicitation` object
+    /// means form mode, for backwards compatibility).
+    pub(crate) fn elicits_forms(&self) -> bool {
+        let caps = lock(&self.capabilities);
+        let Some(e) = caps.get("elicitation").and_then(Value::as_object) else {
+            return false;
+        };
+        e.is_empty() || e.contains_key("form")
+    }
+
+    /// Sends a request to the client and waits up to `timeout` for its reply.
+    pub(crate) fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Reply, String> {
+        if *lock(&self.closed) {
+            return Err("the client has gone (its stdin closed)".into());
+        }
+        let id = Id::String(format!(
+            "rpr-gate-{}",
+            self.next.fetch_add(1, Ordering::Relaxed) + 1
+        ));
+        let (tx, rx) = mpsc::channel();
+        lock(&self.pending).insert(id.clone(), tx);
+        self.send(&Message::Request(rpr::jsonrpc::Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        }));
+        match rx.recv_timeout(timeout) {
+            Ok(reply) => Ok(reply),
+            Err(RecvTimeoutError::Timeout) => {
+                lock(&self.pending).remove(&id);
+                Err(format!(
+                    "the client did not answer `{method}` within {timeout:?}"
+                ))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Err("the client has gone (its stdin closed)".into())
+            }
+        }
+    }
+
+    /// A response from the client to one of the gate's requests.
+    pub(crate) fn deliver(&self, response: Response) {
+        let Some(id) = response.id else {
+            eprintln!("rpr gate: the client sent a response without an id; dropped");
+            return;
+        };
+        let Some(tx) = lock(&self.pending).remove(&id) else {
+            eprintln!("rpr gate: the client answered unknown or expired request {id:?}; dropped");
+            return;
+        };
+        let _ = tx.send(match response.outcome {
+            Ok(result) => Reply::Result(result),
+            Err(error) => Reply::Error(error),
+        });
+    }
+
+    /// The client closed its stdin: every request waiting for it fails now.
+    pub(crate) fn close(&self) {
+        *lock(&self.closed) = true;
+        lock(&self.pending).clear();
+    }
+}

@@ -1,0 +1,177 @@
+//! The gate's side facing the MCP server it governs: the child process, started through
+//! the crate's MCP client (its own process group, the shutdown ladder), started again
+//! for the next request after it dies, with its tool list cached until the server says
+//! the list changed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rpr::jsonrpc::{ErrorObject, Notification, Request, codes};
+use rpr::mcp::{McpClient, Reply, Responder, ServerCommand, SessionConfig, ToolList};
+use serde_json::{Value, json};
+
+use super::downstream::Downstream;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The capabilities a client may declare that concern requests from the server; the
+/// gate declares to the server those its client declared, and passes the requests on.
+const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
+
+/// The governed server.
+pub(crate) struct Upstream {
+    command: ServerCommand,
+    /// How long a request passed through (and a server request passed back) may take.
+    pub(crate) request_timeout: Duration,
+    down: Arc<Downstream>,
+    client: Mutex<Option<Arc<McpClient>>>,
+    tools: Mutex<Option<ToolList>>,
+    stale: Arc<AtomicBool>,
+    starts: Mutex<u64>,
+}
+
+impl Upstream {
+    pub(crate) fn new(
+        command: ServerCommand,
+        request_timeout: Duration,
+        down: Arc<Downstream>,
+    ) -> Self {
+        Self {
+            command,
+            request_timeout,
+            down,
+            client: Mutex::new(None),
+            tools: Mutex::new(None),
+            stale: Arc::new(AtomicBool::new(true)),
+            starts: Mutex::new(0),
+        }
+    }
+
+    fn config(&self) -> SessionConfig {
+        let mut config = SessionConfig::default();
+        config.request_timeout = self.request_timeout;
+        config.pass_progress = true;
+        let declared: serde_json::Map<String, Value> = CLIENT_SIDE
+            .iter()
+            .filter(|c| self.down.declared(c))
+            .map(|c| ((*c).to_owned(), json!({})))
+            .collect();
+        config.client_capabilities = Value::Object(declared);
+        let (down, stale) = (Arc::clone(&self.down), Arc::clone(&self.stale));
+        config.on_notification = Some(Arc::new(move |n: &Notification| {
+            if n.method == "notifications/tools/list_changed" {
+                stale.store(true, Ordering::SeqCst);
+            }
+            down.notify(n);
+        }));
+        let (down, timeout) = (Arc::clone(&self.down), self.request_timeout);
+        config.on_request = Some(Arc::new(move |request: Request, responder: Responder| {
+            let down = Arc::clone(&down);
+            // Answered from its own thread: the client's answer comes in on the gate's
+            // stdin, and the session's reader must go on reading the server meanwhile.
+            let spawned = std::thread::Builder::new()
+                .name("rpr-gate-server-request".into())
+                .spawn(move || {
+                    let outcome = match down.request(&request.method, request.params, timeout) {
+                        Ok(Reply::Result(result)) => Ok(result),
+                        Ok(Reply::Error(error)) => Err(error),
+                        Err(why) => Err(ErrorObject::new(codes::INTERNAL_ERROR, why)),
+                    };
+                    responder.respond(outcome);
+                });
+            if let Err(e) = spawned {
+                eprintln!("rpr gate: cannot pass a server request on: {e}");
+            }
+        }));
+        config
+    }
+
+    /// The running server, started (again) if it is not running.
+    pub(crate) fn client(&self) -> Result<Arc<McpClient>, String> {
+        let mut slot = lock(&self.client);
+        if let Some(client) = slot.as_ref() {
+            if client.session().closed_reason().is_none() {
+                return Ok(Arc::clone(client));
+            }
+            let reason = client.session().closed_reason().unwrap_or_default();
+            eprintln!("rpr gate: the server stopped ({reason}); starting it again");
+            client.shutdown();
+        }
+        let client = McpClient::connect(&self.command, &self.config()).map_err(|e| {
+            format!(
+                "the server behind the gate did not start ({}): {e}",
+                self.command.program().to_string_lossy()
+            )
+        })?;
+        let mut starts = lock(&self.starts);
+        *starts += 1;
+        eprintln!(
+            "rpr gate: server {} started (pid {}, start {})",
+            client.server().identity(),
+            client.session().pid(),
+            *starts
+        );
+        let client = Arc::new(client);
+        *slot = Some(Arc::clone(&client));
+        self.stale.store(true, Ordering::SeqCst);
+        Ok(client)
+    }
+
+    /// The server's tools, from the cache unless the server changed them or restarted.
+    pub(crate) fn tools(&self, client: &McpClient) -> Result<ToolList, String> {
+        let mut cache = lock(&self.tools);
+        if self.stale.swap(false, Ordering::SeqCst) || cache.is_none() {
+            match client.list_tools() {
+                Ok(list) => *cache = Some(list),
+                Err(e) => {
+                    self.stale.store(true, Ordering::SeqCst);
+                    return Err(format!("`tools/list` of the server failed: {e}"));
+                }
+            }
+        }
+        Ok(cache.clone().unwrap_or_default())
+    }
+
+    /// Forgets the cached tool list (the next call lists again).
+    pub(crate) fn forget_tools(&self) {
+        self.stale.store(true, Ordering::SeqCst);
+    }
+
+    /// Passes a client request on and returns the server's answer.
+    pub(crate) fn pass(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+        let client = self
+            .client()
+            .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
+        match client
+            .session()
+            .request(method, params, self.request_timeout)
+        {
+            Ok(Reply::Result(result)) => Ok(result),
+            Ok(Reply::Error(error)) => Err(error),
+            Err(e) => Err(ErrorObject::new(
+                codes::INTERNAL_ERROR,
+                format!("the server behind the gate did not answer `{method}`: {e}"),
+            )),
+        }
+    }
+
+    /// Passes a client notification on, if the server is running.
+    pub(crate) fn notify(&self, notification: &Notification) {
+        let client = lock(&self.client).clone();
+        if let Some(client) = client {
+            let _ = client
+                .session()
+                .notify(&notification.method, notification.params.clone());
+        }
+    }
+
+    /// Stops the server (the shutdown ladder).
+    pub(crate) fn shutdown(&self) {
+        if let Some(client) = lock(&self.client).take() {
+            client.shutdown();
+        }
+    }
+}

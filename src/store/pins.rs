@@ -1,0 +1,215 @@
+//! Tool pins: the binding a governing proxy (`rpr gate`) accepted for each tool of a
+//! server, so that a tool whose definition changes, or a server whose identity changes,
+//! is refused until an operator pins it again.
+//!
+//! A pin is taken on first sight. A later binding with another digest leaves the pin
+//! as it is and is remembered as *seen*; [`crate::Runtime::accept_pin`] makes the seen
+//! binding the pin, only when the operator names its digest (what they reviewed).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::StoreError;
+
+/// A binding that differs from the pin, remembered until it is pinned or replaced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct SeenBinding {
+    /// Its binding digest.
+    pub digest: String,
+    /// Its binding details.
+    pub binding: Value,
+    /// The tool definition seen.
+    pub definition: Value,
+    /// When it was last seen, ms since the epoch.
+    pub at: i64,
+}
+
+/// One pin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct PinRecord {
+    /// The server's name (as the gate's policy names it).
+    pub server: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The pinned binding digest.
+    pub digest: String,
+    /// The pinned binding details (server identity, capabilities digest, tool digests).
+    pub binding: Value,
+    /// The pinned tool definition.
+    pub definition: Value,
+    /// Who pinned it (the gate's actor on first sight, or an operator).
+    pub pinned_by: String,
+    /// When, ms since the epoch.
+    pub pinned_at: i64,
+    /// A differing binding seen since, refused until pinned.
+    pub seen: Option<SeenBinding>,
+}
+
+/// What [`crate::Runtime::check_pin`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PinCheck {
+    /// No pin existed: this binding is now pinned.
+    FirstSight(PinRecord),
+    /// The binding matches the pin.
+    Matches(PinRecord),
+    /// The binding differs from the pin (now remembered as seen): refuse the call.
+    Changed(PinRecord),
+}
+
+const SELECT: &str = "SELECT server, tool, digest, binding, definition, pinned_by, pinned_at, \
+     seen_digest, seen_binding, seen_definition, seen_at FROM pins";
+
+fn json(text: &str, what: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pins.{what}: {e}")))
+}
+
+type Row = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+    ))
+}
+
+fn record(r: Row) -> Result<PinRecord, StoreError> {
+    let (server, tool, digest, binding, definition, pinned_by, pinned_at, sd, sb, sdef, sat) = r;
+    let seen = match (sd, sb, sdef, sat) {
+        (Some(digest), Some(binding), Some(definition), Some(at)) => Some(SeenBinding {
+            digest,
+            binding: json(&binding, "seen_binding")?,
+            definition: json(&definition, "seen_definition")?,
+            at,
+        }),
+        (None, None, None, None) => None,
+        _ => {
+            return Err(StoreError::Corrupt(
+                "pins: a seen binding is half stored".into(),
+            ));
+        }
+    };
+    Ok(PinRecord {
+        binding: json(&binding, "binding")?,
+        definition: json(&definition, "definition")?,
+        server,
+        tool,
+        digest,
+        pinned_by,
+        pinned_at,
+        seen,
+    })
+}
+
+/// Every pin, ordered by server and tool.
+pub(crate) fn all(conn: &Connection) -> Result<Vec<PinRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} ORDER BY server, tool"))?;
+    let rows: Vec<Row> = stmt.query_map([], row)?.collect::<Result<_, _>>()?;
+    rows.into_iter().map(record).collect()
+}
+
+/// The pin of one tool.
+pub(crate) fn one(
+    conn: &Connection,
+    server: &str,
+    tool: &str,
+) -> Result<Option<PinRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE server = ?1 AND tool = ?2"))?;
+    stmt.query_row(params![server, tool], row)
+        .optional()?
+        .map(record)
+        .transpose()
+}
+
+/// A binding to check or pin: its digest, canonical details and canonical definition.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) digest: String,
+    pub(crate) binding: String,
+    pub(crate) definition: String,
+}
+
+/// Checks `c` against the pin inside the caller's transaction: pins on first sight,
+/// remembers a differing binding as seen.
+pub(crate) fn check(
+    conn: &Connection,
+    c: &Candidate,
+    by: &str,
+    at: i64,
+) -> Result<PinCheck, StoreError> {
+    match one(conn, &c.server, &c.tool)? {
+        None => {
+            conn.prepare_cached(
+                "INSERT INTO pins (server, tool, digest, binding, definition, pinned_by, pinned_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![c.server, c.tool, c.digest, c.binding, c.definition, by, at])?;
+            let pinned = one(conn, &c.server, &c.tool)?
+                .ok_or_else(|| StoreError::Corrupt("pins: the new pin is not there".into()))?;
+            Ok(PinCheck::FirstSight(pinned))
+        }
+        Some(pin) if pin.digest == c.digest => Ok(PinCheck::Matches(pin)),
+        Some(_) => {
+            conn.prepare_cached(
+                "UPDATE pins SET seen_digest = ?3, seen_binding = ?4, seen_definition = ?5, seen_at = ?6 \
+                 WHERE server = ?1 AND tool = ?2",
+            )?
+            .execute(params![c.server, c.tool, c.digest, c.binding, c.definition, at])?;
+            let pin = one(conn, &c.server, &c.tool)?
+                .ok_or_else(|| StoreError::Corrupt("pins: the pin vanished".into()))?;
+            Ok(PinCheck::Changed(pin))
+        }
+    }
+}
+
+/// Makes the seen binding with `digest` the pin of `server`/`tool`.
+pub(crate) fn accept(
+    conn: &Connection,
+    server: &str,
+    tool: &str,
+    digest: &str,
+    by: &str,
+    at: i64,
+) -> Result<PinRecord, StoreError> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE pins SET digest = seen_digest, binding = seen_binding, definition = seen_definition, \
+             pinned_by = ?4, pinned_at = ?5, seen_digest = NULL, seen_binding = NULL, \
+             seen_definition = NULL, seen_at = NULL \
+             WHERE server = ?1 AND tool = ?2 AND seen_digest = ?3",
+        )?
+        .execute(params![server, tool, digest, by, at])?;
+    if changed != 1 {
+        return Err(StoreError::NoSuchPin {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            digest: digest.to_owned(),
+        });
+    }
+    one(conn, server, tool)?.ok_or_else(|| StoreError::Corrupt("pins: the pin vanished".into()))
+}
