@@ -243,11 +243,25 @@ impl McpClient {
         meta: Option<&Value>,
         timeout: Duration,
     ) -> Result<Reply, McpError> {
+        self.call_tool_tagged(name, arguments, meta, timeout, None)
+    }
+
+    /// [`McpClient::call_tool_with_meta`], cancellable by `tag` with
+    /// [`Session::cancel_tagged`].
+    pub fn call_tool_tagged(
+        &self,
+        name: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+    ) -> Result<Reply, McpError> {
         let mut params = json!({"name": name, "arguments": arguments});
         if let Some(meta) = meta {
             params["_meta"] = meta.clone();
         }
-        self.session.request("tools/call", Some(params), timeout)
+        self.session
+            .request_tagged("tools/call", Some(params), timeout, tag)
     }
 
     /// Sends `ping` and expects an empty result object.

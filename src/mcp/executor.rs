@@ -25,6 +25,9 @@ pub struct ExecutorConfig {
     /// A `_meta` object sent with the `tools/call` (for example a proxied client's
     /// `progressToken`); not part of the request, its digest or the binding.
     pub call_meta: Option<Value>,
+    /// A tag under which the `tools/call` waits, so that it can be cancelled with
+    /// [`Session::cancel_tagged`](super::Session::cancel_tagged).
+    pub call_tag: Option<String>,
 }
 
 impl ExecutorConfig {
@@ -39,6 +42,13 @@ impl ExecutorConfig {
     #[must_use]
     pub fn with_call_meta(mut self, meta: Value) -> Self {
         self.call_meta = Some(meta);
+        self
+    }
+
+    /// Sets [`ExecutorConfig::call_tag`].
+    #[must_use]
+    pub fn with_call_tag(mut self, tag: impl Into<String>) -> Self {
+        self.call_tag = Some(tag.into());
         self
     }
 

@@ -41,6 +41,7 @@ Options:
   --protocol-version V    answer this protocolVersion to initialize (default: 2025-11-25)
   --draft07               declare draft-07 `$schema` in the input schemas
   --pid-file PATH         write this process's id to PATH at start
+  --cancel-log PATH       append the requestId of each notifications/cancelled to PATH
   --help                  this text
 
 Faults (on tools/call of `put` unless noted):
@@ -128,6 +129,7 @@ struct Options {
     protocol_version: String,
     draft07: bool,
     pid_file: Option<PathBuf>,
+    cancel_log: Option<PathBuf>,
 }
 
 fn parse_options(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
@@ -145,6 +147,7 @@ fn parse_options(args: impl IntoIterator<Item = String>) -> Result<Option<Option
         protocol_version: "2025-11-25".into(),
         draft07: false,
         pid_file: None,
+        cancel_log: None,
     };
     let mut fault_name = std::env::var("RPR_FAULT").ok();
     let mut args = args.into_iter();
@@ -173,6 +176,7 @@ fn parse_options(args: impl IntoIterator<Item = String>) -> Result<Option<Option
             "--protocol-version" => opts.protocol_version = value()?,
             "--draft07" => opts.draft07 = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),
+            "--cancel-log" => opts.cancel_log = Some(value()?.into()),
             other => return Err(format!("unknown option {other:?}; see --help")),
         }
     }
@@ -235,6 +239,16 @@ impl Server {
                     .cloned()
                     .unwrap_or(Value::Null);
                 log(&format!("cancelled requestId={request}"));
+                if let Some(path) = &self.opts.cancel_log {
+                    let written = OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .and_then(|mut f| writeln!(f, "{request}"));
+                    if let Err(e) = written {
+                        log(&format!("could not write the cancel log: {e}"));
+                    }
+                }
             }
             return Ok(());
         };

@@ -274,6 +274,44 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Reply, McpError> {
+        self.request_tagged(method, params, timeout, None)
+    }
+
+    /// [`Session::request`], known by `tag` while it waits, so that
+    /// [`Session::cancel_tagged`] can cancel it (a proxy tags a request with its own
+    /// client's request id).
+    pub fn request_tagged(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+    ) -> Result<Reply, McpError> {
+        let tagged = tag.map(str::to_owned);
+        let result = self.request_inner(method, params, timeout, tagged.as_deref());
+        if let Some(tag) = tagged {
+            self.shared.lock().tags.remove(&tag);
+        }
+        result
+    }
+
+    /// Sends `notifications/cancelled` for the request waiting under `tag`; returns
+    /// whether there was one. The request still waits for its reply (a server may answer
+    /// anyway) until its timeout.
+    pub fn cancel_tagged(&self, tag: &str, reason: &str) -> bool {
+        let id = self.shared.lock().tags.get(tag).cloned();
+        let Some(id) = id else { return false };
+        let params = json!({"requestId": id.to_value(), "reason": reason});
+        self.notify("notifications/cancelled", Some(params)).is_ok()
+    }
+
+    fn request_inner(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+    ) -> Result<Reply, McpError> {
         let deadline = Instant::now() + timeout;
         let (id, replies) = {
             let mut state = self.shared.lock();
@@ -287,6 +325,9 @@ impl Session {
             let id = Id::Number(state.next_id);
             let (tx, rx) = mpsc::channel();
             state.pending.insert(id.clone(), tx);
+            if let Some(tag) = tag {
+                state.tags.insert(tag.to_owned(), id.clone());
+            }
             (id, rx)
         };
         let request = Request {
@@ -506,6 +547,8 @@ enum Incoming {
 struct State {
     next_id: i64,
     pending: HashMap<Id, Sender<Incoming>>,
+    /// Requests waiting under a caller's tag (see [`Session::request_tagged`]).
+    tags: HashMap<String, Id>,
     closed: Option<String>,
     notifications: VecDeque<Notification>,
     stats: SessionStats,

@@ -43,6 +43,8 @@ struct Asked {
     arguments: Value,
     key: Option<String>,
     progress: Option<Value>,
+    /// The client's request id, as text: the tag a cancellation finds the call by.
+    tag: String,
 }
 
 fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
@@ -79,6 +81,7 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
         arguments,
         key,
         progress,
+        tag: String::new(),
     })
 }
 
@@ -93,8 +96,9 @@ pub(crate) struct Live {
 
 impl Gate {
     /// Handles one `tools/call` from the client.
-    pub(crate) fn call(&self, params: Option<&Value>) -> Answer {
-        let asked = parse(params)?;
+    pub(crate) fn call(&self, params: Option<&Value>, tag: &str) -> Answer {
+        let mut asked = parse(params)?;
+        asked.tag = tag.to_owned();
         let live = match self.live(&asked) {
             Ok(live) => live,
             Err(answer) => return answer,
@@ -529,7 +533,9 @@ impl Gate {
     fn carry<S: Bindable>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
         let id = p.id().to_owned();
         let state = p.state().as_str().to_owned();
-        let mut config = ExecutorConfig::default().with_call_timeout(self.call_timeout);
+        let mut config = ExecutorConfig::default()
+            .with_call_timeout(self.call_timeout)
+            .with_call_tag(asked.tag.clone());
         if let Some(meta) = &asked.progress {
             config = config.with_call_meta(meta.clone());
         }

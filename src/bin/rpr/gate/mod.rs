@@ -155,12 +155,24 @@ fn serve(gate: &Arc<Gate>) {
             Ok(Some(Message::Notification(n))) => match n.method.as_str() {
                 // The gate initialized the server itself when it started it.
                 "notifications/initialized" => {}
-                // The client's ids are not the server's: a cancellation cannot be matched
-                // to the request the gate sent, so it is logged, not passed on.
+                // Mapped to the id the gate used for the request it sent on. A governed
+                // call keeps waiting for the server's answer: without one it ends unknown.
                 "notifications/cancelled" => {
-                    eprintln!(
-                        "rpr gate: the client cancelled a request; a governed call keeps its recorded outcome"
-                    );
+                    let params = n.params.as_ref();
+                    let tag = params
+                        .and_then(|p| p.get("requestId"))
+                        .map(Value::to_string);
+                    let reason = params
+                        .and_then(|p| p.get("reason"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("cancelled by the client");
+                    if let Some(tag) = tag
+                        && !gate.upstream.cancel(&tag, reason)
+                    {
+                        eprintln!(
+                            "rpr gate: the client cancelled request {tag}, which is not waiting on the server"
+                        );
+                    }
                 }
                 _ => gate.upstream.notify(&n),
             },
@@ -204,13 +216,14 @@ impl Gate {
             }
             _ => {
                 let gate = Arc::clone(self);
+                let tag = id.to_value().to_string();
                 let spawned = std::thread::Builder::new()
                     .name("rpr-gate-request".into())
                     .spawn(move || {
                         let answer = match method.as_str() {
                             "tools/list" => gate.list_tools(params.as_ref()),
-                            "tools/call" => gate.call(params.as_ref()),
-                            _ => gate.upstream.pass(&method, params),
+                            "tools/call" => gate.call(params.as_ref(), &tag),
+                            _ => gate.upstream.pass(&method, params, &tag),
                         };
                         gate.down.respond(id, answer);
                     });

@@ -141,13 +141,18 @@ impl Upstream {
     }
 
     /// Passes a client request on and returns the server's answer.
-    pub(crate) fn pass(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+    pub(crate) fn pass(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        tag: &str,
+    ) -> Result<Value, ErrorObject> {
         let client = self
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
         match client
             .session()
-            .request(method, params, self.request_timeout)
+            .request_tagged(method, params, self.request_timeout, Some(tag))
         {
             Ok(Reply::Result(result)) => Ok(result),
             Ok(Reply::Error(error)) => Err(error),
@@ -156,6 +161,12 @@ impl Upstream {
                 format!("the server behind the gate did not answer `{method}`: {e}"),
             )),
         }
+    }
+
+    /// Cancels the request the gate sent on for the client's request `tag`.
+    pub(crate) fn cancel(&self, tag: &str, reason: &str) -> bool {
+        let client = lock(&self.client).clone();
+        client.is_some_and(|c| c.session().cancel_tagged(tag, reason))
     }
 
     /// Passes a client notification on, if the server is running.
