@@ -25,7 +25,6 @@ fn options(args: &[String]) -> Result<(Options, Option<String>), String> {
         calls: 1000,
         hosts: 4,
         verify_every: 25,
-        profile: "bench".into(),
         progress: true,
         ..Options::default()
     };

@@ -1,5 +1,5 @@
-//! The chaos soak's CI variant (issue 8): 60 governed `write_file` calls through the example
-//! host against the real `server-filesystem` (slowed by `tests/peers/slow-write.cjs`), four
+//! The chaos soak's CI variant (issue 8): 60 governed `write_file` calls through `rpr`
+//! (the host) against the real `server-filesystem` (slowed by `tests/peers/slow-write.cjs`), four
 //! host processes at a time on one database, while host and server processes are killed
 //! with SIGKILL, SIGTERM and SIGINT at random moments; every call settled, then the effects
 //! counted on the server side. The driver is `tests/chaos_support`; the long run is
@@ -9,7 +9,7 @@
 
 mod chaos_support;
 
-use chaos_support::{Options, run, this_profile};
+use chaos_support::{Options, run};
 
 const CALLS: usize = 60;
 
@@ -23,7 +23,6 @@ fn every_call_takes_effect_at_most_once_under_random_kills() {
         calls: CALLS,
         hosts: 4,
         seed,
-        profile: this_profile(),
         ..Options::default()
     };
     let report = run(&options).unwrap_or_else(|e| panic!("the chaos soak could not run: {e}"));

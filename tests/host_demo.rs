@@ -5,13 +5,15 @@
 
 mod host_support;
 
-use host_support::{Scratch, attempts, event, events, kinds, pathways, run, text, verified};
+use host_support::{
+    Scratch, attempts, event, events, kinds, pathways, run_example, text, verified,
+};
 
 #[test]
 fn the_demo_tells_the_whole_story_and_leaves_a_verified_trail() {
     let dir = Scratch::new("demo");
     let db = dir.join("rpr.db");
-    let output = run(["demo".as_ref(), "--database".as_ref(), db.as_os_str()]);
+    let output = run_example(["demo".as_ref(), "--database".as_ref(), db.as_os_str()]);
     let out = text(&output);
     assert!(output.status.success(), "{out}");
     for line in [
@@ -82,7 +84,7 @@ fn the_demo_refuses_an_existing_database() {
     let dir = Scratch::new("demo-exists");
     let db = dir.join("rpr.db");
     std::fs::write(&db, b"").unwrap();
-    let output = run(["demo".as_ref(), "--database".as_ref(), db.as_os_str()]);
+    let output = run_example(["demo".as_ref(), "--database".as_ref(), db.as_os_str()]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     assert!(text(&output).contains("already exists"));
 }

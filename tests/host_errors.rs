@@ -1,13 +1,13 @@
-//! Bad input to the example host gets a clear error and a non-zero exit status, never a
+//! Bad input to `rpr`'s operator commands gets a clear error and a non-zero exit status, never a
 //! panic, and records nothing: bad JSON, unknown server or tool, bad arguments, a
 //! missing database, a policy with a typo, a step that does not apply.
 
 mod host_support;
 
-use host_support::{Scratch, by_key, run, text};
+use host_support::{Scratch, by_key, call_args as call, run, text};
 use serde_json::json;
 
-/// Runs the host and checks the exit status and that the output says `needle`.
+/// Runs `rpr` and checks the exit status and that the output says `needle`.
 fn fails(args: &[&str], code: i32, needle: &str) {
     let output = run(args);
     let out = text(&output);
@@ -17,33 +17,6 @@ fn fails(args: &[&str], code: i32, needle: &str) {
         "{args:?}: output lacks {needle:?}:\n{out}"
     );
     assert!(!out.contains("panicked"), "{args:?}:\n{out}");
-}
-
-/// `call put` on server `ledger` with these files and arguments.
-fn call<'a>(
-    config: &'a str,
-    policy: &'a str,
-    db: &'a str,
-    tool: &'a str,
-    args: &'a str,
-) -> Vec<&'a str> {
-    vec![
-        "call",
-        "--config",
-        config,
-        "--policy",
-        policy,
-        "--database",
-        db,
-        "--server",
-        "ledger",
-        "--tool",
-        tool,
-        "--args",
-        args,
-        "--approve-as",
-        "alice",
-    ]
 }
 
 /// `call put` on server `ledger` with idempotency key `key`, for a policy with no Human Gate
@@ -174,18 +147,26 @@ fn bad_call_input_is_refused_before_anything_is_recorded() {
 
 #[test]
 fn usage_errors_exit_2() {
-    fails(&["frobnicate"], 2, "unknown command `frobnicate`");
-    fails(&["verify"], 2, "`--database` is required");
-    fails(&["verify", "--database"], 2, "`--database` needs a value");
+    fails(&["frobnicate"], 2, "unrecognized subcommand 'frobnicate'");
+    fails(
+        &["verify"],
+        2,
+        "the following required arguments were not provided:\n  --database <DB>",
+    );
+    fails(
+        &["verify", "--database"],
+        2,
+        "a value is required for '--database <DB>'",
+    );
     fails(
         &["verify", "--database", "a", "--database", "b"],
         2,
-        "is given twice",
+        "'--database <DB>' cannot be used multiple times",
     );
     fails(
         &["unresolved", "--database", "x", "--bogus", "1"],
         2,
-        "unexpected argument `--bogus`",
+        "unexpected argument '--bogus'",
     );
     fails(
         &[
@@ -202,11 +183,31 @@ fn usage_errors_exit_2() {
             "{}",
         ],
         2,
-        "not both",
+        "'--approve-as <NAME>' cannot be used with '--deny-as <NAME>'",
     );
+    fails(
+        &["status", "--database", "x", "--json", "--bogus"],
+        2,
+        "unexpected argument '--bogus'",
+    );
+    fails(
+        &[
+            "deny",
+            "--database",
+            "x",
+            "--key",
+            "k",
+            "--as",
+            "a",
+            "--json",
+        ],
+        2,
+        "`--json` applies to `unresolved`, `status` and `verify` only",
+    );
+    fails(&[], 2, "Usage: rpr [OPTIONS] <COMMAND>");
     let output = run(["--help"]);
     assert!(output.status.success());
-    assert!(text(&output).contains("host call --config F --policy P"));
+    assert!(text(&output).contains("Exit status: 0 done; 3 the pathway needs another step"));
 }
 
 #[test]
@@ -217,6 +218,8 @@ fn commands_on_a_missing_database_or_pathway_fail_clearly() {
     for args in [
         vec!["unresolved", "--database", missing],
         vec!["verify", "--database", missing],
+        vec!["status", "--database", missing],
+        vec!["status", "--database", missing, "--json"],
         vec![
             "deny",
             "--database",
@@ -283,12 +286,27 @@ fn commands_on_a_missing_database_or_pathway_fail_clearly() {
     fails(
         &["repair", "--database", db, "--pathway", "k1"],
         2,
-        "`--as` is required",
+        "the following required arguments were not provided:\n  --as <NAME>",
     );
     fails(
         &["deny", "--database", db, "--as", "alice"],
         2,
-        "give --pathway ID or --key KEY",
+        "the following required arguments were not provided:\n  <--pathway <ID>|--key <KEY>>",
+    );
+    fails(
+        &[
+            "deny",
+            "--database",
+            db,
+            "--pathway",
+            "p",
+            "--key",
+            "k1",
+            "--as",
+            "alice",
+        ],
+        2,
+        "'--pathway <ID>' cannot be used with '--key <KEY>'",
     );
     // The same key again replays the pathway: nothing is sent twice.
     let output = run(&first);
@@ -369,6 +387,7 @@ fn a_file_that_is_not_an_rpr_database_is_refused_and_left_untouched() {
         for args in [
             vec!["unresolved", "--database", db],
             vec!["verify", "--database", db],
+            vec!["status", "--database", db],
             vec![
                 "reconcile",
                 "--database",
@@ -394,10 +413,12 @@ fn a_file_that_is_not_an_rpr_database_is_refused_and_left_untouched() {
                 content,
                 "{args:?} changed {name}"
             );
-            assert!(
-                !dir.join(&format!("{name}-wal")).exists(),
-                "{args:?} made a -wal"
-            );
+            for suffix in ["-wal", "-shm", "-journal"] {
+                assert!(
+                    !dir.join(&format!("{name}{suffix}")).exists(),
+                    "{args:?} made a {suffix}"
+                );
+            }
         }
     }
 }
@@ -553,7 +574,7 @@ fn arguments_come_from_a_file_or_stdin() {
 
     // From stdin.
     let args = ungated_call(&config, &policy, db, "-", "from-stdin");
-    let mut child = std::process::Command::new(host_support::host())
+    let mut child = std::process::Command::new(host_support::rpr())
         .args(&args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -1,4 +1,4 @@
-//! The interactive Human Gate of `host call`, under a pseudo-terminal: the host shows
+//! The interactive Human Gate of `rpr call`, under a pseudo-terminal: `rpr` shows
 //! what will be sent (server identity, tool, digests, arguments), asks approve / deny /
 //! leave and the approver's name, and records the decision with the typed name as actor.
 //!
@@ -10,15 +10,15 @@ mod host_support;
 use std::path::Path;
 use std::process::Command;
 
-use host_support::{Scratch, by_key, event, events, host, kinds, verified};
+use host_support::{Scratch, by_key, event, events, kinds, rpr, verified};
 use serde_json::Value;
 
-/// Runs `host call` for `put KEY = paid` under a terminal, answering `answers` to the
+/// Runs `rpr call` for `put KEY = paid` under a terminal, answering `answers` to the
 /// gate's two prompts. Returns (exit code, what the terminal showed).
 fn call_at_terminal(dir: &Scratch, key: &str, answers: &[&str]) -> (i64, String) {
     let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
     let argv: Vec<String> = [
-        host().to_str().unwrap(),
+        rpr().to_str().unwrap(),
         "call",
         "--config",
         &dir.fault_config("none"),
@@ -134,7 +134,7 @@ fn pressing_enter_leaves_the_pathway_at_the_gate() {
     let (code, shown) = call_at_terminal(&dir, "k-leave", &["\n"]);
     assert_eq!(code, 3, "{shown}");
     assert!(shown.contains("left at the HUMAN_GATE"), "{shown}");
-    assert!(shown.contains("next: host approve --config"), "{shown}");
+    assert!(shown.contains("next: rpr approve --config"), "{shown}");
     assert_eq!(by_key(&db, "k-leave").1, "human_gate");
     assert_eq!(dir.effects(), 0);
 }

@@ -1,5 +1,5 @@
-//! The host's commands for the other library steps (`hold`, `release`, `escalate`, `stop`,
-//! `abort`, `attest`, `require-repair`), each driven through the built example on a database
+//! `rpr`'s commands for the other library steps (`hold`, `release`, `escalate`, `stop`,
+//! `abort`, `attest`, `require-repair`), each driven through the `rpr` binary on a database
 //! prepared by the library: the state they leave, the actor the ledger records, and a clear
 //! refusal for a wrong state, a wrong actor or an unknown key.
 
@@ -245,7 +245,7 @@ fn hold_release_escalate_abort() {
         "residual_owner",
         &[],
         2,
-        "`--residuals` is required",
+        "the following required arguments were not provided:\n  --residuals <TEXT>",
     );
     let (id, _) = by_key(db, "approved");
     let ev = events(db, &id);
@@ -374,7 +374,7 @@ fn attest_applies_each_verdict() {
         "evidence_owner",
         &verdict("maybe"),
         2,
-        "`--verdict` is applied",
+        "invalid value 'maybe' for '--verdict <VERDICT>'\n  [possible values: applied, not-applied, unresolved]",
     );
     refused(
         db,
@@ -383,7 +383,7 @@ fn attest_applies_each_verdict() {
         "evidence_owner",
         &["--verdict", "applied"],
         2,
-        "`--evidence` is required",
+        "the following required arguments were not provided:\n  --evidence <TEXT>",
     );
     refused(
         db,
@@ -443,26 +443,11 @@ fn attest_applies_each_verdict() {
 }
 
 /// `call put` on the fault server's `ledger` with key `key`, approved by alice.
-fn call_args<'a>(config: &'a str, policy: &'a str, db: &'a str, key: &'a str) -> Vec<&'a str> {
-    vec![
-        "call",
-        "--config",
-        config,
-        "--policy",
-        policy,
-        "--database",
-        db,
-        "--server",
-        "ledger",
-        "--tool",
-        "put",
-        "--args",
-        r#"{"key": "k", "value": "v"}"#,
-        "--key",
-        key,
-        "--approve-as",
-        "alice",
-    ]
+fn put_with_key<'a>(config: &'a str, policy: &'a str, db: &'a str, key: &'a str) -> Vec<&'a str> {
+    let mut args =
+        host_support::call_args(config, policy, db, "put", r#"{"key": "k", "value": "v"}"#);
+    args.extend(["--key", key]);
+    args
 }
 
 #[test]
@@ -503,8 +488,8 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
     for needle in [
         "proposed",
         "next: admit by decision_owner (host)",
-        "to admit it: repeat the same `host call` (same --key \"left\"",
-        &format!("host deny --database {db} --pathway {id} --as host"),
+        "to admit it: repeat the same `rpr call` (same --key \"left\"",
+        &format!("rpr deny --database {db} --pathway {id} --as host"),
     ] {
         assert!(out.contains(needle), "unresolved lacks {needle:?}:\n{out}");
     }
@@ -532,7 +517,7 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
     );
 
     // The repeated call admits it under the policy (a Human Gate), and carries it out.
-    let output = run(call_args(&config, &policy, db, "left"));
+    let output = run(put_with_key(&config, &policy, db, "left"));
     let out = text(&output);
     assert_eq!(output.status.code(), Some(0), "{out}");
     assert!(
@@ -559,7 +544,7 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
     assert!(verified(&db_path));
 
     // Once admitted, the same call again is a replay: nothing is sent again.
-    let output = run(call_args(&config, &policy, db, "left"));
+    let output = run(put_with_key(&config, &policy, db, "left"));
     let out = text(&output);
     assert_eq!(output.status.code(), Some(0), "{out}");
     assert!(out.contains("replayed, nothing sent again"), "{out}");

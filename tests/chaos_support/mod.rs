@@ -1,15 +1,15 @@
-//! The chaos soak (issue 8): governed mutating calls through the example host against the
+//! The chaos soak (issue 8): governed mutating calls through `rpr`'s operator commands against the
 //! real `@modelcontextprotocol/server-filesystem`, while a supervisor kills host processes
 //! and server processes at random moments; then every call is settled and the effects the
 //! server performed are counted on the server side.
 //!
 //! * **Hosts.** `hosts` worker threads share one database. Each works through its share of
-//!   the calls, one at a time: `host call … write_file --key K --approve-as alice` with a
+//!   the calls, one at a time: `rpr call … write_file --key K --approve-as alice` with a
 //!   unique key, a unique path and a unique content per call, then settles the call by the
 //!   state the database shows, each step one host process: the same `call` again (a replay,
 //!   or the admission of a pathway left `proposed`), `unresolved` (the recovery scan),
-//!   `reconcile` (readback), `repair`, `resume`, `approve`. Every host process is the example
-//!   host binary built by cargo, started in its own process group.
+//!   `reconcile` (readback), `repair`, `resume`, `approve`. Every host process is the `rpr`
+//!   binary built by cargo, started in its own process group.
 //! * **Servers.** The host starts the server as `node --require tests/peers/slow-write.cjs
 //!   mcp-server-filesystem ROOT` (from an `mcpServers` config): the preload delays each write
 //!   by `slow_write_ms` and appends one line per performed write, with `O_APPEND` and fsync,
@@ -33,7 +33,7 @@
 //!   whose pathway ends unknown because its server was killed inside its own create (the
 //!   file exists with other content: no readback can decide) is *torn*, reported apart: the
 //!   pathway says what is true and waits for an operator. A call with
-//!   no pathway, or whose pathway does not end terminal otherwise, is *lost*; `host verify` runs every
+//!   no pathway, or whose pathway does not end terminal otherwise, is *lost*; `rpr verify` runs every
 //!   `verify_every` calls per worker and at the end (each non-zero exit is a *verify
 //!   failure*); a server process of the run still alive when the final pass is done is an
 //!   *orphan*. Orphans are then waited for (they may still write), killed if they outlast
@@ -81,12 +81,10 @@ pub struct Options {
     pub host_kill_percent: u64,
     /// The mean interval between two server kills (0: no server kills).
     pub server_kill_ms: u64,
-    /// Each worker runs `host verify` after every this many settled calls (0: only at the end).
+    /// Each worker runs `rpr verify` after every this many settled calls (0: only at the end).
     pub verify_every: usize,
     /// Settle steps per call while the kills are on; the final pass takes the rest.
     pub max_steps: usize,
-    /// The cargo profile to build the example host in (`dev`, `release`, `bench`).
-    pub profile: String,
     /// Prints a line per settled call to stderr.
     pub progress: bool,
     /// Keeps the scratch directory (database, effects log, outputs) after the run.
@@ -104,7 +102,6 @@ impl Default for Options {
             server_kill_ms: 2500,
             verify_every: 10,
             max_steps: 40,
-            profile: "dev".into(),
             progress: false,
             keep: false,
         }
@@ -159,11 +156,11 @@ pub struct Report {
     /// exists with other content (empty, or a prefix), so no readback can decide; the
     /// pathway says so and waits for an operator. Not a failure of the soak.
     pub torn_unresolved: usize,
-    /// `host verify` runs.
+    /// `rpr verify` runs.
     pub verify_runs: u64,
-    /// `host verify` runs that did not exit 0 (the first lines of the first one).
+    /// `rpr verify` runs that did not exit 0 (the first lines of the first one).
     pub verify_failures: u64,
-    /// The output of the first failed `host verify`.
+    /// The output of the first failed `rpr verify`.
     pub verify_failure_text: Option<String>,
     /// Server processes of the run still alive after the final pass.
     pub orphans: usize,
@@ -378,58 +375,6 @@ impl Rng {
 /// Locks, ignoring poisoning (a panicking worker must not hide the figures).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The cargo profile this test binary was built in (`dev` for `target/debug`).
-#[must_use]
-pub fn this_profile() -> String {
-    let exe = std::env::current_exe().unwrap_or_default();
-    match exe
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .and_then(|n| n.to_str())
-    {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    }
-}
-
-/// The example host, built by cargo in `profile`; `<target>/<dir>/examples/host`.
-fn build_host(profile: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    // <target>/<profile dir>/deps/<test or bench binary>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("unexpected test binary location")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let output = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--example",
-            "host",
-            "--profile",
-            profile,
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`cargo build --example host --profile {profile}` failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let host = profile_dir.join("examples/host");
-    if host.is_file() {
-        Ok(host)
-    } else {
-        Err(format!("{} was not built", host.display()))
-    }
 }
 
 /// `node` on `PATH`, and `mcp-server-filesystem` from `RPR_PEERS_DIR` or `target/peers`
@@ -665,7 +610,7 @@ impl Ctx {
         }
     }
 
-    /// `host ARGS` with the config and policy when the command needs them.
+    /// `rpr ARGS` with the config and policy when the command needs them.
     fn args<'a>(&'a self, command: &'a str, call: &'a Call) -> Vec<&'a str> {
         let db = self.db.to_str().expect("a UTF-8 path");
         let files = [
@@ -710,7 +655,7 @@ impl Ctx {
                 ]);
             }
             "resume" | "dispatch" => {
-                // `host resume` as the resume authority (bob), or as the execution actor
+                // `rpr resume` as the resume authority (bob), or as the execution actor
                 // (`host`, the only one who may dispatch an approved pathway).
                 let who = if command == "resume" { "bob" } else { "host" };
                 a[0] = "resume";
@@ -843,7 +788,7 @@ impl Ctx {
         )
     }
 
-    /// Runs `host verify` (never killed) and counts the result.
+    /// Runs `rpr verify` (never killed) and counts the result.
     fn verify(&self, out: &Path, tally: &mut Tally) {
         let args = ["verify", "--database", self.db.to_str().expect("UTF-8")];
         let ran = self.run(out, &args, None, tally);
@@ -973,7 +918,7 @@ fn default_sigint() -> Result<(), String> {
 pub fn run(options: &Options) -> Result<Report, String> {
     let started = Instant::now();
     default_sigint()?;
-    let host = build_host(&options.profile)?;
+    let host = PathBuf::from(env!("CARGO_BIN_EXE_rpr"));
     let (node, server) = peers()?;
     let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/slow-write.cjs");
     let dir = std::env::temp_dir().join(format!(

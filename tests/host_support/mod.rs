@@ -1,11 +1,11 @@
-//! Support for the tests of the example host (`examples/host/`): building and running
-//! its binary, scratch directories, a config and policy for `rpr-fault-server`, and
-//! reading the resulting database.
+//! Support for the tests of the `rpr` binary's operator commands and of the example host's
+//! demo (`examples/host/`): running them, scratch directories, a config and policy for
+//! `rpr-fault-server`, and reading the resulting database.
 //!
-//! An integration test gets no path to an example binary from cargo, so the tests
-//! build it themselves with `$CARGO build --example host` (in the same profile as the
-//! test) and run `<target>/<profile>/examples/host`. That build is a no-op when
-//! `cargo test` has already built the examples, and cargo releases its build lock
+//! Cargo gives an integration test the path of a binary (`CARGO_BIN_EXE_rpr`) but none of an
+//! example, so the tests build examples themselves with `$CARGO build --example NAME` (in
+//! the same profile as the test) and run `<target>/<profile>/examples/NAME`. That build is a
+//! no-op when `cargo test` has already built the examples, and cargo releases its build lock
 //! before it runs tests, so it does not wait on the outer `cargo test`.
 #![allow(
     dead_code,
@@ -56,8 +56,13 @@ pub fn build_example(name: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// The example host's binary, built once per test binary.
-pub fn host() -> &'static Path {
+/// The `rpr` binary, built by cargo for the integration tests.
+pub fn rpr() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rpr"))
+}
+
+/// The example host's binary (the demo), built once per test binary.
+pub fn example_host() -> &'static Path {
     static HOST: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match HOST.get_or_init(|| build_example("host")) {
         Ok(p) => p,
@@ -65,17 +70,62 @@ pub fn host() -> &'static Path {
     }
 }
 
-/// Runs the host with `args` (stdin closed: not a terminal).
+/// Runs `program` with `args` (stdin closed: not a terminal).
+fn run_program<I, S>(program: &Path, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{} does not run: {e}", program.display()))
+}
+
+/// Runs `rpr` with `args` (stdin closed: not a terminal).
 pub fn run<I, S>(args: I) -> Output
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    Command::new(host())
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the host runs")
+    run_program(rpr(), args)
+}
+
+/// Runs the example host with `args` (stdin closed: not a terminal).
+pub fn run_example<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    run_program(example_host(), args)
+}
+
+/// `call TOOL` on server `ledger` with these files and arguments, approved as alice.
+pub fn call_args<'a>(
+    config: &'a str,
+    policy: &'a str,
+    db: &'a str,
+    tool: &'a str,
+    args: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "call",
+        "--config",
+        config,
+        "--policy",
+        policy,
+        "--database",
+        db,
+        "--server",
+        "ledger",
+        "--tool",
+        tool,
+        "--args",
+        args,
+        "--approve-as",
+        "alice",
+    ]
 }
 
 /// stdout and stderr of `output`, for messages and checks.

@@ -1,7 +1,9 @@
-//! Real mode: the host's commands against the servers of an `mcpServers` configuration.
+//! The operator commands of `rpr` against the servers of an `mcpServers` configuration,
+//! and their arguments.
 
 use std::path::Path;
 
+use clap::{Args, ValueEnum};
 use rpr::executor::Request;
 use rpr::inspect::{self, MAX_LIMIT};
 use rpr::mcp::ArgumentValidator;
@@ -15,13 +17,185 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, Policy, existing_database};
 use crate::flow::{self, Gate, Hint, Live};
-use crate::{Args, Exit, Failure, Usage};
+use crate::{Exit, Failure};
 
-fn hint(args: &Args) -> Hint {
+/// `--database`: the pathway database.
+#[derive(Debug, Args)]
+pub(crate) struct Database {
+    /// The pathway database (SQLite). Only `call` creates one; the other commands need an
+    /// existing one.
+    #[arg(long, value_name = "DB")]
+    database: String,
+}
+
+/// `--config` and `--policy`: for the commands that start a server.
+#[derive(Debug, Args)]
+pub(crate) struct Files {
+    /// The MCP client configuration (`mcpServers` JSON) that names the servers.
+    #[arg(long, value_name = "F")]
+    config: String,
+    /// The policy (JSON): who holds which role; Human Gate, class and readback per tool.
+    #[arg(long, value_name = "P")]
+    policy: String,
+}
+
+/// `--pathway ID` or `--key KEY`: which pathway (exactly one of the two).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct Target {
+    /// The pathway's id.
+    #[arg(long, value_name = "ID")]
+    pathway: Option<String>,
+    /// The pathway's idempotency key.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+}
+
+/// A step on one pathway of an existing database, taken by `--as NAME`.
+#[derive(Debug, Args)]
+pub(crate) struct Step {
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    target: Target,
+    /// Who takes the step: checked against the authority stored with the pathway.
+    #[arg(long = "as", value_name = "NAME")]
+    actor: String,
+}
+
+/// `--args` for a stored request that was redacted.
+#[derive(Debug, Args)]
+pub(crate) struct Restore {
+    /// The original arguments (JSON text, @FILE or -), needed when the stored request was
+    /// redacted (an argument with a secret-looking name); they must have the same digest.
+    #[arg(long, value_name = "JSON")]
+    args: Option<String>,
+}
+
+/// The arguments of `call`.
+#[derive(Debug, Args)]
+pub(crate) struct CallArgs {
+    #[command(flatten)]
+    files: Files,
+    #[command(flatten)]
+    db: Database,
+    /// The server, by its name in the configuration.
+    #[arg(long, value_name = "NAME")]
+    server: String,
+    /// The tool to call.
+    #[arg(long, value_name = "T")]
+    tool: String,
+    /// The tool's arguments: JSON text, @FILE (read from a file), or - (stdin).
+    #[arg(long, value_name = "JSON")]
+    args: String,
+    /// The idempotency key: a call with a key already used replays that pathway and sends
+    /// nothing again (default: a new key).
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// Who proposes the call.
+    #[arg(long, value_name = "A", default_value = "agent")]
+    actor: String,
+    /// Approve at the Human Gate as NAME, without asking.
+    #[arg(long, value_name = "NAME", conflicts_with = "deny_as")]
+    approve_as: Option<String>,
+    /// Deny at the Human Gate as NAME, without asking.
+    #[arg(long, value_name = "NAME")]
+    deny_as: Option<String>,
+}
+
+/// The arguments of `approve` and `resume`: a step that starts the server.
+#[derive(Debug, Args)]
+pub(crate) struct LiveStep {
+    #[command(flatten)]
+    files: Files,
+    #[command(flatten)]
+    step: Step,
+    #[command(flatten)]
+    restore: Restore,
+}
+
+/// The arguments of `reconcile`.
+#[derive(Debug, Args)]
+pub(crate) struct ReconcileArgs {
+    #[command(flatten)]
+    files: Files,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    restore: Restore,
+}
+
+/// The arguments of `deny`, `hold` and `stop`.
+#[derive(Debug, Args)]
+pub(crate) struct ReasonStep {
+    #[command(flatten)]
+    step: Step,
+    /// Why, recorded in the ledger.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
+/// The arguments of `repair`.
+#[derive(Debug, Args)]
+pub(crate) struct RepairArgs {
+    #[command(flatten)]
+    step: Step,
+    /// What was found and done, recorded as the repair evidence.
+    #[arg(long, value_name = "TEXT")]
+    evidence: String,
+}
+
+/// The arguments of `abort`.
+#[derive(Debug, Args)]
+pub(crate) struct AbortArgs {
+    #[command(flatten)]
+    step: Step,
+    /// What is left behind, recorded with the abort.
+    #[arg(long, value_name = "TEXT")]
+    residuals: String,
+}
+
+/// An attested verdict on an unknown effect.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Verdict {
+    /// The effect is there.
+    Applied,
+    /// The effect is not there.
+    NotApplied,
+    /// It cannot be told.
+    Unresolved,
+}
+
+/// The arguments of `attest`.
+#[derive(Debug, Args)]
+pub(crate) struct AttestArgs {
+    #[command(flatten)]
+    step: Step,
+    /// The verdict.
+    #[arg(long, value_name = "VERDICT")]
+    verdict: Verdict,
+    /// What the verdict rests on, recorded as evidence.
+    #[arg(long, value_name = "TEXT")]
+    evidence: String,
+}
+
+/// The arguments of `verify`.
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    #[command(flatten)]
+    db: Database,
+    /// A ledger head recorded earlier: the chain must still reach it.
+    #[arg(long, value_name = "HASH")]
+    head: Option<String>,
+}
+
+fn hint(files: Option<&Files>, db: &Database) -> Hint {
     Hint::new(
-        args.get("config").unwrap_or("CONFIG"),
-        args.get("policy").unwrap_or("POLICY"),
-        args.get("database").unwrap_or("DATABASE"),
+        files.map_or("CONFIG", |f| f.config.as_str()),
+        files.map_or("POLICY", |f| f.policy.as_str()),
+        &db.database,
     )
 }
 
@@ -52,20 +226,18 @@ fn json_object(text: &str) -> Result<Value, Failure> {
 }
 
 /// `call`: propose → admit → Human Gate → bind → dispatch → readback.
-pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
-    let (server, tool) = (args.req("server")?, args.req("tool")?);
-    let arguments = json_object(args.req("args")?)?;
-    let gate = match (args.get("approve-as"), args.get("deny-as")) {
-        (Some(_), Some(_)) => {
-            return Err(Usage("give --approve-as or --deny-as, not both".into()).into());
-        }
-        (Some(name), None) => Some(Gate::Approve(Actor::new(name))),
+pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
+    let (server, tool) = (args.server.as_str(), args.tool.as_str());
+    let arguments = json_object(&args.args)?;
+    // clap refuses both at once.
+    let gate = match (&args.approve_as, &args.deny_as) {
+        (Some(name), _) => Some(Gate::Approve(Actor::new(name))),
         (None, Some(name)) => Some(Gate::Deny(Actor::new(name))),
         (None, None) => None,
     };
-    let config = Config::load(args.req("config")?)?;
-    let policy = Policy::load(args.req("policy")?)?;
-    let db = args.req("database")?;
+    let config = Config::load(&args.files.config)?;
+    let policy = Policy::load(&args.files.policy)?;
+    let db = &args.db.database;
     let live = Live::open(&config, &policy, server, tool)?;
     let validator = ArgumentValidator::new(&live.tool)?;
     validator.check(&arguments).map_err(|problems| {
@@ -75,10 +247,10 @@ pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
         )
     })?;
     let rt = flow::runtime_with(Path::new(db), policy.bounds())?;
-    let key = args.get("key").map_or_else(
-        || format!("call-{}-{}", std::process::id(), now_ms()),
-        str::to_owned,
-    );
+    let key = args
+        .key
+        .clone()
+        .unwrap_or_else(|| format!("call-{}-{}", std::process::id(), now_ms()));
     let definition = Definition::new(
         Request::new(tool, arguments),
         live.plan.class,
@@ -86,8 +258,8 @@ pub(crate) fn call(args: &Args) -> Result<Exit, Failure> {
         policy.authority(),
     )
     .with_metadata(json!({"server": server}));
-    let proposer = Actor::new(args.get("actor").unwrap_or("agent"));
-    let hint = hint(args);
+    let proposer = Actor::new(&args.actor);
+    let hint = hint(Some(&args.files), &args.db);
     let p = match rt.propose(&proposer, definition)? {
         Proposal::New(p) => {
             println!(
@@ -184,23 +356,23 @@ fn find(rt: &Runtime, id_or_key: &str) -> Result<String, Failure> {
 }
 
 /// Opens an existing database and loads the pathway named by `--pathway` or `--key`.
-fn load(args: &Args) -> Result<(Runtime, StoredPathway), Failure> {
-    let db = existing_database(args.req("database")?)?;
-    let rt = flow::runtime(db)?;
-    let wanted = match (args.get("pathway"), args.get("key")) {
-        (Some(id), None) => id,
-        (None, Some(key)) => key,
-        _ => return Err(Usage("give --pathway ID or --key KEY".into()).into()),
-    };
+fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Failure> {
+    let rt = flow::runtime(existing_database(&db.database)?)?;
+    // clap requires exactly one of the two.
+    let wanted = target
+        .pathway
+        .as_deref()
+        .or(target.key.as_deref())
+        .ok_or("give --pathway ID or --key KEY")?;
     let id = find(&rt, wanted)?;
     let stored = rt.load(&id)?;
     Ok((rt, stored))
 }
 
 /// The live server and tool a stored pathway was proposed for.
-fn live_for<S: Stage>(args: &Args, p: &Pathway<S>) -> Result<Live, Failure> {
-    let config = Config::load(args.req("config")?)?;
-    let policy = Policy::load(args.req("policy")?)?;
+fn live_for<S: Stage>(files: &Files, p: &Pathway<S>) -> Result<Live, Failure> {
+    let config = Config::load(&files.config)?;
+    let policy = Policy::load(&files.policy)?;
     let server = p.definition().metadata["server"]
         .as_str()
         .ok_or("the pathway does not name its server (not proposed by this host)")?;
@@ -208,11 +380,11 @@ fn live_for<S: Stage>(args: &Args, p: &Pathway<S>) -> Result<Live, Failure> {
 }
 
 /// Restores a redacted request from `--args` (the full original arguments).
-fn restored<S: Stage + 'static>(args: &Args, p: Pathway<S>) -> Result<Pathway<S>, Failure> {
+fn restored<S: Stage + 'static>(args: &Restore, p: Pathway<S>) -> Result<Pathway<S>, Failure> {
     if !p.is_redacted() {
         return Ok(p);
     }
-    let Some(text) = args.get("args") else {
+    let Some(text) = &args.args else {
         return Err(format!(
             "the stored request of pathway {} was redacted (secret-named arguments); pass the \
              original arguments with --args JSON",
@@ -236,14 +408,14 @@ fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Ex
 }
 
 /// `approve`: approves a pathway left at the gate, then carries the call out.
-pub(crate) fn approve(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let approver = Actor::new(args.req("as")?);
-    let hint = hint(args);
+pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let approver = Actor::new(&args.step.actor);
+    let hint = hint(Some(&args.files), &args.step.db);
     macro_rules! approve_and_go {
         ($p:expr) => {{
-            let p = restored(args, $p)?;
-            let live = live_for(args, &p)?;
+            let p = restored(&args.restore, $p)?;
+            let live = live_for(&args.files, &p)?;
             let shown = flow::show_gate(&p, &live)?;
             let executor = p.definition().authority.execution_actor.clone();
             match flow::decide(&rt, p, Gate::Approve(approver), &hint)? {
@@ -261,14 +433,14 @@ pub(crate) fn approve(args: &Args) -> Result<Exit, Failure> {
 
 /// `deny`: denies a pathway left at the gate, or one left proposed (its decision owner
 /// admits it with a deny decision: a proposed pathway has no `abort`).
-pub(crate) fn deny(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
-    let reason = args.get("reason").unwrap_or("denied at the Human Gate");
+pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let reason = args.reason.as_deref().unwrap_or("denied at the Human Gate");
     let id = stored.id().to_owned();
     match stored {
         StoredPathway::Proposed(p) => {
-            let reason = args.get("reason").unwrap_or("denied at admission");
+            let reason = args.reason.as_deref().unwrap_or("denied at admission");
             let deny = |_: &Definition| Decision::Deny(reason.to_owned());
             match p.admit(&rt, &actor, &deny)? {
                 Admission::Denied(_) => {}
@@ -284,8 +456,8 @@ pub(crate) fn deny(args: &Args) -> Result<Exit, Failure> {
 }
 
 /// `unresolved`: the recovery scan, then every non-terminal pathway and who must act.
-pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
-    let rt = flow::runtime(existing_database(args.req("database")?)?)?;
+pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure> {
+    let rt = flow::runtime(existing_database(&args.database)?)?;
     // Recovery: an in-flight attempt whose process is gone becomes unknown (recorded).
     let mut running: Vec<String> = Vec::new();
     loop {
@@ -298,16 +470,21 @@ pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
         }
         running.extend(page.into_iter().map(|r| r.id));
     }
+    let mut recovered = Vec::new();
     for stored in rt.recover()? {
         if matches!(stored, StoredPathway::Unknown(_)) && running.iter().any(|id| id == stored.id())
         {
-            println!(
-                "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
-                stored.id()
-            );
+            if !as_json {
+                println!(
+                    "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
+                    stored.id()
+                );
+            }
+            recovered.push(stored.id().to_owned());
         }
     }
     let mut cursor: Option<String> = None;
+    let mut listed = Vec::new();
     let mut count = 0;
     loop {
         let page = inspect::list_unresolved(&rt.reader(), MAX_LIMIT, cursor.as_deref())?;
@@ -318,34 +495,12 @@ pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
                 .pathway(&s.pathway_id)?
                 .map(|r| r.idempotency_key)
                 .unwrap_or_default();
-            let roles: Vec<&str> = s.next.roles.iter().map(|r| r.as_str()).collect();
-            println!(
-                "{}  {}  {}  key {key:?}",
-                s.pathway_id,
-                s.state,
-                s.action.as_deref().unwrap_or("?")
-            );
-            println!(
-                "    next: {} by {} ({}) — {}",
-                s.next.action,
-                if roles.is_empty() {
-                    "nobody".into()
-                } else {
-                    roles.join(" or ")
-                },
-                s.next.actors.join(", "),
-                s.next.detail
-            );
-            if s.state == State::Proposed {
-                // Stopped between propose and admit: nothing was sent; `abort` is no edge
-                // from `proposed`, so the way out is the admission, allowing or denying.
-                let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
-                println!(
-                    "    to admit it: repeat the same `host call` (same --key {key:?}, same --args); \
-                     to refuse it: host deny --database {} --pathway {} --as {decision_owner}",
-                    args.req("database")?,
-                    s.pathway_id
-                );
+            if as_json {
+                let mut entry = serde_json::to_value(s)?;
+                entry["idempotency_key"] = Value::String(key);
+                listed.push(entry);
+            } else {
+                show_unresolved(s, &key, &args.database);
             }
         }
         match page.next_cursor {
@@ -353,18 +508,60 @@ pub(crate) fn unresolved(args: &Args) -> Result<Exit, Failure> {
             None => break,
         }
     }
-    println!("{count} unresolved pathway(s)");
+    if as_json {
+        print_json(&json!({"recovered": recovered, "unresolved": listed, "count": count}))?;
+    } else {
+        println!("{count} unresolved pathway(s)");
+    }
     Ok(Exit::Done)
 }
 
+/// One unresolved pathway for people: what it is, and who must act next.
+fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
+    let roles: Vec<&str> = s.next.roles.iter().map(|r| r.as_str()).collect();
+    println!(
+        "{}  {}  {}  key {key:?}",
+        s.pathway_id,
+        s.state,
+        s.action.as_deref().unwrap_or("?")
+    );
+    println!(
+        "    next: {} by {} ({}) — {}",
+        s.next.action,
+        if roles.is_empty() {
+            "nobody".into()
+        } else {
+            roles.join(" or ")
+        },
+        s.next.actors.join(", "),
+        s.next.detail
+    );
+    if s.state == State::Proposed {
+        // Stopped between propose and admit: nothing was sent; `abort` is no edge
+        // from `proposed`, so the way out is the admission, allowing or denying.
+        let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
+        println!(
+            "    to admit it: repeat the same `rpr call` (same --key {key:?}, same --args); \
+             to refuse it: rpr deny --database {database} --pathway {} --as {decision_owner}",
+            s.pathway_id
+        );
+    }
+}
+
+/// Prints one JSON document on stdout.
+fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
 /// `reconcile`: readback per policy for an unknown (or returned) pathway.
-pub(crate) fn reconcile(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let hint = hint(args);
+pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let hint = hint(Some(&args.files), &args.db);
     match stored {
         StoredPathway::Unknown(p) => {
-            let p = restored(args, p)?;
-            let live = live_for(args, &p)?;
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
             println!(
                 "reconciling pathway {} by readback (`{}` on a fresh session of `{}`)",
                 p.id(),
@@ -374,13 +571,13 @@ pub(crate) fn reconcile(args: &Args) -> Result<Exit, Failure> {
             flow::reconcile(&rt, &live, p, &hint)
         }
         StoredPathway::Returned(p) => {
-            let p = restored(args, p)?;
-            let live = live_for(args, &p)?;
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
             flow::confirm(&rt, &live, p, &hint)
         }
         StoredPathway::RepairUnsettled(p) => {
-            let p = restored(args, p)?;
-            let live = live_for(args, &p)?;
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
             flow::settle(&rt, &live, p, &hint)
         }
         other => wrong_state(&rt, &other, "reconcile"),
@@ -388,10 +585,10 @@ pub(crate) fn reconcile(args: &Args) -> Result<Exit, Failure> {
 }
 
 /// `repair`: the repair owner records repair evidence; the pathway may then resume.
-pub(crate) fn repair(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
-    let evidence = json!({"text": args.req("evidence")?});
+pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let evidence = json!({"text": args.evidence});
     let StoredPathway::RepairRequired(p) = stored else {
         return wrong_state(&rt, &stored, "repair");
     };
@@ -400,71 +597,75 @@ pub(crate) fn repair(args: &Args) -> Result<Exit, Failure> {
         "pathway {} is READY_TO_RESUME (repaired by {actor})",
         p.id()
     );
-    hint(args).next("resume", p.id(), " --as NAME");
+    hint(None, &args.step.db).next("resume", p.id(), " --as NAME");
     Ok(Exit::Done)
 }
 
 /// `hold`: the stop authority holds an approved pathway before it is dispatched.
-pub(crate) fn hold(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
-    let reason = args.get("reason").unwrap_or("held by the stop authority");
+pub(crate) fn hold(args: &ReasonStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let reason = args
+        .reason
+        .as_deref()
+        .unwrap_or("held by the stop authority");
     let StoredPathway::Approved(p) = stored else {
         return wrong_state(&rt, &stored, "hold");
     };
     let p = p.hold(&rt, &actor, reason)?;
     println!("pathway {} is HELD by {actor}", p.id());
-    let hint = hint(args);
+    let hint = hint(None, &args.step.db);
     hint.next("release", p.id(), " --as NAME");
     hint.next("escalate", p.id(), " --as NAME");
     Ok(Exit::Done)
 }
 
 /// `release`: the stop authority releases a held pathway: approved again.
-pub(crate) fn release(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
+pub(crate) fn release(args: &Step) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let actor = Actor::new(&args.actor);
     let StoredPathway::Held(p) = stored else {
         return wrong_state(&rt, &stored, "release");
     };
     let p = p.release(&rt, &actor)?;
     println!("pathway {} is APPROVED again (released by {actor})", p.id());
-    hint(args).next("resume", p.id(), " --as NAME");
+    hint(None, &args.db).next("resume", p.id(), " --as NAME");
     Ok(Exit::Done)
 }
 
 /// `escalate`: the stop authority sends a held or awaiting pathway to a Human Gate.
-pub(crate) fn escalate(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
+pub(crate) fn escalate(args: &Step) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let actor = Actor::new(&args.actor);
     let id = match stored {
         StoredPathway::Held(p) => p.escalate(&rt, &actor)?.id().to_owned(),
         StoredPathway::AwaitingApproval(p) => p.escalate(&rt, &actor)?.id().to_owned(),
         other => return wrong_state(&rt, &other, "escalate"),
     };
     println!("pathway {id} is at a HUMAN_GATE (escalated by {actor})");
-    hint(args).next("approve", &id, " --as NAME");
+    hint(None, &args.db).next("approve", &id, " --as NAME");
     Ok(Exit::Done)
 }
 
 /// `stop`: the stop authority stops a pathway whose success reply was not yet confirmed.
-pub(crate) fn stop(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
+pub(crate) fn stop(args: &ReasonStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
     let reason = args
-        .get("reason")
+        .reason
+        .as_deref()
         .unwrap_or("stopped by the stop authority");
     let StoredPathway::Returned(p) = stored else {
         return wrong_state(&rt, &stored, "stop");
     };
     let p = p.stop(&rt, &actor, reason)?;
     println!("pathway {} is STOPPED by {actor}", p.id());
-    hint(args).next("require-repair", p.id(), " --as NAME");
+    hint(None, &args.step.db).next("require-repair", p.id(), " --as NAME");
     Ok(Exit::Done)
 }
 
 /// `abort`: the residual owner ends a pathway for good, recording what is left behind.
-pub(crate) fn abort(args: &Args) -> Result<Exit, Failure> {
+pub(crate) fn abort(args: &AbortArgs) -> Result<Exit, Failure> {
     fn go<S: Abortable + 'static>(
         rt: &Runtime,
         p: Pathway<S>,
@@ -473,9 +674,9 @@ pub(crate) fn abort(args: &Args) -> Result<Exit, Failure> {
     ) -> Result<String, Failure> {
         Ok(p.abort(rt, actor, residuals)?.id().to_owned())
     }
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
-    let residuals = json!({"text": args.req("residuals")?});
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let residuals = json!({"text": args.residuals});
     let id = match stored {
         StoredPathway::Approved(p) => go(&rt, p, &actor, &residuals)?,
         StoredPathway::Held(p) => go(&rt, p, &actor, &residuals)?,
@@ -491,21 +692,16 @@ pub(crate) fn abort(args: &Args) -> Result<Exit, Failure> {
 }
 
 /// `attest`: the evidence owner or repair owner decides an unknown pathway by attestation.
-pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
-    let verdict = match args.req("verdict")? {
-        "applied" => Attestation::Applied,
-        "not-applied" => Attestation::NotApplied,
-        "unresolved" => Attestation::Unresolved,
-        other => {
-            return Err(Usage(format!(
-                "`--verdict` is applied, not-applied or unresolved, not `{other}`"
-            ))
-            .into());
-        }
+pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
+    let verdict = match args.verdict {
+        Verdict::Applied => Attestation::Applied,
+        Verdict::NotApplied => Attestation::NotApplied,
+        Verdict::Unresolved => Attestation::Unresolved,
     };
-    let evidence = json!({"text": args.req("evidence")?});
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
+    let evidence = json!({"text": args.evidence});
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let hint = hint(None, &args.step.db);
     let p = match stored {
         StoredPathway::Unknown(p) => p,
         StoredPathway::RepairUnsettled(p) => {
@@ -516,7 +712,7 @@ pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
                     println!(
                         "{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)"
                     );
-                    hint(args).next("repair", &id, " --as NAME --evidence TEXT");
+                    hint.next("repair", &id, " --as NAME --evidence TEXT");
                     Ok(Exit::Pending)
                 }
                 Reconciled::Unresolved(token) => {
@@ -546,7 +742,7 @@ pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
         Reconciled::NotApplied(token) => {
             p.require_repair(&rt, token)?;
             println!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED");
-            hint(args).next("repair", &id, " --as NAME --evidence TEXT");
+            hint.next("repair", &id, " --as NAME --evidence TEXT");
             Ok(Exit::Pending)
         }
         Reconciled::Unresolved(token) => {
@@ -561,9 +757,9 @@ pub(crate) fn attest(args: &Args) -> Result<Exit, Failure> {
 }
 
 /// `require-repair`: the repair owner sends a stopped or partially completed pathway to repair.
-pub(crate) fn require_repair(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
+pub(crate) fn require_repair(args: &Step) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let actor = Actor::new(&args.actor);
     let id = match stored {
         StoredPathway::Stopped(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
         StoredPathway::PartiallyCompleted(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
@@ -573,48 +769,91 @@ pub(crate) fn require_repair(args: &Args) -> Result<Exit, Failure> {
         "pathway {id} is REPAIR_REQUIRED (sent to repair by {actor}); it replied before, so it may have taken \
          effect: reconcile it (readback) or attest it not applied before it can be repaired"
     );
-    hint(args).next("reconcile", &id, "");
+    hint(None, &args.db).next("reconcile", &id, "");
     Ok(Exit::Done)
 }
 
 /// `resume`: binds and dispatches a new attempt of a repaired (or approved) pathway.
-pub(crate) fn resume(args: &Args) -> Result<Exit, Failure> {
-    let (rt, stored) = load(args)?;
-    let actor = Actor::new(args.req("as")?);
-    let hint = hint(args);
+pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let hint = hint(Some(&args.files), &args.step.db);
     match stored {
         StoredPathway::ReadyToResume(p) => {
-            let p = restored(args, p)?;
-            let live = live_for(args, &p)?;
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
             flow::carry_out(&rt, &live, p, &actor, None, &hint)
         }
         StoredPathway::Approved(p) => {
-            let p = restored(args, p)?;
-            let live = live_for(args, &p)?;
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
             flow::carry_out(&rt, &live, p, &actor, None, &hint)
         }
         other => wrong_state(&rt, &other, "resume"),
     }
 }
 
-/// `verify`: checks the hash chain and the stored states, read-only.
-pub(crate) fn verify(args: &Args) -> Result<Exit, Failure> {
-    let db = existing_database(args.req("database")?)?;
-    let store = ReadStore::open_read_only(db)?;
-    let report = rpr::ledger::verify(&store, args.get("head"))?;
+/// `status`: the database's figures, read-only.
+pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
+    let store = ReadStore::open_read_only(existing_database(&args.database)?)?;
+    let status = inspect::status(&store)?;
+    if as_json {
+        print_json(&status)?;
+        return Ok(Exit::Done);
+    }
+    println!("schema version {}", status.schema_version);
+    let counts: Vec<String> = status
+        .counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(state, n)| format!("{state} {n}"))
+        .collect();
+    println!(
+        "pathways: {} ({})",
+        status.counts.values().sum::<i64>(),
+        if counts.is_empty() {
+            "none".to_owned()
+        } else {
+            counts.join(", ")
+        }
+    );
+    println!("{} unresolved pathway(s)", status.unresolved_count);
     println!(
         "ledger: {} events, head {}",
-        report.events,
-        report.head.as_deref().unwrap_or("-")
+        status.ledger_length,
+        status.ledger_head.as_deref().unwrap_or("-")
     );
-    for p in &report.problems {
+    Ok(Exit::Done)
+}
+
+/// `verify`: checks the hash chain and the stored states, read-only.
+pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> {
+    let store = ReadStore::open_read_only(existing_database(&args.db.database)?)?;
+    let report = rpr::ledger::verify(&store, args.head.as_deref())?;
+    if as_json {
+        print_json(&json!({
+            "verified": report.is_ok(),
+            "events": report.events,
+            "head": report.head,
+            "problems": report.problems,
+        }))?;
+    } else {
         println!(
-            "  problem {:?} at seq {:?} pathway {:?}: {}",
-            p.kind, p.seq, p.pathway, p.detail
+            "ledger: {} events, head {}",
+            report.events,
+            report.head.as_deref().unwrap_or("-")
         );
+        for p in &report.problems {
+            println!(
+                "  problem {:?} at seq {:?} pathway {:?}: {}",
+                p.kind, p.seq, p.pathway, p.detail
+            );
+        }
     }
     if report.is_ok() {
-        println!("chain and states verified: true");
+        if !as_json {
+            println!("chain and states verified: true");
+        }
         Ok(Exit::Done)
     } else {
         Err(format!(

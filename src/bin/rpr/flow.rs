@@ -1,5 +1,6 @@
-//! The pathway steps shared by the demo and real mode: the runtime, the live server
-//! and tool, the Human Gate summary, bind → dispatch → readback, and reconciliation.
+//! The pathway steps shared by the `rpr` binary's operator commands and the example host's
+//! demo (which includes this file): the runtime, the live server and tool, the Human Gate
+//! summary, bind → dispatch → readback, and reconciliation.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -12,8 +13,19 @@ use rpr::token::Reconciled;
 use rpr::{Actor, Confirmed, Outcome, Pathway, Runtime, StepPoint};
 use serde_json::Value;
 
+use crate::Failure;
 use crate::config::{Config, Plan, Policy};
-use crate::{Exit, Failure};
+
+/// How a command ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Done: the pathway is completed, or the asked-for step was taken: exit 0.
+    Done,
+    /// The pathway needs another step (at a gate, unknown, repair): exit 3.
+    Pending,
+    /// The call was denied (by policy or at the Human Gate); final: exit 4.
+    Denied,
+}
 
 /// Opens the database with the default evidence bounds.
 pub(crate) fn runtime(db: &Path) -> Result<Runtime, Failure> {
@@ -111,10 +123,14 @@ impl Hint {
     pub(crate) fn new(config: &str, policy: &str, database: &str) -> Self {
         Self(Some([config, policy, database].map(str::to_owned)))
     }
+    #[allow(
+        dead_code,
+        reason = "used by the example host's demo, which includes this file; the binary always hints"
+    )]
     pub(crate) fn none() -> Self {
         Self(None)
     }
-    /// `host VERB … --pathway ID TAIL`, with the config and policy when VERB needs them.
+    /// `rpr VERB … --pathway ID TAIL`, with the config and policy when VERB needs them.
     pub(crate) fn command(&self, verb: &str, id: &str, tail: &str) -> Option<String> {
         let [config, policy, database] = self.0.as_ref()?;
         let files = if matches!(verb, "approve" | "reconcile" | "resume") {
@@ -123,7 +139,7 @@ impl Hint {
             String::new()
         };
         Some(format!(
-            "host {verb}{files} --database {database} --pathway {id}{tail}"
+            "rpr {verb}{files} --database {database} --pathway {id}{tail}"
         ))
     }
     pub(crate) fn next(&self, verb: &str, id: &str, tail: &str) {
@@ -329,7 +345,7 @@ pub(crate) fn carry_out<S: Bindable>(
         }
         Outcome::NotSent(n) => Err(stays(n.error()).into()),
         Outcome::Unrecorded(u) => Err(format!(
-            "the outcome of attempt {} could not be recorded ({}); `host unresolved` will report it as unknown",
+            "the outcome of attempt {} could not be recorded ({}); `rpr unresolved` will report it as unknown",
             u.attempt, u.error
         )
         .into()),

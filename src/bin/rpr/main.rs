@@ -1,0 +1,175 @@
+//! `rpr`: the operator's command line for responsibility pathways.
+//!
+//! `call` runs a consequential MCP tool call through a pathway (propose → admit → Human
+//! Gate → bind → dispatch → readback) against the stdio servers of an MCP client
+//! configuration (`mcpServers` JSON) under a small JSON policy; the other commands take the
+//! next step of a pathway (`approve`, `deny`, `reconcile`, `repair`, `resume`, `hold`,
+//! `release`, `escalate`, `stop`, `abort`, `attest`, `require-repair`) or read a database
+//! (`unresolved`, `status`, `verify`). `gate` governs an MCP server as a stdio proxy. See
+//! `docs/host.md`; `rpr help COMMAND` says what each command takes.
+//!
+//! The example host (`cargo run --example host -- demo`) tells the same story on real
+//! processes and includes `config.rs` and `flow.rs` from here.
+
+mod commands;
+mod config;
+mod flow;
+mod gate;
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+pub(crate) use flow::Exit;
+
+/// The error of a command: exit status 2 when it is a [`Usage`], else 1.
+pub(crate) type Failure = Box<dyn std::error::Error>;
+
+/// A usage error that clap's parser does not catch (exit 2).
+#[derive(Debug)]
+pub(crate) struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+const AFTER_HELP: &str = "\
+Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);
+1 error; 2 bad usage.
+--args takes the tool's arguments as JSON text, as @FILE (read from a file), or as - (stdin).
+`call` asks at the terminal when a Human Gate needs a decision; without a terminal and
+without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";
+
+/// Runs consequential MCP tool calls through responsibility pathways, and takes their next steps.
+#[derive(Debug, Parser)]
+#[command(name = "rpr", version, after_help = AFTER_HELP, arg_required_else_help = true)]
+struct Cli {
+    /// Print one JSON document on stdout instead of text (`unresolved`, `status`, `verify`).
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Propose a tool call and take it through admission, the Human Gate, dispatch and readback.
+    Call(commands::CallArgs),
+    /// Approve a pathway left at the Human Gate (or awaiting approval), then carry the call out.
+    Approve(commands::LiveStep),
+    /// Deny a pathway left at the Human Gate, awaiting approval, or left proposed.
+    Deny(commands::ReasonStep),
+    /// Run the recovery scan, then list every unresolved pathway and who must act next.
+    Unresolved(commands::Database),
+    /// Reconcile an unknown (or returned) pathway by the policy's readback.
+    Reconcile(commands::ReconcileArgs),
+    /// Record repair evidence on a pathway that requires repair (repair owner).
+    Repair(commands::RepairArgs),
+    /// Dispatch a new attempt of a repaired (or approved) pathway.
+    Resume(commands::LiveStep),
+    /// Hold an approved pathway before it is dispatched (stop authority).
+    Hold(commands::ReasonStep),
+    /// Release a held pathway: approved again (stop authority).
+    Release(commands::Step),
+    /// Send a held or awaiting pathway to a Human Gate (stop authority).
+    Escalate(commands::Step),
+    /// Stop a pathway whose success reply is not yet confirmed (stop authority).
+    Stop(commands::ReasonStep),
+    /// End a pathway for good, recording what is left behind (residual owner).
+    Abort(commands::AbortArgs),
+    /// Decide an unknown pathway by attestation (evidence owner or repair owner).
+    Attest(commands::AttestArgs),
+    /// Send a stopped or partially completed pathway to repair (repair owner).
+    RequireRepair(commands::Step),
+    /// Check the ledger's hash chain and the stored states against it, read-only.
+    Verify(commands::VerifyArgs),
+    /// Show the schema version, pathways by state, unresolved count and ledger head, read-only.
+    Status(commands::Database),
+    /// Govern an MCP stdio server as a proxy in front of it (being built).
+    Gate(gate::GateArgs),
+}
+
+fn run(cli: &Cli) -> Result<Exit, Failure> {
+    let json = cli.json;
+    if json
+        && !matches!(
+            cli.command,
+            Command::Unresolved(_) | Command::Status(_) | Command::Verify(_)
+        )
+    {
+        return Err(
+            Usage("`--json` applies to `unresolved`, `status` and `verify` only".into()).into(),
+        );
+    }
+    match &cli.command {
+        Command::Call(a) => commands::call(a),
+        Command::Approve(a) => commands::approve(a),
+        Command::Deny(a) => commands::deny(a),
+        Command::Unresolved(a) => commands::unresolved(a, json),
+        Command::Reconcile(a) => commands::reconcile(a),
+        Command::Repair(a) => commands::repair(a),
+        Command::Resume(a) => commands::resume(a),
+        Command::Hold(a) => commands::hold(a),
+        Command::Release(a) => commands::release(a),
+        Command::Escalate(a) => commands::escalate(a),
+        Command::Stop(a) => commands::stop(a),
+        Command::Abort(a) => commands::abort(a),
+        Command::Attest(a) => commands::attest(a),
+        Command::RequireRepair(a) => commands::require_repair(a),
+        Command::Verify(a) => commands::verify(a, json),
+        Command::Status(a) => commands::status(a, json),
+        Command::Gate(a) => gate::run(a),
+    }
+}
+
+/// Which argument is not UTF-8 (clap only says that one is).
+fn non_utf8_argument() -> Usage {
+    let found = std::env::args_os()
+        .skip(1)
+        .enumerate()
+        .find(|(_, a)| a.to_str().is_none());
+    Usage(match found {
+        Some((i, a)) => format!(
+            "argument {} is not valid UTF-8 ({}); give paths and values in UTF-8",
+            i + 1,
+            a.to_string_lossy()
+        ),
+        None => "an argument is not valid UTF-8; give paths and values in UTF-8".into(),
+    })
+}
+
+fn main() -> ExitCode {
+    // Help, version and clap's usage errors exit here (0, or 2 for an error).
+    let parsed = Cli::command().try_get_matches().and_then(|m| {
+        Ok((
+            m.subcommand_name().unwrap_or_default().to_owned(),
+            Cli::from_arg_matches(&m)?,
+        ))
+    });
+    let (name, cli) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) if e.kind() == ErrorKind::InvalidUtf8 => {
+            eprintln!("rpr: {}", non_utf8_argument());
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
+    match run(&cli) {
+        Ok(Exit::Done) => ExitCode::SUCCESS,
+        Ok(Exit::Pending) => ExitCode::from(3),
+        Ok(Exit::Denied) => ExitCode::from(4),
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("rpr {name}: {e}\n\nFor more information, try 'rpr {name} --help'.");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("rpr {name}: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The `rpr` binary's command line: `--help` on every subcommand, the exit statuses it
+//! documents, `status`, and the `--json` documents of `unresolved`, `status` and `verify`.
+//! (`status` on a missing path or on a file that is not an rpr database is in
+//! `host_errors.rs`, with the other commands.)
+
+mod host_support;
+
+use host_support::{Scratch, by_key, call_args, run, text};
+use serde_json::Value;
+
+const SUBCOMMANDS: [&str; 17] = [
+    "call",
+    "approve",
+    "deny",
+    "unresolved",
+    "reconcile",
+    "repair",
+    "resume",
+    "hold",
+    "release",
+    "escalate",
+    "stop",
+    "abort",
+    "attest",
+    "require-repair",
+    "verify",
+    "status",
+    "gate",
+];
+
+#[test]
+fn help_lists_every_subcommand_and_documents_the_exit_statuses() {
+    let output = run(["--help"]);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(
+            "Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);\n\
+             1 error; 2 bad usage."
+        ),
+        "{out}"
+    );
+    assert!(out.contains("--json"), "{out}");
+    for sub in SUBCOMMANDS {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{sub} "))),
+            "--help does not list {sub}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn every_subcommand_has_help_that_exits_0() {
+    for sub in SUBCOMMANDS {
+        for args in [vec![sub, "--help"], vec!["help", sub]] {
+            let output = run(&args);
+            let out = text(&output);
+            assert_eq!(output.status.code(), Some(0), "{args:?}:\n{out}");
+            assert!(
+                out.contains(&format!("Usage: rpr {sub}")),
+                "{args:?}:\n{out}"
+            );
+        }
+    }
+}
+
+/// A database with one completed pathway (`done`) and one unknown one (`lost`: the server
+/// died after the effect, before its reply), made through `rpr call`.
+fn database(dir: &Scratch) -> String {
+    let policy = dir.policy();
+    let db = dir.join("rpr.db").display().to_string();
+    for (fault, key, code) in [("none", "done", 0), ("crash-after-effect", "lost", 3)] {
+        let config = dir.fault_config(fault);
+        let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
+        let mut args = call_args(&config, &policy, &db, "put", &arguments);
+        args.extend(["--key", key]);
+        let output = run(&args);
+        assert_eq!(output.status.code(), Some(code), "{}", text(&output));
+    }
+    db
+}
+
+/// Runs `rpr` with `args`, expects exit status `code`, and parses stdout as one JSON document.
+fn json(args: &[&str], code: i32) -> Value {
+    let output = run(args);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{args:?}:\n{}",
+        text(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: stdout is not one JSON document ({e}):\n{}",
+            text(&output)
+        )
+    })
+}
+
+#[test]
+fn status_shows_the_figures_as_text_and_as_json() {
+    let dir = Scratch::new("cli-status");
+    let db = database(&dir);
+
+    let output = run(["status", "--database", &db]);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    for needle in [
+        "schema version ",
+        "pathways: 2 (completed 1, write_status_unknown 1)",
+        "1 unresolved pathway(s)",
+        "ledger: ",
+    ] {
+        assert!(out.contains(needle), "status lacks {needle:?}:\n{out}");
+    }
+
+    let status = json(&["status", "--database", &db, "--json"], 0);
+    assert!(
+        status["schema_version"].as_i64().unwrap() >= 1,
+        "{status:#}"
+    );
+    assert_eq!(status["counts"]["completed"], 1, "{status:#}");
+    assert_eq!(status["counts"]["write_status_unknown"], 1, "{status:#}");
+    assert_eq!(status["counts"]["denied"], 0, "{status:#}");
+    assert_eq!(status["unresolved_count"], 1, "{status:#}");
+    assert!(status["ledger_length"].as_i64().unwrap() > 0, "{status:#}");
+    assert_eq!(
+        status["ledger_head"].as_str().unwrap().len(),
+        64,
+        "{status:#}"
+    );
+    // `--json` is global: before the subcommand too.
+    assert_eq!(json(&["--json", "status", "--database", &db], 0), status);
+}
+
+#[test]
+fn unresolved_and_verify_print_one_json_document() {
+    let dir = Scratch::new("cli-json");
+    let db = database(&dir);
+    let (lost, _) = by_key(dir.join("rpr.db").as_path(), "lost");
+
+    let unresolved = json(&["unresolved", "--database", &db, "--json"], 0);
+    assert_eq!(unresolved["count"], 1, "{unresolved:#}");
+    assert_eq!(
+        unresolved["recovered"],
+        Value::Array(vec![]),
+        "{unresolved:#}"
+    );
+    let entry = &unresolved["unresolved"][0];
+    assert_eq!(entry["pathway_id"], lost.as_str(), "{unresolved:#}");
+    assert_eq!(entry["idempotency_key"], "lost", "{unresolved:#}");
+    assert_eq!(entry["state"], "write_status_unknown", "{unresolved:#}");
+    assert_eq!(entry["action"], "put", "{unresolved:#}");
+    assert_eq!(entry["next"]["action"], "reconcile", "{unresolved:#}");
+
+    let verify = json(&["verify", "--database", &db, "--json"], 0);
+    assert_eq!(verify["verified"], true, "{verify:#}");
+    assert!(verify["events"].as_i64().unwrap() > 0, "{verify:#}");
+    assert_eq!(verify["problems"], Value::Array(vec![]), "{verify:#}");
+    let head = verify["head"].as_str().unwrap().to_owned();
+    let again = json(&["verify", "--database", &db, "--json", "--head", &head], 0);
+    assert_eq!(again["verified"], true, "{again:#}");
+
+    // A head the chain does not reach: the document says why, and the exit status is 1.
+    let unknown_head = "0".repeat(64);
+    let cut = json(
+        &[
+            "verify",
+            "--database",
+            &db,
+            "--json",
+            "--head",
+            &unknown_head,
+        ],
+        1,
+    );
+    assert_eq!(cut["verified"], false, "{cut:#}");
+    assert_eq!(cut["problems"][0]["kind"], "truncated", "{cut:#}");
+}
