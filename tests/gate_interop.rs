@@ -293,24 +293,14 @@ fn python_sdk_through_gate_to_server_everything_passes_server_requests_progress_
     let dir = TempDir::new("gate-everything");
     let db = dir.join("gate.sqlite");
     // trigger-sampling-request and trigger-elicitation-request have no effect on the
-    // server to read back, but they are annotated `readOnlyHint: false`. The brief (and
-    // the gate's own refusal text) suggest `"read_only": true` in the policy; the gate
-    // cannot carry that: the policy makes the pathway read-only while the MCP executor
-    // binds the tool as mutating (by its annotation), so the bind is refused and the
-    // pathway stays `approved` (reported as a gate bug). So each gets a readback that
-    // always verifies: `echo` (annotated read-only) echoing a fixed text. That makes the
-    // gate carry them as mutating calls that complete once the readback verifies.
-    // trigger-long-running-operation is annotated read-only: no rule needed.
-    let trivially_verified = json!({
-        "tool": "echo",
-        "arguments": {"message": "no effect"},
-        "expect": {"/content/0/text": "Echo: no effect"}
-    });
+    // server to read back, but they are annotated `readOnlyHint: false`: the policy says
+    // they only read (its word over the server's claim), so they are bound and completed
+    // as read-only calls. trigger-long-running-operation is annotated read-only: no rule.
     let policy = write_policy(
         &dir,
         &json!({"servers": {"everything": {
-            "trigger-sampling-request": {"readback": trivially_verified},
-            "trigger-elicitation-request": {"readback": trivially_verified},
+            "trigger-sampling-request": {"read_only": true},
+            "trigger-elicitation-request": {"read_only": true},
         }}}),
     );
     let script =
@@ -420,8 +410,8 @@ fn python_sdk_through_gate_to_server_everything_passes_server_requests_progress_
     let (store, all) = pathways(&db);
     assert_eq!(all.len(), 3, "{all:#?}");
     for (tool, class, call) in [
-        ("trigger-sampling-request", "mutating", "sampling"),
-        ("trigger-elicitation-request", "mutating", "elicitation"),
+        ("trigger-sampling-request", "read_only", "sampling"),
+        ("trigger-elicitation-request", "read_only", "elicitation"),
         ("trigger-long-running-operation", "read_only", "long"),
     ] {
         assert_completed(

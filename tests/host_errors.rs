@@ -202,7 +202,7 @@ fn usage_errors_exit_2() {
             "--json",
         ],
         2,
-        "`--json` applies to `unresolved`, `status` and `verify` only",
+        "`--json` applies to `unresolved`, `status`, `verify` and `pin` only",
     );
     fails(&[], 2, "Usage: rpr [OPTIONS] <COMMAND>");
     let output = run(["--help"]);

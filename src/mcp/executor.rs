@@ -28,6 +28,11 @@ pub struct ExecutorConfig {
     /// A tag under which the `tools/call` waits, so that it can be cancelled with
     /// [`Session::cancel_tagged`](super::Session::cancel_tagged).
     pub call_tag: Option<String>,
+    /// The caller's word on the tool's class, overruling its `readOnlyHint` (a server's
+    /// claim) in the binding: a host whose policy says a tool only reads (or that an
+    /// annotated read-only tool must be treated as mutating) sets it. `None`: the
+    /// annotation decides.
+    pub class: Option<crate::ActionClass>,
 }
 
 impl ExecutorConfig {
@@ -42,6 +47,13 @@ impl ExecutorConfig {
     #[must_use]
     pub fn with_call_meta(mut self, meta: Value) -> Self {
         self.call_meta = Some(meta);
+        self
+    }
+
+    /// Sets [`ExecutorConfig::class`].
+    #[must_use]
+    pub fn with_class(mut self, class: crate::ActionClass) -> Self {
+        self.class = Some(class);
         self
     }
 
@@ -167,8 +179,11 @@ impl McpExecutor {
             };
             return Err(Refusal::new("tool_missing", message));
         };
-        let binding = ToolBinding::new(self.client.server(), tool)
+        let mut binding = ToolBinding::new(self.client.server(), tool)
             .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))?;
+        if let Some(class) = self.config.class {
+            binding.class = class;
+        }
         Ok((binding, tool.clone()))
     }
 

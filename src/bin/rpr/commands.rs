@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, Policy, existing_database};
 use crate::flow::{self, Gate, Hint, Live};
-use crate::{Exit, Failure};
+use crate::gate;
+use crate::{Exit, Failure, Usage};
 
 /// `--database`: the pathway database.
 #[derive(Debug, Args)]
@@ -37,6 +38,19 @@ pub(crate) struct Files {
     /// The policy (JSON): who holds which role; Human Gate, class and readback per tool.
     #[arg(long, value_name = "P")]
     policy: String,
+}
+
+/// The files of a step that starts the pathway's server again. A pathway proposed by
+/// `rpr gate` needs no `--config` (the gate recorded the server's command), and `approve`
+/// of one needs neither (the gate sends it when the call comes again).
+#[derive(Debug, Args)]
+pub(crate) struct LiveFiles {
+    /// The MCP client configuration (`mcpServers` JSON) that names the servers.
+    #[arg(long, value_name = "F")]
+    config: Option<String>,
+    /// The policy (JSON): who holds which role; Human Gate, class and readback per tool.
+    #[arg(long, value_name = "P")]
+    policy: Option<String>,
 }
 
 /// `--pathway ID` or `--key KEY`: which pathway (exactly one of the two).
@@ -107,7 +121,7 @@ pub(crate) struct CallArgs {
 #[derive(Debug, Args)]
 pub(crate) struct LiveStep {
     #[command(flatten)]
-    files: Files,
+    files: LiveFiles,
     #[command(flatten)]
     step: Step,
     #[command(flatten)]
@@ -118,7 +132,7 @@ pub(crate) struct LiveStep {
 #[derive(Debug, Args)]
 pub(crate) struct ReconcileArgs {
     #[command(flatten)]
-    files: Files,
+    files: LiveFiles,
     #[command(flatten)]
     db: Database,
     #[command(flatten)]
@@ -195,6 +209,14 @@ fn hint(files: Option<&Files>, db: &Database) -> Hint {
     Hint::new(
         files.map_or("CONFIG", |f| f.config.as_str()),
         files.map_or("POLICY", |f| f.policy.as_str()),
+        &db.database,
+    )
+}
+
+fn live_hint(files: &LiveFiles, db: &Database) -> Hint {
+    Hint::new(
+        files.config.as_deref().unwrap_or("CONFIG"),
+        files.policy.as_deref().unwrap_or("POLICY"),
         &db.database,
     )
 }
@@ -312,6 +334,15 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             println!("pathway {} is DENIED by policy", p.id());
             Ok(Exit::Denied)
         }
+        Admission::AwaitingApproval(p) => {
+            println!(
+                "pathway {} is AWAITING_APPROVAL: the policy holds it for the approval authority ({}); nothing was sent",
+                p.id(),
+                p.definition().authority.approval_authority
+            );
+            hint.next("approve", p.id(), " --as NAME");
+            Ok(Exit::Pending)
+        }
         other => Err(format!("unexpected admission {other:?}").into()),
     }
 }
@@ -370,9 +401,18 @@ fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Fail
 }
 
 /// The live server and tool a stored pathway was proposed for.
-fn live_for<S: Stage>(files: &Files, p: &Pathway<S>) -> Result<Live, Failure> {
-    let config = Config::load(&files.config)?;
-    let policy = Policy::load(&files.policy)?;
+fn live_for<S: Stage>(files: &LiveFiles, p: &Pathway<S>) -> Result<Live, Failure> {
+    let policy_path = files.policy.as_deref().ok_or_else(|| {
+        Usage("`--policy` is required: the readback and the tool's plan come from it".into())
+    })?;
+    if gate::is_gate_pathway(p) {
+        return gate::live(policy_path, p);
+    }
+    let config_path = files.config.as_deref().ok_or_else(|| {
+        Usage("`--config` is required (only a pathway proposed by `rpr gate` needs none)".into())
+    })?;
+    let config = Config::load(config_path)?;
+    let policy = Policy::load(policy_path)?;
     let server = p.definition().metadata["server"]
         .as_str()
         .ok_or("the pathway does not name its server (not proposed by this host)")?;
@@ -411,10 +451,13 @@ fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Ex
 pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
     let (rt, stored) = load(&args.step.db, &args.step.target)?;
     let approver = Actor::new(&args.step.actor);
-    let hint = hint(Some(&args.files), &args.step.db);
+    let hint = live_hint(&args.files, &args.step.db);
     macro_rules! approve_and_go {
         ($p:expr) => {{
             let p = restored(&args.restore, $p)?;
+            if gate::is_gate_pathway(&p) {
+                return gate::approve_only(&rt, p, &approver);
+            }
             let live = live_for(&args.files, &p)?;
             let shown = flow::show_gate(&p, &live)?;
             let executor = p.definition().authority.execution_actor.clone();
@@ -557,7 +600,7 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
 /// `reconcile`: readback per policy for an unknown (or returned) pathway.
 pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
     let (rt, stored) = load(&args.db, &args.target)?;
-    let hint = hint(Some(&args.files), &args.db);
+    let hint = live_hint(&args.files, &args.db);
     match stored {
         StoredPathway::Unknown(p) => {
             let p = restored(&args.restore, p)?;
@@ -777,7 +820,7 @@ pub(crate) fn require_repair(args: &Step) -> Result<Exit, Failure> {
 pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
     let (rt, stored) = load(&args.step.db, &args.step.target)?;
     let actor = Actor::new(&args.step.actor);
-    let hint = hint(Some(&args.files), &args.step.db);
+    let hint = live_hint(&args.files, &args.step.db);
     match stored {
         StoredPathway::ReadyToResume(p) => {
             let p = restored(&args.restore, p)?;

@@ -95,6 +95,8 @@ impl Config {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Policy {
+    /// The policy format's version: 1 (optional; another value is refused).
+    version: Option<u32>,
     #[serde(default)]
     authority: BTreeMap<String, String>,
     #[serde(default)]
@@ -121,10 +123,25 @@ struct EvidenceBounds {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToolRule {
+    /// What admission decides for the tool; without it, `human_gate` and the annotations.
+    admission: Option<AdmissionRule>,
     human_gate: Option<bool>,
     read_only: Option<bool>,
     readback: Option<ReadbackRule>,
 }
+
+/// A tool's admission, as the policy writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AdmissionRule {
+    Allow,
+    Hold,
+    HumanGate,
+    Deny,
+}
+
+/// The key of the rule for a server's tools that have no rule of their own.
+const ANY_TOOL: &str = "*";
 
 /// How a mutating tool's effect is read back: a read-only tool on the same server,
 /// its arguments (`"$name"` is the call's argument `name`), and what the result must
@@ -185,6 +202,22 @@ impl Policy {
     }
 
     fn check(&self) -> Result<(), String> {
+        if let Some(v) = self.version
+            && v != 1
+        {
+            return Err(format!(
+                "version {v} is not a policy version this rpr reads (it reads 1)"
+            ));
+        }
+        for (server, tools) in &self.servers {
+            for (tool, rule) in tools {
+                if rule.admission.is_some() && rule.human_gate.is_some() {
+                    return Err(format!(
+                        "{server}/{tool}: give `admission` or `human_gate`, not both"
+                    ));
+                }
+            }
+        }
         let b = &self.evidence_bounds;
         for (name, value) in [
             ("max_depth", b.max_depth),
@@ -236,10 +269,9 @@ impl Policy {
 
     /// What the host does with `tool` of server `server` (as listed by the server now).
     pub(crate) fn plan(&self, server: &str, tool: &Tool, list: &ToolList) -> Result<Plan, Failure> {
-        let rule = self
-            .servers
-            .get(server)
-            .and_then(|t| t.get(&tool.name))
+        let rules = self.servers.get(server);
+        let rule = rules
+            .and_then(|t| t.get(&tool.name).or_else(|| t.get(ANY_TOOL)))
             .cloned()
             .unwrap_or_default();
         let hints = &tool.definition["annotations"];
@@ -247,14 +279,36 @@ impl Policy {
         // MCP defaults: readOnlyHint false, destructiveHint true.
         let destructive = !annotated_read_only && hints["destructiveHint"] != false;
         let read_only = rule.read_only.unwrap_or(annotated_read_only);
-        let (human_gate, why) = match rule.human_gate {
-            Some(true) => (true, "the policy requires one"),
-            Some(false) => (false, "the policy waives it"),
-            None if read_only => (false, "it only reads"),
-            None if destructive => (true, "it is annotated destructive"),
-            None => (false, "it is not annotated destructive"),
+        let class = if read_only {
+            ActionClass::ReadOnly
+        } else {
+            ActionClass::Mutating
         };
         let name = &tool.name;
+        let (decision, why) = match (rule.admission, rule.human_gate) {
+            (Some(AdmissionRule::Deny), _) => {
+                // Denied: nothing will be sent, so no readback is needed either.
+                return Ok(Plan {
+                    class,
+                    decision: Decision::Deny(format!(
+                        "the policy denies tool `{name}` of server `{server}`"
+                    )),
+                    why: "the policy denies it",
+                    readback: None,
+                });
+            }
+            (Some(AdmissionRule::Allow), _) => (Decision::Allow, "the policy allows it"),
+            (Some(AdmissionRule::Hold), _) => {
+                (Decision::Hold, "the policy holds it for an approval")
+            }
+            (Some(AdmissionRule::HumanGate), _) | (None, Some(true)) => {
+                (Decision::HumanGate, "the policy requires one")
+            }
+            (None, Some(false)) => (Decision::Allow, "the policy waives it"),
+            (None, None) if read_only => (Decision::Allow, "it only reads"),
+            (None, None) if destructive => (Decision::HumanGate, "it is annotated destructive"),
+            (None, None) => (Decision::Allow, "it is not annotated destructive"),
+        };
         if !read_only && rule.readback.is_none() {
             return Err(format!(
                 "tool `{name}` of server `{server}` changes state, and the policy names no readback for it: \
@@ -282,12 +336,8 @@ impl Policy {
             check_mapping(server, tool, reader, rb)?;
         }
         Ok(Plan {
-            class: if read_only {
-                ActionClass::ReadOnly
-            } else {
-                ActionClass::Mutating
-            },
-            human_gate,
+            class,
+            decision,
             why,
             readback: rule.readback,
         })
@@ -298,7 +348,8 @@ impl Policy {
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub(crate) class: ActionClass,
-    pub(crate) human_gate: bool,
+    /// The admission decision.
+    pub(crate) decision: Decision,
     /// Why (not) a Human Gate, for people.
     pub(crate) why: &'static str,
     pub(crate) readback: Option<ReadbackRule>,
@@ -307,11 +358,7 @@ pub(crate) struct Plan {
 impl Plan {
     /// The admission decision.
     pub(crate) fn decision(&self) -> Decision {
-        if self.human_gate {
-            Decision::HumanGate
-        } else {
-            Decision::Allow
-        }
+        self.decision.clone()
     }
 
     /// The readback of a mutating tool, on `client`.

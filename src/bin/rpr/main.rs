@@ -49,7 +49,7 @@ without --approve-as/--deny-as it leaves the pathway at the gate and prints how 
 #[derive(Debug, Parser)]
 #[command(name = "rpr", version, after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
-    /// Print one JSON document on stdout instead of text (`unresolved`, `status`, `verify`).
+    /// Print one JSON document on stdout instead of text (`unresolved`, `status`, `verify`, `pin`).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -60,7 +60,7 @@ struct Cli {
 enum Command {
     /// Propose a tool call and take it through admission, the Human Gate, dispatch and readback.
     Call(commands::CallArgs),
-    /// Approve a pathway left at the Human Gate (or awaiting approval), then carry the call out.
+    /// Approve a pathway left at the Human Gate (or awaiting approval), then carry the call out (a gate's: approve only).
     Approve(commands::LiveStep),
     /// Deny a pathway left at the Human Gate, awaiting approval, or left proposed.
     Deny(commands::ReasonStep),
@@ -90,8 +90,10 @@ enum Command {
     Verify(commands::VerifyArgs),
     /// Show the schema version, pathways by state, unresolved count and ledger head, read-only.
     Status(commands::Database),
-    /// Govern an MCP stdio server as a proxy in front of it (being built).
+    /// Govern an MCP stdio server as a proxy in front of it: every tools/call a pathway (docs/gate.md).
     Gate(gate::GateArgs),
+    /// List the gate's tool pins and the changes waiting, or pin a changed tool by its digest.
+    Pin(gate::PinArgs),
 }
 
 fn run(cli: &Cli) -> Result<Exit, Failure> {
@@ -99,12 +101,13 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
     if json
         && !matches!(
             cli.command,
-            Command::Unresolved(_) | Command::Status(_) | Command::Verify(_)
+            Command::Unresolved(_) | Command::Status(_) | Command::Verify(_) | Command::Pin(_)
         )
     {
-        return Err(
-            Usage("`--json` applies to `unresolved`, `status` and `verify` only".into()).into(),
-        );
+        return Err(Usage(
+            "`--json` applies to `unresolved`, `status`, `verify` and `pin` only".into(),
+        )
+        .into());
     }
     match &cli.command {
         Command::Call(a) => commands::call(a),
@@ -124,6 +127,7 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
         Command::Verify(a) => commands::verify(a, json),
         Command::Status(a) => commands::status(a, json),
         Command::Gate(a) => gate::run(a),
+        Command::Pin(a) => gate::pin(a, json),
     }
 }
 

@@ -26,6 +26,10 @@ pub(crate) const KEY_META: &str = "dev.rpr/idempotency-key";
 pub(crate) type Answer = Result<Value, ErrorObject>;
 
 /// A tool error result: the text for the model and person, and the pathway in `_meta`.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "a tool error is one kind of answer to a call; every path returns an `Answer`"
+)]
 pub(crate) fn tool_error(text: impl Into<String>, pathway: Option<(&str, &str)>) -> Answer {
     let mut result = json!({
         "content": [{"type": "text", "text": text.into()}],
@@ -91,6 +95,10 @@ pub(crate) struct Live {
     pub(crate) tool: Tool,
     pub(crate) plan: Plan,
     pub(crate) pinned: String,
+    /// The digest the call must be bound to: the pinned binding with the policy's class.
+    pub(crate) expected: String,
+    /// The details of that binding (to name what changed when the bound one differs).
+    pub(crate) bound_details: Value,
     pub(crate) server: String,
 }
 
@@ -98,7 +106,7 @@ impl Gate {
     /// Handles one `tools/call` from the client.
     pub(crate) fn call(&self, params: Option<&Value>, tag: &str) -> Answer {
         let mut asked = parse(params)?;
-        asked.tag = tag.to_owned();
+        tag.clone_into(&mut asked.tag);
         let live = match self.live(&asked) {
             Ok(live) => live,
             Err(answer) => return answer,
@@ -169,8 +177,8 @@ impl Gate {
     /// The tool, its pin and what the policy says, before anything is recorded.
     fn live(&self, asked: &Asked) -> Result<Live, Answer> {
         let internal = |m: String| Err(ErrorObject::new(codes::INTERNAL_ERROR, m));
-        let client = self.upstream.client().or_else(|e| Err(internal(e)))?;
-        let list: ToolList = self.upstream.tools(&client).or_else(|e| Err(internal(e)))?;
+        let client = self.upstream.client().map_err(internal)?;
+        let list: ToolList = self.upstream.tools(&client).map_err(internal)?;
         let server = self.server_name_of(&client);
         let Some(tool) = list.get(&asked.tool).cloned() else {
             let why = list.rejection(&asked.tool).map_or_else(String::new, |r| {
@@ -199,49 +207,69 @@ impl Gate {
                 None,
             )
         })?;
-        let binding = ToolBinding::new(client.server(), &tool)
-            .and_then(|b| b.to_binding())
-            .map_err(|e| {
-                tool_error(
-                    format!("the tool cannot be bound ({e}); nothing was recorded or sent"),
-                    None,
-                )
-            })?;
-        let pinned =
-            match self
-                .rt
-                .check_pin(&server, &tool.name, &binding, &tool.definition, &self.actor)
-            {
-                Ok(PinCheck::FirstSight(pin) | PinCheck::Matches(pin)) => pin.digest,
-                Ok(PinCheck::Changed(pin)) => {
-                    return Err(tool_error(
-                        self.changed_text(&server, &tool.name, &pin.binding, &binding),
-                        None,
-                    ));
-                }
-                Err(e) => {
-                    return Err(tool_error(
-                        format!(
-                            "the pin of `{}` cannot be checked ({e}); nothing was sent",
-                            tool.name
-                        ),
-                        None,
-                    ));
-                }
-            };
+        let unbindable = |e: &dyn std::fmt::Display| {
+            tool_error(
+                format!("the tool cannot be bound ({e}); nothing was recorded or sent"),
+                None,
+            )
+        };
+        let claimed = ToolBinding::new(client.server(), &tool).map_err(|e| unbindable(&e))?;
+        let binding = claimed.to_binding().map_err(|e| unbindable(&e))?;
+        let pinned = self.pin(&server, &tool, &binding)?;
         let plan = self.policy.plan(&server, &tool, &list).map_err(|e| {
             tool_error(
                 format!("refused by the gate's policy: {e}; nothing was recorded or sent"),
                 None,
             )
         })?;
+        // The class is the policy's word (the annotation is the server's claim): the call
+        // is bound with it, so that is the digest the bound call must show.
+        let mut as_planned = claimed;
+        as_planned.class = plan.class;
+        let planned = as_planned.to_binding().map_err(|e| unbindable(&e))?;
+        let (expected, bound_details) = (planned.digest, planned.details);
         Ok(Live {
             client,
             tool,
             plan,
             pinned,
+            expected,
+            bound_details,
             server,
         })
+    }
+
+    /// Checks `binding` against the pin of `tool` (pinning it on first sight), reading
+    /// first: a binding that matches its pin costs no write.
+    fn pin(&self, server: &str, tool: &Tool, binding: &Binding) -> Result<String, Answer> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            tool_error(
+                format!(
+                    "the pin of `{}` cannot be checked ({e}); nothing was sent",
+                    tool.name
+                ),
+                None,
+            )
+        };
+        let known = self
+            .rt
+            .reader()
+            .pin(server, &tool.name)
+            .map_err(|e| cannot(&e))?;
+        if known.is_some_and(|p| p.digest == binding.digest) {
+            return Ok(binding.digest.clone());
+        }
+        match self
+            .rt
+            .check_pin(server, &tool.name, binding, &tool.definition, &self.actor)
+        {
+            Ok(PinCheck::FirstSight(pin) | PinCheck::Matches(pin)) => Ok(pin.digest),
+            Ok(PinCheck::Changed(pin)) => Err(tool_error(
+                self.changed_text(server, &tool.name, &pin.binding, binding),
+                None,
+            )),
+            Err(e) => Err(cannot(&e)),
+        }
     }
 
     fn changed_text(&self, server: &str, tool: &str, pinned: &Value, seen: &Binding) -> String {
@@ -469,9 +497,9 @@ impl Gate {
             Ok(Reply::Result(r)) => r["action"].as_str().unwrap_or("").to_owned(),
             _ => String::new(),
         };
-        let approved = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
+        let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
         match action.as_str() {
-            "accept" if approved => {
+            "accept" if said_yes => {
                 let approval = match self.rt.grant_approval(&p, &approver) {
                     Ok(a) => a,
                     Err(e) => {
@@ -534,6 +562,7 @@ impl Gate {
         let id = p.id().to_owned();
         let state = p.state().as_str().to_owned();
         let mut config = ExecutorConfig::default()
+            .with_class(live.plan.class)
             .with_call_timeout(self.call_timeout)
             .with_call_tag(asked.tag.clone());
         if let Some(meta) = &asked.progress {
@@ -556,38 +585,39 @@ impl Gate {
                 );
             }
         };
-        if bound.binding().digest != live.pinned {
-            // The server changed since the pin was checked: record what was seen, refuse.
+        if bound.binding().digest != live.expected {
+            // The server changed between the pin check and the bind: nothing is sent; the
+            // next call lists the tools again and checks the new definition against the pin.
             self.upstream.forget_tools();
-            let seen = bound.binding().clone();
-            let _ = self.rt.check_pin(
-                &live.server,
-                &live.tool.name,
-                &seen,
-                &live.tool.definition,
-                &self.actor,
-            );
-            let pinned = self
-                .rt
-                .reader()
-                .pin(&live.server, &live.tool.name)
-                .ok()
-                .flatten()
-                .map_or(Value::Null, |p| p.binding);
+            let changed =
+                rpr::mcp::changed_fields(&bound.binding().details, &live.bound_details).join(", ");
             return tool_error(
                 format!(
-                    "{} Pathway {id} stays {state}",
-                    self.changed_text(&live.server, &live.tool.name, &pinned, &seen)
+                    "refused: the server changed while this call was being bound (changed: {changed}; now {}); \
+                     nothing was sent and pathway {id} stays {state}. Make the call again: the gate checks the \
+                     new definition against its pin",
+                    bound.binding().target
                 ),
                 Some((&id, &state)),
             );
         }
         let actor = bound.definition().authority.execution_actor.clone();
-        let outcome = bound.dispatch(&self.rt, &actor, &mut executor);
+        // A mutating call with a readback: the reply and the readback in one durable commit.
+        let readback = if live.plan.class == rpr::ActionClass::Mutating {
+            live.plan.readback(&live.client).ok()
+        } else {
+            None
+        };
+        let outcome = match readback {
+            Some(mut readback) => {
+                bound.dispatch_and_confirm(&self.rt, &actor, &mut executor, &mut readback)
+            }
+            None => bound.dispatch(&self.rt, &actor, &mut executor),
+        };
         let delivery = executor.delivery.take();
         match outcome {
             Outcome::Completed(done) => {
-                eprintln!("rpr gate: pathway {} completed (read-only)", done.id());
+                eprintln!("rpr gate: pathway {} completed", done.id());
                 reply_of(delivery, &id)
             }
             Outcome::Returned(returned) => {
@@ -634,11 +664,22 @@ impl Gate {
                 ),
             },
             Outcome::Unknown(u) => {
+                eprintln!(
+                    "rpr gate: pathway {} is write_status_unknown; it will not be sent again",
+                    u.id()
+                );
                 self.upstream.forget_tools();
                 match delivery {
                     Some(Delivery::Rejected { error, .. }) => {
                         Err(forwarded(&error, u.id(), "write_status_unknown"))
                     }
+                    Some(Delivery::Succeeded { .. }) => tool_error(
+                        self.unknown_text(
+                            u.id(),
+                            "the server replied success, but the readback did not verify the effect of this call",
+                        ),
+                        Some((u.id(), "write_status_unknown")),
+                    ),
                     _ => tool_error(
                         self.unknown_text(u.id(), "this call"),
                         Some((u.id(), "write_status_unknown")),
@@ -743,4 +784,4 @@ impl Executor for Keeping {
 }
 
 /// How long an elicitation may wait for the person at the client, by default.
-pub(crate) const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_mins(10);

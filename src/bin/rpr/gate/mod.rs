@@ -5,7 +5,10 @@
 
 mod call;
 mod downstream;
+mod ops;
 mod upstream;
+
+pub(crate) use ops::{PinArgs, approve_only, is_gate_pathway, live, pin};
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -183,8 +186,8 @@ fn serve(gate: &Arc<Gate>) {
             Err(e) => {
                 eprintln!("rpr gate: {e}");
                 let (id, code) = match &e {
-                    JsonRpcError::InvalidMessage { id, .. } => (id.clone(), codes::INVALID_REQUEST),
-                    JsonRpcError::LineTooLong { id, .. } => (id.clone(), codes::INVALID_REQUEST),
+                    JsonRpcError::InvalidMessage { id, .. }
+                    | JsonRpcError::LineTooLong { id, .. } => (id.clone(), codes::INVALID_REQUEST),
                     _ => (None, codes::PARSE_ERROR),
                 };
                 gate.down
@@ -198,6 +201,11 @@ fn serve(gate: &Arc<Gate>) {
         let _ = worker.join();
     }
     gate.upstream.shutdown();
+    let stats = gate.rt.write_stats();
+    eprintln!(
+        "rpr gate: stopped; {} steps made durable in {} commits",
+        stats.steps, stats.commits
+    );
 }
 
 impl Gate {
@@ -261,10 +269,8 @@ impl Gate {
                 "title": format!("rpr gate governing {name} ({})", server.identity()),
             },
         });
-        let governed = format!(
-            "Every tools/call through this server is governed by rpr gate: recorded before it is sent, \
-             admitted by policy (some need a Human Gate approval), and never sent twice when its outcome is unknown."
-        );
+        let governed = "Every tools/call through this server is governed by rpr gate: recorded before it is sent, \
+             admitted by policy (some need a Human Gate approval), and never sent twice when its outcome is unknown.".to_owned();
         result["instructions"] = json!(match &server.instructions {
             Some(theirs) => format!("{theirs}\n\n{governed}"),
             None => governed,

@@ -1,0 +1,877 @@
+//! `rpr gate` end to end, on real processes: the official Python SDK `ClientSession` through
+//! the gate to `@modelcontextprotocol/server-filesystem` (read-only calls, the Human Gate by
+//! elicitation: accept, decline, cancel; a client without elicitation, approved out of band),
+//! and the fault server behind the gate (a crash after the effect, the gate killed mid-call, a
+//! tool that changed, bad input). Each test asserts on the files the server wrote and on the
+//! pathway database, not only on what the gate said.
+
+mod interop_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use interop_support::{TempDir, peers};
+use rpr::State;
+use rpr::mcp::{McpClient, Reply, ServerCommand, SessionConfig};
+use rpr::store::ReadStore;
+use serde_json::{Value, json};
+
+const RPR: &str = env!("CARGO_BIN_EXE_rpr");
+const FAULT: &str = env!("CARGO_BIN_EXE_rpr-fault-server");
+
+/// The filesystem policy: `write_file` needs a Human Gate and is read back.
+fn files_policy(dir: &TempDir) -> PathBuf {
+    let policy = json!({
+        "authority": {"approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"},
+        "servers": {"files": {"write_file": {
+            "human_gate": true,
+            "readback": {
+                "tool": "read_text_file",
+                "arguments": {"path": "$path"},
+                "expect": {"/structuredContent/content": "$content"},
+                "absent_if_error_contains": "ENOENT"
+            }
+        }}}
+    });
+    let path = dir.join("policy.json");
+    std::fs::write(&path, policy.to_string()).unwrap();
+    path
+}
+
+/// The fault server's policy: `put` (mutating) is read back with `get`; no Human Gate.
+fn fault_policy(dir: &TempDir) -> PathBuf {
+    let policy = json!({
+        "authority": {"repair_owner": "bob", "resume_authority": "bob"},
+        "servers": {"faults": {"put": {
+            "human_gate": false,
+            "readback": {
+                "tool": "get",
+                "arguments": {"key": "$key"},
+                "expect": {"/structuredContent/value": "$value"}
+            }
+        }}}
+    });
+    let path = dir.join("policy.json");
+    std::fs::write(&path, policy.to_string()).unwrap();
+    path
+}
+
+/// `rpr gate … --name NAME -- SERVER…` as argv.
+fn gate_argv(dir: &TempDir, policy: &Path, name: &str, server: &[String]) -> Vec<String> {
+    let mut argv = vec![
+        RPR.to_owned(),
+        "gate".into(),
+        "--database".into(),
+        dir.join("rpr.db").display().to_string(),
+        "--policy".into(),
+        policy.display().to_string(),
+        "--name".into(),
+        name.into(),
+        "--call-timeout".into(),
+        "10".into(),
+        "--".into(),
+    ];
+    argv.extend(server.iter().cloned());
+    argv
+}
+
+fn filesystem_argv(root: &Path) -> Vec<String> {
+    let p = peers();
+    vec![
+        p.node.display().to_string(),
+        p.dir
+            .join("node_modules/.bin/mcp-server-filesystem")
+            .display()
+            .to_string(),
+        root.display().to_string(),
+    ]
+}
+
+fn fault_argv(dir: &TempDir, fault: &str, extra: &[&str]) -> Vec<String> {
+    let mut argv = vec![
+        FAULT.to_owned(),
+        "--effects".into(),
+        dir.join("effects.jsonl").display().to_string(),
+        "--state".into(),
+        dir.join("state.json").display().to_string(),
+        "--fault".into(),
+        fault.into(),
+    ];
+    argv.extend(extra.iter().map(|s| (*s).to_owned()));
+    argv
+}
+
+/// Runs `tests/peers/gate_client.py`: one SDK session through the gate, one call.
+fn sdk(scenario: &str, tool: &str, args: &Value, gate: &[String]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/gate_client.py");
+    let out = Command::new(&peers().python)
+        .arg(script)
+        .args([scenario, tool, &args.to_string(), "--"])
+        .args(gate)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the SDK client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Runs `rpr ARGS…`.
+fn rpr(args: &[&str]) -> Output {
+    Command::new(RPR)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("rpr runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn store(dir: &TempDir) -> ReadStore {
+    ReadStore::open_read_only(&dir.join("rpr.db")).expect("the gate created the database")
+}
+
+/// The pathway named in a result's `_meta`.
+fn pathway_of(result: &Value) -> String {
+    result["meta"]["dev.rpr/pathway"]["id"]
+        .as_str()
+        .or_else(|| result["_meta"]["dev.rpr/pathway"]["id"].as_str())
+        .unwrap_or_else(|| panic!("no pathway in {result}"))
+        .to_owned()
+}
+
+fn state(dir: &TempDir, id: &str) -> State {
+    store(dir)
+        .pathway(id)
+        .unwrap()
+        .expect("the pathway exists")
+        .state
+}
+
+fn pathway_count(dir: &TempDir) -> usize {
+    store(dir)
+        .list_pathways(None, 10_000, None)
+        .map_or(0, |v| v.len())
+}
+
+#[test]
+fn sdk_read_only_call_passes_and_is_recorded_completed() {
+    let dir = TempDir::new("gate-read");
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "hello\n").unwrap();
+    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+    let report = sdk(
+        "plain",
+        "read_text_file",
+        &json!({"path": root.join("a.txt")}),
+        &gate,
+    );
+    assert_eq!(report["protocol_version"], "2025-11-25");
+    assert_eq!(report["server_info"]["name"], "rpr-gate");
+    assert!(
+        report["server_info"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("secure-filesystem-server")
+    );
+    assert!(
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "write_file")
+    );
+    let result = &report["result"];
+    assert_eq!(result["is_error"], false, "{report}");
+    assert_eq!(result["text"], "hello\n");
+    let id = pathway_of(result);
+    assert_eq!(state(&dir, &id), State::Completed);
+    // Every listed tool was pinned on first sight.
+    assert!(
+        store(&dir)
+            .pins()
+            .unwrap()
+            .iter()
+            .any(|p| p.tool == "write_file")
+    );
+}
+
+#[test]
+fn sdk_human_gate_accept_writes_once_decline_denies_cancel_leaves_at_gate() {
+    let dir = TempDir::new("gate-elicit");
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+
+    let b = root.join("b.txt");
+    let report = sdk(
+        "accept",
+        "write_file",
+        &json!({"path": b, "content": "B1"}),
+        &gate,
+    );
+    let shown = &report["elicitations"];
+    assert_eq!(shown.as_array().unwrap().len(), 1, "{report}");
+    let message = shown[0]["message"].as_str().unwrap();
+    for needle in [
+        "write_file",
+        "secure-filesystem-server",
+        "binding digest",
+        "\"B1\"",
+    ] {
+        assert!(
+            message.contains(needle),
+            "the Human Gate shows {needle}: {message}"
+        );
+    }
+    assert_eq!(
+        shown[0]["schema"]["properties"]["approve"]["type"],
+        "boolean"
+    );
+    assert_eq!(report["result"]["is_error"], false, "{report}");
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "B1");
+    let id = pathway_of(&report["result"]);
+    assert_eq!(
+        state(&dir, &id),
+        State::Completed,
+        "completed only after the readback"
+    );
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
+
+    for (scenario, name, want) in [
+        ("decline", "c.txt", State::Denied),
+        ("accept-no", "c2.txt", State::Denied),
+        ("cancel", "d.txt", State::HumanGate),
+    ] {
+        let f = root.join(name);
+        let report = sdk(
+            scenario,
+            "write_file",
+            &json!({"path": f, "content": "X"}),
+            &gate,
+        );
+        assert_eq!(report["result"]["is_error"], true, "{scenario}: {report}");
+        assert!(!f.exists(), "{scenario}: nothing written");
+        let id = pathway_of(&report["result"]);
+        assert_eq!(state(&dir, &id), want, "{scenario}");
+        assert!(
+            store(&dir).attempts(&id).unwrap().is_empty(),
+            "{scenario}: nothing sent"
+        );
+    }
+}
+
+#[test]
+fn sdk_without_elicitation_names_rpr_approve_and_the_approved_repeat_writes_once() {
+    let dir = TempDir::new("gate-oob");
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+    let e = root.join("e.txt");
+    let args = json!({"path": e, "content": "E1"});
+
+    let first = sdk("plain", "write_file", &args, &gate);
+    let said = first["result"]["text"].as_str().unwrap();
+    assert_eq!(first["result"]["is_error"], true);
+    assert!(said.contains("rpr approve --database"), "{said}");
+    let id = pathway_of(&first["result"]);
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    assert!(!e.exists());
+
+    // The identical call while it waits: answered from the same pathway, not a new one.
+    let again = sdk("plain", "write_file", &args, &gate);
+    assert_eq!(pathway_of(&again["result"]), id);
+    assert_eq!(pathway_count(&dir), 1);
+    assert!(!e.exists());
+
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "alice",
+    ]);
+    assert!(approved.status.success(), "{}", text(&approved));
+    assert_eq!(state(&dir, &id), State::Approved);
+    assert!(!e.exists(), "approving out of band sends nothing");
+
+    let sent = sdk("plain", "write_file", &args, &gate);
+    assert_eq!(sent["result"]["is_error"], false, "{sent}");
+    assert_eq!(
+        pathway_of(&sent["result"]),
+        id,
+        "the approved pathway is the one sent"
+    );
+    assert_eq!(std::fs::read_to_string(&e).unwrap(), "E1");
+    assert_eq!(state(&dir, &id), State::Completed);
+    assert_eq!(
+        store(&dir).attempts(&id).unwrap().len(),
+        1,
+        "sent exactly once"
+    );
+}
+
+/// A client of the gate: this crate's own MCP client (no elicitation).
+fn connect(argv: &[String]) -> McpClient {
+    let command = ServerCommand::new(&argv[0])
+        .args(&argv[1..])
+        .inherit_env(true);
+    let mut config = SessionConfig::default();
+    config.request_timeout = Duration::from_secs(30);
+    McpClient::connect(&command, &config).unwrap_or_else(|e| panic!("the gate did not start: {e}"))
+}
+
+fn call(client: &McpClient, tool: &str, args: &Value) -> Reply {
+    client
+        .call_tool(tool, args, Duration::from_secs(30))
+        .expect("the gate answers")
+}
+
+fn result(reply: Reply) -> Value {
+    match reply {
+        Reply::Result(r) => r,
+        Reply::Error(e) => panic!("a JSON-RPC error: {e:?}"),
+    }
+}
+
+fn effects(dir: &TempDir) -> usize {
+    std::fs::read_to_string(dir.join("effects.jsonl")).map_or(0, |s| s.lines().count())
+}
+
+fn meta_id(result: &Value) -> String {
+    result["_meta"]["dev.rpr/pathway"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no pathway in {result}"))
+        .to_owned()
+}
+
+#[test]
+fn crash_after_effect_is_unknown_the_repeat_is_refused_and_reconcile_completes_it() {
+    let dir = TempDir::new("gate-crash");
+    let policy = fault_policy(&dir);
+    let gate = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "crash-after-effect", &[]),
+    );
+    let client = connect(&gate);
+    let args = json!({"key": "k", "value": "v1"});
+    let first = result(call(&client, "put", &args));
+    assert_eq!(first["isError"], true);
+    let said = first["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("write status unknown") && said.contains("will not be sent again"),
+        "{said}"
+    );
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown);
+    assert_eq!(effects(&dir), 1);
+
+    // The identical repeat (the gate restarted the server for it) is answered from the pathway.
+    let repeat = result(call(&client, "put", &args));
+    assert_eq!(repeat["isError"], true);
+    assert_eq!(meta_id(&repeat), id);
+    assert_eq!(effects(&dir), 1, "the repeat was not sent");
+    client.shutdown();
+
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = policy.display().to_string();
+    let out = rpr(&[
+        "reconcile",
+        "--database",
+        &db,
+        "--policy",
+        &policy,
+        "--pathway",
+        &id,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(state(&dir, &id), State::Completed, "{}", text(&out));
+    assert_eq!(effects(&dir), 1);
+}
+
+#[test]
+fn a_gate_killed_mid_call_and_relaunched_lists_the_call_and_never_resends_it() {
+    let dir = TempDir::new("gate-kill");
+    let policy = fault_policy(&dir);
+    let gate = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "slow", &["--sleep-ms", "1500"]),
+    );
+    let mut child = Command::new(&gate[0])
+        .args(&gate[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("2025-11-25"), "{line}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let args = json!({"key": "k", "value": "v1"});
+    let put = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "put", "arguments": args}});
+    writeln!(stdin, "{put}").unwrap();
+    // Wait until the attempt is recorded (in flight), then kill the gate.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        assert!(Instant::now() < deadline, "no attempt was recorded");
+        if let Ok(s) = ReadStore::open_read_only(&dir.join("rpr.db"))
+            && let Ok(Some(p)) = s
+                .list_pathways(None, 10, Some(State::Running))
+                .map(|v| v.into_iter().next())
+        {
+            break p.id;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+    std::thread::sleep(Duration::from_millis(2500)); // past the server's sleep
+
+    let after_kill = effects(&dir);
+    assert!(after_kill <= 1);
+    let client = connect(&gate);
+    let log = client.session().stderr_tail();
+    assert!(
+        log.contains(&id) && log.contains("will not be sent again"),
+        "the relaunched gate lists it: {log}"
+    );
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown);
+    let repeat = result(call(&client, "put", &args));
+    assert_eq!(repeat["isError"], true, "{repeat}");
+    assert_eq!(meta_id(&repeat), id);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(effects(&dir), after_kill, "nothing was resent");
+    client.shutdown();
+}
+
+#[test]
+fn a_changed_tool_is_refused_until_rpr_pin_names_its_digest() {
+    let dir = TempDir::new("gate-pin");
+    let policy = fault_policy(&dir);
+    let v1 = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "none", &["--server-version", "1.0"]),
+    );
+    let client = connect(&v1);
+    assert_ne!(
+        result(call(&client, "get", &json!({"key": "k"})))["isError"],
+        true
+    );
+    client.shutdown();
+    let before = pathway_count(&dir);
+
+    let v2 = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "none", &["--server-version", "2.0"]),
+    );
+    let client = connect(&v2);
+    let refused = result(call(&client, "get", &json!({"key": "k"})));
+    assert_eq!(refused["isError"], true);
+    let said = refused["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(
+        said.contains("not the one pinned") && said.contains("rpr pin"),
+        "{said}"
+    );
+    assert_eq!(
+        pathway_count(&dir),
+        before,
+        "a refused call records no pathway"
+    );
+    let digest = said
+        .split("--digest ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+
+    let db = dir.join("rpr.db").display().to_string();
+    let wrong = rpr(&[
+        "pin",
+        "--database",
+        &db,
+        "--server",
+        "faults",
+        "--tool",
+        "get",
+        "--digest",
+        "00",
+        "--as",
+        "bob",
+    ]);
+    assert!(!wrong.status.success(), "a digest nobody saw is not pinned");
+    let pinned = rpr(&[
+        "pin",
+        "--database",
+        &db,
+        "--server",
+        "faults",
+        "--tool",
+        "get",
+        "--digest",
+        &digest,
+        "--as",
+        "bob",
+    ]);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let ok = result(call(&client, "get", &json!({"key": "k"})));
+    assert_ne!(ok["isError"], true, "{ok}");
+    client.shutdown();
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_records_nothing() {
+    let dir = TempDir::new("gate-bad");
+    let policy = fault_policy(&dir);
+    let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, "none", &[]));
+    let client = connect(&gate);
+    // Unknown tool: a JSON-RPC error, as the spec asks.
+    match call(&client, "nope", &json!({})) {
+        Reply::Error(e) => assert!(e.message.contains("Unknown tool"), "{e:?}"),
+        Reply::Result(r) => panic!("expected an error: {r}"),
+    }
+    // Arguments failing the schema: a tool error; nothing recorded or sent.
+    let bad = result(call(&client, "put", &json!({"key": 5})));
+    assert_eq!(bad["isError"], true);
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("input schema")
+    );
+    assert_eq!(pathway_count(&dir), 0);
+    assert_eq!(effects(&dir), 0);
+    client.shutdown();
+
+    // A malformed policy: exit 1 with the reason, before anything starts.
+    let broken = dir.join("broken.json");
+    std::fs::write(
+        &broken,
+        "{\"servers\": {\"faults\": {\"put\": {\"human_gat\": true}}}}",
+    )
+    .unwrap();
+    let mut argv = gate_argv(&dir, &broken, "faults", &fault_argv(&dir, "none", &[]));
+    let out = Command::new(argv.remove(0))
+        .args(&argv)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("policy"), "{}", text(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "stdout carries protocol messages only"
+    );
+
+    // A server that does not start, and one that prints garbage: initialize fails clearly.
+    for server in [
+        vec!["/nonexistent/mcp-server".to_owned()],
+        vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "echo this is not json; sleep 1".to_owned(),
+        ],
+    ] {
+        let argv = gate_argv(&dir, &policy, "faults", &server);
+        let command = ServerCommand::new(&argv[0])
+            .args(&argv[1..])
+            .inherit_env(true);
+        let err =
+            McpClient::connect(&command, &SessionConfig::default()).expect_err("initialize fails");
+        let said = err.to_string();
+        assert!(said.contains("server behind the gate"), "{said}");
+    }
+    assert_eq!(pathway_count(&dir), 0);
+}
+
+#[test]
+fn the_gate_elicits_only_from_a_client_that_declared_elicitation() {
+    let dir = TempDir::new("gate-declared");
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+    let command = ServerCommand::new(&gate[0])
+        .args(&gate[1..])
+        .inherit_env(true);
+    for declare in [false, true] {
+        let asked: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+        let mut config = SessionConfig::default();
+        if declare {
+            config.client_capabilities = json!({"elicitation": {"form": {}}});
+        }
+        let log = std::sync::Arc::clone(&asked);
+        config.on_request = Some(std::sync::Arc::new(
+            move |request: rpr::jsonrpc::Request, responder: rpr::mcp::Responder| {
+                log.lock().unwrap().push(request.method);
+                responder.respond(Ok(json!({"action": "cancel"})));
+            },
+        ));
+        let client = McpClient::connect(&command, &config).unwrap();
+        let path = root.join(format!("declared-{declare}.txt"));
+        let out = result(call(
+            &client,
+            "write_file",
+            &json!({"path": path, "content": "x"}),
+        ));
+        assert_eq!(out["isError"], true);
+        let said = out["content"][0]["text"].as_str().unwrap();
+        let asked = asked.lock().unwrap().clone();
+        if declare {
+            assert_eq!(asked, ["elicitation/create"]);
+            assert!(said.contains("cancelled"), "{said}");
+        } else {
+            assert!(asked.is_empty(), "{asked:?}");
+            assert!(said.contains("declared no form elicitation"), "{said}");
+        }
+        assert!(!path.exists());
+        client.shutdown();
+    }
+}
+
+#[test]
+fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
+    let dir = TempDir::new("gate-cancel");
+    let policy = fault_policy(&dir);
+    let log = dir.join("cancelled.log");
+    let log_arg = log.display().to_string();
+    let mut gate = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "never-reply", &["--cancel-log", &log_arg]),
+    );
+    // A short call timeout: the server never answers.
+    let at = gate.iter().position(|a| a == "--call-timeout").unwrap();
+    gate[at + 1] = "3".into();
+    let mut child = Command::new(&gate[0])
+        .args(&gate[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let put = json!({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
+        "params": {"name": "put", "arguments": {"key": "k", "value": "v"}}});
+    writeln!(stdin, "{put}").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while effects(&dir) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the call never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": "call-7", "reason": "user pressed stop"}});
+    writeln!(stdin, "{cancel}").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["id"], "call-7");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let id = meta_id(&reply["result"]);
+    assert_eq!(
+        state(&dir, &id),
+        State::WriteStatusUnknown,
+        "no answer: unknown"
+    );
+    let cancelled = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        cancelled.lines().count(),
+        1,
+        "the server got one cancellation: {cancelled}"
+    );
+    assert_ne!(
+        cancelled.trim(),
+        "\"call-7\"",
+        "with the server's id, not the client's"
+    );
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+#[test]
+fn the_policy_denies_holds_defaults_and_overrules_an_annotation() {
+    let dir = TempDir::new("gate-policy");
+    let policy = dir.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({
+            "version": 1,
+            "authority": {"approval_authority": "alice"},
+            "servers": {"faults": {
+                "*": {"admission": "deny"},
+                "get": {"admission": "hold"},
+                "put": {"admission": "allow", "read_only": true}
+            }}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, "none", &[]));
+    let client = connect(&gate);
+    // `put` is not annotated read-only; the policy says it only reads (its word, its risk):
+    // bound and completed as read-only, without a readback.
+    let put = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
+    assert_ne!(put["isError"], true, "{put}");
+    assert_eq!(state(&dir, &meta_id(&put)), State::Completed);
+    assert_eq!(effects(&dir), 1);
+    // `get` is held for an approval: nothing sent, `rpr approve` named.
+    let held = result(call(&client, "get", &json!({"key": "k"})));
+    assert_eq!(held["isError"], true);
+    assert!(
+        held["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("rpr approve")
+    );
+    assert_eq!(state(&dir, &meta_id(&held)), State::AwaitingApproval);
+    client.shutdown();
+
+    // A tool without a rule of its own falls under "*": denied. The fault server has only
+    // `put` and `get`; a policy that names neither denies both.
+    std::fs::write(
+        &policy,
+        json!({"servers": {"faults": {"*": {"admission": "deny"}}}}).to_string(),
+    )
+    .unwrap();
+    let client = connect(&gate);
+    let denied = result(call(&client, "put", &json!({"key": "k2", "value": "v"})));
+    assert_eq!(denied["isError"], true);
+    assert!(
+        denied["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("denied by the gate's policy")
+    );
+    assert_eq!(state(&dir, &meta_id(&denied)), State::Denied);
+    assert_eq!(effects(&dir), 1, "nothing sent");
+    client.shutdown();
+
+    // A policy version this rpr does not read, and both spellings of one rule: refused at start.
+    for bad in [
+        json!({"version": 2}),
+        json!({"servers": {"faults": {"put": {"admission": "allow", "human_gate": true}}}}),
+    ] {
+        std::fs::write(&policy, bad.to_string()).unwrap();
+        let out = Command::new(&gate[0])
+            .args(&gate[1..])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", text(&out));
+        assert!(text(&out).contains("policy"), "{}", text(&out));
+    }
+}
+
+#[test]
+fn each_outcome_is_answered_honestly() {
+    // A tool error: the server's own result; a JSON-RPC error: forwarded with the pathway;
+    // garbage instead of a reply: unknown, and the identical repeat is not sent.
+    let dir = TempDir::new("gate-outcomes");
+    let policy = fault_policy(&dir);
+    for (fault, effects_after) in [("is-error", 0), ("rpc-error", 0), ("garbage-reply", 1)] {
+        let _ = std::fs::remove_file(dir.join("effects.jsonl"));
+        let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, fault, &[]));
+        let client = connect(&gate);
+        let args = json!({"key": fault, "value": "v"});
+        match (fault, call(&client, "put", &args)) {
+            ("is-error", Reply::Result(r)) => {
+                assert_eq!(r["isError"], true, "{r}");
+                assert_eq!(state(&dir, &meta_id(&r)), State::RepairRequired);
+            }
+            ("rpc-error", Reply::Error(e)) => {
+                assert_eq!(e.code, -32603, "{e:?}");
+                let id = e.data.as_ref().unwrap()["dev.rpr/pathway"]["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                assert_eq!(
+                    state(&dir, &id),
+                    State::WriteStatusUnknown,
+                    "an unclassified error code: unknown"
+                );
+            }
+            ("garbage-reply", Reply::Result(r)) => {
+                assert_eq!(r["isError"], true, "{r}");
+                let id = meta_id(&r);
+                assert_eq!(state(&dir, &id), State::WriteStatusUnknown);
+                let again = result(call(&client, "put", &args));
+                assert_eq!(
+                    meta_id(&again),
+                    id,
+                    "the repeat is answered from the pathway"
+                );
+            }
+            (_, other) => panic!("{fault}: unexpected {other:?}"),
+        }
+        assert_eq!(effects(&dir), effects_after, "{fault}");
+        client.shutdown();
+    }
+
+    // The server says success but the readback does not find the effect: unknown, not completed.
+    let lying = dir.join("lying.json");
+    std::fs::write(
+        &lying,
+        json!({"servers": {"faults": {"put": {"human_gate": false, "readback": {
+            "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$key"}}}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let gate = gate_argv(&dir, &lying, "faults", &fault_argv(&dir, "none", &[]));
+    let client = connect(&gate);
+    let r = result(call(&client, "put", &json!({"key": "k9", "value": "v9"})));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("readback did not verify"),
+        "{r}"
+    );
+    assert_eq!(state(&dir, &meta_id(&r)), State::WriteStatusUnknown);
+    client.shutdown();
+}
