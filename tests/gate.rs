@@ -875,3 +875,80 @@ fn each_outcome_is_answered_honestly() {
     assert_eq!(state(&dir, &meta_id(&r)), State::WriteStatusUnknown);
     client.shutdown();
 }
+
+#[test]
+fn a_client_idempotency_key_names_the_call_and_replays_its_result() {
+    let dir = TempDir::new("gate-key");
+    let policy = fault_policy(&dir);
+    let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, "none", &[]));
+    let client = connect(&gate);
+    let keyed = |value: &str| {
+        let params = json!({"name": "put", "arguments": {"key": "k", "value": value},
+            "_meta": {"dev.rpr/idempotency-key": "order-42"}});
+        client
+            .session()
+            .request("tools/call", Some(params), Duration::from_secs(30))
+            .unwrap()
+    };
+    let first = result(keyed("v1"));
+    assert_ne!(first["isError"], true, "{first}");
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::Completed);
+    // The same key again: the stored result, nothing sent.
+    let replay = result(keyed("v1"));
+    assert_eq!(meta_id(&replay), id);
+    assert_eq!(effects(&dir), 1);
+    // The same key with other arguments: refused, nothing sent.
+    let reused = result(keyed("v2"));
+    assert_eq!(reused["isError"], true);
+    let said = reused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("already used") && said.contains("nothing was sent"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 1);
+    // Without a key, an identical call after the first completed is a new call.
+    let fresh = result(call(&client, "put", &json!({"key": "k", "value": "v1"})));
+    assert_ne!(meta_id(&fresh), id);
+    assert_eq!(effects(&dir), 2);
+    client.shutdown();
+}
+
+#[test]
+fn two_gates_on_one_database_send_an_identical_call_once() {
+    // Two hosts, each with its own gate and server process, the same database and the same
+    // effects: the identical call made by both at the same time is sent once.
+    let dir = TempDir::new("gate-two");
+    let policy = fault_policy(&dir);
+    let gate = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "slow", &["--sleep-ms", "400"]),
+    );
+    let a = connect(&gate);
+    let b = connect(&gate);
+    let args = json!({"key": "shared", "value": "once"});
+    let barrier = std::sync::Barrier::new(2);
+    let (ra, rb) = std::thread::scope(|s| {
+        let ta = s.spawn(|| {
+            barrier.wait();
+            result(call(&a, "put", &args))
+        });
+        let tb = s.spawn(|| {
+            barrier.wait();
+            result(call(&b, "put", &args))
+        });
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(effects(&dir), 1, "sent once: {ra} / {rb}");
+    assert_eq!(meta_id(&ra), meta_id(&rb), "one pathway");
+    let completed = [&ra, &rb].iter().filter(|r| r["isError"] != true).count();
+    assert_eq!(
+        completed, 1,
+        "one gate carried it, the other answered from it: {ra} / {rb}"
+    );
+    a.shutdown();
+    b.shutdown();
+}

@@ -38,7 +38,7 @@ pub const SCHEMA_SQL: &str = include_str!("schema.sql");
 /// database identity in `meta`).
 pub const MIGRATION_2_SQL: &str = include_str!("migrate_2.sql");
 
-/// Migration 3: the tool pins of `rpr gate` (see [`crate::pins`]).
+/// Migration 3: the tool pins of `rpr gate` (see [`crate::store::PinRecord`]).
 pub const MIGRATION_3_SQL: &str = include_str!("migrate_3.sql");
 
 /// What can go wrong in storage.

@@ -149,20 +149,8 @@ impl Gate {
         };
         match decided {
             Ok(Decided::New(admission)) => self.admitted(admission, &live, &asked),
-            Ok(Decided::Existing(stored)) => {
-                if stored.request_digest() != digest {
-                    return Err(ErrorObject::new(
-                        codes::INVALID_PARAMS,
-                        format!(
-                            "the idempotency key {:?} names pathway {} with other arguments; nothing was sent. \
-                             Use a new key for a new call",
-                            asked.key.as_deref().unwrap_or(""),
-                            stored.id()
-                        ),
-                    ));
-                }
-                self.existing(stored, &live, &asked, &request)
-            }
+            // The same key with other content is refused by the store (a conflict, below).
+            Ok(Decided::Existing(stored)) => self.existing(stored, &live, &asked, &request),
             Ok(other) => tool_error(
                 format!("unexpected admission {other:?}; nothing was sent"),
                 None,
@@ -400,7 +388,7 @@ impl Gate {
                     .and_then(|a| a.outcome)
                     .and_then(|o| o.get("reply").cloned().or(Some(o)));
                 match reply {
-                    Some(r) if r.get("content").is_some() => Ok(r),
+                    Some(r) if r.get("content").is_some() => Ok(with_pathway(r, &id, "completed")),
                     _ => tool_error(
                         format!(
                             "pathway {id} (this idempotency key) is completed; its stored result is not available in full. Nothing was sent again"
