@@ -167,6 +167,32 @@ fn pathway_count(dir: &TempDir) -> usize {
         .map_or(0, |v| v.len())
 }
 
+/// The gate with piped stdio, after an `initialize` exchange typed by hand.
+fn raw_session(
+    gate: &[String],
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut child = Command::new(&gate[0])
+        .args(&gate[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("2025-11-25"), "{line}");
+    (child, stdin, stdout)
+}
+
 #[test]
 fn sdk_read_only_call_passes_and_is_recorded_completed() {
     let dir = TempDir::new("gate-read");
@@ -418,21 +444,7 @@ fn a_gate_killed_mid_call_and_relaunched_lists_the_call_and_never_resends_it() {
         "faults",
         &fault_argv(&dir, "slow", &["--sleep-ms", "1500"]),
     );
-    let mut child = Command::new(&gate[0])
-        .args(&gate[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("2025-11-25"), "{line}");
+    let (mut child, mut stdin, _stdout) = raw_session(&gate);
     writeln!(
         stdin,
         "{}",
@@ -679,20 +691,8 @@ fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
     // A short call timeout: the server never answers.
     let at = gate.iter().position(|a| a == "--call-timeout").unwrap();
     gate[at + 1] = "3".into();
-    let mut child = Command::new(&gate[0])
-        .args(&gate[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
+    let (mut child, mut stdin, mut stdout) = raw_session(&gate);
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
     let put = json!({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
         "params": {"name": "put", "arguments": {"key": "k", "value": "v"}}});
     writeln!(stdin, "{put}").unwrap();

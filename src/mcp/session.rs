@@ -287,10 +287,9 @@ impl Session {
         timeout: Duration,
         tag: Option<&str>,
     ) -> Result<Reply, McpError> {
-        let tagged = tag.map(str::to_owned);
-        let result = self.request_inner(method, params, timeout, tagged.as_deref());
-        if let Some(tag) = tagged {
-            self.shared.lock().tags.remove(&tag);
+        let result = self.request_inner(method, params, timeout, tag);
+        if let Some(tag) = tag {
+            self.shared.lock().tags.remove(tag);
         }
         result
     }

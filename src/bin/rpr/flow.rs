@@ -273,10 +273,7 @@ pub(crate) fn carry_out<S: Bindable>(
     let stays = |e: &dyn std::fmt::Display| {
         format!("{e}\npathway {id} stays {state}; nothing was sent.{later}")
     };
-    let mut executor = Keeping {
-        inner: live.executor(),
-        reply: None,
-    };
+    let mut executor = Keeping::new(live.executor());
     let bound = p.bind(&mut executor).map_err(|e| stays(&e))?;
     print_binding(bound.binding());
     if shown.is_some_and(|d| d != bound.binding().digest) {
@@ -287,7 +284,7 @@ pub(crate) fn carry_out<S: Bindable>(
         Outcome::Completed(done) => {
             // The reply as the server sent it: the stored copy may be bounded (a large
             // result is stored as its digest).
-            let reply = match executor.reply.take() {
+            let reply = match executor.reply() {
                 Some(reply) => Some(reply),
                 None => rt.reader().attempts(done.id())?.pop().and_then(|a| a.outcome),
             };
@@ -367,11 +364,29 @@ fn result_text(reply: Option<&Value>) -> String {
     }
 }
 
-/// The MCP executor, keeping a copy of a success reply for the person at the terminal (the
-/// ledger keeps the bounded copy).
-struct Keeping {
-    inner: McpExecutor,
-    reply: Option<Value>,
+/// The MCP executor, keeping the delivery as the server sent it, for the person at the
+/// terminal or the gate's client (the ledger keeps the bounded copy: a large result is
+/// stored as its digest).
+pub(crate) struct Keeping {
+    pub(crate) inner: McpExecutor,
+    pub(crate) delivery: Option<Delivery>,
+}
+
+impl Keeping {
+    pub(crate) fn new(inner: McpExecutor) -> Self {
+        Self {
+            inner,
+            delivery: None,
+        }
+    }
+
+    /// The success reply, if the call succeeded.
+    fn reply(&mut self) -> Option<Value> {
+        match self.delivery.take() {
+            Some(Delivery::Succeeded { reply }) => Some(reply),
+            _ => None,
+        }
+    }
 }
 
 impl Executor for Keeping {
@@ -383,9 +398,7 @@ impl Executor for Keeping {
     }
     fn execute(&mut self, request: &Request) -> Delivery {
         let delivery = self.inner.execute(request);
-        if let Delivery::Succeeded { reply } = &delivery {
-            self.reply = Some(reply.clone());
-        }
+        self.delivery = Some(delivery.clone());
         delivery
     }
     fn release(&mut self) {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpr::executor::{Binding, Carrier, Delivery, Executor, Refusal, Request};
+use rpr::executor::{Binding, Delivery, Request};
 use rpr::jsonrpc::{ErrorObject, codes};
 use rpr::mcp::{
     ArgumentValidator, ExecutorConfig, McpClient, McpExecutor, Reply, Tool, ToolBinding, ToolList,
@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::Gate;
 use crate::config::Plan;
+use crate::flow::Keeping;
 
 /// The `_meta` member a client may set to name the call's identity (idempotency key).
 pub(crate) const KEY_META: &str = "dev.rpr/idempotency-key";
@@ -556,11 +557,9 @@ impl Gate {
         if let Some(meta) = &asked.progress {
             config = config.with_call_meta(meta.clone());
         }
-        let mut executor = Keeping {
-            inner: McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone())
-                .with_config(config),
-            delivery: None,
-        };
+        let mut executor = Keeping::new(
+            McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone()).with_config(config),
+        );
         let bound = match p.bind(&mut executor) {
             Ok(b) => b,
             Err(e) => {
@@ -742,33 +741,6 @@ fn forwarded(error: &Value, id: &str, state: &str) -> ErrorObject {
     };
     e.data = Some(data);
     e
-}
-
-/// The MCP executor, keeping the delivery for the answer to the client (the ledger
-/// keeps a bounded copy).
-struct Keeping {
-    inner: McpExecutor,
-    delivery: Option<Delivery>,
-}
-
-impl Executor for Keeping {
-    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
-        self.inner.bind(request)
-    }
-    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
-        self.inner.prepare(request, binding)
-    }
-    fn execute(&mut self, request: &Request) -> Delivery {
-        let delivery = self.inner.execute(request);
-        self.delivery = Some(delivery.clone());
-        delivery
-    }
-    fn release(&mut self) {
-        self.inner.release();
-    }
-    fn carrier(&self) -> Option<Carrier> {
-        self.inner.carrier()
-    }
 }
 
 /// How long an elicitation may wait for the person at the client, by default.
