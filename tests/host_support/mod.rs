@@ -16,7 +16,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rpr::store::ReadStore;
 use serde_json::{Value, json};
@@ -138,23 +137,16 @@ pub fn text(output: &Output) -> String {
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
-pub struct Scratch(PathBuf);
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(tag: &str) -> Self {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "rpr-host-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
+        let prefix = format!("rpr-host-{tag}-");
+        Self(tempfile::Builder::new().prefix(&prefix).tempdir().unwrap())
     }
 
     pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
+        self.0.path().join(name)
     }
 
     /// Writes `value` as `name` and returns its path as a string.
@@ -195,12 +187,6 @@ impl Scratch {
     /// How many `put` effects the fault server performed.
     pub fn effects(&self) -> usize {
         std::fs::read_to_string(self.join("effects.log")).map_or(0, |s| s.lines().count())
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

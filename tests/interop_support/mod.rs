@@ -10,8 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg};
@@ -181,36 +180,28 @@ pub fn config() -> SessionConfig {
     config
 }
 
-/// A fresh directory under the system temp dir (canonical path), removed on drop.
-pub struct TempDir(PathBuf);
+/// A fresh directory under the system temp dir, removed on drop. Its path is canonical
+/// (server-filesystem compares the real paths of its allowed directories).
+pub struct TempDir {
+    /// Removes the directory on drop.
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let p = std::env::temp_dir().join(format!(
-            "rpr-interop-{tag}-{}-{nanos}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p.canonicalize().unwrap())
+        let prefix = format!("rpr-interop-{tag}-");
+        let dir = tempfile::Builder::new().prefix(&prefix).tempdir().unwrap();
+        let path = dir.path().canonicalize().unwrap();
+        Self { _dir: dir, path }
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 
     pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.path.join(name)
     }
 }
 

@@ -3,41 +3,34 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg};
 use nix::unistd::Pid;
 use rpr::mcp::{ServerCommand, SessionConfig};
 
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// A unique temp dir holding the fault server's effects and state files.
+/// A temp dir holding the fault server's effects, state and pid files.
 pub(crate) struct Fixture {
     pub(crate) dir: PathBuf,
     pub(crate) effects: PathBuf,
     pub(crate) state: PathBuf,
     pub(crate) pid_file: PathBuf,
-    /// Whether dropping the fixture removes its directory (not for [`Fixture::at`]).
-    owned: bool,
+    /// The directory, removed on drop; `None` for [`Fixture::at`].
+    _owned: Option<tempfile::TempDir>,
 }
 
 impl Fixture {
+    /// A fresh directory, removed when the fixture drops.
     pub(crate) fn new(name: &str) -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("rpr-mcp-{name}-{}-{nanos}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let owned = tempfile::Builder::new()
+            .prefix(&format!("rpr-mcp-{name}-"))
+            .tempdir()
+            .expect("create temp dir");
+        let dir = owned.path().to_owned();
         Self {
-            effects: dir.join("effects.jsonl"),
-            state: dir.join("state.json"),
-            pid_file: dir.join("server.pid"),
-            dir,
-            owned: true,
+            _owned: Some(owned),
+            ..Self::at(dir)
         }
     }
 
@@ -49,7 +42,7 @@ impl Fixture {
             state: dir.join("state.json"),
             pid_file: dir.join("server.pid"),
             dir,
-            owned: false,
+            _owned: None,
         }
     }
 
@@ -87,14 +80,6 @@ impl Fixture {
             .trim()
             .parse()
             .expect("pid")
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 }
 
