@@ -1,32 +1,29 @@
-//! The example host's demo (`cargo run --example host -- demo`), run as a process, and
-//! its trail checked in the database it leaves: a call completed by readback, a call
-//! whose reply was lost (unknown, never re-sent) and reconciled by readback, and a
-//! ledger that verifies.
+//! The example host's demo (`cargo run --example host -- demo`), its trail checked in the
+//! database it leaves: a call completed by readback, a call whose reply was lost (unknown,
+//! never re-sent) and reconciled by readback, and a ledger that verifies.
+//!
+//! The demo's module is compiled into this test (`#[path]`) and run in-process against a
+//! temporary database, with `rpr-fault-server` as its server (the example starts itself in
+//! `serve-demo` mode, which runs the same server), so no example is built here. The demo
+//! fails unless the server performed exactly one effect per call. Its printed story is
+//! checked by CI's main job, which runs the example itself.
 
+#[path = "../examples/host/demo.rs"]
+mod demo;
 mod host_support;
 
-use host_support::{
-    Scratch, attempts, event, events, kinds, pathways, run_example, text, verified,
-};
+use host_support::{attempts, event, events, kinds, pathways, verified};
+use rpr::mcp::ServerCommand;
+
+fn server() -> ServerCommand {
+    ServerCommand::new(env!("CARGO_BIN_EXE_rpr-fault-server"))
+}
 
 #[test]
 fn the_demo_tells_the_whole_story_and_leaves_a_verified_trail() {
-    let dir = Scratch::new("demo");
-    let db = dir.join("rpr.db");
-    let output = run_example(["demo".as_ref(), "--database".as_ref(), db.as_os_str()]);
-    let out = text(&output);
-    assert!(output.status.success(), "{out}");
-    for line in [
-        "is COMPLETED — readback verified the effect",
-        "is WRITE_STATUS_UNKNOWN",
-        "nothing was re-sent",
-        "verdict applied",
-        "chain and states verified: true",
-        "effects on the server: 2 — each call happened exactly once",
-        "rpr-mcp -- --database",
-    ] {
-        assert!(out.contains(line), "the demo output lacks {line:?}:\n{out}");
-    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpr.db");
+    demo::run(Some(&db), &server()).unwrap();
 
     let all = pathways(&db);
     assert_eq!(all.len(), 2, "{all:?}");
@@ -51,6 +48,7 @@ fn the_demo_tells_the_whole_story_and_leaves_a_verified_trail() {
     );
     assert_eq!(event(&ev, "approval_granted")["actor"], "alice");
     assert_eq!(event(&ev, "readback")["data"]["verdict"], "applied");
+    assert_eq!(attempts(&db, &first), 1);
 
     // 2. Unknown (the server died after the effect), never re-sent: one attempt only;
     //    then completed by a reconciliation whose readback found the effect.
@@ -81,10 +79,10 @@ fn the_demo_tells_the_whole_story_and_leaves_a_verified_trail() {
 
 #[test]
 fn the_demo_refuses_an_existing_database() {
-    let dir = Scratch::new("demo-exists");
-    let db = dir.join("rpr.db");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpr.db");
     std::fs::write(&db, b"").unwrap();
-    let output = run_example(["demo".as_ref(), "--database".as_ref(), db.as_os_str()]);
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    assert!(text(&output).contains("already exists"));
+    let error = demo::run(Some(&db), &server()).unwrap_err();
+    assert!(error.to_string().contains("already exists"), "{error}");
+    assert_eq!(std::fs::read(&db).unwrap(), b"", "the database was touched");
 }

@@ -1,38 +1,22 @@
-//! The example MCP host: runs consequential MCP tool calls through rpr's pathway.
+//! The example MCP host: how a host runs consequential MCP tool calls through rpr's
+//! pathway (propose, admit, bind, dispatch, readback, recover), told as a demo on real
+//! processes: `cargo run --example host -- demo [--database PATH]`. The steps are in
+//! `demo.rs`; this file is the command line. See `docs/host.md`.
 //!
-//! `cargo run --example host -- demo [--database PATH]` tells the whole story on real
-//! processes: a governed call that completes with readback, then a call whose reply is
-//! lost, a restart that does not re-send it, and a reconciliation by readback.
-//!
-//! The operator commands (real mode: `call`, `approve`, `unresolved`, `reconcile`, …, against
-//! the servers of an `mcpServers` configuration under a JSON policy) are the `rpr` binary's
-//! (`src/bin/rpr/`); the demo runs the same pathway steps, from the binary's `flow.rs` and
-//! `config.rs`. See `docs/host.md`.
+//! The operator commands (`call`, `approve`, `unresolved`, `reconcile`, …, against the
+//! servers of an `mcpServers` configuration under a JSON policy) are the `rpr` binary's
+//! (`src/bin/rpr/`), not this example's.
 //!
 //! The demo's MCP server is this same program started as `host serve-demo …`, which
 //! runs rpr's fault-injecting test server ([`rpr::mcp::fault_server`]), so the demo
 //! needs nothing but cargo.
 
-#[path = "../../src/bin/rpr/config.rs"]
-#[expect(
-    dead_code,
-    reason = "the `rpr` binary's configuration and policy; the demo uses part of them"
-)]
-mod config;
 mod demo;
-#[path = "../../src/bin/rpr/flow.rs"]
-#[expect(
-    dead_code,
-    reason = "the `rpr` binary's pathway steps; the demo uses part of them"
-)]
-mod flow;
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use flow::Exit;
-
-/// The error of the demo (exit 1).
-type Failure = Box<dyn std::error::Error>;
+use rpr::mcp::ServerCommand;
 
 const USAGE: &str = "\
 usage: host demo [--database PATH]
@@ -78,7 +62,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match demo::run(database.as_deref()) {
+    // The demo's server: this program in `serve-demo` mode.
+    let server = match std::env::current_exe() {
+        Ok(exe) => ServerCommand::new(exe).arg("serve-demo"),
+        Err(e) => {
+            eprintln!("host demo: error: cannot find this program to start its server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match demo::run(database.as_deref().map(Path::new), &server) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("host demo: error: {e}");

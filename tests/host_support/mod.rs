@@ -1,12 +1,14 @@
-//! Support for the tests of the `rpr` binary's operator commands and of the example host's
-//! demo (`examples/host/`): running them, scratch directories, a config and policy for
-//! `rpr-fault-server`, and reading the resulting database.
+//! Support for the tests of the `rpr` binary's operator commands and of the examples:
+//! running them, scratch directories, a config and policy for `rpr-fault-server`, and
+//! reading the resulting database.
 //!
 //! Cargo gives an integration test the path of a binary (`CARGO_BIN_EXE_rpr`) but none of an
-//! example, so the tests build examples themselves with `$CARGO build --example NAME` (in
-//! the same profile as the test) and run `<target>/<profile>/examples/NAME`. That build is a
-//! no-op when `cargo test` has already built the examples, and cargo releases its build lock
-//! before it runs tests, so it does not wait on the outer `cargo test`.
+//! example. The example host's demo is compiled into its test instead (`tests/host_demo.rs`);
+//! `build_example` remains for `tests/concurrent_example.rs`, which builds its example with
+//! `$CARGO build --example NAME` (in the same profile as the test) and runs
+//! `<target>/<profile>/examples/NAME`. That build is a no-op when `cargo test` has already
+//! built the examples, and cargo releases its build lock before it runs tests, so it does not
+//! wait on the outer `cargo test`.
 #![allow(
     dead_code,
     unreachable_pub,
@@ -15,7 +17,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use rpr::store::ReadStore;
 use serde_json::{Value, json};
@@ -60,15 +61,6 @@ pub fn rpr() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_rpr"))
 }
 
-/// The example host's binary (the demo), built once per test binary.
-pub fn example_host() -> &'static Path {
-    static HOST: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match HOST.get_or_init(|| build_example("host")) {
-        Ok(p) => p,
-        Err(e) => panic!("the example host could not be built: {e}"),
-    }
-}
-
 /// Runs `program` with `args` (stdin closed: not a terminal).
 fn run_program<I, S>(program: &Path, args: I) -> Output
 where
@@ -89,15 +81,6 @@ where
     S: AsRef<std::ffi::OsStr>,
 {
     run_program(rpr(), args)
-}
-
-/// Runs the example host with `args` (stdin closed: not a terminal).
-pub fn run_example<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    run_program(example_host(), args)
 }
 
 /// `call TOOL` on server `ledger` with these files and arguments, approved as alice.
