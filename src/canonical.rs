@@ -190,7 +190,8 @@ impl Sink for Hashing {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// The lowercase hex of `bytes`: the one hex encoder of the crate.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
         let [high, low] = hex_pair(*byte);
@@ -198,6 +199,20 @@ fn hex(bytes: &[u8]) -> String {
         out.push(char::from(low));
     }
     out
+}
+
+/// The bytes of a hex string (either case), or `None` if it is not hex.
+pub(crate) fn from_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    hex.as_bytes()
+        .chunks_exact(2)
+        .map(|pair| {
+            let digit = |b: u8| char::from(b).to_digit(16);
+            u8::try_from(digit(pair[0])? * 16 + digit(pair[1])?).ok()
+        })
+        .collect()
 }
 
 /// The two lowercase hex digits of a byte.

@@ -358,12 +358,29 @@ pub fn fit(value: &Value, bounds: &Bounds) -> Value {
     let Err(error) = measure(&redacted, bounds) else {
         return redacted;
     };
-    let (sha256, bytes) = canonical::sha256_hex_and_len(&redacted)
-        .unwrap_or_else(|_| canonical::sha256_hex_and_len_lenient(&redacted));
+    let marker = truncation_marker(&redacted, error.reason());
     dispose(redacted);
+    marker
+}
+
+/// The marker that stands for a value not kept, and why: the one shape used wherever rpr
+/// leaves a value out (evidence over its bounds in [`fit`], values over the size budgets of
+/// [`crate::inspect`]).
+///
+/// ```json
+/// {"truncated":true,"reason":"<why>","sha256":"<64 hex digits>","bytes":<length>}
+/// ```
+///
+/// `sha256` and `bytes` are of `value`'s RFC 8785 canonical form (for a value that has
+/// none, of the same serialization with integers beyond ±2^53 written as their exact
+/// digits; see [`fit`]). The members are in this order.
+#[must_use]
+pub fn truncation_marker(value: &Value, reason: &str) -> Value {
+    let (sha256, bytes) = canonical::sha256_hex_and_len(value)
+        .unwrap_or_else(|_| canonical::sha256_hex_and_len_lenient(value));
     let mut marker = Map::new();
     marker.insert("truncated".to_owned(), Value::Bool(true));
-    marker.insert("reason".to_owned(), Value::from(error.reason()));
+    marker.insert("reason".to_owned(), Value::from(reason));
     marker.insert("sha256".to_owned(), Value::String(sha256));
     marker.insert("bytes".to_owned(), Value::from(bytes));
     Value::Object(marker)

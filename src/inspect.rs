@@ -25,19 +25,20 @@
 //! [`MAX_LIMIT`]) **and** at most [`PAGE_BUDGET_BYTES`] of serialized JSON: a
 //! page that would grow past the budget ends early and its `next_cursor` points
 //! after the last item it holds. A single value too large for any page is
-//! replaced by a truncation marker (see [`truncation_marker`]). Cursors are
+//! replaced by a truncation marker ([`truncation_marker`], the shape stored
+//! evidence uses too, with reason `value_budget_bytes` or `page_budget_bytes`). Cursors are
 //! opaque strings bound to the listing (and filter) that issued them; any other
 //! string is refused with [`InspectError::InvalidCursor`].
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::evidence::truncation_marker;
 use crate::ledger;
-use crate::pathway::{Authority, Role};
-use crate::state::State;
+use crate::pathway::{Act, Authority, Role};
+use crate::state::{AttemptStatus, State};
 use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, StoreError};
 
 /// Page size when the caller gives none.
@@ -146,15 +147,26 @@ fn actors_for(roles: &[Role], authority: Option<&Authority>) -> Vec<String> {
     out
 }
 
+/// The roles that may take any of `acts` ([`Act::roles`]), in order, without repeats.
+fn roles_for(acts: &[Act]) -> Vec<Role> {
+    let mut out: Vec<Role> = Vec::new();
+    for role in acts.iter().flat_map(|a| a.roles()) {
+        if !out.contains(role) {
+            out.push(*role);
+        }
+    }
+    out
+}
+
 /// Who must act next on a pathway in `state`.
 ///
 /// `last_attempt_status` is the status of the pathway's newest attempt (it
 /// decides between `wait` and `confirm_by_readback` in `running`); `authority`
 /// is the definition's authority (see [`authority_of`]), used to name the
-/// actors. The mapping, from the state machine and the role checks of each
-/// typed transition:
+/// actors. The roles are those [`Act::roles`] gives the steps named here, the
+/// table every transition checks. The mapping:
 ///
-/// | state | action | roles | alternatives |
+/// | state | action (steps) | roles | alternatives |
 /// |---|---|---|---|
 /// | `proposed` | `admit` | decision_owner | |
 /// | `awaiting_approval` | `approve_or_deny` | approval_authority | `escalate` by stop_authority |
@@ -173,48 +185,39 @@ fn actors_for(roles: &[Role], authority: Option<&Authority>) -> Vec<String> {
 #[must_use]
 pub fn next_action(
     state: State,
-    last_attempt_status: Option<&str>,
+    last_attempt_status: Option<AttemptStatus>,
     authority: Option<&Authority>,
 ) -> NextAction {
-    use Role::{
-        ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner,
-        ResidualOwner, ResumeAuthority, StopAuthority,
-    };
-    let (action, roles, detail, alts): (
-        &'static str,
-        &[Role],
-        &'static str,
-        &[(&'static str, Role)],
-    ) = match state {
+    let (action, acts, detail, others): (&'static str, &[Act], &'static str, &[Act]) = match state {
         State::Proposed => (
             "admit",
-            &[DecisionOwner],
+            &[Act::Admit],
             "admit or deny the proposal under the admission policy",
             &[],
         ),
         State::AwaitingApproval => (
             "approve_or_deny",
-            &[ApprovalAuthority],
+            &[Act::Approve, Act::Deny],
             "grant an approval for this exact request, or deny it",
-            &[("escalate", StopAuthority)],
+            &[Act::Escalate],
         ),
         State::HumanGate => (
             "approve_or_deny",
-            &[ApprovalAuthority],
+            &[Act::Approve, Act::Deny],
             "a human decision is needed: approve this exact request, or deny it",
-            &[("abort", ResidualOwner)],
+            &[Act::Abort],
         ),
         State::Approved => (
             "dispatch",
-            &[ExecutionActor],
+            &[Act::Dispatch],
             "bind the request to its target and dispatch it",
-            &[("hold", StopAuthority), ("abort", ResidualOwner)],
+            &[Act::Hold, Act::Abort],
         ),
-        State::Running if last_attempt_status == Some("returned") => (
+        State::Running if last_attempt_status == Some(AttemptStatus::Returned) => (
             "confirm_by_readback",
-            &[ExecutionActor, EvidenceOwner],
+            &[Act::Confirm],
             "the target replied; confirm the effect by independent readback",
-            &[("stop", StopAuthority)],
+            &[Act::Stop],
         ),
         State::Running => (
             "wait",
@@ -224,65 +227,65 @@ pub fn next_action(
         ),
         State::WriteStatusUnknown => (
             "reconcile",
-            &[EvidenceOwner, RepairOwner],
+            &[Act::Attest],
             "the effect may or may not have happened: reconcile by independent readback, or attest a verdict",
             &[],
         ),
-        State::RepairRequired
-            if last_attempt_status.is_some_and(|s| !crate::store::check::SETTLED.contains(&s)) =>
-        {
-            (
-                "reconcile",
-                &[EvidenceOwner, RepairOwner],
-                "the last attempt replied and may have taken effect: only a not-applied verdict (readback or attestation) makes it repairable",
-                &[("abort", ResidualOwner)],
-            )
-        }
+        State::RepairRequired if last_attempt_status.is_some_and(|s| !s.is_settled()) => (
+            "reconcile",
+            &[Act::Attest],
+            "the last attempt replied and may have taken effect: only a not-applied verdict (readback or attestation) makes it repairable",
+            &[Act::Abort],
+        ),
         State::RepairRequired => (
             "repair",
-            &[RepairOwner],
+            &[Act::Repair],
             "repair the failed attempt, then the pathway may resume",
-            &[("abort", ResidualOwner)],
+            &[Act::Abort],
         ),
         State::ReadyToResume => (
             "resume",
-            &[ExecutionActor, ResumeAuthority],
+            &[Act::Resume],
             "bind and dispatch a new attempt",
-            &[("abort", ResidualOwner)],
+            &[Act::Abort],
         ),
         State::Stopped => (
             "require_repair",
-            &[RepairOwner],
+            &[Act::RequireRepair],
             "stopped after the target answered: send it to repair",
-            &[("abort", ResidualOwner)],
+            &[Act::Abort],
         ),
         State::PartiallyCompleted => (
             "require_repair",
-            &[RepairOwner],
+            &[Act::RequireRepair],
             "only part of the effect happened: send it to repair",
             &[],
         ),
         State::Held => (
             "release_or_escalate",
-            &[StopAuthority],
+            &[Act::Release, Act::Escalate],
             "held: release the hold, or escalate to a Human Gate",
-            &[("abort", ResidualOwner)],
+            &[Act::Abort],
         ),
         State::Completed | State::Denied | State::Aborted => {
             ("none", &[], "terminal: nothing more happens", &[])
         }
     };
+    let roles = roles_for(acts);
     NextAction {
         action,
-        roles: roles.to_vec(),
-        actors: actors_for(roles, authority),
+        actors: actors_for(&roles, authority),
+        roles,
         detail,
-        alternatives: alts
+        alternatives: others
             .iter()
-            .map(|&(action, role)| Alternative {
-                action,
-                roles: vec![role],
-                actors: actors_for(&[role], authority),
+            .map(|&act| {
+                let roles = roles_for(&[act]);
+                Alternative {
+                    action: act.name(),
+                    actors: actors_for(&roles, authority),
+                    roles,
+                }
             })
             .collect(),
     }
@@ -295,14 +298,14 @@ pub fn authority_of(definition: &Value) -> Option<Authority> {
 }
 
 fn next_for(store: &ReadStore, record: &PathwayRecord) -> Result<NextAction, StoreError> {
-    let last_status = if record.state == State::Running {
+    let last_status = if matches!(record.state, State::Running | State::RepairRequired) {
         store.attempts(&record.id)?.pop().map(|a| a.status)
     } else {
         None
     };
     Ok(next_action(
         record.state,
-        last_status.as_deref(),
+        last_status,
         authority_of(&record.definition).as_ref(),
     ))
 }
@@ -513,58 +516,9 @@ pub fn list_unresolved(
 // One pathway
 // ---------------------------------------------------------------------------
 
-/// An attempt with its binding.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct AttemptView {
-    /// Attempt id.
-    pub attempt_id: String,
-    /// 1, 2, … within the pathway.
-    pub seq: i64,
-    /// The attempt this one resumes, if any.
-    pub previous_attempt: Option<String>,
-    /// `in_flight`, `not_sent`, `returned`, `succeeded`, `failed`, `partial`,
-    /// `unknown`, `applied` or `not_applied`.
-    pub status: String,
-    /// The redacted request.
-    pub request: Value,
-    /// sha256 of the unredacted request.
-    pub request_digest: String,
-    /// What the attempt was bound to.
-    pub binding: Value,
-    /// sha256 of the binding.
-    pub binding_digest: String,
-    /// The process holding it while in flight.
-    pub owner: Option<String>,
-    /// Lease expiry while in flight, ms since the epoch.
-    pub lease_until: Option<i64>,
-    /// Outcome evidence.
-    pub outcome: Option<Value>,
-    /// Created, ms since the epoch.
-    pub created_at: i64,
-    /// Last changed, ms since the epoch.
-    pub updated_at: i64,
-}
-
-impl From<AttemptRecord> for AttemptView {
-    fn from(a: AttemptRecord) -> Self {
-        Self {
-            attempt_id: a.id,
-            seq: a.seq,
-            previous_attempt: a.previous_attempt,
-            status: a.status,
-            request: a.request,
-            request_digest: a.request_digest,
-            binding: a.binding,
-            binding_digest: a.binding_digest,
-            owner: a.owner,
-            lease_until: a.lease_until,
-            outcome: a.outcome,
-            created_at: a.created_at,
-            updated_at: a.updated_at,
-        }
-    }
-}
+/// An attempt with its binding: the stored record, which serializes with its id as
+/// `attempt_id` and without the pathway id (see [`AttemptRecord`]).
+pub type AttemptView = AttemptRecord;
 
 /// One pathway: definition, state, attempts and who must act next.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -598,22 +552,11 @@ pub struct PathwayDetail {
     pub omitted_attempts: usize,
 }
 
-/// The marker that replaces a value too large to return: its size and digest.
-///
-/// `{"rpr_truncated": true, "bytes": <serialized size>, "sha256": <hex of the serialized value>}`.
-#[must_use]
-pub fn truncation_marker(value: &Value) -> Value {
-    let text = serde_json::to_string(value).unwrap_or_default();
-    json!({
-        "rpr_truncated": true,
-        "bytes": text.len(),
-        "sha256": crate::canonical::sha256_hex_bytes(text.as_bytes()),
-    })
-}
-
+/// Replaces `v` with a [`truncation_marker`] (reason `value_budget_bytes`) when it is
+/// larger than [`VALUE_BUDGET_BYTES`].
 fn shrink(v: &mut Value, truncated: &mut bool) {
     if json_len(v) > VALUE_BUDGET_BYTES {
-        *v = truncation_marker(v);
+        *v = truncation_marker(v, "value_budget_bytes");
         *truncated = true;
     }
 }
@@ -631,7 +574,8 @@ fn validate_id(id: &str) -> Result<(), InspectError> {
 ///
 /// When the whole detail would exceed [`PAGE_BUDGET_BYTES`], values larger
 /// than [`VALUE_BUDGET_BYTES`] (definition, attempt requests, bindings,
-/// outcomes) are replaced by [`truncation_marker`]s and, if that is not enough,
+/// outcomes) are replaced by [`truncation_marker`]s (reason `value_budget_bytes`)
+/// and, if that is not enough,
 /// the oldest attempts are left out (`omitted_attempts`).
 pub fn pathway(store: &ReadStore, id: &str) -> Result<PathwayDetail, InspectError> {
     validate_id(id)?;
@@ -639,17 +583,13 @@ pub fn pathway(store: &ReadStore, id: &str) -> Result<PathwayDetail, InspectErro
         let record = store
             .pathway(id)?
             .ok_or_else(|| InspectError::NotFound(id.to_owned()))?;
-        let attempts: Vec<AttemptView> = store
-            .attempts(id)?
-            .into_iter()
-            .map(AttemptView::from)
-            .collect();
+        let attempts = store.attempts(id)?;
         Ok::<_, InspectError>((record, attempts))
     })?;
-    let last_status = attempts.last().map(|a| a.status.clone());
+    let last_status = attempts.last().map(|a| a.status);
     let authority = authority_of(&record.definition);
     let mut detail = PathwayDetail {
-        next: next_action(record.state, last_status.as_deref(), authority.as_ref()),
+        next: next_action(record.state, last_status, authority.as_ref()),
         pathway_id: record.id,
         idempotency_key: record.idempotency_key,
         state: record.state,
@@ -725,11 +665,13 @@ pub struct ChainProblem {
 /// 2. its `prev_hash` equals the `hash` of the event at `seq - 1` in the global
 ///    chain (or [`ledger::GENESIS`] for `seq` 1), so it is linked into the chain
 ///    (one primary-key lookup per event);
-/// 3. its text is JSON whose own `seq` and `pathway` agree with the row.
+/// 3. its text is JSON in canonical form whose own `seq` and `pathway` agree
+///    with the row.
 ///
-/// `chain_verified` is true when every event on the page passes. It does **not**
-/// check events on other pages or of other pathways, that the text is in
-/// canonical form, that the transitions are legal, that the stored state agrees
+/// These are the checks [`ledger::verify`] makes of every row of the chain (one
+/// function serves both). `chain_verified` is true when every event on the page
+/// passes. It does **not** check events on other pages or of other pathways, that
+/// the transitions are legal, that the stored state agrees
 /// with the events, or that the chain was not cut and re-hashed from some point
 /// on (compare `ledger_head` with a head kept elsewhere for that). The full check
 /// is [`ledger::verify`], whose cost grows with the whole ledger.
@@ -755,15 +697,13 @@ pub struct EvidencePage {
     pub ledger_head: Option<String>,
 }
 
+/// What [`ledger::check_row`] finds wrong with one event of a page, linked to the event
+/// before it in the chain (`prev` when that is the previous row of the page).
 fn check_event(
     store: &ReadStore,
     row: &LedgerRow,
     prev: Option<&LedgerRow>,
 ) -> Result<Vec<String>, StoreError> {
-    let mut problems = Vec::new();
-    if ledger::chain_hash(&row.prev_hash, &row.event) != row.hash {
-        problems.push("stored hash does not match the event text and prev_hash".to_owned());
-    }
     let expected_prev = if row.seq <= 1 {
         Some(ledger::GENESIS.to_owned())
     } else if let Some(p) = prev.filter(|p| p.seq == row.seq - 1) {
@@ -775,26 +715,20 @@ fn check_event(
             .find(|r| r.seq == row.seq - 1)
             .map(|r| r.hash)
     };
-    match expected_prev {
-        None => problems.push(format!("no event at seq {} to link to", row.seq - 1)),
-        Some(h) if h != row.prev_hash => {
-            problems.push(
-                "prev_hash does not match the hash of the previous event in the chain".to_owned(),
-            );
-        }
-        Some(_) => {}
-    }
-    match serde_json::from_str::<Value>(&row.event) {
-        Ok(e) => {
-            if e.get("seq").and_then(Value::as_i64) != Some(row.seq)
-                || e.get("pathway").and_then(Value::as_str) != Some(row.pathway_id.as_str())
-            {
-                problems.push("the event's own seq or pathway disagrees with its row".to_owned());
-            }
-        }
-        Err(_) => problems.push("event text is not JSON".to_owned()),
-    }
-    Ok(problems)
+    let stored = ledger::StoredRow {
+        seq: row.seq,
+        pathway: &row.pathway_id,
+        prev_hash: row.prev_hash.as_bytes(),
+        hash: row.hash.as_bytes(),
+        text: row.event.as_bytes(),
+    };
+    let mut found = Vec::new();
+    let _event = ledger::check_row(
+        &stored,
+        expected_prev.as_deref().map(str::as_bytes),
+        &mut found,
+    );
+    Ok(found.into_iter().map(|(_, problem)| problem).collect())
 }
 
 /// A page of one pathway's ledger events, oldest first, each checked (see
@@ -838,7 +772,7 @@ pub fn evidence(
             };
             let mut size = json_len(&view) + 1;
             if size + 512 > PAGE_BUDGET_BYTES {
-                view.event = truncation_marker(&view.event);
+                view.event = truncation_marker(&view.event, "page_budget_bytes");
                 size = json_len(&view) + 1;
             }
             if !events.is_empty() && used + size > PAGE_BUDGET_BYTES {
@@ -881,11 +815,8 @@ const CURSOR_PREFIX: &str = "rpr1.";
 
 /// An opaque cursor: the listing, its filter and the last key, hex-encoded.
 fn encode_cursor(kind: &str, filter: &str, after: &str) -> String {
-    let mut out = String::from(CURSOR_PREFIX);
-    for b in format!("{kind}\n{filter}\n{after}").bytes() {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    let text = format!("{kind}\n{filter}\n{after}");
+    format!("{CURSOR_PREFIX}{}", crate::canonical::hex(text.as_bytes()))
 }
 
 /// The last key of a cursor issued by listing `kind` with `filter`.
@@ -893,20 +824,10 @@ fn decode_cursor(cursor: &str, kind: &str, filter: &str) -> Result<String, Inspe
     let hex = cursor
         .strip_prefix(CURSOR_PREFIX)
         .ok_or(InspectError::InvalidCursor)?;
-    if hex.len() % 2 != 0
-        || hex.len() > 4 * MAX_ID_BYTES
-        || !hex.bytes().all(|b| b.is_ascii_hexdigit())
-    {
+    if hex.len() > 4 * MAX_ID_BYTES {
         return Err(InspectError::InvalidCursor);
     }
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            hex.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<Vec<u8>>>()
-        .ok_or(InspectError::InvalidCursor)?;
+    let bytes = crate::canonical::from_hex(hex).ok_or(InspectError::InvalidCursor)?;
     let text = String::from_utf8(bytes).map_err(|_| InspectError::InvalidCursor)?;
     let mut parts = text.splitn(3, '\n');
     match (parts.next(), parts.next(), parts.next()) {
@@ -941,11 +862,11 @@ mod tests {
             assert_eq!(n.actors.is_empty(), n.roles.is_empty(), "{s}");
         }
         assert_eq!(
-            next_action(State::Running, Some("returned"), None).action,
+            next_action(State::Running, Some(AttemptStatus::Returned), None).action,
             "confirm_by_readback"
         );
         assert_eq!(
-            next_action(State::Running, Some("in_flight"), None).action,
+            next_action(State::Running, Some(AttemptStatus::InFlight), None).action,
             "wait"
         );
     }

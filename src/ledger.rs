@@ -165,63 +165,95 @@ impl Walk<'_> {
             ));
         }
         self.expected_seq = seq + 1;
-        if prev != self.prev_hash {
-            self.problems.push(at(
-                ProblemKind::BrokenLink,
-                "prev_hash does not match the previous event's hash".into(),
-            ));
-        }
-        if chain_hash_hex(prev, text) != hash {
-            self.problems.push(at(
-                ProblemKind::HashMismatch,
-                "stored hash does not match the event".into(),
-            ));
-        }
+        let stored = StoredRow {
+            seq,
+            pathway,
+            prev_hash: prev,
+            hash,
+            text,
+        };
+        let event = check_row(&stored, Some(&self.prev_hash), &mut self.findings);
         self.prev_hash.clear();
         self.prev_hash.extend_from_slice(hash);
         if self.known_head == Some(hash) {
             self.known_seen = true;
         }
-        let Ok(text) = std::str::from_utf8(text) else {
-            self.problems.push(at(
-                ProblemKind::Unreadable,
-                "event text is not UTF-8".into(),
-            ));
-            return;
-        };
-        let event = match Event::read(text) {
-            Reading::Canonical(event) => event,
-            Reading::NotCanonical(event) => {
-                self.problems.push(at(
-                    ProblemKind::Unreadable,
-                    "event text is not in canonical form".into(),
-                ));
-                event
-            }
-            Reading::NotJson(e) => {
-                self.problems.push(at(
-                    ProblemKind::Unreadable,
-                    format!("event is not JSON: {e}"),
-                ));
-                return;
-            }
-        };
-        if event.seq != Some(seq) || event.pathway.as_deref() != Some(pathway) {
-            self.problems.push(at(
-                ProblemKind::Sequence,
-                "event's own seq or pathway disagrees with its row".into(),
-            ));
+        if let Some(event) = event {
+            entry(&mut self.pathways, pathway)
+                .replay
+                .get_or_insert_default()
+                .event(&event, &mut self.findings);
         }
-        entry(&mut self.pathways, pathway)
-            .replay
-            .get_or_insert_default()
-            .event(&event, &mut self.findings);
         self.problems.extend(
             self.findings
                 .drain(..)
                 .map(|(kind, detail)| at(kind, detail)),
         );
     }
+}
+
+/// One ledger row as stored.
+pub(crate) struct StoredRow<'r> {
+    pub(crate) seq: i64,
+    pub(crate) pathway: &'r str,
+    pub(crate) prev_hash: &'r [u8],
+    pub(crate) hash: &'r [u8],
+    pub(crate) text: &'r [u8],
+}
+
+/// Checks one stored ledger row on its own and against the chain: that its `prev_hash` is
+/// `expected_prev` (the hash of the event before it; `None` when there is none to link to),
+/// that its stored hash is its [`chain_hash`], and that its text is UTF-8, canonical JSON,
+/// and names the row's seq and pathway. Pushes what is wrong to `out`, and returns the
+/// event when its text could be read. Used by [`verify`] for every row of the chain and by
+/// [`crate::inspect::evidence`] for the rows of one page.
+pub(crate) fn check_row<'r>(
+    row: &StoredRow<'r>,
+    expected_prev: Option<&[u8]>,
+    out: &mut Vec<Finding>,
+) -> Option<Event<'r>> {
+    match expected_prev {
+        Some(expected) if expected == row.prev_hash => {}
+        Some(_) => out.push((
+            ProblemKind::BrokenLink,
+            "prev_hash does not match the previous event's hash".into(),
+        )),
+        None => out.push((
+            ProblemKind::BrokenLink,
+            format!("no event at seq {} to link to", row.seq - 1),
+        )),
+    }
+    if chain_hash_hex(row.prev_hash, row.text) != row.hash {
+        out.push((
+            ProblemKind::HashMismatch,
+            "stored hash does not match the event".into(),
+        ));
+    }
+    let Ok(text) = std::str::from_utf8(row.text) else {
+        out.push((ProblemKind::Unreadable, "event text is not UTF-8".into()));
+        return None;
+    };
+    let event = match Event::read(text) {
+        Reading::Canonical(event) => event,
+        Reading::NotCanonical(event) => {
+            out.push((
+                ProblemKind::Unreadable,
+                "event text is not in canonical form".into(),
+            ));
+            event
+        }
+        Reading::NotJson(e) => {
+            out.push((ProblemKind::Unreadable, format!("event is not JSON: {e}")));
+            return None;
+        }
+    };
+    if event.seq != Some(row.seq) || event.pathway.as_deref() != Some(row.pathway) {
+        out.push((
+            ProblemKind::Sequence,
+            "event's own seq or pathway disagrees with its row".into(),
+        ));
+    }
+    Some(event)
 }
 
 /// The bytes of a text column, borrowed from the row.

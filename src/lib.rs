@@ -14,13 +14,13 @@ pub mod store;
 pub use pathway::stage;
 pub use pathway::token;
 pub use pathway::{
-    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, NotSent, Outcome,
-    Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
+    ALLOW_ALL, Act, ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition,
+    NotSent, Outcome, Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
     Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Runtime,
     RuntimeBuilder, SequentialIds, StepPoint, SystemClock,
 };
-pub use state::State;
+pub use state::{AttemptStatus, State};
 pub mod jsonrpc;
 pub mod mcp;

@@ -20,15 +20,14 @@ use crate::pathway::stage::{
     Returned, Stopped, Unknown,
 };
 use crate::pathway::token::{
-    Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
+    Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
 };
 use crate::pathway::{
-    Actor, Admission, Core, Definition, Pathway, PathwayError, Role, StoredPathway, request_json,
+    Act, Actor, Admission, Core, Definition, Pathway, PathwayError, StoredPathway, request_json,
 };
 use crate::process::{self, GroupFate};
-use crate::state::State;
+use crate::state::{AttemptStatus, State};
 use crate::store::batch::Batcher;
-use crate::store::check::SETTLED;
 use crate::store::{
     AttemptRecord, AttemptWrite, Backend, EventDraft, NewPathway, PathwayRecord, ReadStore,
     SqliteBackend, Step, StoreError, WriteStats,
@@ -265,6 +264,12 @@ impl Heartbeat {
                 let mut conn: Option<rusqlite::Connection> = None;
                 let mut stop = theirs.stop.lock().unwrap_or_else(PoisonError::into_inner);
                 loop {
+                    // Asked to stop before this thread first took the lock (a runtime
+                    // dropped right after its first dispatch): waiting first would hold
+                    // the drop for a whole period.
+                    if *stop {
+                        return;
+                    }
                     let (guard, _) = theirs
                         .wake
                         .wait_timeout(stop, every)
@@ -486,6 +491,31 @@ pub enum Decided {
     Existing(StoredPathway),
 }
 
+impl Proposal {
+    /// The new pathway, or the stored one when its idempotency key was already used with
+    /// the same content (replayed).
+    pub fn into_new(self) -> Result<Pathway<Proposed>, StoredPathway> {
+        match self {
+            Proposal::New(p) => Ok(p),
+            Proposal::Existing(stored) => Err(stored),
+        }
+    }
+}
+
+impl Decided {
+    /// The new pathway's admission, or the stored pathway when its idempotency key was
+    /// already used with the same content (replayed).
+    ///
+    /// `rt.propose_and_admit(&alice, &alice, definition, ALLOW_ALL)?.into_new()?.into_approved()?`
+    /// is the approved pathway of a new, allowed proposal.
+    pub fn into_new(self) -> Result<Admission, StoredPathway> {
+        match self {
+            Decided::New(admission) => Ok(admission),
+            Decided::Existing(stored) => Err(stored),
+        }
+    }
+}
+
 impl Runtime {
     /// Opens (or creates) the database at `path` with defaults.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -671,30 +701,6 @@ impl Runtime {
         evidence::fit(value, &self.bounds)
     }
 
-    pub(crate) fn authorize(
-        core: &Core,
-        actor: &Actor,
-        roles: &[Role],
-        action: &'static str,
-    ) -> Result<(), PathwayError> {
-        if roles
-            .iter()
-            .any(|r| core.definition.authority.holder(*r) == actor)
-        {
-            Ok(())
-        } else {
-            Err(PathwayError::NotAuthorized {
-                actor: actor.clone(),
-                action,
-                needs: roles
-                    .iter()
-                    .map(|r| r.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" or "),
-            })
-        }
-    }
-
     /// Proposes an action. The definition is redacted, bounded and stored with the
     /// first ledger event in one transaction. The same idempotency key with the same
     /// content replays the stored pathway; with other content it is refused.
@@ -703,9 +709,10 @@ impl Runtime {
         proposer: &Actor,
         definition: Definition,
     ) -> Result<Proposal, PathwayError> {
-        Ok(match self.propose_inner(proposer, definition, None)? {
-            (Proposal::New(p), _) => Proposal::New(p),
-            (existing, _) => existing,
+        let stored = self.propose_inner(proposer, definition, |_| ((), State::Proposed, vec![]))?;
+        Ok(match stored {
+            Ok((p, ())) => Proposal::New(p),
+            Err(existing) => Proposal::Existing(existing),
         })
     }
 
@@ -728,29 +735,27 @@ impl Runtime {
         definition: Definition,
         policy: &dyn crate::pathway::Policy,
     ) -> Result<Decided, PathwayError> {
-        if definition.authority.holder(Role::DecisionOwner) != decider {
-            return Err(PathwayError::NotAuthorized {
-                actor: decider.clone(),
-                action: "admit",
-                needs: Role::DecisionOwner.as_str().to_owned(),
-            });
-        }
-        Ok(
-            match self.propose_inner(proposer, definition, Some((decider, policy)))? {
-                (Proposal::New(p), to) => Decided::New(crate::pathway::admission(p, to)),
-                (Proposal::Existing(s), _) => Decided::Existing(s),
-            },
-        )
+        Act::Admit.authorize(&definition.authority, decider)?;
+        let stored = self.propose_inner(proposer, definition, |definition| {
+            let decision = policy.decide(definition);
+            let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
+            (decision, to, events)
+        })?;
+        Ok(match stored {
+            Ok((p, decision)) => Decided::New(crate::pathway::admission(p, &decision)),
+            Err(existing) => Decided::Existing(existing),
+        })
     }
 
-    /// Stores a new pathway (admitted by `admit` in the same transaction when given) or
-    /// replays the stored one; also returns the state a new pathway was stored in.
-    fn propose_inner(
+    /// Stores a new pathway in the state `admit` gives it, with the events it adds after the
+    /// proposal's (none: stored as proposed), in one transaction; or the stored pathway of
+    /// the same key and content, replayed. `admit` runs only for a new pathway.
+    fn propose_inner<D>(
         &self,
         proposer: &Actor,
         definition: Definition,
-        admit: Option<(&Actor, &dyn crate::pathway::Policy)>,
-    ) -> Result<(Proposal, State), PathwayError> {
+        admit: impl FnOnce(&Definition) -> (D, State, Vec<EventDraft>),
+    ) -> Result<Result<(Pathway<Proposed>, D), StoredPathway>, PathwayError> {
         let full =
             serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let definition_digest = crate::canonical::sha256_hex(&full)?;
@@ -759,10 +764,11 @@ impl Runtime {
         let stored_text = crate::canonical::to_string(&stored)?;
         let definition_text_digest = crate::canonical::sha256_hex_bytes(stored_text.as_bytes());
         if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
-            return Ok((
-                self.replay(existing, &definition_digest, &definition.idempotency_key)?,
-                State::Proposed,
-            ));
+            return Ok(Err(self.replay(
+                existing,
+                &definition_digest,
+                &definition.idempotency_key,
+            )?));
         }
         let id = self.new_id("pw");
         let at = self.now();
@@ -782,15 +788,9 @@ impl Runtime {
                 "request_digest": request_digest,
             }),
         }];
-        let (state, version) = match admit {
-            None => (State::Proposed, 1),
-            Some((decider, policy)) => {
-                let decision = policy.decide(&definition);
-                let (to, admission) = crate::pathway::admission_events(&decision, decider.as_str());
-                events.extend(admission);
-                (to, 2)
-            }
-        };
+        let (decided, state, admission) = admit(&definition);
+        let version = if admission.is_empty() { 1 } else { 2 };
+        events.extend(admission);
         let new = NewPathway {
             id: id.clone(),
             idempotency_key: definition.idempotency_key.clone(),
@@ -808,10 +808,11 @@ impl Runtime {
             Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
                 // Lost a race for the same key: replay what won.
                 if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
-                    return Ok((
-                        self.replay(existing, &definition_digest, &definition.idempotency_key)?,
-                        State::Proposed,
-                    ));
+                    return Ok(Err(self.replay(
+                        existing,
+                        &definition_digest,
+                        &definition.idempotency_key,
+                    )?));
                 }
                 return Err(StoreError::Sqlite(e).into());
             }
@@ -829,7 +830,7 @@ impl Runtime {
             }),
             stage: Proposed { _private: () },
         };
-        Ok((Proposal::New(p), state))
+        Ok(Ok((p, decided)))
     }
 
     fn existing_for_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
@@ -849,14 +850,14 @@ impl Runtime {
         (id, digest): (String, String),
         wanted: &str,
         key: &str,
-    ) -> Result<Proposal, PathwayError> {
+    ) -> Result<StoredPathway, PathwayError> {
         if digest != wanted {
             return Err(PathwayError::IdempotencyConflict {
                 key: key.to_owned(),
                 existing: id,
             });
         }
-        Ok(Proposal::Existing(self.load(&id)?))
+        self.load(&id)
     }
 
     /// Grants a Human Gate approval for `pathway`'s exact request. Only the approval
@@ -867,12 +868,7 @@ impl Runtime {
         approver: &Actor,
     ) -> Result<Approval, PathwayError> {
         self.own(&pathway.core)?;
-        Self::authorize(
-            &pathway.core,
-            approver,
-            &[Role::ApprovalAuthority],
-            "grant an approval",
-        )?;
+        pathway.core.authorize(approver, Act::GrantApproval)?;
         let id = self.new_id("ap");
         let event = EventDraft {
             kind: "approval_granted",
@@ -933,7 +929,7 @@ impl Runtime {
     ) -> Reconciled {
         let attempt = crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned();
         let id = pathway.core.id.clone();
-        let token = |verdict: Verdict, evidence: Value| {
+        let token = |verdict: VerdictKind, evidence: Value| {
             make_token(
                 verdict,
                 Arc::clone(&pathway.core.database),
@@ -945,13 +941,13 @@ impl Runtime {
             )
         };
         if let Err(e) = self.own(&pathway.core) {
-            return token(Verdict::Unresolved, json!({"error": e.to_string()}));
+            return token(VerdictKind::Unresolved, json!({"error": e.to_string()}));
         }
         // A readback of the redacted copy would compare "[redacted]" with the target and
         // could wrongly find the effect absent, opening the way to a new attempt.
         if pathway.core.redacted {
             return token(
-                Verdict::Unresolved,
+                VerdictKind::Unresolved,
                 json!({
                     "error": "the stored request is redacted; pass the full request to restore_request() and reconcile again"
                 }),
@@ -959,20 +955,20 @@ impl Runtime {
         }
         let carrier = match self.settle_carrier(&pathway.core.id, &attempt) {
             Ok(c) => c,
-            Err(e) => return token(Verdict::Unresolved, json!({"error": e.to_string()})),
+            Err(e) => return token(VerdictKind::Unresolved, json!({"error": e.to_string()})),
         };
         let observation = readback.observe(&pathway.core.definition.request);
         self.point(StepPoint::AfterReadback);
         match (observation, carrier) {
-            (Observation::Applied { evidence }, _) => token(Verdict::Applied, evidence),
+            (Observation::Applied { evidence }, _) => token(VerdictKind::Applied, evidence),
             (Observation::NotApplied { evidence }, CarrierFate::Settled) => {
-                token(Verdict::NotApplied, evidence)
+                token(VerdictKind::NotApplied, evidence)
             }
             (Observation::NotApplied { evidence }, CarrierFate::MayBeAlive(why)) => token(
-                Verdict::Unresolved,
+                VerdictKind::Unresolved,
                 json!({"observed": "not_applied", "evidence": evidence, "not_accepted_because": why}),
             ),
-            (Observation::Inconclusive { evidence }, _) => token(Verdict::Unresolved, evidence),
+            (Observation::Inconclusive { evidence }, _) => token(VerdictKind::Unresolved, evidence),
         }
     }
 
@@ -1017,17 +1013,12 @@ impl Runtime {
         evidence: &Value,
     ) -> Result<Reconciled, PathwayError> {
         self.own(&pathway.core)?;
-        Self::authorize(
-            &pathway.core,
-            actor,
-            &[Role::EvidenceOwner, Role::RepairOwner],
-            "attest a verdict",
-        )?;
+        pathway.core.authorize(actor, Act::Attest)?;
         let evidence = evidence::check(evidence, &self.bounds)?;
         let verdict = match verdict {
-            Attestation::Applied => Verdict::Applied,
-            Attestation::NotApplied => Verdict::NotApplied,
-            Attestation::Unresolved => Verdict::Unresolved,
+            Attestation::Applied => VerdictKind::Applied,
+            Attestation::NotApplied => VerdictKind::NotApplied,
+            Attestation::Unresolved => VerdictKind::Unresolved,
         };
         Ok(make_token(
             verdict,
@@ -1174,8 +1165,8 @@ impl Runtime {
                 let attempt = last.ok_or_else(|| {
                     StoreError::Corrupt(format!("running pathway {} has no attempt", record.id))
                 })?;
-                match attempt.status.as_str() {
-                    "returned" => StoredPathway::Returned(Pathway {
+                match attempt.status {
+                    AttemptStatus::Returned => StoredPathway::Returned(Pathway {
                         core,
                         stage: Returned {
                             attempt: attempt.id.clone(),
@@ -1183,12 +1174,20 @@ impl Runtime {
                             _private: (),
                         },
                     }),
-                    "in_flight" if !self.owner_gone(attempt)? => StoredPathway::InFlightElsewhere {
-                        pathway: Box::new(record.clone()),
-                        attempt: Box::new(attempt.clone()),
-                    },
-                    "in_flight" => self.recovered_unknown(core, &record, attempt)?,
-                    other => {
+                    AttemptStatus::InFlight if !self.owner_gone(attempt)? => {
+                        StoredPathway::InFlightElsewhere {
+                            pathway: Box::new(record.clone()),
+                            attempt: Box::new(attempt.clone()),
+                        }
+                    }
+                    AttemptStatus::InFlight => self.recovered_unknown(core, &record, attempt)?,
+                    other @ (AttemptStatus::NotSent
+                    | AttemptStatus::Succeeded
+                    | AttemptStatus::Failed
+                    | AttemptStatus::Partial
+                    | AttemptStatus::Unknown
+                    | AttemptStatus::Applied
+                    | AttemptStatus::NotApplied) => {
                         return Err(StoreError::Corrupt(format!(
                             "running pathway {} has attempt status {other}",
                             record.id
@@ -1219,15 +1218,13 @@ impl Runtime {
                 },
             }),
             State::RepairRequired => match last {
-                Some(a) if !SETTLED.contains(&a.status.as_str()) => {
-                    StoredPathway::RepairUnsettled(Pathway {
-                        core,
-                        stage: RepairUnsettled {
-                            attempt: a.id.clone(),
-                            _private: (),
-                        },
-                    })
-                }
+                Some(a) if !a.status.is_settled() => StoredPathway::RepairUnsettled(Pathway {
+                    core,
+                    stage: RepairUnsettled {
+                        attempt: a.id.clone(),
+                        _private: (),
+                    },
+                }),
                 _ => StoredPathway::RepairRequired(Pathway {
                     core,
                     stage: RepairRequired {
@@ -1282,12 +1279,12 @@ impl Runtime {
                 from: Some(State::Running),
                 to: State::WriteStatusUnknown,
                 attempt: Some(attempt.id.clone()),
-                attempt_status: Some("unknown"),
+                attempt_status: Some(AttemptStatus::Unknown.as_str()),
                 data: json!({ "owner": attempt.owner, "reason": "in-flight attempt whose owner is gone" }),
             }],
             attempt: Some(AttemptWrite::Finish {
                 id: attempt.id.clone(),
-                status: "unknown",
+                status: AttemptStatus::Unknown.as_str(),
                 outcome: None,
             }),
             approval: None,
@@ -1318,15 +1315,8 @@ enum CarrierFate {
     MayBeAlive(String),
 }
 
-#[derive(Clone, Copy)]
-enum Verdict {
-    Applied,
-    NotApplied,
-    Unresolved,
-}
-
 fn make_token(
-    verdict: Verdict,
+    verdict: VerdictKind,
     database: Arc<str>,
     pathway: String,
     attempt: String,
@@ -1335,7 +1325,7 @@ fn make_token(
     evidence: Value,
 ) -> Reconciled {
     match verdict {
-        Verdict::Applied => Reconciled::Applied(Reconciliation::<Applied> {
+        VerdictKind::Applied => Reconciled::Applied(Reconciliation::<Applied> {
             database,
             pathway,
             attempt,
@@ -1344,7 +1334,7 @@ fn make_token(
             evidence,
             _verdict: std::marker::PhantomData,
         }),
-        Verdict::NotApplied => Reconciled::NotApplied(Reconciliation::<NotApplied> {
+        VerdictKind::NotApplied => Reconciled::NotApplied(Reconciliation::<NotApplied> {
             database,
             pathway,
             attempt,
@@ -1353,7 +1343,7 @@ fn make_token(
             evidence,
             _verdict: std::marker::PhantomData,
         }),
-        Verdict::Unresolved => Reconciled::Unresolved(Reconciliation::<Unresolved> {
+        VerdictKind::Unresolved => Reconciled::Unresolved(Reconciliation::<Unresolved> {
             database,
             pathway,
             attempt,

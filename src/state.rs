@@ -6,9 +6,6 @@
 //! `tests/state_machine.rs` proves that this table, the JSON file and the typed
 //! methods agree.
 
-use std::fmt;
-use std::str::FromStr;
-
 /// One of the fourteen pathway states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[expect(
@@ -99,34 +96,133 @@ impl State {
     }
 }
 
-impl serde::Serialize for State {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
+/// `Display`, `FromStr` and serde for an enum with `ALL` and `as_str`: its snake_case names
+/// are written once, in `as_str`, and everything else reads them from there.
+macro_rules! named {
+    ($t:ty, $err:expr) => {
+        impl ::std::fmt::Display for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
 
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+        impl ::std::str::FromStr for $t {
+            type Err = $crate::state::UnknownName;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::ALL
+                    .into_iter()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| $crate::state::UnknownName {
+                        name: s.to_owned(),
+                        expected: $err,
+                    })
+            }
+        }
 
-/// A state name that is not one of the fourteen.
+        impl ::serde::Serialize for $t {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $t {
+            fn deserialize<D: ::serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<Self, D::Error> {
+                let name = <::std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+                name.parse().map_err(::serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use named;
+
+named!(
+    State,
+    "one of the fourteen pathway states in src/state_machine.json"
+);
+
+/// A name that is not one of an enum's snake_case names (a [`State`], an
+/// [`AttemptStatus`], a [`Role`](crate::Role)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{0}` is not a pathway state; expected one of the fourteen snake_case names in src/state_machine.json"
-)]
-pub struct UnknownState(pub String);
+#[error("`{name}` is not {expected}")]
+#[non_exhaustive]
+pub struct UnknownName {
+    /// The name given.
+    pub name: String,
+    /// What was expected, in words.
+    pub expected: &'static str,
+}
 
-impl FromStr for State {
-    type Err = UnknownState;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        State::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| UnknownState(s.to_owned()))
+/// The status of one attempt, as stored in its row and recorded in the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the statuses are stored in databases; a new one is a breaking change"
+)]
+pub enum AttemptStatus {
+    /// Recorded before anything was sent; the outcome is not recorded yet.
+    InFlight,
+    /// Certainly not sent (nothing was written).
+    NotSent,
+    /// A mutating call returned success; readback pending.
+    Returned,
+    /// A read-only call succeeded.
+    Succeeded,
+    /// The tool reported failure.
+    Failed,
+    /// Part of the effect happened.
+    Partial,
+    /// The effect may or may not have happened.
+    Unknown,
+    /// Readback or reconciliation found the effect applied.
+    Applied,
+    /// The target rejected it as not applied, or reconciliation found it not applied.
+    NotApplied,
+}
+
+impl AttemptStatus {
+    /// Every status.
+    pub const ALL: [AttemptStatus; 9] = [
+        AttemptStatus::InFlight,
+        AttemptStatus::NotSent,
+        AttemptStatus::Returned,
+        AttemptStatus::Succeeded,
+        AttemptStatus::Failed,
+        AttemptStatus::Partial,
+        AttemptStatus::Unknown,
+        AttemptStatus::Applied,
+        AttemptStatus::NotApplied,
+    ];
+
+    /// The snake_case name used in the database and the ledger.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::InFlight => "in_flight",
+            AttemptStatus::NotSent => "not_sent",
+            AttemptStatus::Returned => "returned",
+            AttemptStatus::Succeeded => "succeeded",
+            AttemptStatus::Failed => "failed",
+            AttemptStatus::Partial => "partial",
+            AttemptStatus::Unknown => "unknown",
+            AttemptStatus::Applied => "applied",
+            AttemptStatus::NotApplied => "not_applied",
+        }
+    }
+
+    /// Whether the request certainly did not take effect: only after such an attempt may
+    /// a new one start (brief §11).
+    #[must_use]
+    pub const fn is_settled(self) -> bool {
+        matches!(
+            self,
+            AttemptStatus::NotSent | AttemptStatus::Failed | AttemptStatus::NotApplied
+        )
     }
 }
+
+named!(AttemptStatus, "an attempt status");
 
 /// Every allowed edge `(from, to)`, the single run-time source of truth.
 pub const EDGES: &[(State, State)] = &[

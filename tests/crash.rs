@@ -12,7 +12,7 @@ use common::*;
 use rpr::executor::Readback;
 use rpr::executor::file::FileReadback;
 use rpr::token::Reconciled;
-use rpr::{Confirmed, Outcome, Runtime, State, StepPoint, StoredPathway};
+use rpr::{AttemptStatus, Confirmed, Outcome, Runtime, State, StepPoint, StoredPathway};
 use serde_json::json;
 
 const ITERATIONS: usize = 20;
@@ -274,7 +274,7 @@ fn drive(rt: &Runtime, mut stored: StoredPathway, ex: &mut CountingFile) -> Vec<
 struct Expect {
     recovered: &'static str,
     steps: &'static [&'static str],
-    attempts: &'static [&'static str],
+    attempts: &'static [AttemptStatus],
 }
 
 fn expect(point: Point) -> Expect {
@@ -282,14 +282,14 @@ fn expect(point: Point) -> Expect {
         Point::BeforeAttemptCommit => Expect {
             recovered: "approved",
             steps: &["dispatch", "confirm"],
-            attempts: &["applied"],
+            attempts: &[AttemptStatus::Applied],
         },
         Point::AfterAttemptCommit
         | Point::InsideExecutorBeforeWrite
         | Point::InsideReadbackLost => Expect {
             recovered: "unknown",
             steps: &["reconciled_not_applied", "resume", "confirm"],
-            attempts: &["not_applied", "applied"],
+            attempts: &[AttemptStatus::NotApplied, AttemptStatus::Applied],
         },
         Point::InsideExecutorAfterWrite
         | Point::AfterReply
@@ -298,17 +298,17 @@ fn expect(point: Point) -> Expect {
         | Point::MergedAfterReadback => Expect {
             recovered: "unknown",
             steps: &["reconciled_applied"],
-            attempts: &["applied"],
+            attempts: &[AttemptStatus::Applied],
         },
         Point::AfterOutcomeCommit => Expect {
             recovered: "returned",
             steps: &["confirm"],
-            attempts: &["applied"],
+            attempts: &[AttemptStatus::Applied],
         },
         Point::MergedAfterOutcomeCommit => Expect {
             recovered: "nothing",
             steps: &[],
-            attempts: &["applied"],
+            attempts: &[AttemptStatus::Applied],
         },
     }
 }
@@ -354,7 +354,7 @@ fn crash_at(point: Point) {
             assert!(recovered.is_empty(), "{point:?}#{i}: {recovered:?}");
             let record = rt.reader().pathway(&s.id).unwrap().unwrap();
             assert_eq!(record.state, State::Completed, "{point:?}#{i}");
-            let statuses: Vec<String> = rt
+            let statuses: Vec<AttemptStatus> = rt
                 .reader()
                 .attempts(&s.id)
                 .unwrap()
@@ -374,7 +374,7 @@ fn crash_at(point: Point) {
                 .attempts(&s.id)
                 .unwrap()
                 .iter()
-                .all(|a| a.status != "in_flight" && a.owner.is_none())
+                .all(|a| a.status != AttemptStatus::InFlight && a.owner.is_none())
         );
         assert!(
             rt.verify(None).unwrap().is_ok(),
@@ -395,7 +395,7 @@ fn crash_at(point: Point) {
         let record = rt.reader().pathway(&s.id).unwrap().unwrap();
         assert_eq!(record.state, State::Completed);
         let attempts = rt.reader().attempts(&s.id).unwrap();
-        let statuses: Vec<&str> = attempts.iter().map(|a| a.status.as_str()).collect();
+        let statuses: Vec<AttemptStatus> = attempts.iter().map(|a| a.status).collect();
         assert_eq!(statuses, e.attempts, "{point:?}#{i}: attempt statuses");
         if let [first, second] = attempts.as_slice() {
             assert_eq!(

@@ -520,7 +520,7 @@ fn killed_mid_call(mode: &str, effect_written: bool) {
     assert!(!p.is_redacted());
     let attempts = rt.reader().attempts(&id).unwrap();
     assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].status, "unknown");
+    assert_eq!(attempts[0].status, rpr::AttemptStatus::Unknown);
 
     // Reconcile by readback through a fresh session (a new server process, same store).
     let client = Arc::new(connect(&peers.kv(&state, &effects, mode)));

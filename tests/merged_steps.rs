@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use rpr::executor::{Delivery, Observation, Readback, Request};
 use rpr::{
-    ActionClass, Admission, Decided, Decision, Definition, Outcome, Pathway, PathwayError,
-    Proposal, State, StoredPathway,
+    ActionClass, Admission, AttemptStatus, Decided, Decision, Definition, Outcome, Pathway,
+    PathwayError, Proposal, State, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -257,7 +257,7 @@ fn dispatch_and_confirm_records_the_reply_and_readback_of_dispatch_then_confirm_
     );
     let attempts = merged.reader().attempts(done.id()).unwrap();
     assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].status, "applied");
+    assert_eq!(attempts[0].status, AttemptStatus::Applied);
     assert_eq!(
         attempts[0].outcome,
         separate.reader().attempts("pw_000001").unwrap()[0].outcome,
@@ -284,7 +284,7 @@ fn dispatch_and_confirm_leaves_an_unverified_effect_unknown_and_never_resends() 
         };
         assert_eq!(ex.0.executed, 1);
         let attempts = rt.reader().attempts(u.id()).unwrap();
-        assert_eq!(attempts[0].status, "unknown", "{seen}");
+        assert_eq!(attempts[0].status, AttemptStatus::Unknown, "{seen}");
         assert!(rt.verify(None).unwrap().is_ok(), "{seen}");
         // It comes back unknown: reconciliation, not a second send.
         let StoredPathway::Unknown(_) = rt.load(u.id()).unwrap() else {

@@ -1158,7 +1158,8 @@ impl World {
             StoredPathway::Denied(p) => (Some(p.state()), None),
             StoredPathway::Aborted(p) => (Some(p.state()), None),
             StoredPathway::InFlightElsewhere { attempt, .. } => {
-                if in_flight == Some(id.as_str()) && attempt.status == "in_flight" {
+                if in_flight == Some(id.as_str()) && attempt.status == rpr::AttemptStatus::InFlight
+                {
                     self.cover("in flight elsewhere, seen from inside execute");
                 } else {
                     self.fail(format!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
 use rpr::store::StoreError;
-use rpr::{Confirmed, Outcome, PathwayError, Runtime, State, StoredPathway};
+use rpr::{AttemptStatus, Confirmed, Outcome, PathwayError, Runtime, State, StoredPathway};
 
 const ROUNDS: usize = 10;
 const FILE: &str = "race.txt";
@@ -192,7 +192,7 @@ fn two_processes_racing_to_dispatch_send_exactly_once() {
         let rt = Runtime::open(s.dir.db()).unwrap();
         let attempts = rt.reader().attempts(&s.id).unwrap();
         assert_eq!(attempts.len(), 1, "round {round}: exactly one attempt row");
-        assert_eq!(attempts[0].status, "returned");
+        assert_eq!(attempts[0].status, AttemptStatus::Returned);
         let started = rt
             .reader()
             .events(&s.id, 0, usize::MAX)
@@ -233,7 +233,7 @@ fn live_owner_process_keeps_its_attempt_in_flight() {
         panic!("an attempt in flight in a live process must not be flipped to unknown")
     };
     assert_eq!(pathway.state, State::Running);
-    assert_eq!(attempt.status, "in_flight");
+    assert_eq!(attempt.status, AttemptStatus::InFlight);
     let owner = attempt.owner.as_deref().unwrap();
     assert!(
         owner.contains(&format!("/{child_pid}/")),

@@ -1166,7 +1166,8 @@ fn large_records_are_paged_and_truncated_under_10_mib() {
     let out = session(&db, input.as_bytes());
     let detail = structured(&out.lines[1]["result"]).clone();
     assert_eq!(detail["truncated"], true);
-    assert_eq!(detail["definition"]["rpr_truncated"], true);
+    assert_eq!(detail["definition"]["truncated"], true);
+    assert_eq!(detail["definition"]["reason"], "value_budget_bytes");
     assert!(detail["definition"]["bytes"].as_u64().unwrap() > 6 << 20);
     let mut page = structured(&out.lines[2]["result"]).clone();
     let mut events = 0;

@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use rpr::store::{ReadStore, StoreError};
-use rpr::{Admission, Confirmed, Decision, Definition, Outcome, Proposal, Runtime, State};
+use rpr::{
+    Admission, AttemptStatus, Confirmed, Decision, Definition, Outcome, Proposal, Runtime, State,
+};
 use serde_json::{Value, json};
 
 const WRITERS: usize = 3;
@@ -133,11 +135,14 @@ fn verify_loop(db: &Path, stop: &AtomicBool) -> Tally {
 /// workload an `approved` pathway has no attempt, a `running` one has one in flight or
 /// returned, and a `completed` one has one that is not in flight.
 fn detail_problem(d: &rpr::inspect::PathwayDetail) -> Option<String> {
-    let last = d.attempts.last().map(|a| a.status.as_str());
+    let last = d.attempts.last().map(|a| a.status);
     let ok = match d.state {
         State::Proposed | State::Approved => d.attempts.is_empty(),
-        State::Running => matches!(last, Some("in_flight" | "returned")),
-        State::Completed => last.is_some_and(|s| s != "in_flight"),
+        State::Running => matches!(
+            last,
+            Some(AttemptStatus::InFlight | AttemptStatus::Returned)
+        ),
+        State::Completed => last.is_some_and(|s| s != AttemptStatus::InFlight),
         _ => false,
     };
     (!ok).then(|| format!("{} {:?} with attempts {last:?}", d.pathway_id, d.state))

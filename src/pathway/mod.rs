@@ -12,7 +12,7 @@ pub mod token;
 mod transitions;
 
 pub use outcome::{Admission, Confirmed, NotSent, Outcome, StoredPathway, Unrecorded};
-pub use transitions::TRANSITIONS;
+pub use transitions::{Act, TRANSITIONS};
 pub(crate) use transitions::{admission, admission_events};
 
 use std::fmt;
@@ -48,8 +48,7 @@ impl fmt::Display for Actor {
 }
 
 /// The eight authority roles of a pathway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[expect(
     clippy::exhaustive_enums,
     reason = "the eight roles are fixed by the design brief"
@@ -74,6 +73,18 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in the order of [`Authority`]'s fields.
+    pub const ALL: [Role; 8] = [
+        Role::DecisionOwner,
+        Role::ApprovalAuthority,
+        Role::ExecutionActor,
+        Role::StopAuthority,
+        Role::EvidenceOwner,
+        Role::RepairOwner,
+        Role::ResumeAuthority,
+        Role::ResidualOwner,
+    ];
+
     /// The role's snake_case name.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -90,11 +101,10 @@ impl Role {
     }
 }
 
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::state::named!(
+    Role,
+    "one of the eight roles (decision_owner, approval_authority, execution_actor, stop_authority, evidence_owner, repair_owner, resume_authority, residual_owner)"
+);
 
 /// Who holds each authority role of a pathway.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,17 +247,22 @@ pub enum Decision {
     Deny(String),
 }
 
-/// An admission policy.
-pub trait Policy {
+/// An admission policy: any `Fn(&Definition) -> Decision`.
+///
+/// `Fn` is a supertrait, so a closure written where a policy is expected needs no type
+/// annotation: `proposed.admit(&rt, &alice, &|_| Decision::Hold)`. A policy with state of its
+/// own is a closure over it (`&|d| rules.decide(d)`). [`ALLOW_ALL`] admits everything.
+pub trait Policy: Fn(&Definition) -> Decision {
     /// Decides what to do with a proposal.
-    fn decide(&self, definition: &Definition) -> Decision;
-}
-
-impl<F: Fn(&Definition) -> Decision> Policy for F {
     fn decide(&self, definition: &Definition) -> Decision {
         self(definition)
     }
 }
+
+impl<F: Fn(&Definition) -> Decision + ?Sized> Policy for F {}
+
+/// The policy that admits every proposal ([`Decision::Allow`]).
+pub const ALLOW_ALL: &dyn Policy = &|_| Decision::Allow;
 
 /// What can refuse a pathway step.
 #[derive(Debug, thiserror::Error)]
@@ -394,6 +409,13 @@ pub(crate) struct Core {
     pub(crate) request_digest: String,
     /// Whether `definition.request` is the redacted stored copy.
     pub(crate) redacted: bool,
+}
+
+impl Core {
+    /// Refuses `actor` unless its definition's authority gives it a role that may `act`.
+    pub(crate) fn authorize(&self, actor: &Actor, act: Act) -> Result<(), PathwayError> {
+        act.authorize(&self.definition.authority, actor)
+    }
 }
 
 /// One consequential action in stage `S`.

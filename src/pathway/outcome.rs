@@ -6,7 +6,10 @@ use super::stage::{
     PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
     Stopped, Unknown,
 };
+use std::fmt;
+
 use super::{Pathway, PathwayError};
+use crate::state::State;
 use crate::store::{AttemptRecord, PathwayRecord};
 
 /// The result of admission.
@@ -142,6 +145,154 @@ pub enum StoredPathway {
         attempt: Box<AttemptRecord>,
     },
 }
+
+impl Admission {
+    /// The approved pathway, or the admission itself when the policy decided otherwise.
+    ///
+    /// ```
+    /// # use rpr::executor::{Request, file::WRITE_FILE};
+    /// # use rpr::{ActionClass, Actor, Authority, Definition, Runtime, ALLOW_ALL};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("rpr-doc-approved-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # let rt = Runtime::open(dir.join("rpr.db"))?;
+    /// # let alice = Actor::new("alice");
+    /// # let request = Request::new(WRITE_FILE, serde_json::json!({"path": "a.txt", "content": "a"}));
+    /// # let definition = Definition::new(request, ActionClass::Mutating, "doc-1", Authority::single(&alice));
+    /// let proposed = rt.propose(&alice, definition)?.into_new()?;
+    /// let approved = proposed.admit(&rt, &alice, ALLOW_ALL)?.into_approved()?;
+    /// # let _ = approved;
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn into_approved(self) -> Result<Pathway<Approved>, Admission> {
+        match self {
+            Admission::Approved(p) => Ok(p),
+            other => Err(other),
+        }
+    }
+
+    /// The pathway's id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Admission::Approved(p) => p.id(),
+            Admission::AwaitingApproval(p) => p.id(),
+            Admission::HumanGate(p) => p.id(),
+            Admission::Denied(p) => p.id(),
+        }
+    }
+
+    /// The state admission moved the pathway to.
+    #[must_use]
+    pub fn state(&self) -> State {
+        match self {
+            Admission::Approved(p) => p.state(),
+            Admission::AwaitingApproval(p) => p.state(),
+            Admission::HumanGate(p) => p.state(),
+            Admission::Denied(p) => p.state(),
+        }
+    }
+}
+
+impl Outcome {
+    /// The completed pathway, or the outcome itself when the dispatch ended otherwise.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the error is the outcome itself, which dispatch returns by value too"
+    )]
+    pub fn into_completed(self) -> Result<Pathway<Completed>, Outcome> {
+        match self {
+            Outcome::Completed(p) => Ok(p),
+            other => Err(other),
+        }
+    }
+}
+
+impl Confirmed {
+    /// The completed pathway, or the confirmation itself when readback left it unknown.
+    pub fn into_completed(self) -> Result<Pathway<Completed>, Confirmed> {
+        match self {
+            Confirmed::Completed(p) => Ok(p),
+            other @ Confirmed::Unknown(_) => Err(other),
+        }
+    }
+}
+
+// Each result displays what happened, so that a helper's `Err` (the result that was not
+// the one asked for) can travel with `?` as an error.
+
+impl fmt::Display for Admission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pathway {}: admission moved it to {}",
+            self.id(),
+            self.state()
+        )
+    }
+}
+
+impl std::error::Error for Admission {}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (id, state) = match self {
+            Outcome::NotSent(n) => {
+                return write!(f, "pathway {}: not sent: {}", n.pathway.id(), n.error);
+            }
+            Outcome::Unrecorded(u) => {
+                return write!(
+                    f,
+                    "pathway {}: the outcome of attempt {} could not be recorded (recovery reports it unknown): {}",
+                    u.pathway, u.attempt, u.error
+                );
+            }
+            Outcome::Completed(p) => (p.id(), p.state()),
+            Outcome::Returned(p) => (p.id(), p.state()),
+            Outcome::Failed(p) => (p.id(), p.state()),
+            Outcome::Partial(p) => (p.id(), p.state()),
+            Outcome::Unknown(p) => (p.id(), p.state()),
+        };
+        write!(f, "pathway {id}: dispatch left it {state}")
+    }
+}
+
+impl std::error::Error for Outcome {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Outcome::NotSent(n) => Some(&n.error),
+            Outcome::Unrecorded(u) => Some(&u.error),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Confirmed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (id, state) = match self {
+            Confirmed::Completed(p) => (p.id(), p.state()),
+            Confirmed::Unknown(p) => (p.id(), p.state()),
+        };
+        write!(f, "pathway {id}: readback left it {state}")
+    }
+}
+
+impl std::error::Error for Confirmed {}
+
+impl fmt::Display for StoredPathway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pathway {} is stored in state {}",
+            self.id(),
+            self.state()
+        )
+    }
+}
+
+impl std::error::Error for StoredPathway {}
 
 /// Compile-time proof that every variant of [`StoredPathway`] carries a [`Loadable`] stage:
 /// the match is exhaustive, so a new variant must be added here, and a `Pathway<Bound>` in

@@ -57,13 +57,32 @@ impl sealed::Sealed for Applied {}
 impl sealed::Sealed for NotApplied {}
 impl sealed::Sealed for Unresolved {}
 impl Verdict for Applied {
-    const NAME: &'static str = "applied";
+    const NAME: &'static str = VerdictKind::Applied.as_str();
 }
 impl Verdict for NotApplied {
-    const NAME: &'static str = "not_applied";
+    const NAME: &'static str = VerdictKind::NotApplied.as_str();
 }
 impl Verdict for Unresolved {
-    const NAME: &'static str = "unresolved";
+    const NAME: &'static str = VerdictKind::Unresolved.as_str();
+}
+
+/// A verdict as a value (the [`Verdict`] types carry it in the type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VerdictKind {
+    Applied,
+    NotApplied,
+    Unresolved,
+}
+
+impl VerdictKind {
+    /// The verdict's name in the ledger.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Applied => "applied",
+            VerdictKind::NotApplied => "not_applied",
+            VerdictKind::Unresolved => "unresolved",
+        }
+    }
 }
 
 /// A reconciliation of one unknown attempt, with its verdict in the type.

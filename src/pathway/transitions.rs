@@ -9,11 +9,16 @@ use super::stage::{
     Held, HumanGate, PartiallyCompleted, Proposed, ReadyToResume, Reconcilable, RepairRequired,
     RepairUnsettled, Repairable, Returned, Stage, Stopped, Unknown,
 };
-use super::token::{Applied, Approval, NotApplied, Reconciliation, Unresolved, Verdict};
-use super::{ActionClass, Actor, Pathway, PathwayError, Policy, Refused, Role, request_json};
+use super::token::{
+    Applied, Approval, NotApplied, Reconciliation, Unresolved, Verdict, VerdictKind,
+};
+use super::{
+    ActionClass, Actor, Authority, Decision, Pathway, PathwayError, Policy, Refused, Role,
+    request_json,
+};
 use crate::executor::{Delivery, Executor, Observation, Readback, RejectionClass};
 use crate::runtime::{Runtime, StepPoint};
-use crate::state::State;
+use crate::state::{AttemptStatus, State};
 use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step};
 
 /// Every typed transition: `(from, to, method)`. `tests/state_machine.rs` proves that
@@ -131,6 +136,169 @@ pub const TRANSITIONS: &[(State, State, &str)] = &[
     ),
 ];
 
+/// A step someone takes on a pathway. [`Act::roles`] is the one table of who may take
+/// each: every transition checks it before it writes, and
+/// [`inspect::next_action`](crate::inspect::next_action) names the roles from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Act {
+    /// `Pathway<Proposed>::admit`, `Runtime::propose_and_admit`.
+    Admit,
+    /// `Runtime::grant_approval`.
+    GrantApproval,
+    /// `approve` (with an approval) from awaiting approval or a Human Gate.
+    Approve,
+    /// `deny` from awaiting approval or a Human Gate.
+    Deny,
+    /// `escalate` to a Human Gate.
+    Escalate,
+    /// `Pathway<Approved>::hold`.
+    Hold,
+    /// `Pathway<Held>::release`.
+    Release,
+    /// `abort`, with residuals.
+    Abort,
+    /// `Pathway<Bound>::dispatch` of an admitted pathway.
+    Dispatch,
+    /// `Pathway<Bound>::dispatch` of a pathway bound from ready to resume.
+    Resume,
+    /// `Pathway<Returned>::confirm`, and the readback of `dispatch_and_confirm`.
+    Confirm,
+    /// `Pathway<Returned>::stop`.
+    Stop,
+    /// `require_repair` from stopped or partially completed.
+    RequireRepair,
+    /// `Runtime::attest`.
+    Attest,
+    /// `repair`.
+    Repair,
+}
+
+impl Act {
+    /// Every act.
+    pub const ALL: [Act; 15] = [
+        Act::Admit,
+        Act::GrantApproval,
+        Act::Approve,
+        Act::Deny,
+        Act::Escalate,
+        Act::Hold,
+        Act::Release,
+        Act::Abort,
+        Act::Dispatch,
+        Act::Resume,
+        Act::Confirm,
+        Act::Stop,
+        Act::RequireRepair,
+        Act::Attest,
+        Act::Repair,
+    ];
+
+    /// The roles that may take this step (any one of them).
+    #[must_use]
+    pub const fn roles(self) -> &'static [Role] {
+        use Role::{
+            ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner,
+            ResidualOwner, ResumeAuthority, StopAuthority,
+        };
+        match self {
+            Act::Admit => &[DecisionOwner],
+            Act::GrantApproval | Act::Approve | Act::Deny => &[ApprovalAuthority],
+            Act::Escalate | Act::Hold | Act::Release | Act::Stop => &[StopAuthority],
+            Act::Abort => &[ResidualOwner],
+            Act::Dispatch => &[ExecutionActor],
+            Act::Resume => &[ExecutionActor, ResumeAuthority],
+            Act::Confirm => &[ExecutionActor, EvidenceOwner],
+            Act::RequireRepair | Act::Repair => &[RepairOwner],
+            Act::Attest => &[EvidenceOwner, RepairOwner],
+        }
+    }
+
+    /// The step's snake_case name (`admit`, `grant_approval`, …, `require_repair`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Act::Admit => "admit",
+            Act::GrantApproval => "grant_approval",
+            Act::Approve => "approve",
+            Act::Deny => "deny",
+            Act::Escalate => "escalate",
+            Act::Hold => "hold",
+            Act::Release => "release",
+            Act::Abort => "abort",
+            Act::Dispatch => "dispatch",
+            Act::Resume => "resume",
+            Act::Confirm => "confirm",
+            Act::Stop => "stop",
+            Act::RequireRepair => "require_repair",
+            Act::Attest => "attest",
+            Act::Repair => "repair",
+        }
+    }
+
+    /// The step in words, as a refusal names it ("`bob` may not *hold*: …").
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Act::Admit => "admit",
+            Act::GrantApproval => "grant an approval",
+            Act::Approve => "approve",
+            Act::Deny => "deny",
+            Act::Escalate => "escalate to a Human Gate",
+            Act::Hold => "hold",
+            Act::Release => "release a hold",
+            Act::Abort => "abort",
+            Act::Dispatch | Act::Resume => "dispatch",
+            Act::Confirm => "confirm by readback",
+            Act::Stop => "stop",
+            Act::RequireRepair => "send to repair",
+            Act::Attest => "attest a verdict",
+            Act::Repair => "repair",
+        }
+    }
+
+    /// The kind of the ledger event the step records (by the actor who took it).
+    pub(crate) const fn event_kind(self) -> &'static str {
+        match self {
+            Act::Admit => "admitted",
+            Act::GrantApproval => "approval_granted",
+            Act::Approve => "approved",
+            Act::Deny => "denied",
+            Act::Escalate => "escalated",
+            Act::Hold => "held",
+            Act::Release => "released",
+            Act::Abort => "aborted",
+            Act::Dispatch | Act::Resume => "attempt_started",
+            Act::Confirm => "readback",
+            Act::Stop => "stopped",
+            Act::RequireRepair => "repair_required",
+            Act::Attest => "reconciled",
+            Act::Repair => "repaired",
+        }
+    }
+
+    /// Refuses `actor` unless it holds one of [`Act::roles`] in `authority`. Writes nothing.
+    pub(crate) fn authorize(
+        self,
+        authority: &Authority,
+        actor: &Actor,
+    ) -> Result<(), PathwayError> {
+        let roles = self.roles();
+        if roles.iter().any(|r| authority.holder(*r) == actor) {
+            return Ok(());
+        }
+        Err(PathwayError::NotAuthorized {
+            actor: actor.clone(),
+            action: self.as_str(),
+            needs: roles
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(" or "),
+        })
+    }
+}
+
 /// One step's content, before it becomes a store [`Step`].
 struct Change {
     from: State,
@@ -152,9 +320,9 @@ fn event(kind: &'static str, actor: &str, from: State, to: State, data: Value) -
     }
 }
 
-fn attempt_event(mut e: EventDraft, attempt: &str, status: &'static str) -> EventDraft {
+fn attempt_event(mut e: EventDraft, attempt: &str, status: AttemptStatus) -> EventDraft {
     e.attempt = Some(attempt.to_owned());
-    e.attempt_status = Some(status);
+    e.attempt_status = Some(status.as_str());
     e
 }
 
@@ -184,35 +352,24 @@ impl<S: Stage> Pathway<S> {
         }
     }
 
-    /// A plain transition by an authorized actor.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one call site per edge; a struct would only rename the arguments"
-    )]
+    /// A plain transition by an actor `act` authorizes, recorded as `act`'s event.
     fn simple<T: Stage>(
         self,
         rt: &Runtime,
         actor: &Actor,
-        roles: &[Role],
-        action: &'static str,
+        act: Act,
         to: State,
         data: Value,
         next: T,
     ) -> Result<Pathway<T>, Refused<S>> {
-        if let Err(e) = Runtime::authorize(&self.core, actor, roles, action) {
+        if let Err(e) = self.core.authorize(actor, act) {
             return Err(Refused::new(self, e));
         }
         let data = rt.fit(&data);
         let change = Change {
             from: S::STATE,
             to: Some(to),
-            events: vec![event(
-                action_kind(action),
-                actor.as_str(),
-                S::STATE,
-                to,
-                data,
-            )],
+            events: vec![event(act.event_kind(), actor.as_str(), S::STATE, to, data)],
             attempt: None,
             // Entering a Human Gate voids approvals given before it.
             approval: (to == State::HumanGate).then_some(ApprovalWrite::RevokeOutstanding),
@@ -220,19 +377,6 @@ impl<S: Stage> Pathway<S> {
         let p = self.commit(rt, change)?;
         let v = p.core.version;
         Ok(p.into_stage(v, next))
-    }
-}
-
-fn action_kind(action: &'static str) -> &'static str {
-    match action {
-        "deny" => "denied",
-        "escalate to a Human Gate" => "escalated",
-        "hold" => "held",
-        "release a hold" => "released",
-        "abort" => "aborted",
-        "stop" => "stopped",
-        "send to repair" => "repair_required",
-        _ => "step",
     }
 }
 
@@ -244,7 +388,7 @@ impl Pathway<Proposed> {
         actor: &Actor,
         policy: &dyn Policy,
     ) -> Result<Admission, Refused<Proposed>> {
-        if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::DecisionOwner], "admit") {
+        if let Err(e) = self.core.authorize(actor, Act::Admit) {
             return Err(Refused::new(self, e));
         }
         let decision = policy.decide(&self.core.definition);
@@ -259,45 +403,30 @@ impl Pathway<Proposed> {
             approval: None,
         };
         let p = self.commit(rt, change)?;
-        Ok(admission(p, to))
+        Ok(admission(p, &decision))
     }
 }
 
 /// The state an admission decision moves a proposed pathway to, and the events that
 /// record it (the Human Gate decision crosses two edges).
-pub(crate) fn admission_events(decision: &super::Decision, a: &str) -> (State, Vec<EventDraft>) {
-    let from = State::Proposed;
+pub(crate) fn admission_events(decision: &Decision, a: &str) -> (State, Vec<EventDraft>) {
+    let admitted = |to, data| event(Act::Admit.event_kind(), a, State::Proposed, to, data);
     match decision {
-        super::Decision::Allow => (
+        Decision::Allow => (
             State::Approved,
-            vec![event(
-                "admitted",
-                a,
-                from,
-                State::Approved,
-                json!({"decision": "allow"}),
-            )],
+            vec![admitted(State::Approved, json!({"decision": "allow"}))],
         ),
-        super::Decision::Hold => (
+        Decision::Hold => (
             State::AwaitingApproval,
-            vec![event(
-                "admitted",
-                a,
-                from,
+            vec![admitted(
                 State::AwaitingApproval,
                 json!({"decision": "hold"}),
             )],
         ),
-        super::Decision::HumanGate => (
+        Decision::HumanGate => (
             State::HumanGate,
             vec![
-                event(
-                    "admitted",
-                    a,
-                    from,
-                    State::AwaitingApproval,
-                    json!({"decision": "human_gate"}),
-                ),
+                admitted(State::AwaitingApproval, json!({"decision": "human_gate"})),
                 event(
                     "human_gate",
                     a,
@@ -307,12 +436,9 @@ pub(crate) fn admission_events(decision: &super::Decision, a: &str) -> (State, V
                 ),
             ],
         ),
-        super::Decision::Deny(reason) => (
+        Decision::Deny(reason) => (
             State::Denied,
-            vec![event(
-                "admitted",
-                a,
-                from,
+            vec![admitted(
                 State::Denied,
                 json!({"decision": "deny", "reason": reason}),
             )],
@@ -320,16 +446,16 @@ pub(crate) fn admission_events(decision: &super::Decision, a: &str) -> (State, V
     }
 }
 
-/// The admitted pathway, in the stage its stored state `to` names.
-pub(crate) fn admission(p: Pathway<Proposed>, to: State) -> Admission {
+/// The admitted pathway, in the stage `decision` moved it to (see [`admission_events`]).
+pub(crate) fn admission(p: Pathway<Proposed>, decision: &Decision) -> Admission {
     let v = p.core.version;
-    match to {
-        State::Approved => Admission::Approved(p.into_stage(v, Approved { _private: () })),
-        State::AwaitingApproval => {
+    match decision {
+        Decision::Allow => Admission::Approved(p.into_stage(v, Approved { _private: () })),
+        Decision::Hold => {
             Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () }))
         }
-        State::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
-        _ => Admission::Denied(p.into_stage(v, Denied { _private: () })),
+        Decision::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
+        Decision::Deny(_) => Admission::Denied(p.into_stage(v, Denied { _private: () })),
     }
 }
 
@@ -362,12 +488,7 @@ impl<S: Stage> Pathway<S> {
                 ),
             ));
         }
-        if let Err(e) = Runtime::authorize(
-            &self.core,
-            &approval.approver,
-            &[Role::ApprovalAuthority],
-            "approve",
-        ) {
+        if let Err(e) = self.core.authorize(&approval.approver, Act::Approve) {
             return Err(Refused::new(self, e));
         }
         let change = Change {
@@ -404,8 +525,7 @@ impl<S: Stage> Pathway<S> {
         self.simple(
             rt,
             actor,
-            &[Role::ApprovalAuthority],
-            "deny",
+            Act::Deny,
             State::Denied,
             json!({"reason": reason}),
             Denied { _private: () },
@@ -423,8 +543,7 @@ impl Pathway<AwaitingApproval> {
         self.simple(
             rt,
             actor,
-            &[Role::StopAuthority],
-            "escalate to a Human Gate",
+            Act::Escalate,
             State::HumanGate,
             json!({}),
             HumanGate { _private: () },
@@ -442,8 +561,7 @@ impl Pathway<Held> {
         self.simple(
             rt,
             actor,
-            &[Role::StopAuthority],
-            "escalate to a Human Gate",
+            Act::Escalate,
             State::HumanGate,
             json!({}),
             HumanGate { _private: () },
@@ -455,8 +573,7 @@ impl Pathway<Held> {
         self.simple(
             rt,
             actor,
-            &[Role::StopAuthority],
-            "release a hold",
+            Act::Release,
             State::Approved,
             json!({}),
             Approved { _private: () },
@@ -475,8 +592,7 @@ impl Pathway<Approved> {
         self.simple(
             rt,
             actor,
-            &[Role::StopAuthority],
-            "hold",
+            Act::Hold,
             State::Held,
             json!({"reason": reason}),
             Held { _private: () },
@@ -498,8 +614,7 @@ impl<S: Stage> Pathway<S> {
         self.simple(
             rt,
             actor,
-            &[Role::ResidualOwner],
-            "abort",
+            Act::Abort,
             State::Aborted,
             json!({"residuals": residuals}),
             Aborted { _private: () },
@@ -590,12 +705,7 @@ impl Pathway<Bound> {
         executor: &mut dyn Executor,
         readback: &mut dyn Readback,
     ) -> Outcome {
-        if let Err(error) = Runtime::authorize(
-            &self.core,
-            actor,
-            &[Role::ExecutionActor, Role::EvidenceOwner],
-            "confirm by readback",
-        ) {
+        if let Err(error) = self.core.authorize(actor, Act::Confirm) {
             return not_sent(self, error);
         }
         self.dispatch_with(rt, actor, executor, Some(readback))
@@ -609,14 +719,14 @@ impl Pathway<Bound> {
         readback: Option<&mut dyn Readback>,
     ) -> Outcome {
         let from = self.stage.from;
-        let roles: &[Role] = if from == State::ReadyToResume {
-            &[Role::ExecutionActor, Role::ResumeAuthority]
+        let act = if from == State::ReadyToResume {
+            Act::Resume
         } else {
-            &[Role::ExecutionActor]
+            Act::Dispatch
         };
         if let Err(error) = rt
             .own(&self.core)
-            .and_then(|()| Runtime::authorize(&self.core, actor, roles, "dispatch"))
+            .and_then(|()| self.core.authorize(actor, act))
         {
             return not_sent(self, error);
         }
@@ -731,7 +841,7 @@ impl Pathway<Bound> {
                     }),
                 ),
                 &attempt_id,
-                "in_flight",
+                AttemptStatus::InFlight,
             )],
             attempt: Some(AttemptWrite::Start {
                 id: attempt_id.clone(),
@@ -773,44 +883,60 @@ fn record_delivery(
     readback: Option<&mut dyn Readback>,
 ) -> Outcome {
     let mutating = p.core.definition.class != ActionClass::ReadOnly;
-    let (class, status, kind, evidence): (Class, &'static str, &'static str, Value) = match delivery
-    {
-        Delivery::NothingWritten { reason } => (
-            Class::Failed,
-            "not_sent",
-            "attempt_not_sent",
-            json!({"reason": reason}),
-        ),
-        Delivery::PossiblyWritten { reason } => (
-            Class::Unknown,
-            "unknown",
-            "attempt_unknown",
-            json!({"reason": reason}),
-        ),
-        Delivery::Succeeded { reply } if mutating => {
-            (Class::Returned, "returned", "attempt_returned", reply)
-        }
-        Delivery::Succeeded { reply } => {
-            (Class::Completed, "succeeded", "attempt_completed", reply)
-        }
-        Delivery::ToolFailed { reply } => (Class::Failed, "failed", "attempt_failed", reply),
-        Delivery::Partial { reply } => (Class::Partial, "partial", "attempt_partial", reply),
-        Delivery::Rejected {
-            error,
-            class: RejectionClass::NotApplied,
-        } => (
-            Class::Failed,
-            "not_applied",
-            "attempt_rejected",
-            json!({"error": error, "class": "not_applied"}),
-        ),
-        Delivery::Rejected { error, .. } => (
-            Class::Unknown,
-            "unknown",
-            "attempt_rejected",
-            json!({"error": error, "class": "unknown"}),
-        ),
-    };
+    let (class, status, kind, evidence): (Class, AttemptStatus, &'static str, Value) =
+        match delivery {
+            Delivery::NothingWritten { reason } => (
+                Class::Failed,
+                AttemptStatus::NotSent,
+                "attempt_not_sent",
+                json!({"reason": reason}),
+            ),
+            Delivery::PossiblyWritten { reason } => (
+                Class::Unknown,
+                AttemptStatus::Unknown,
+                "attempt_unknown",
+                json!({"reason": reason}),
+            ),
+            Delivery::Succeeded { reply } if mutating => (
+                Class::Returned,
+                AttemptStatus::Returned,
+                "attempt_returned",
+                reply,
+            ),
+            Delivery::Succeeded { reply } => (
+                Class::Completed,
+                AttemptStatus::Succeeded,
+                "attempt_completed",
+                reply,
+            ),
+            Delivery::ToolFailed { reply } => (
+                Class::Failed,
+                AttemptStatus::Failed,
+                "attempt_failed",
+                reply,
+            ),
+            Delivery::Partial { reply } => (
+                Class::Partial,
+                AttemptStatus::Partial,
+                "attempt_partial",
+                reply,
+            ),
+            Delivery::Rejected {
+                error,
+                class: RejectionClass::NotApplied,
+            } => (
+                Class::Failed,
+                AttemptStatus::NotApplied,
+                "attempt_rejected",
+                json!({"error": error, "class": "not_applied"}),
+            ),
+            Delivery::Rejected { error, .. } => (
+                Class::Unknown,
+                AttemptStatus::Unknown,
+                "attempt_rejected",
+                json!({"error": error, "class": "unknown"}),
+            ),
+        };
     let evidence = rt.fit(&evidence);
     let to = match class {
         Class::Completed => Some(State::Completed),
@@ -851,7 +977,7 @@ fn record_delivery(
         events,
         attempt: Some(AttemptWrite::Finish {
             id: attempt.to_owned(),
-            status,
+            status: status.as_str(),
             outcome: outcome_text,
         }),
         approval: None,
@@ -918,20 +1044,28 @@ fn observe(
     actor: &Actor,
     attempt: &str,
     readback: &mut dyn Readback,
-) -> (State, &'static str, EventDraft) {
+) -> (State, AttemptStatus, EventDraft) {
     let observation = readback.observe(request);
     rt.point(StepPoint::AfterReadback);
     let (to, status, verdict, evidence) = match observation {
-        Observation::Applied { evidence } => (State::Completed, "applied", "applied", evidence),
-        Observation::NotApplied { evidence } => (
-            State::WriteStatusUnknown,
-            "unknown",
-            "not_applied",
+        Observation::Applied { evidence } => (
+            State::Completed,
+            AttemptStatus::Applied,
+            VerdictKind::Applied,
             evidence,
         ),
-        Observation::Inconclusive { evidence } => {
-            (State::WriteStatusUnknown, "unknown", "unresolved", evidence)
-        }
+        Observation::NotApplied { evidence } => (
+            State::WriteStatusUnknown,
+            AttemptStatus::Unknown,
+            VerdictKind::NotApplied,
+            evidence,
+        ),
+        Observation::Inconclusive { evidence } => (
+            State::WriteStatusUnknown,
+            AttemptStatus::Unknown,
+            VerdictKind::Unresolved,
+            evidence,
+        ),
     };
     let evidence = rt.fit(&evidence);
     let e = attempt_event(
@@ -940,7 +1074,7 @@ fn observe(
             actor.as_str(),
             State::Running,
             to,
-            json!({"verdict": verdict, "evidence": evidence}),
+            json!({"verdict": verdict.as_str(), "evidence": evidence}),
         ),
         attempt,
         status,
@@ -969,12 +1103,7 @@ impl Pathway<Returned> {
         actor: &Actor,
         readback: &mut dyn Readback,
     ) -> Result<Confirmed, Refused<Returned>> {
-        if let Err(e) = Runtime::authorize(
-            &self.core,
-            actor,
-            &[Role::ExecutionActor, Role::EvidenceOwner],
-            "confirm by readback",
-        ) {
+        if let Err(e) = self.core.authorize(actor, Act::Confirm) {
             return Err(Refused::new(self, e));
         }
         if self.core.redacted {
@@ -990,7 +1119,7 @@ impl Pathway<Returned> {
             events: vec![readback_event],
             attempt: Some(AttemptWrite::Finish {
                 id: attempt.clone(),
-                status,
+                status: status.as_str(),
                 outcome: None,
             }),
             approval: None,
@@ -1021,8 +1150,7 @@ impl Pathway<Returned> {
         self.simple(
             rt,
             actor,
-            &[Role::StopAuthority],
-            "stop",
+            Act::Stop,
             State::Stopped,
             json!({"reason": reason}),
             Stopped {
@@ -1039,7 +1167,7 @@ impl<S: Reconcilable> Pathway<S> {
         rt: &Runtime,
         token: Reconciliation<V>,
         to: Option<State>,
-        status: Option<&'static str>,
+        status: Option<AttemptStatus>,
     ) -> Result<Self, Refused<S>> {
         if token.database != self.core.database {
             let e = PathwayError::ForeignPathway {
@@ -1067,14 +1195,14 @@ impl<S: Reconcilable> Pathway<S> {
             json!({"verdict": V::NAME, "source": token.source, "evidence": token.evidence}),
         );
         recorded.attempt = Some(token.attempt.clone());
-        recorded.attempt_status = status;
+        recorded.attempt_status = status.map(AttemptStatus::as_str);
         let change = Change {
             from,
             to,
             events: vec![recorded],
             attempt: status.map(|status| AttemptWrite::Finish {
                 id: token.attempt.clone(),
-                status,
+                status: status.as_str(),
                 outcome: None,
             }),
             approval: None,
@@ -1096,7 +1224,12 @@ impl Pathway<Unknown> {
         rt: &Runtime,
         token: Reconciliation<Applied>,
     ) -> Result<Pathway<Completed>, Refused<Unknown>> {
-        let p = self.reconciled(rt, token, Some(State::Completed), Some("applied"))?;
+        let p = self.reconciled(
+            rt,
+            token,
+            Some(State::Completed),
+            Some(AttemptStatus::Applied),
+        )?;
         let v = p.core.version;
         Ok(p.into_stage(v, Completed { _private: () }))
     }
@@ -1109,7 +1242,12 @@ impl Pathway<Unknown> {
         token: Reconciliation<NotApplied>,
     ) -> Result<Pathway<RepairRequired>, Refused<Unknown>> {
         let attempt = Some(self.stage.attempt.clone());
-        let p = self.reconciled(rt, token, Some(State::RepairRequired), Some("not_applied"))?;
+        let p = self.reconciled(
+            rt,
+            token,
+            Some(State::RepairRequired),
+            Some(AttemptStatus::NotApplied),
+        )?;
         let v = p.core.version;
         Ok(p.into_stage(
             v,
@@ -1126,7 +1264,7 @@ impl Pathway<Unknown> {
         rt: &Runtime,
         token: Reconciliation<Unresolved>,
     ) -> Result<Pathway<Unknown>, Refused<Unknown>> {
-        self.reconciled(rt, token, None, Some("unknown"))
+        self.reconciled(rt, token, None, Some(AttemptStatus::Unknown))
     }
 }
 
@@ -1143,8 +1281,7 @@ impl Pathway<Stopped> {
         self.simple(
             rt,
             actor,
-            &[Role::RepairOwner],
-            "send to repair",
+            Act::RequireRepair,
             State::RepairRequired,
             json!({}),
             RepairUnsettled {
@@ -1167,8 +1304,7 @@ impl Pathway<PartiallyCompleted> {
         self.simple(
             rt,
             actor,
-            &[Role::RepairOwner],
-            "send to repair",
+            Act::RequireRepair,
             State::RepairRequired,
             json!({}),
             RepairUnsettled {
@@ -1195,7 +1331,7 @@ impl Pathway<RepairUnsettled> {
         token: Reconciliation<NotApplied>,
     ) -> Result<Pathway<RepairRequired>, Refused<RepairUnsettled>> {
         let attempt = Some(self.stage.attempt.clone());
-        let p = self.reconciled(rt, token, None, Some("not_applied"))?;
+        let p = self.reconciled(rt, token, None, Some(AttemptStatus::NotApplied))?;
         let v = p.core.version;
         Ok(p.into_stage(
             v,
@@ -1232,7 +1368,7 @@ impl<S: Stage> Pathway<S> {
     where
         S: Repairable,
     {
-        if let Err(e) = Runtime::authorize(&self.core, actor, &[Role::RepairOwner], "repair") {
+        if let Err(e) = self.core.authorize(actor, Act::Repair) {
             return Err(Refused::new(self, e));
         }
         let previous_attempt = super::stage::sealed::RepairFrom::attempt(&self.stage);

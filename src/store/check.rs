@@ -19,11 +19,16 @@ use super::StoreError;
 use super::event::{Event, Reading};
 use crate::canonical::sha256_hex_bytes;
 use crate::ledger::{ProblemKind, chain_hash};
-use crate::state::State;
+use crate::state::{AttemptStatus, State};
 
-/// Attempt statuses after which the request certainly did not take effect: only after one
-/// of these may a new attempt start (brief §11).
-pub(crate) const SETTLED: &[&str] = &["not_sent", "failed", "not_applied"];
+/// The stored names of the attempt statuses after which the request certainly did not take
+/// effect ([`AttemptStatus::is_settled`]): only after one of these may a new attempt start
+/// (brief §11).
+pub(crate) const SETTLED: &[&str] = &[
+    AttemptStatus::NotSent.as_str(),
+    AttemptStatus::Failed.as_str(),
+    AttemptStatus::NotApplied.as_str(),
+];
 
 /// Event kinds that record a dispatch's outcome (and set the attempt's `outcome` column).
 const OUTCOME_KINDS: &[&str] = &[
@@ -619,5 +624,20 @@ mod recompile_tests {
                 "round {round}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod settled_tests {
+    use crate::state::AttemptStatus;
+
+    #[test]
+    fn settled_names_are_the_settled_statuses() {
+        let settled: Vec<&str> = AttemptStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_settled())
+            .map(AttemptStatus::as_str)
+            .collect();
+        assert_eq!(settled, super::SETTLED);
     }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{SCHEMA_VERSION, StoreError};
-use crate::state::State;
+use crate::state::{AttemptStatus, State};
 
 /// A pathway row, for reading.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,17 +42,25 @@ pub struct PathwayRecord {
 }
 
 /// An attempt row, for reading.
+///
+/// Serialized as inspection shows an attempt inside its pathway (the
+/// [`AttemptView`](crate::inspect::AttemptView) of a [`PathwayDetail`](crate::inspect::PathwayDetail)):
+/// the id as `attempt_id`, without the pathway id.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct AttemptRecord {
     /// Attempt id.
+    #[serde(rename = "attempt_id")]
     pub id: String,
     /// Pathway id.
+    #[serde(skip_serializing)]
     pub pathway_id: String,
     /// 1, 2, … within the pathway.
     pub seq: i64,
     /// The attempt this one resumes, if any.
     pub previous_attempt: Option<String>,
+    /// Where the attempt got to.
+    pub status: AttemptStatus,
     /// The redacted request.
     pub request: Value,
     /// sha256 of the unredacted request.
@@ -61,8 +69,6 @@ pub struct AttemptRecord {
     pub binding: Value,
     /// sha256 of the binding.
     pub binding_digest: String,
-    /// `in_flight`, `not_sent`, `returned`, `succeeded`, `failed`, `partial`, `unknown`, `applied`, `not_applied`.
-    pub status: String,
     /// The process that holds it while in flight.
     pub owner: Option<String>,
     /// Lease expiry while in flight, ms since the epoch.
@@ -596,9 +602,9 @@ fn pathway_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PathwayRecord, 
             idempotency_key: r.get(1)?,
             definition: parse_json(&definition, "pathways.definition")?,
             request_digest: r.get(3)?,
-            state: state.parse().map_err(|e: crate::state::UnknownState| {
-                StoreError::Corrupt(format!("pathway {id}: {e}"))
-            })?,
+            state: state
+                .parse()
+                .map_err(|e| StoreError::Corrupt(format!("pathway {id}: {e}")))?,
             version: r.get(5)?,
             proposer: r.get(6)?,
             created_at: r.get(7)?,
@@ -609,12 +615,17 @@ fn pathway_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PathwayRecord, 
 }
 
 fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<AttemptRecord, StoreError>> {
+    let id: String = r.get(0)?;
     let request: String = r.get(4)?;
     let binding: String = r.get(6)?;
+    let status: String = r.get(8)?;
     let outcome: Option<String> = r.get(11)?;
     Ok((|| {
         Ok(AttemptRecord {
-            id: r.get(0)?,
+            status: status
+                .parse()
+                .map_err(|e| StoreError::Corrupt(format!("attempt {id}: {e}")))?,
+            id: id.clone(),
             pathway_id: r.get(1)?,
             seq: r.get(2)?,
             previous_attempt: r.get(3)?,
@@ -622,7 +633,6 @@ fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<AttemptRecord, 
             request_digest: r.get(5)?,
             binding: parse_json(&binding, "attempts.binding")?,
             binding_digest: r.get(7)?,
-            status: r.get(8)?,
             owner: r.get(9)?,
             lease_until: r.get(10)?,
             outcome: outcome

@@ -62,8 +62,8 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
-use rpr::State;
 use rpr::store::{PathwayRecord, ReadStore, StoreError};
+use rpr::{AttemptStatus, State};
 use serde_json::{Value, json};
 
 /// What a soak run does.
@@ -700,7 +700,11 @@ impl Ctx {
     }
 
     /// The call's pathway: its state and its last attempt's status.
-    fn state(&self, call: &Call, id: &mut Option<String>) -> Option<(State, Option<String>)> {
+    fn state(
+        &self,
+        call: &Call,
+        id: &mut Option<String>,
+    ) -> Option<(State, Option<AttemptStatus>)> {
         if !self.db.exists() {
             return None;
         }
@@ -760,9 +764,11 @@ impl Ctx {
                 // the execution actor dispatches; a repaired one, the resume authority.
                 Some((State::Approved, _)) => "dispatch",
                 Some((State::ReadyToResume, _)) => "resume",
-                Some((State::Running, Some(status))) if status == "returned" => "reconcile",
+                Some(
+                    (State::Running, Some(AttemptStatus::Returned))
+                    | (State::WriteStatusUnknown, _),
+                ) => "reconcile",
                 Some((State::Running, _)) => "unresolved",
-                Some((State::WriteStatusUnknown, _)) => "reconcile",
                 Some((State::RepairRequired, _)) => "repair",
                 Some((State::Held, _)) => "release",
                 Some((State::Stopped | State::PartiallyCompleted, _)) => "require-repair",

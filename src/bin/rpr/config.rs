@@ -156,20 +156,6 @@ pub(crate) struct ReadbackRule {
     absent_if_error_contains: Option<String>,
 }
 
-fn role(name: &str) -> Option<Role> {
-    Some(match name {
-        "decision_owner" => Role::DecisionOwner,
-        "approval_authority" => Role::ApprovalAuthority,
-        "execution_actor" => Role::ExecutionActor,
-        "stop_authority" => Role::StopAuthority,
-        "evidence_owner" => Role::EvidenceOwner,
-        "repair_owner" => Role::RepairOwner,
-        "resume_authority" => Role::ResumeAuthority,
-        "residual_owner" => Role::ResidualOwner,
-        _ => return None,
-    })
-}
-
 impl Policy {
     pub(crate) fn load(path: &str) -> Result<Self, Failure> {
         let policy: Self = load(path, "policy")?;
@@ -230,7 +216,7 @@ impl Policy {
             }
         }
         for (name, actor) in &self.authority {
-            if role(name).is_none() {
+            if name.parse::<Role>().is_err() {
                 return Err(format!("authority: unknown role `{name}`"));
             }
             if actor.trim().is_empty() {
@@ -261,7 +247,7 @@ impl Policy {
     pub(crate) fn authority(&self) -> Authority {
         self.authority
             .iter()
-            .filter_map(|(name, actor)| Some((role(name)?, Actor::new(actor))))
+            .filter_map(|(name, actor)| Some((name.parse().ok()?, Actor::new(actor))))
             .fold(Authority::single(&Actor::new("host")), |a, (r, actor)| {
                 a.with(r, &actor)
             })

@@ -10,7 +10,7 @@ use rpr::executor::{Binding, Carrier, Delivery, Executor, Refusal, Request};
 use rpr::mcp::{McpClient, McpExecutor, SessionConfig, Tool, ToolBinding};
 use rpr::stage::{Bindable, Gated, RepairUnsettled, Returned, Stage, Unknown};
 use rpr::token::Reconciled;
-use rpr::{Actor, Confirmed, Outcome, Pathway, Runtime, StepPoint};
+use rpr::{Actor, AttemptStatus, Confirmed, Outcome, Pathway, Runtime, StepPoint};
 use serde_json::Value;
 
 use crate::Failure;
@@ -310,8 +310,8 @@ pub(crate) fn carry_out<S: Bindable>(
             // rejection the policy calls not applied.
             let last = rt.reader().attempts(f.id())?.pop();
             let (status, why) = match &last {
-                Some(a) if a.status == "not_sent" => (
-                    "not_sent",
+                Some(a) if a.status == AttemptStatus::NotSent => (
+                    a.status,
                     format!(
                         "nothing was sent: {}",
                         a.outcome
@@ -320,11 +320,14 @@ pub(crate) fn carry_out<S: Bindable>(
                             .unwrap_or("the request never reached the server")
                     ),
                 ),
-                Some(a) if a.status == "not_applied" => (
-                    "not_applied",
+                Some(a) if a.status == AttemptStatus::NotApplied => (
+                    a.status,
                     "the server rejected the request before acting".to_owned(),
                 ),
-                _ => ("failed", "the tool reported a failure".to_owned()),
+                _ => (
+                    AttemptStatus::Failed,
+                    "the tool reported a failure".to_owned(),
+                ),
             };
             println!(
                 "pathway {} is REPAIR_REQUIRED — attempt {status}: {why}",
