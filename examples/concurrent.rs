@@ -24,9 +24,7 @@ use rpr::executor::Request;
 use rpr::mcp::{
     McpClient, McpExecutor, McpReadback, ReadbackVerdict, ServerCommand, SessionConfig,
 };
-use rpr::{
-    ActionClass, Actor, Admission, Authority, Decided, Decision, Definition, Outcome, Runtime,
-};
+use rpr::{ALLOW_ALL, ActionClass, Actor, Authority, Definition, Outcome, Runtime};
 use serde_json::{Value, json};
 
 const USAGE: &str = "usage: cargo run --example concurrent -- [--calls N] [--dir DIR]
@@ -202,11 +200,10 @@ fn governed_write(
         format!("concurrent-{run_id}-{index}"),
         Authority::single(&host),
     );
-    let allow = |_: &Definition| Decision::Allow;
-    let approved = match rt.propose_and_admit(&host, &host, definition, &allow)? {
-        Decided::New(Admission::Approved(approved)) => approved,
-        other => return Err(format!("not admitted at once: {other:?}").into()),
-    };
+    let approved = rt
+        .propose_and_admit(&host, &host, definition, ALLOW_ALL)?
+        .into_new()?
+        .into_approved()?;
     let mut executor = McpExecutor::new(Arc::clone(client), "write_file");
     let mut readback = McpReadback::new(
         Arc::clone(client),

@@ -418,9 +418,7 @@ fn scripted_db(tag: &str) -> TempDir {
         .unwrap();
     g1.approve(&rt, used).unwrap();
     let Admission::AwaitingApproval(g2) = propose(&rt, "g2")
-        .admit(&rt, &actor("decision_owner"), &|_: &Definition| {
-            Decision::Hold
-        })
+        .admit(&rt, &actor("decision_owner"), &|_| Decision::Hold)
         .unwrap()
     else {
         panic!()
@@ -687,9 +685,10 @@ fn item12_a_pathway_left_proposed_is_recovered_and_admitted() {
         panic!("{all:?}")
     };
     assert_eq!(p.id(), id);
-    let Admission::Approved(_) = p.admit(&rt, &actor("decision_owner"), &allow).unwrap() else {
-        panic!()
-    };
+    p.admit(&rt, &actor("decision_owner"), &allow)
+        .unwrap()
+        .into_approved()
+        .unwrap();
     // The same proposal again replays the admitted pathway.
     let Proposal::Existing(StoredPathway::Approved(_)) = rt
         .propose(
@@ -714,12 +713,16 @@ fn item8_a_read_only_definition_bound_to_a_mutating_target_is_refused() {
     let rt = runtime(&dir.db());
     let mut d = file_definition("lax", "x.txt", "written without readback");
     d.class = ActionClass::ReadOnly;
-    let Proposal::New(p) = rt.propose(&actor("proposer"), d).unwrap() else {
-        panic!()
-    };
-    let Admission::Approved(p) = p.admit(&rt, &actor("decision_owner"), &allow).unwrap() else {
-        panic!()
-    };
+    let p = rt
+        .propose(&actor("proposer"), d)
+        .unwrap()
+        .into_new()
+        .unwrap();
+    let p = p
+        .admit(&rt, &actor("decision_owner"), &allow)
+        .unwrap()
+        .into_approved()
+        .unwrap();
     let before = db_dump(&dir.db());
     let mut ex = CountingFile::new(&dir.path().join("root"), &log);
     let r = p.bind(&mut ex).unwrap_err();

@@ -23,7 +23,7 @@ use rpr::stage::{
 use rpr::store::StoreError;
 use rpr::token::{Attestation, Reconciled};
 use rpr::{
-    ActionClass, Actor, Admission, Confirmed, Decision, Outcome, Pathway, PathwayError, Proposal,
+    ALLOW_ALL, ActionClass, Actor, Admission, Decision, Outcome, Pathway, PathwayError, Proposal,
     Refused, Runtime, State,
 };
 use serde_json::json;
@@ -149,11 +149,7 @@ impl Env {
     }
     fn admit(&self, key: &str, d: Decision) -> Admission {
         self.proposed(key)
-            .admit(
-                &self.rt,
-                &actor("decision_owner"),
-                &move |_: &rpr::Definition| d.clone(),
-            )
+            .admit(&self.rt, &actor("decision_owner"), &move |_| d.clone())
             .unwrap()
     }
     fn awaiting(&self, key: &str) -> Pathway<AwaitingApproval> {
@@ -169,10 +165,7 @@ impl Env {
         p
     }
     fn approved(&self, key: &str) -> Pathway<Approved> {
-        let Admission::Approved(p) = self.admit(key, Decision::Allow) else {
-            panic!()
-        };
-        p
+        self.admit(key, Decision::Allow).into_approved().unwrap()
     }
     fn held(&self, key: &str) -> Pathway<Held> {
         self.approved(key)
@@ -254,17 +247,18 @@ impl Env {
 #[test]
 fn admit_needs_the_decision_owner() {
     let env = Env::new("auth-admit");
-    let allow = |_: &rpr::Definition| Decision::Allow;
     let p = refuse_all(
         &env.db(),
         env.proposed("a"),
         &["decision_owner"],
         "admit",
-        |p, a| p.admit(&env.rt, a, &allow),
+        |p, a| p.admit(&env.rt, a, ALLOW_ALL),
     );
-    let Admission::Approved(p) = p.admit(&env.rt, &actor("decision_owner"), &allow).unwrap() else {
-        panic!()
-    };
+    let p = p
+        .admit(&env.rt, &actor("decision_owner"), ALLOW_ALL)
+        .unwrap()
+        .into_approved()
+        .unwrap();
     assert_eq!(env.state(p.id()), State::Approved);
 }
 
@@ -439,12 +433,11 @@ fn confirm_needs_the_execution_actor_or_the_evidence_owner() {
             "confirm",
             |p, a| p.confirm(&env.rt, a, &mut Sees("applied")),
         );
-        let Confirmed::Completed(p) = p
+        let p = p
             .confirm(&env.rt, &actor(who), &mut Sees("applied"))
             .unwrap()
-        else {
-            panic!()
-        };
+            .into_completed()
+            .unwrap();
         assert_eq!(env.state(p.id()), State::Completed);
     }
 }
@@ -602,9 +595,7 @@ fn an_approval_for_one_pathway_cannot_approve_another() {
         other => panic!("{other:?}"),
     };
     let Admission::HumanGate(y) = y
-        .admit(&env.rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            Decision::HumanGate
-        })
+        .admit(&env.rt, &actor("decision_owner"), &|_| Decision::HumanGate)
         .unwrap()
     else {
         panic!()

@@ -95,12 +95,13 @@ fn a_dispatch_refused_as_busy_sends_nothing_and_its_retry_sends_once() {
         .unwrap();
     let mut files = CountingFile::new(&root, &log);
     let def = file_definition("k2", "b.txt", "hello");
-    let Decided::New(rpr::Admission::Approved(approved)) = rt
+    let approved = rt
         .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("not admitted")
+        .into_approved()
+        .expect("not admitted");
     let bound = approved.bind(&mut files).unwrap();
 
     let mut holder = ChildProc::spawn(

@@ -542,9 +542,11 @@ fn child_admit_entry() {
             &blocking,
         )
         .unwrap();
-    let rpr::Decided::New(rpr::Admission::Approved(p)) = decided else {
-        panic!("not admitted: {decided:?}")
-    };
+    let p = decided
+        .into_new()
+        .unwrap_or_else(|other| panic!("not admitted: {other:?}"))
+        .into_approved()
+        .unwrap_or_else(|other| panic!("not admitted: {other:?}"));
     let root = std::env::var("RPR_CRASH_ROOT").unwrap();
     let log = std::env::var("RPR_CRASH_LOG").unwrap();
     let mut ex = CountingFile::new(root.as_ref(), log.as_ref());
@@ -599,30 +601,26 @@ fn crash_around_the_merged_admission_commit() {
                 Some(other) => panic!("{point}#{i}: recovered {other:?}"),
                 None => {
                     // Nothing was stored: the host proposes again with the same key.
-                    let rpr::Decided::New(rpr::Admission::Approved(p)) = rt
-                        .propose_and_admit(
-                            &actor("proposer"),
-                            &actor("decision_owner"),
-                            file_definition("crash", FILE, CONTENT),
-                            &|_: &rpr::Definition| rpr::Decision::Allow,
-                        )
-                        .unwrap()
-                    else {
-                        panic!("{point}#{i}: not admitted afresh")
-                    };
-                    p
+                    rt.propose_and_admit(
+                        &actor("proposer"),
+                        &actor("decision_owner"),
+                        file_definition("crash", FILE, CONTENT),
+                        &|_| rpr::Decision::Allow,
+                    )
+                    .unwrap()
+                    .into_new()
+                    .unwrap_or_else(|_| panic!("{point}#{i}: not admitted afresh"))
+                    .into_approved()
+                    .unwrap_or_else(|_| panic!("{point}#{i}: not admitted afresh"))
                 }
             };
             let mut ex = CountingFile::new(&root, &log);
             let mut readback = ex.readback();
-            let Outcome::Completed(_) = p.bind(&mut ex).unwrap().dispatch_and_confirm(
-                &rt,
-                &actor("execution_actor"),
-                &mut ex,
-                &mut readback,
-            ) else {
-                panic!("{point}#{i}: not completed")
-            };
+            p.bind(&mut ex)
+                .unwrap()
+                .dispatch_and_confirm(&rt, &actor("execution_actor"), &mut ex, &mut readback)
+                .into_completed()
+                .unwrap_or_else(|_| panic!("{point}#{i}: not completed"));
             assert_eq!(effects(&log), 1, "{point}#{i}: exactly once");
             assert_eq!(row_count(&dir.db(), "pathways"), 1, "{point}#{i}");
             assert!(rt.verify(None).unwrap().is_ok(), "{point}#{i}");

@@ -31,16 +31,14 @@ fn proposed(rt: &Runtime, key: &str) -> Pathway<stage::Proposed> {
 
 fn admit(rt: &Runtime, key: &str, decision: Decision) -> Admission {
     proposed(rt, key)
-        .admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            decision.clone()
-        })
+        .admit(rt, &actor("decision_owner"), &|_| decision.clone())
         .unwrap()
 }
 
 fn dispatched(rt: &Runtime, key: &str, delivery: Delivery) -> Outcome {
-    let Admission::Approved(p) = admit(rt, key, Decision::Allow) else {
-        panic!("not approved")
-    };
+    let p = admit(rt, key, Decision::Allow)
+        .into_approved()
+        .expect("not approved");
     let mut ex = Scripted::new(vec![delivery]);
     p.bind(&mut ex)
         .unwrap()
@@ -471,9 +469,11 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
     )
     .with_metadata(json!({"server": "ledger"}));
     let rt = Runtime::open(&db_path).unwrap();
-    let Proposal::New(left) = rt.propose(&actor("agent"), definition).unwrap() else {
-        panic!("expected a new pathway")
-    };
+    let left = rt
+        .propose(&actor("agent"), definition)
+        .unwrap()
+        .into_new()
+        .expect("expected a new pathway");
     let id = left.id().to_owned();
     drop((left, rt));
     assert_eq!(

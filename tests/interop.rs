@@ -26,8 +26,8 @@ use rpr::mcp::{McpClient, McpExecutor, McpReadback, ReadbackVerdict, Reply};
 use rpr::stage::{Approved, Completed};
 use rpr::token::Reconciled;
 use rpr::{
-    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Pathway,
-    Proposal, Role, Runtime, StoredPathway,
+    ALLOW_ALL, ActionClass, Actor, Admission, Authority, Definition, Outcome, Pathway, Role,
+    Runtime, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -44,11 +44,12 @@ fn auditor() -> Actor {
 fn approved(rt: &Runtime, key: &str, request: Request, class: ActionClass) -> Pathway<Approved> {
     let authority = Authority::single(&operator()).with(Role::EvidenceOwner, &auditor());
     let definition = Definition::new(request, class, key, authority);
-    let Proposal::New(p) = rt.propose(&Actor::new("agent"), definition).unwrap() else {
-        panic!("a new key makes a new pathway")
-    };
-    let allow = |_: &Definition| Decision::Allow;
-    match p.admit(rt, &operator(), &allow).unwrap() {
+    let p = rt
+        .propose(&Actor::new("agent"), definition)
+        .unwrap()
+        .into_new()
+        .expect("a new key makes a new pathway");
+    match p.admit(rt, &operator(), ALLOW_ALL).unwrap() {
         Admission::Approved(p) => p,
         other => panic!("{other:?}"),
     }
@@ -76,12 +77,16 @@ fn governed_mutation(
         )
     };
     let reply = p.reply().clone();
-    let Confirmed::Completed(p) = p.confirm(rt, &auditor(), readback).unwrap() else {
-        panic!(
-            "the readback did not verify the effect: {:#?}",
-            events(rt, &key)
-        )
-    };
+    let p = p
+        .confirm(rt, &auditor(), readback)
+        .unwrap()
+        .into_completed()
+        .unwrap_or_else(|_| {
+            panic!(
+                "the readback did not verify the effect: {:#?}",
+                events(rt, &key)
+            )
+        });
     let events = events(rt, p.id());
     assert_eq!(
         kinds(&events),
@@ -276,9 +281,9 @@ fn everything_echo_is_read_only_and_completes_on_success() {
         "the ~2 KB instructions are bound: {details}"
     );
     let outcome = bound.dispatch(&rt, &operator(), &mut executor);
-    let Outcome::Completed(p) = outcome else {
-        panic!("{outcome:?}")
-    };
+    let p = outcome
+        .into_completed()
+        .unwrap_or_else(|other| panic!("{other:?}"));
     let events = events(&rt, p.id());
     assert_eq!(
         kinds(&events),

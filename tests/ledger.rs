@@ -44,21 +44,20 @@ fn write_stories(rt: &Runtime) -> String {
     };
     let admit = |key: &str, decision: Decision| {
         propose(key)
-            .admit(rt, &dec, &move |_: &rpr::Definition| decision.clone())
+            .admit(rt, &dec, &move |_| decision.clone())
             .unwrap()
     };
 
     // A: allow, dispatch, returned, confirmed by readback.
-    let Admission::Approved(pa) = admit("a", Decision::Allow) else {
-        panic!()
-    };
+    let pa = admit("a", Decision::Allow).into_approved().unwrap();
     let mut ex = Scripted::ok();
     let Outcome::Returned(pa) = pa.bind(&mut ex).unwrap().dispatch(rt, &exec, &mut ex) else {
         panic!()
     };
-    let Confirmed::Completed(_) = pa.confirm(rt, &evid, &mut Sees("applied")).unwrap() else {
-        panic!()
-    };
+    pa.confirm(rt, &evid, &mut Sees("applied"))
+        .unwrap()
+        .into_completed()
+        .unwrap();
 
     // B: hold, approval, unknown, not applied, repair, resume, returned, confirmed.
     let Admission::AwaitingApproval(pb) = admit("b", Decision::Hold) else {
@@ -88,9 +87,10 @@ fn write_stories(rt: &Runtime) -> String {
     let Outcome::Returned(pb) = pb.bind(&mut ex).unwrap().dispatch(rt, &exec, &mut ex) else {
         panic!()
     };
-    let Confirmed::Completed(_) = pb.confirm(rt, &evid, &mut Sees("applied")).unwrap() else {
-        panic!()
-    };
+    pb.confirm(rt, &evid, &mut Sees("applied"))
+        .unwrap()
+        .into_completed()
+        .unwrap();
 
     // C: human gate, denied.
     let Admission::HumanGate(pc) = admit("c", Decision::HumanGate) else {
@@ -99,15 +99,11 @@ fn write_stories(rt: &Runtime) -> String {
     pc.deny(rt, &appr, "no").unwrap();
 
     // D: allowed, then held.
-    let Admission::Approved(pd) = admit("d", Decision::Allow) else {
-        panic!()
-    };
+    let pd = admit("d", Decision::Allow).into_approved().unwrap();
     pd.hold(rt, &stop, "wait").unwrap();
 
     // E (the tail): allowed, dispatched, tool failed.
-    let Admission::Approved(pe) = admit("e", Decision::Allow) else {
-        panic!()
-    };
+    let pe = admit("e", Decision::Allow).into_approved().unwrap();
     let last = pe.id().to_owned();
     let mut ex = Scripted::new(vec![Delivery::ToolFailed {
         reply: json!({"isError": true}),
@@ -734,20 +730,16 @@ fn a_pathway_without_events_or_events_without_a_pathway_are_detected() {
 fn a_reply_holding_a_double_above_two_to_the_53_verifies() {
     let dir = TempDir::new("ledger-big-double");
     let rt = runtime(&dir.db());
-    let Proposal::New(p) = rt
+    let p = rt
         .propose(&actor("proposer"), definition("big", ActionClass::Mutating))
         .unwrap()
-    else {
-        panic!()
-    };
-    let Admission::Approved(p) = p
-        .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            Decision::Allow
-        })
+        .into_new()
+        .unwrap();
+    let p = p
+        .admit(&rt, &actor("decision_owner"), &|_| Decision::Allow)
         .unwrap()
-    else {
-        panic!()
-    };
+        .into_approved()
+        .unwrap();
     let mut ex = Scripted::new(vec![Delivery::Succeeded {
         reply: json!({"amount": 1.109_757_712_031_584_6e16}),
     }]);

@@ -15,8 +15,7 @@ use rpr::mcp::{
 };
 use rpr::token::Reconciled;
 use rpr::{
-    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Proposal,
-    Runtime, State,
+    ActionClass, Actor, Authority, Confirmed, Decision, Definition, Outcome, Runtime, State,
 };
 use serde_json::{Value, json};
 
@@ -276,15 +275,16 @@ fn admitted(fx: &Fixture, key: &str) -> (Runtime, Actor, rpr::Pathway<rpr::stage
         key,
         Authority::single(&host),
     );
-    let Proposal::New(p) = rt.propose(&host, definition).unwrap() else {
-        panic!("replayed")
-    };
-    let Admission::Approved(p) = p
-        .admit(&rt, &host, &|_: &Definition| Decision::Allow)
+    let p = rt
+        .propose(&host, definition)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("replayed");
+    let p = p
+        .admit(&rt, &host, &|_| Decision::Allow)
+        .unwrap()
+        .into_approved()
+        .expect("not admitted");
     (rt, host, p)
 }
 

@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use rpr::executor::{Delivery, Observation, Readback, Request};
 use rpr::{
-    ActionClass, Admission, AttemptStatus, Decided, Decision, Definition, Outcome, Pathway,
-    PathwayError, Proposal, State, StoredPathway,
+    ALLOW_ALL, ActionClass, Admission, AttemptStatus, Decided, Decision, Definition, Outcome,
+    Pathway, PathwayError, State, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -77,12 +77,11 @@ fn propose_and_admit_records_what_propose_then_admit_records() {
         let (separate, merged) = (runtime(&d1.db()), runtime(&d2.db()));
         let policy = move |_: &Definition| decision.clone();
 
-        let Proposal::New(p) = separate
+        let p = separate
             .propose(&actor("proposer"), definition("k", ActionClass::Mutating))
             .unwrap()
-        else {
-            panic!("replayed")
-        };
+            .into_new()
+            .expect("replayed");
         let a = p
             .admit(&separate, &actor("decision_owner"), &policy)
             .unwrap();
@@ -137,7 +136,7 @@ fn propose_and_admit_by_an_actor_who_is_not_the_decision_owner_writes_nothing() 
             &actor("proposer"),
             &actor("proposer"),
             definition("k", ActionClass::Mutating),
-            &|_: &Definition| Decision::Allow,
+            &|_| Decision::Allow,
         )
         .unwrap_err();
     assert!(matches!(err, PathwayError::NotAuthorized { .. }), "{err:?}");
@@ -149,16 +148,16 @@ fn propose_and_admit_by_an_actor_who_is_not_the_decision_owner_writes_nothing() 
 fn propose_and_admit_replays_the_same_key_and_refuses_other_content() {
     let dir = TempDir::new("merged-replay");
     let rt = runtime(&dir.db());
-    let allow = |_: &Definition| Decision::Allow;
     let (p, d) = (actor("proposer"), actor("decision_owner"));
-    let Decided::New(Admission::Approved(first)) = rt
-        .propose_and_admit(&p, &d, definition("k", ActionClass::Mutating), &allow)
+    let first = rt
+        .propose_and_admit(&p, &d, definition("k", ActionClass::Mutating), ALLOW_ALL)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("not admitted")
+        .into_approved()
+        .expect("not admitted");
     let Decided::Existing(StoredPathway::Approved(again)) = rt
-        .propose_and_admit(&p, &d, definition("k", ActionClass::Mutating), &allow)
+        .propose_and_admit(&p, &d, definition("k", ActionClass::Mutating), ALLOW_ALL)
         .unwrap()
     else {
         panic!("the same key must replay the stored pathway")
@@ -176,7 +175,7 @@ fn propose_and_admit_replays_the_same_key_and_refuses_other_content() {
     assert_eq!(db_dump(&dir.db()), before);
     let mut other = definition("k", ActionClass::Mutating);
     other.request = Request::new("put", json!({"key": "k", "value": "other"}));
-    let err = rt.propose_and_admit(&p, &d, other, &allow).unwrap_err();
+    let err = rt.propose_and_admit(&p, &d, other, ALLOW_ALL).unwrap_err();
     assert!(
         matches!(err, PathwayError::IdempotencyConflict { .. }),
         "{err:?}"
@@ -204,18 +203,17 @@ impl rpr::executor::Executor for Mutating {
 }
 
 fn approved(rt: &rpr::Runtime, key: &str, class: ActionClass) -> Pathway<rpr::stage::Approved> {
-    let Decided::New(Admission::Approved(p)) = rt
-        .propose_and_admit(
-            &actor("proposer"),
-            &actor("decision_owner"),
-            definition(key, class),
-            &|_: &Definition| Decision::Allow,
-        )
-        .unwrap()
-    else {
-        panic!("not admitted")
-    };
-    p
+    rt.propose_and_admit(
+        &actor("proposer"),
+        &actor("decision_owner"),
+        definition(key, class),
+        &|_| Decision::Allow,
+    )
+    .unwrap()
+    .into_new()
+    .expect("not admitted")
+    .into_approved()
+    .expect("not admitted")
 }
 
 #[test]
@@ -229,21 +227,19 @@ fn dispatch_and_confirm_records_the_reply_and_readback_of_dispatch_then_confirm_
     let Outcome::Returned(r) = p.bind(&mut ex).unwrap().dispatch(&separate, &exec, &mut ex) else {
         panic!("a mutating success must wait for readback")
     };
-    let rpr::Confirmed::Completed(_) = r.confirm(&separate, &exec, &mut Sees("applied")).unwrap()
-    else {
-        panic!("not confirmed")
-    };
+    r.confirm(&separate, &exec, &mut Sees("applied"))
+        .unwrap()
+        .into_completed()
+        .expect("not confirmed");
 
     let mut ex2 = Mutating(Scripted::ok());
     let p = approved(&merged, "k", ActionClass::Mutating);
-    let Outcome::Completed(done) = p.bind(&mut ex2).unwrap().dispatch_and_confirm(
-        &merged,
-        &exec,
-        &mut ex2,
-        &mut Sees("applied"),
-    ) else {
-        panic!("a verified effect completes at once")
-    };
+    let done = p
+        .bind(&mut ex2)
+        .unwrap()
+        .dispatch_and_confirm(&merged, &exec, &mut ex2, &mut Sees("applied"))
+        .into_completed()
+        .expect("a verified effect completes at once");
     assert_eq!(ex2.0.executed, 1);
     assert_eq!(events(&separate), events(&merged), "the same events");
     // The reply and the readback are one step: one time.
@@ -311,13 +307,11 @@ fn dispatch_and_confirm_reads_back_only_a_returned_mutating_call() {
     // Read-only: a success reply completes it, as with dispatch.
     let mut ex = Scripted::ok();
     let p = approved(&rt, "ro", ActionClass::ReadOnly);
-    let Outcome::Completed(_) =
-        p.bind(&mut ex)
-            .unwrap()
-            .dispatch_and_confirm(&rt, &exec, &mut ex, &mut MustNotObserve)
-    else {
-        panic!("read-only success completes")
-    };
+    p.bind(&mut ex)
+        .unwrap()
+        .dispatch_and_confirm(&rt, &exec, &mut ex, &mut MustNotObserve)
+        .into_completed()
+        .expect("read-only success completes");
     // A tool failure and a lost request are what dispatch makes of them.
     for (key, delivery, want) in [
         (
@@ -396,11 +390,10 @@ fn dispatch_and_confirm_by_an_actor_who_may_not_confirm_sends_nothing() {
     assert_eq!(db_dump(&dir.db()), before, "nothing written");
     // The execution actor may.
     let bound = n.into_pathway();
-    let Outcome::Completed(_) =
-        bound.dispatch_and_confirm(&rt, &exec, &mut ex, &mut Sees("applied"))
-    else {
-        panic!("resumed and confirmed")
-    };
+    bound
+        .dispatch_and_confirm(&rt, &exec, &mut ex, &mut Sees("applied"))
+        .into_completed()
+        .expect("resumed and confirmed");
     assert_eq!(ex.0.executed, 2);
     assert!(rt.verify(None).unwrap().is_ok());
 }

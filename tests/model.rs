@@ -2388,20 +2388,16 @@ fn a_refused_dispatch_with_a_colliding_attempt_id_does_not_unmark_a_live_attempt
     let (r1, r2) = (open(), open());
     let effects = Cell::new(0);
     // 1-2. R1 proposes and admits P (pw_000001); 3. R1 loads it again: a stale twin.
-    let Proposal::New(p) = r1
+    let p = r1
         .propose(&actor("proposer"), definition("k0", ActionClass::Mutating))
         .unwrap()
-    else {
-        panic!("replayed")
-    };
-    let Admission::Approved(twin) = p
-        .admit(&r1, &actor("decision_owner"), &|_: &Definition| {
-            Decision::Allow
-        })
+        .into_new()
+        .expect("replayed");
+    let twin = p
+        .admit(&r1, &actor("decision_owner"), &|_| Decision::Allow)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_approved()
+        .expect("not admitted");
     let id = twin.id().to_owned();
     let StoredPathway::Approved(p) = r1.load(&id).unwrap() else {
         panic!("not approved")

@@ -20,10 +20,7 @@ use nix::unistd::Pid;
 use rpr::executor::Request;
 use rpr::mcp::{McpClient, McpExecutor, McpReadback, ReadbackVerdict, ServerCommand};
 use rpr::token::Reconciled;
-use rpr::{
-    ActionClass, Actor, Admission, Authority, Decision, Definition, Outcome, Proposal, Runtime,
-    StoredPathway,
-};
+use rpr::{ActionClass, Actor, Authority, Decision, Definition, Outcome, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 const SLOW_MS: &str = "1500";
@@ -108,15 +105,16 @@ fn admitted(fx: &Fixture) -> String {
         "orphan",
         Authority::single(&host),
     );
-    let Proposal::New(p) = rt.propose(&host, definition).unwrap() else {
-        panic!("replayed")
-    };
-    let Admission::Approved(p) = p
-        .admit(&rt, &host, &|_: &Definition| Decision::Allow)
+    let p = rt
+        .propose(&host, definition)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("replayed");
+    let p = p
+        .admit(&rt, &host, &|_| Decision::Allow)
+        .unwrap()
+        .into_approved()
+        .expect("not admitted");
     p.id().to_owned()
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
 use rpr::store::StoreError;
-use rpr::{AttemptStatus, Confirmed, Outcome, PathwayError, Runtime, State, StoredPathway};
+use rpr::{AttemptStatus, Outcome, PathwayError, Runtime, State, StoredPathway};
 
 const ROUNDS: usize = 10;
 const FILE: &str = "race.txt";
@@ -209,12 +209,10 @@ fn two_processes_racing_to_dispatch_send_exactly_once() {
         };
         let rb =
             CountingFile::new(s.path("root").as_ref(), s.path("effects.log").as_ref()).readback();
-        let Confirmed::Completed(_) = p
-            .confirm(&rt, &actor("evidence_owner"), &mut { rb })
+        p.confirm(&rt, &actor("evidence_owner"), &mut { rb })
             .unwrap()
-        else {
-            panic!()
-        };
+            .into_completed()
+            .unwrap();
     }
 }
 

@@ -1135,13 +1135,13 @@ fn large_records_are_paged_and_truncated_under_10_mib() {
         .unwrap();
     let big = "b".repeat(6 << 20);
     let def = definition("big", rpr::ActionClass::Mutating).with_metadata(json!({"blob": big}));
-    let rpr::Proposal::New(p) = rt.propose(&actor("proposer"), def).unwrap() else {
-        panic!()
-    };
+    let p = rt
+        .propose(&actor("proposer"), def)
+        .unwrap()
+        .into_new()
+        .unwrap();
     let rpr::Admission::Approved(mut p) = p
-        .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            rpr::Decision::Allow
-        })
+        .admit(&rt, &actor("decision_owner"), &|_| rpr::Decision::Allow)
         .unwrap()
     else {
         panic!()

@@ -19,9 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use rpr::store::{ReadStore, StoreError};
-use rpr::{
-    Admission, AttemptStatus, Confirmed, Decision, Definition, Outcome, Proposal, Runtime, State,
-};
+use rpr::{AttemptStatus, Decision, Outcome, Runtime, State};
 use serde_json::{Value, json};
 
 const WRITERS: usize = 3;
@@ -48,34 +46,28 @@ fn writer_entry() {
         let mut ex = CountingFile::new(&root, &log);
         for call in 0..CALLS {
             let key = format!("w{me}-b{batch}-c{call}");
-            let Proposal::New(p) = rt
+            let p = rt
                 .propose(
                     &actor("proposer"),
                     file_definition(&key, &format!("{key}.txt"), &key),
                 )
                 .unwrap()
-            else {
-                panic!("{key} replayed")
-            };
-            let Admission::Approved(p) = p
-                .admit(&rt, &actor("decision_owner"), &|_: &Definition| {
-                    Decision::Allow
-                })
+                .into_new()
+                .unwrap_or_else(|_| panic!("{key} replayed"));
+            let p = p
+                .admit(&rt, &actor("decision_owner"), &|_| Decision::Allow)
                 .unwrap()
-            else {
-                panic!("{key} not admitted")
-            };
+                .into_approved()
+                .unwrap_or_else(|_| panic!("{key} not admitted"));
             let bound = p.bind(&mut ex).unwrap();
             let Outcome::Returned(p) = bound.dispatch(&rt, &actor("execution_actor"), &mut ex)
             else {
                 panic!("{key} did not return")
             };
-            let Confirmed::Completed(_) = p
-                .confirm(&rt, &actor("evidence_owner"), &mut ex.readback())
+            p.confirm(&rt, &actor("evidence_owner"), &mut ex.readback())
                 .unwrap()
-            else {
-                panic!("{key} not confirmed")
-            };
+                .into_completed()
+                .unwrap_or_else(|_| panic!("{key} not confirmed"));
         }
         drop(rt);
     }

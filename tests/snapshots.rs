@@ -10,8 +10,8 @@ use common::*;
 use rpr::executor::Delivery;
 use rpr::token::Reconciled;
 use rpr::{
-    ActionClass, Admission, Confirmed, Decision, Outcome, Pathway, Proposal, Runtime,
-    SequentialIds, StepPoint, StoredPathway,
+    ActionClass, Admission, Decision, Outcome, Pathway, Proposal, Runtime, SequentialIds,
+    StepPoint, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -27,9 +27,7 @@ fn propose(rt: &Runtime, key: &str) -> Pathway<rpr::stage::Proposed> {
 
 fn allowed(rt: &Runtime, key: &str) -> Pathway<rpr::stage::Approved> {
     match propose(rt, key)
-        .admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            Decision::Allow
-        })
+        .admit(rt, &actor("decision_owner"), &|_| Decision::Allow)
         .unwrap()
     {
         Admission::Approved(p) => p,
@@ -73,9 +71,7 @@ fn ledger_happy_path() {
     let dir = TempDir::new("snap-happy");
     let rt = runtime(&dir.db());
     let Admission::AwaitingApproval(p) = propose(&rt, "happy")
-        .admit(&rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            Decision::Hold
-        })
+        .admit(&rt, &actor("decision_owner"), &|_| Decision::Hold)
         .unwrap()
     else {
         panic!()
@@ -92,12 +88,10 @@ fn ledger_happy_path() {
     else {
         panic!()
     };
-    let Confirmed::Completed(_) = p
-        .confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
+    p.confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
         .unwrap()
-    else {
-        panic!()
-    };
+        .into_completed()
+        .unwrap();
     insta::assert_json_snapshot!("ledger_happy_path", ledger(&rt), {
         "[].event.data.owner" => "[owner: host/pid/start/nonce]",
         "[].hash" => "[hash]",
@@ -176,12 +170,10 @@ fn ledger_unknown_then_not_applied_repaired_and_resumed() {
     else {
         panic!()
     };
-    let Confirmed::Completed(_) = p
-        .confirm(&rt, &actor("execution_actor"), &mut Sees("applied"))
+    p.confirm(&rt, &actor("execution_actor"), &mut Sees("applied"))
         .unwrap()
-    else {
-        panic!()
-    };
+        .into_completed()
+        .unwrap();
     insta::assert_json_snapshot!(
         "ledger_unknown_then_not_applied_repaired_and_resumed",
         ledger(&rt),

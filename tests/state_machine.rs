@@ -8,9 +8,7 @@ use std::collections::BTreeSet;
 use common::*;
 use rpr::executor::Delivery;
 use rpr::token::{Attestation, Reconciled};
-use rpr::{
-    ActionClass, Admission, Confirmed, Decision, Outcome, Pathway, Proposal, Runtime, State,
-};
+use rpr::{ActionClass, Admission, Decision, Outcome, Pathway, Proposal, Runtime, State};
 use serde_json::{Value, json};
 
 fn spec() -> Value {
@@ -98,9 +96,7 @@ fn propose(rt: &Runtime, key: &str, class: ActionClass) -> Pathway<rpr::stage::P
 
 fn admitted(rt: &Runtime, key: &str, class: ActionClass) -> Pathway<rpr::stage::Approved> {
     match propose(rt, key, class)
-        .admit(rt, &actor("decision_owner"), &|_: &rpr::Definition| {
-            Decision::Allow
-        })
+        .admit(rt, &actor("decision_owner"), &|_| Decision::Allow)
         .unwrap()
     {
         Admission::Approved(p) => p,
@@ -147,9 +143,10 @@ fn every_typed_method_records_exactly_the_spec_edges() {
     ) else {
         panic!()
     };
-    let Confirmed::Completed(_) = p.confirm(&rt, &evid, &mut Sees("applied")).unwrap() else {
-        panic!()
-    };
+    p.confirm(&rt, &evid, &mut Sees("applied"))
+        .unwrap()
+        .into_completed()
+        .unwrap();
 
     // B: hold -> approve -> hold -> escalate -> approve -> hold -> release -> abort.
     let Admission::AwaitingApproval(p) = propose(&rt, "b", ActionClass::Mutating)
@@ -297,13 +294,13 @@ fn every_typed_method_records_exactly_the_spec_edges() {
         .abort(&rt, &resid, &json!({}))
         .unwrap();
     // M: read-only success completes directly. N: approved -> abort.
-    let Outcome::Completed(_) = dispatch(
+    dispatch(
         &rt,
         admitted(&rt, "m", ActionClass::ReadOnly),
         Delivery::Succeeded { reply: json!({}) },
-    ) else {
-        panic!()
-    };
+    )
+    .into_completed()
+    .unwrap();
     admitted(&rt, "n", ActionClass::Mutating)
         .abort(&rt, &resid, &json!({}))
         .unwrap();

@@ -14,8 +14,8 @@ use rpr::executor::{Delivery, Executor, Request};
 use rpr::store::StoreError;
 use rpr::token::{Approval, NotApplied, Reconciliation};
 use rpr::{
-    Admission, Confirmed, Decided, Decision, Definition, Outcome, Pathway, PathwayError, Runtime,
-    State, StoredPathway, stage,
+    Admission, Decision, Definition, Outcome, Pathway, PathwayError, Runtime, State, StoredPathway,
+    stage,
 };
 
 fn allow(_: &Definition) -> Decision {
@@ -68,7 +68,7 @@ fn distinct_calls_from_threads(threads: usize) {
                         &format!("content {i}"),
                     );
                     start.wait();
-                    let Decided::New(Admission::Approved(p)) = rt
+                    let p = rt
                         .propose_and_admit(
                             &actor("proposer"),
                             &actor("decision_owner"),
@@ -76,9 +76,10 @@ fn distinct_calls_from_threads(threads: usize) {
                             &allow,
                         )
                         .unwrap()
-                    else {
-                        panic!("not admitted")
-                    };
+                        .into_new()
+                        .expect("not admitted")
+                        .into_approved()
+                        .expect("not admitted");
                     let id = p.id().to_owned();
                     let bound = p.bind(&mut files).unwrap();
                     let mut readback = files.readback();
@@ -251,16 +252,15 @@ fn threads_racing_on_one_admitted_pathway_dispatch_it_once() {
             panic!("expected returned")
         };
         let files = rpr::executor::file::FileExecutor::new(&root).unwrap();
-        let Confirmed::Completed(_) = returned
+        returned
             .confirm(
                 &rt,
                 &actor("evidence_owner"),
                 &mut FileReadback::new(&files),
             )
             .unwrap()
-        else {
-            panic!("not confirmed")
-        };
+            .into_completed()
+            .expect("not confirmed");
         assert!(rt.verify(None).unwrap().is_ok());
     }
 }
@@ -319,12 +319,13 @@ fn threads_beside_a_second_process_on_one_database() {
 fn whole_call(rt: &Runtime, root: &std::path::Path, log: &std::path::Path, key: &str) {
     let mut files = CountingFile::new(root, log);
     let def = file_definition(key, &format!("{key}.txt"), key);
-    let Decided::New(Admission::Approved(p)) = rt
+    let p = rt
         .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("not admitted")
+        .into_approved()
+        .expect("not admitted");
     let bound = p.bind(&mut files).unwrap();
     let mut readback = files.readback();
     match bound.dispatch_and_confirm(rt, &actor("execution_actor"), &mut files, &mut readback) {
@@ -356,12 +357,13 @@ fn a_runtime_moves_to_another_thread_and_a_handle_follows_it() {
     std::fs::create_dir_all(&root).unwrap();
     let rt = Arc::new(Runtime::open(dir.db()).unwrap());
     let def = file_definition("moved", "m.txt", "moved");
-    let Decided::New(Admission::Approved(p)) = rt
+    let p = rt
         .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("not admitted")
+        .into_approved()
+        .expect("not admitted");
     let there = Arc::clone(&rt);
     let state = std::thread::spawn(move || {
         let mut files = rpr::executor::file::FileExecutor::new(&root).unwrap();
@@ -417,12 +419,13 @@ fn an_executor_panic_on_one_thread_releases_its_attempt_for_the_others() {
     let dir = TempDir::new("threads-panic");
     let rt = Runtime::open(dir.db()).unwrap();
     let def = definition("panics", rpr::ActionClass::Mutating);
-    let Decided::New(Admission::Approved(p)) = rt
+    let p = rt
         .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_new()
+        .expect("not admitted")
+        .into_approved()
+        .expect("not admitted");
     let id = p.id().to_owned();
     let joined = std::thread::scope(|s| {
         s.spawn(|| {
@@ -581,9 +584,11 @@ fn a_refused_step_in_a_batch_leaves_its_neighbours_committed() {
     let mut handles = Vec::new();
     for i in 0..PATHWAYS {
         let def = definition(&format!("twice-{i}"), rpr::ActionClass::Mutating);
-        let rpr::Proposal::New(p) = rt.propose(&actor("proposer"), def).unwrap() else {
-            panic!()
-        };
+        let p = rt
+            .propose(&actor("proposer"), def)
+            .unwrap()
+            .into_new()
+            .unwrap();
         // A second handle to the same pathway, at the same version.
         let StoredPathway::Proposed(twin) = rt.load(p.id()).unwrap() else {
             panic!("expected proposed")
@@ -756,7 +761,7 @@ fn batch_kill_entry() {
                     let key = format!("k{t}-{c}");
                     let mut files = CountingFile::new(root.as_ref(), log.as_ref());
                     let def = file_definition(&key, &format!("{key}.txt"), &key);
-                    let Decided::New(Admission::Approved(p)) = rt
+                    let p = rt
                         .propose_and_admit(
                             &actor("proposer"),
                             &actor("decision_owner"),
@@ -764,9 +769,10 @@ fn batch_kill_entry() {
                             &allow,
                         )
                         .unwrap()
-                    else {
-                        panic!("not admitted")
-                    };
+                        .into_new()
+                        .expect("not admitted")
+                        .into_approved()
+                        .expect("not admitted");
                     say("RPR-STEP", &format!("{key} admitted"));
                     let bound = p.bind(&mut files).unwrap();
                     let mut readback = files.readback();
@@ -795,12 +801,13 @@ fn load_never_sees_half_of_a_step_another_thread_commits() {
     let rt = Runtime::open(dir.db()).unwrap();
     for round in 0..150 {
         let def = definition(&format!("torn-{round}"), rpr::ActionClass::Mutating);
-        let Decided::New(Admission::Approved(p)) = rt
+        let p = rt
             .propose_and_admit(&actor("proposer"), &actor("decision_owner"), def, &allow)
             .unwrap()
-        else {
-            panic!("not admitted")
-        };
+            .into_new()
+            .expect("not admitted")
+            .into_approved()
+            .expect("not admitted");
         let id = p.id().to_owned();
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -811,12 +818,10 @@ fn load_never_sees_half_of_a_step_another_thread_commits() {
                 else {
                     panic!("not returned")
                 };
-                let Confirmed::Completed(_) = r
-                    .confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
+                r.confirm(&rt, &actor("evidence_owner"), &mut Sees("applied"))
                     .unwrap()
-                else {
-                    panic!("not completed")
-                };
+                    .into_completed()
+                    .expect("not completed");
                 done.store(true, std::sync::atomic::Ordering::SeqCst);
             });
             s.spawn(|| {

@@ -221,20 +221,16 @@ pub fn admitted_file_pathway(tag: &str, key: &str, path: &str, content: &str) ->
     let dir = TempDir::new(tag);
     std::fs::create_dir_all(dir.path().join("root")).unwrap();
     let rt = Runtime::open(dir.db()).unwrap();
-    let rpr::Proposal::New(p) = rt
+    let p = rt
         .propose(&actor("proposer"), file_definition(key, path, content))
         .unwrap()
-    else {
-        panic!("replayed")
-    };
-    let rpr::Admission::Approved(p) = p
-        .admit(&rt, &actor("decision_owner"), &|_: &Definition| {
-            rpr::Decision::Allow
-        })
+        .into_new()
+        .expect("replayed");
+    let p = p
+        .admit(&rt, &actor("decision_owner"), &|_| rpr::Decision::Allow)
         .unwrap()
-    else {
-        panic!("not admitted")
-    };
+        .into_approved()
+        .expect("not admitted");
     (dir, p.id().to_owned())
 }
 
@@ -515,9 +511,7 @@ pub fn scripted_states(rt: &Runtime) {
     };
     let admit = |key: &str, class: ActionClass, d: Decision| -> Admission {
         propose(key, class, Value::Null)
-            .admit(rt, &actor("decision_owner"), &move |_: &Definition| {
-                d.clone()
-            })
+            .admit(rt, &actor("decision_owner"), &move |_| d.clone())
             .unwrap()
     };
     let approved = |key: &str, class: ActionClass| match admit(key, class, Decision::Allow) {
@@ -597,14 +591,14 @@ pub fn scripted_states(rt: &Runtime) {
     let _ = approved("s11", m)
         .hold(rt, &actor("stop_authority"), "wait")
         .unwrap();
-    let Outcome::Completed(_) = dispatch(
+    dispatch(
         approved("s12", ActionClass::ReadOnly),
         Delivery::Succeeded {
             reply: json!({"v": 1}),
         },
-    ) else {
-        panic!()
-    };
+    )
+    .into_completed()
+    .unwrap();
     let Admission::Denied(_) = admit("s13", m, Decision::Deny("no".into())) else {
         panic!()
     };

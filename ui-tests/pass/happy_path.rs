@@ -10,8 +10,7 @@ use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
 use rpr::stage::{Approved, Completed};
 use rpr::token::Reconciled;
 use rpr::{
-    ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Pathway, Proposal, Role,
-    Runtime, State,
+    ActionClass, Actor, Admission, Authority, Decision, Definition, Outcome, Pathway, Role, Runtime, State, ALLOW_ALL,
 };
 use serde_json::json;
 
@@ -64,22 +63,15 @@ fn write(path: &str, content: &str, key: &str, p: &People) -> Definition {
 }
 
 fn admitted(rt: &Runtime, definition: Definition, p: &People) -> Pathway<Approved> {
-    let Proposal::New(proposed) = rt.propose(&p.proposer, definition).expect("propose") else {
-        panic!("a fresh idempotency key makes a new pathway")
-    };
-    let allow = |_: &Definition| Decision::Allow;
-    let Admission::Approved(approved) = proposed.admit(rt, &p.decider, &allow).expect("admit") else {
-        panic!("the policy allows")
-    };
-    approved
+    let proposed = rt.propose(&p.proposer, definition).expect("propose");
+    let proposed = proposed.into_new().expect("a fresh idempotency key makes a new pathway");
+    proposed.admit(rt, &p.decider, ALLOW_ALL).expect("admit").into_approved().expect("the policy allows")
 }
 
 /// Human Gate, approval, dispatch, success reply, readback.
 fn gated_write(rt: &Runtime, files: &FileExecutor, p: &People) -> Pathway<Completed> {
-    let Proposal::New(proposed) = rt.propose(&p.proposer, write("gated.txt", "hello", "gated", p)).expect("propose")
-    else {
-        panic!("a fresh idempotency key makes a new pathway")
-    };
+    let proposed = rt.propose(&p.proposer, write("gated.txt", "hello", "gated", p)).expect("propose");
+    let proposed = proposed.into_new().expect("a fresh idempotency key makes a new pathway");
     let gate = |_: &Definition| Decision::HumanGate;
     let Admission::HumanGate(gated) = proposed.admit(rt, &p.decider, &gate).expect("admit") else {
         panic!("the policy asks for a Human Gate")
@@ -92,10 +84,7 @@ fn gated_write(rt: &Runtime, files: &FileExecutor, p: &People) -> Pathway<Comple
         panic!("a mutating success returns and waits for readback")
     };
     let mut readback = FileReadback::new(files);
-    let Confirmed::Completed(done) = returned.confirm(rt, &p.evidence, &mut readback).expect("confirm") else {
-        panic!("the file is there")
-    };
-    done
+    returned.confirm(rt, &p.evidence, &mut readback).expect("confirm").into_completed().expect("the file is there")
 }
 
 /// The reply is lost after the write: unknown, reconciled as applied, completed.
@@ -130,11 +119,8 @@ fn lost_request_retried(rt: &Runtime, files: &FileExecutor, p: &People) -> Pathw
     let Outcome::Returned(returned) = bound.dispatch(rt, &p.repairer, &mut executor) else {
         panic!("the resumed attempt returns")
     };
-    let Confirmed::Completed(done) = returned.confirm(rt, &p.evidence, &mut FileReadback::new(files)).expect("confirm")
-    else {
-        panic!("the file is there")
-    };
-    done
+    let confirmed = returned.confirm(rt, &p.evidence, &mut FileReadback::new(files)).expect("confirm");
+    confirmed.into_completed().expect("the file is there")
 }
 
 fn run(dir: &Path) {
