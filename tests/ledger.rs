@@ -730,16 +730,7 @@ fn a_pathway_without_events_or_events_without_a_pathway_are_detected() {
 fn a_reply_holding_a_double_above_two_to_the_53_verifies() {
     let dir = TempDir::new("ledger-big-double");
     let rt = runtime(&dir.db());
-    let p = rt
-        .propose(&actor("proposer"), definition("big", ActionClass::Mutating))
-        .unwrap()
-        .into_new()
-        .unwrap();
-    let p = p
-        .admit(&rt, &actor("decision_owner"), &|_| Decision::Allow)
-        .unwrap()
-        .into_approved()
-        .unwrap();
+    let p = allowed(&rt, definition("big", ActionClass::Mutating));
     let mut ex = Scripted::new(vec![Delivery::Succeeded {
         reply: json!({"amount": 1.109_757_712_031_584_6e16}),
     }]);

@@ -15,7 +15,7 @@ use rpr::mcp::{
 };
 use rpr::token::Reconciled;
 use rpr::{
-    ActionClass, Actor, Authority, Confirmed, Decision, Definition, Outcome, Runtime, State,
+    ALLOW_ALL, ActionClass, Actor, Authority, Confirmed, Definition, Outcome, Runtime, State,
 };
 use serde_json::{Value, json};
 
@@ -275,16 +275,9 @@ fn admitted(fx: &Fixture, key: &str) -> (Runtime, Actor, rpr::Pathway<rpr::stage
         key,
         Authority::single(&host),
     );
-    let p = rt
-        .propose(&host, definition)
-        .unwrap()
-        .into_new()
-        .expect("replayed");
-    let p = p
-        .admit(&rt, &host, &|_| Decision::Allow)
-        .unwrap()
-        .into_approved()
-        .expect("not admitted");
+    let proposed = rt.propose(&host, definition).unwrap().into_new();
+    let admitted = proposed.expect("replayed").admit(&rt, &host, ALLOW_ALL);
+    let p = admitted.unwrap().into_approved().expect("not admitted");
     (rt, host, p)
 }
 

@@ -63,7 +63,7 @@ use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TempDir, actor, db_dump, definition};
+use common::{TempDir, actor, allowed, db_dump, definition};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestError, TestRunner};
 use rpr::executor::{
@@ -2388,16 +2388,7 @@ fn a_refused_dispatch_with_a_colliding_attempt_id_does_not_unmark_a_live_attempt
     let (r1, r2) = (open(), open());
     let effects = Cell::new(0);
     // 1-2. R1 proposes and admits P (pw_000001); 3. R1 loads it again: a stale twin.
-    let p = r1
-        .propose(&actor("proposer"), definition("k0", ActionClass::Mutating))
-        .unwrap()
-        .into_new()
-        .expect("replayed");
-    let twin = p
-        .admit(&r1, &actor("decision_owner"), &|_| Decision::Allow)
-        .unwrap()
-        .into_approved()
-        .expect("not admitted");
+    let twin = allowed(&r1, definition("k0", ActionClass::Mutating));
     let id = twin.id().to_owned();
     let StoredPathway::Approved(p) = r1.load(&id).unwrap() else {
         panic!("not approved")

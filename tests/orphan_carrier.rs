@@ -20,7 +20,7 @@ use nix::unistd::Pid;
 use rpr::executor::Request;
 use rpr::mcp::{McpClient, McpExecutor, McpReadback, ReadbackVerdict, ServerCommand};
 use rpr::token::Reconciled;
-use rpr::{ActionClass, Actor, Authority, Decision, Definition, Outcome, Runtime, StoredPathway};
+use rpr::{ALLOW_ALL, ActionClass, Actor, Authority, Definition, Outcome, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 const SLOW_MS: &str = "1500";
@@ -105,16 +105,9 @@ fn admitted(fx: &Fixture) -> String {
         "orphan",
         Authority::single(&host),
     );
-    let p = rt
-        .propose(&host, definition)
-        .unwrap()
-        .into_new()
-        .expect("replayed");
-    let p = p
-        .admit(&rt, &host, &|_| Decision::Allow)
-        .unwrap()
-        .into_approved()
-        .expect("not admitted");
+    let proposed = rt.propose(&host, definition).unwrap().into_new();
+    let admitted = proposed.expect("replayed").admit(&rt, &host, ALLOW_ALL);
+    let p = admitted.unwrap().into_approved().expect("not admitted");
     p.id().to_owned()
 }
 

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use rpr::executor::{Delivery, Request};
 use rpr::token::Reconciled;
-use rpr::{ActionClass, Decision, Outcome, StoredPathway};
+use rpr::{ActionClass, Outcome, StoredPathway};
 use serde_json::json;
 
 fn secret_definition() -> rpr::Definition {
@@ -19,16 +19,7 @@ fn a_redacted_request_is_never_read_back_until_restored() {
     let dir = TempDir::new("redacted-reconcile");
     let id = {
         let rt = runtime(&dir.db());
-        let p = rt
-            .propose(&actor("proposer"), secret_definition())
-            .unwrap()
-            .into_new()
-            .unwrap();
-        let p = p
-            .admit(&rt, &actor("decision_owner"), &|_| Decision::Allow)
-            .unwrap()
-            .into_approved()
-            .unwrap();
+        let p = allowed(&rt, secret_definition());
         let mut ex = Scripted::new(vec![Delivery::PossiblyWritten {
             reason: "pipe closed".into(),
         }]);

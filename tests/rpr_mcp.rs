@@ -1135,17 +1135,7 @@ fn large_records_are_paged_and_truncated_under_10_mib() {
         .unwrap();
     let big = "b".repeat(6 << 20);
     let def = definition("big", rpr::ActionClass::Mutating).with_metadata(json!({"blob": big}));
-    let p = rt
-        .propose(&actor("proposer"), def)
-        .unwrap()
-        .into_new()
-        .unwrap();
-    let rpr::Admission::Approved(mut p) = p
-        .admit(&rt, &actor("decision_owner"), &|_| rpr::Decision::Allow)
-        .unwrap()
-    else {
-        panic!()
-    };
+    let mut p = allowed(&rt, def);
     let reason = "r".repeat(2 << 20);
     for _ in 0..4 {
         p = p

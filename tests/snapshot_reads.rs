@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use rpr::store::{ReadStore, StoreError};
-use rpr::{AttemptStatus, Decision, Outcome, Runtime, State};
+use rpr::{AttemptStatus, Outcome, Runtime, State};
 use serde_json::{Value, json};
 
 const WRITERS: usize = 3;
@@ -46,19 +46,7 @@ fn writer_entry() {
         let mut ex = CountingFile::new(&root, &log);
         for call in 0..CALLS {
             let key = format!("w{me}-b{batch}-c{call}");
-            let p = rt
-                .propose(
-                    &actor("proposer"),
-                    file_definition(&key, &format!("{key}.txt"), &key),
-                )
-                .unwrap()
-                .into_new()
-                .unwrap_or_else(|_| panic!("{key} replayed"));
-            let p = p
-                .admit(&rt, &actor("decision_owner"), &|_| Decision::Allow)
-                .unwrap()
-                .into_approved()
-                .unwrap_or_else(|_| panic!("{key} not admitted"));
+            let p = allowed(&rt, file_definition(&key, &format!("{key}.txt"), &key));
             let bound = p.bind(&mut ex).unwrap();
             let Outcome::Returned(p) = bound.dispatch(&rt, &actor("execution_actor"), &mut ex)
             else {

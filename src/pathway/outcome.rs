@@ -223,14 +223,14 @@ impl Confirmed {
 // Each result displays what happened, so that a helper's `Err` (the result that was not
 // the one asked for) can travel with `?` as an error.
 
+/// `pathway <id>: <how> <state>`.
+fn describe(f: &mut fmt::Formatter<'_>, id: &str, how: &str, state: State) -> fmt::Result {
+    write!(f, "pathway {id}: {how} {state}")
+}
+
 impl fmt::Display for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "pathway {}: admission moved it to {}",
-            self.id(),
-            self.state()
-        )
+        describe(f, self.id(), "admission moved it to", self.state())
     }
 }
 
@@ -255,7 +255,7 @@ impl fmt::Display for Outcome {
             Outcome::Partial(p) => (p.id(), p.state()),
             Outcome::Unknown(p) => (p.id(), p.state()),
         };
-        write!(f, "pathway {id}: dispatch left it {state}")
+        describe(f, id, "dispatch left it", state)
     }
 }
 
@@ -275,7 +275,7 @@ impl fmt::Display for Confirmed {
             Confirmed::Completed(p) => (p.id(), p.state()),
             Confirmed::Unknown(p) => (p.id(), p.state()),
         };
-        write!(f, "pathway {id}: readback left it {state}")
+        describe(f, id, "readback left it", state)
     }
 }
 
@@ -283,12 +283,7 @@ impl std::error::Error for Confirmed {}
 
 impl fmt::Display for StoredPathway {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "pathway {} is stored in state {}",
-            self.id(),
-            self.state()
-        )
+        describe(f, self.id(), "stored in state", self.state())
     }
 }
 

@@ -221,17 +221,21 @@ pub fn admitted_file_pathway(tag: &str, key: &str, path: &str, content: &str) ->
     let dir = TempDir::new(tag);
     std::fs::create_dir_all(dir.path().join("root")).unwrap();
     let rt = Runtime::open(dir.db()).unwrap();
-    let p = rt
-        .propose(&actor("proposer"), file_definition(key, path, content))
+    let p = allowed(&rt, file_definition(key, path, content));
+    (dir, p.id().to_owned())
+}
+
+/// A new pathway for `definition`, proposed by `proposer` and admitted by `decision_owner`
+/// under [`rpr::ALLOW_ALL`].
+pub fn allowed(rt: &Runtime, definition: Definition) -> rpr::Pathway<rpr::stage::Approved> {
+    rt.propose(&actor("proposer"), definition)
         .unwrap()
         .into_new()
-        .expect("replayed");
-    let p = p
-        .admit(&rt, &actor("decision_owner"), &|_| rpr::Decision::Allow)
+        .expect("a new idempotency key")
+        .admit(rt, &actor("decision_owner"), rpr::ALLOW_ALL)
         .unwrap()
         .into_approved()
-        .expect("not admitted");
-    (dir, p.id().to_owned())
+        .expect("ALLOW_ALL approves")
 }
 
 /// How many effects `log` records (one line per real write).
