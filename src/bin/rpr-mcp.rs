@@ -1,17 +1,19 @@
 //! `rpr-mcp`: the read-only MCP inspection server for an rpr database.
 //!
-//! Speaks MCP `2025-11-25` over stdio (one JSON-RPC message per line) and
-//! offers five read-only tools built on [`rpr::inspect`]. The database is opened
-//! with [`ReadStore::open_read_only`]; nothing this program runs can write it.
-//! See `docs/inspection.md`.
+//! Speaks MCP `2025-11-25` over stdio (one JSON-RPC message per line, through
+//! [`rpr::jsonrpc::server`]) and offers five read-only tools built on [`rpr::inspect`].
+//! The database is opened with [`ReadStore::open_read_only`]; nothing this program runs
+//! can write it. See `docs/inspection.md`.
 
 use std::ffi::OsString;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Mutex, OnceLock};
 
 use rpr::inspect::{self, InspectError};
+use rpr::jsonrpc::server::{Handler, Server};
+use rpr::jsonrpc::{ErrorObject, JsonRpcError, MessageReader, MessageWriter, Request, codes};
 use rpr::pathway::Role;
 use rpr::state::State;
 use rpr::store::{ReadStore, StoreError};
@@ -81,32 +83,22 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let mut server = Server {
+    let mut server = Server::new(
+        MessageReader::with_max_message_bytes(io::stdin().lock(), MAX_LINE_BYTES),
+        MessageWriter::with_max_message_bytes(WholeLines::default(), MAX_RESPONSE_BYTES),
+    );
+    let mut inspector = Inspector {
         store,
         initialized: false,
     };
-    let mut input = io::stdin().lock();
-    let mut line = Vec::new();
-    loop {
-        match read_line(&mut input, &mut line, MAX_LINE_BYTES) {
-            Ok(Line::Eof) => break,
-            Ok(Line::TooLong) => send(&error_response(
-                Value::Null,
-                -32600,
-                &format!("Invalid Request: message longer than {MAX_LINE_BYTES} bytes; skipped"),
-            )),
-            Ok(Line::Data) => {
-                if let Some(reply) = server.handle(&line) {
-                    send(&reply);
-                }
-            }
-            Err(e) => {
-                eprintln!("rpr-mcp: reading stdin: {}", one_line(&e.to_string()));
-                return ExitCode::FAILURE;
-            }
+    match server.serve(&mut inspector) {
+        // A write failure: the client closed our stdout, nobody is listening any more.
+        Ok(()) | Err(JsonRpcError::Write { .. }) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rpr-mcp: reading stdin: {}", one_line(&e.to_string()));
+            ExitCode::FAILURE
         }
     }
-    ExitCode::SUCCESS
 }
 
 fn one_line(s: &str) -> String {
@@ -166,214 +158,67 @@ fn exit_cleanly_on_sigterm() {
     });
 }
 
-fn send(message: &Value) {
-    let mut text = serde_json::to_string(message).unwrap_or_default();
-    if text.len() > MAX_RESPONSE_BYTES {
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
-        text = serde_json::to_string(&error_response(
-            id,
-            -32603,
-            "Internal error: response larger than 10 MiB",
-        ))
-        .unwrap_or_default();
-    }
-    let _guard = OUTPUT.lock();
-    let mut out = io::stdout().lock();
-    let ok = out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.write_all(b"\n"))
-        .and_then(|()| out.flush());
-    if ok.is_err() {
-        // The client closed our stdout: nobody is listening any more.
-        std::process::exit(0);
-    }
-}
+/// Standard output a whole line at a time: bytes are held until `flush` (which the
+/// writer calls after each message) and written under [`OUTPUT`].
+#[derive(Default)]
+struct WholeLines(Vec<u8>);
 
-enum Line {
-    Eof,
-    Data,
-    TooLong,
-}
+impl Write for WholeLines {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
 
-/// Reads one line (without its `\n`) into `buf`. A line longer than `cap` is
-/// consumed without being kept and reported as [`Line::TooLong`].
-fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize) -> io::Result<Line> {
-    buf.clear();
-    let mut too_long = false;
-    let mut seen = false;
-    loop {
-        let avail = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if avail.is_empty() {
-            return Ok(match (seen, too_long) {
-                (false, _) => Line::Eof,
-                (true, true) => Line::TooLong,
-                (true, false) => Line::Data,
-            });
-        }
-        seen = true;
-        let newline = avail.iter().position(|&b| b == b'\n');
-        let chunk = &avail[..newline.unwrap_or(avail.len())];
-        if !too_long {
-            if buf.len() + chunk.len() > cap {
-                too_long = true;
-                *buf = Vec::new();
-            } else {
-                buf.extend_from_slice(chunk);
-            }
-        }
-        let used = newline.map_or(avail.len(), |i| i + 1);
-        r.consume(used);
-        if newline.is_some() {
-            return Ok(if too_long { Line::TooLong } else { Line::Data });
-        }
+    fn flush(&mut self) -> io::Result<()> {
+        let _guard = OUTPUT.lock();
+        let mut out = io::stdout().lock();
+        let written = out.write_all(&self.0).and_then(|()| out.flush());
+        self.0.clear();
+        written
     }
 }
 
 // ---------------------------------------------------------------------------
-// JSON-RPC
+// MCP methods
 // ---------------------------------------------------------------------------
 
-fn error_response(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+fn invalid_params(message: &str) -> ErrorObject {
+    ErrorObject::new(codes::INVALID_PARAMS, format!("Invalid params: {message}"))
 }
 
-fn result_response(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// A request id is a string or an integer (never null, a fraction, a bool or a container).
-fn valid_id(id: &Value) -> bool {
-    match id {
-        Value::String(_) => true,
-        Value::Number(n) => n.is_i64() || n.is_u64(),
-        _ => false,
-    }
-}
-
-struct Server {
+struct Inspector {
     store: ReadStore,
     initialized: bool,
 }
 
-impl Server {
-    /// Handles one input line; returns the reply to send, if any.
-    fn handle(&mut self, line: &[u8]) -> Option<Value> {
-        let Ok(text) = std::str::from_utf8(line) else {
-            return Some(error_response(
-                Value::Null,
-                -32700,
-                "Parse error: the line is not valid UTF-8",
-            ));
-        };
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        // Blank means JSON whitespace only; any other character (U+00A0 included) is parsed.
-        if text.trim_matches([' ', '\t', '\r', '\n']).is_empty() {
-            return None;
-        }
-        let message: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                return Some(error_response(
-                    Value::Null,
-                    -32700,
-                    &format!("Parse error: {e}"),
-                ));
-            }
-        };
-        let mut obj = match message {
-            Value::Object(o) => o,
-            Value::Array(_) => {
-                return Some(error_response(
-                    Value::Null,
-                    -32600,
-                    "Invalid Request: batches are not supported",
-                ));
-            }
-            _ => {
-                return Some(error_response(
-                    Value::Null,
-                    -32600,
-                    "Invalid Request: a message must be a JSON object",
-                ));
-            }
-        };
-        let id = match obj.remove("id") {
-            None => None,
-            Some(id) if valid_id(&id) => Some(id),
-            Some(_) => {
-                return Some(error_response(
-                    Value::Null,
-                    -32600,
-                    "Invalid Request: id must be a string or an integer",
-                ));
-            }
-        };
-        let reply_id = id.clone().unwrap_or(Value::Null);
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Some(error_response(
-                reply_id,
-                -32600,
-                "Invalid Request: jsonrpc must be \"2.0\"",
-            ));
-        }
-        let method = match obj.get("method") {
-            Some(Value::String(m)) => m.clone(),
-            None if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) => {
-                // A response: this server sends no requests, so there is nothing to match.
-                return None;
-            }
-            _ => {
-                return Some(error_response(
-                    reply_id,
-                    -32600,
-                    "Invalid Request: method must be a string",
-                ));
-            }
-        };
-        let Some(id) = id else {
-            // A notification (initialized, cancelled, anything else): never answered.
-            return None;
-        };
-        let params = match obj.remove("params") {
+impl Handler for Inspector {
+    fn request(&mut self, request: Request) -> Result<Value, ErrorObject> {
+        let params = match request.params {
             None => Map::new(),
-            Some(Value::Object(p)) => p,
-            Some(Value::Array(_)) => {
-                return Some(error_response(
-                    id,
-                    -32602,
-                    "Invalid params: params must be an object",
-                ));
-            }
-            Some(_) => {
-                return Some(error_response(
-                    id,
-                    -32600,
-                    "Invalid Request: params must be an object",
-                ));
-            }
+            Some(Value::Object(params)) => params,
+            // Other params never reach here: the loop answers them as invalid requests.
+            Some(_) => return Err(invalid_params("params must be an object")),
         };
-        Some(match self.request(&method, &params) {
-            Ok(result) => result_response(id, result),
-            Err((code, message)) => error_response(id, code, &message),
-        })
+        self.method(&request.method, &params)
     }
 
-    fn request(
-        &mut self,
-        method: &str,
-        params: &Map<String, Value>,
-    ) -> Result<Value, (i64, String)> {
+    /// An over-long line is answered with id `null` (docs/inspection.md): its id was not
+    /// parsed, only guessed from its first or last bytes.
+    fn invalid(&mut self, error: &JsonRpcError, reply: Option<Value>) -> Option<Value> {
+        let mut reply = reply?;
+        if matches!(error, JsonRpcError::LineTooLong { .. }) {
+            reply["id"] = Value::Null;
+        }
+        Some(reply)
+    }
+}
+
+impl Inspector {
+    fn method(&mut self, method: &str, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
         match method {
             "initialize" => {
                 if !params.get("protocolVersion").is_some_and(Value::is_string) {
-                    return Err((
-                        -32602,
-                        "Invalid params: initialize needs a string protocolVersion".into(),
-                    ));
+                    return Err(invalid_params("initialize needs a string protocolVersion"));
                 }
                 self.initialized = true;
                 Ok(json!({
@@ -388,33 +233,27 @@ impl Server {
                 }))
             }
             "ping" => Ok(json!({})),
-            "tools/list" | "tools/call" if !self.initialized => Err((
-                -32600,
-                "Invalid Request: server not initialized; send initialize first".into(),
+            "tools/list" | "tools/call" if !self.initialized => Err(ErrorObject::new(
+                codes::INVALID_REQUEST,
+                "Invalid Request: server not initialized; send initialize first",
             )),
             "tools/list" => {
                 if params.contains_key("cursor") {
-                    return Err((
-                        -32602,
-                        "Invalid params: invalid cursor (the tool list has one page)".into(),
+                    return Err(invalid_params(
+                        "invalid cursor (the tool list has one page)",
                     ));
                 }
                 Ok(json!({"tools": tools().clone()}))
             }
             "tools/call" => {
                 let Some(Value::String(name)) = params.get("name") else {
-                    return Err((
-                        -32602,
-                        "Invalid params: tools/call needs a string name".into(),
-                    ));
+                    return Err(invalid_params("tools/call needs a string name"));
                 };
                 let empty = Map::new();
                 let args = match params.get("arguments") {
                     None => &empty,
                     Some(Value::Object(a)) => a,
-                    Some(_) => {
-                        return Err((-32602, "Invalid params: arguments must be an object".into()));
-                    }
+                    Some(_) => return Err(invalid_params("arguments must be an object")),
                 };
                 let outcome = match name.as_str() {
                     "rpr.get_status" => self.get_status(args),
@@ -422,11 +261,19 @@ impl Server {
                     "rpr.get_pathway" => self.get_pathway(args),
                     "rpr.get_evidence" => self.get_evidence(args),
                     "rpr.list_unresolved" => self.list_unresolved(args),
-                    _ => return Err((-32602, format!("Unknown tool: {name}"))),
+                    _ => {
+                        return Err(ErrorObject::new(
+                            codes::INVALID_PARAMS,
+                            format!("Unknown tool: {name}"),
+                        ));
+                    }
                 };
                 Ok(tool_result(outcome))
             }
-            _ => Err((-32601, format!("Method not found: {method}"))),
+            _ => Err(ErrorObject::new(
+                codes::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            )),
         }
     }
 
@@ -581,23 +428,7 @@ fn state_schema() -> Value {
 }
 
 fn role_schema() -> Value {
-    use Role::{
-        ApprovalAuthority, DecisionOwner, EvidenceOwner, ExecutionActor, RepairOwner,
-        ResidualOwner, ResumeAuthority, StopAuthority,
-    };
-    str_enum(
-        [
-            DecisionOwner,
-            ApprovalAuthority,
-            ExecutionActor,
-            StopAuthority,
-            EvidenceOwner,
-            RepairOwner,
-            ResumeAuthority,
-            ResidualOwner,
-        ]
-        .map(Role::as_str),
-    )
+    str_enum(Role::ALL.map(Role::as_str))
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {

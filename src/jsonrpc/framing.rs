@@ -140,6 +140,15 @@ impl<R: BufRead> MessageReader<R> {
     ///
     /// Returns `Ok(None)` at a clean end of the stream.
     pub fn read_line(&mut self) -> Result<Option<Vec<u8>>, JsonRpcError> {
+        self.read_line_skipping(|line| line.iter().all(u8::is_ascii_whitespace))
+    }
+
+    /// [`Self::read_line`] with its own notion of a blank line (skipped): the server loop
+    /// skips JSON whitespace only, so that a form feed alone is answered as a parse error.
+    pub(crate) fn read_line_skipping(
+        &mut self,
+        blank: impl Fn(&[u8]) -> bool,
+    ) -> Result<Option<Vec<u8>>, JsonRpcError> {
         loop {
             let mut line = Vec::new();
             let mut seen: u64 = 0;
@@ -199,7 +208,7 @@ impl<R: BufRead> MessageReader<R> {
                     id: overflow_id(&head, &tail),
                 });
             }
-            if !line.iter().all(u8::is_ascii_whitespace) {
+            if !blank(&line) {
                 return Ok(Some(line));
             }
         }
@@ -207,15 +216,7 @@ impl<R: BufRead> MessageReader<R> {
 
     /// Reads the next line as one JSON value.
     pub fn read_value(&mut self) -> Result<Option<Value>, JsonRpcError> {
-        let Some(line) = self.read_line()? else {
-            return Ok(None);
-        };
-        let text = std::str::from_utf8(&line).map_err(|e| JsonRpcError::InvalidUtf8 {
-            valid_up_to: e.valid_up_to(),
-        })?;
-        serde_json::from_str(text)
-            .map(Some)
-            .map_err(|source| JsonRpcError::NotJson { source })
+        self.read_line()?.map(|line| parse_value(&line)).transpose()
     }
 
     /// Reads the next line as one JSON-RPC message.
@@ -230,6 +231,14 @@ impl<R: BufRead> MessageReader<R> {
     pub fn into_inner(self) -> R {
         self.inner
     }
+}
+
+/// One line as one JSON value: UTF-8, then JSON.
+pub(crate) fn parse_value(line: &[u8]) -> Result<Value, JsonRpcError> {
+    let text = std::str::from_utf8(line).map_err(|e| JsonRpcError::InvalidUtf8 {
+        valid_up_to: e.valid_up_to(),
+    })?;
+    serde_json::from_str(text).map_err(|source| JsonRpcError::NotJson { source })
 }
 
 /// Writes JSON-RPC messages, one compact line each, and counts the bytes that got out.

@@ -15,10 +15,14 @@
 //!
 //! Request ids keep their JSON type: the integer `1` and the string `"1"` are
 //! different [`Id`]s.
+//!
+//! [`server`] is the server side of a connection on top of these: read, classify, answer
+//! each request once, and the error replies the specification asks for.
 
 mod error;
 mod framing;
 mod message;
+pub mod server;
 
 pub use error::JsonRpcError;
 pub use framing::{DEFAULT_MAX_MESSAGE_BYTES, MessageReader, MessageWriter, encode_line};

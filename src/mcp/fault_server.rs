@@ -13,15 +13,23 @@
 //! Faults hit `tools/call` of `put` unless said otherwise; select one with
 //! `--fault NAME` or the `RPR_FAULT` environment variable. stdout carries only
 //! protocol lines; logs go to stderr. Run with `--help` for the list.
+//!
+//! It reads and answers through [`crate::jsonrpc::server`]; the faults that break the
+//! protocol on purpose (garbage, wrong ids, two replies, none) write their bytes themselves.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, Write};
+use std::io::{StdinLock, Stdout, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use crate::jsonrpc::{
+    self, ErrorObject, Id, JsonRpcError, MessageReader, MessageWriter, Request, codes,
+    server::{Incoming, Invalid},
+};
 
 /// The `--help` text: options and faults.
 pub const HELP: &str = "\
@@ -137,7 +145,7 @@ fn parse_options(args: impl IntoIterator<Item = String>) -> Result<Option<Option
         effects: None,
         state: None,
         fault: Fault::None,
-        rpc_error_code: -32603,
+        rpc_error_code: codes::INTERNAL_ERROR,
         sleep_ms: 3000,
         huge_bytes: 17 * 1024 * 1024,
         lists_before: 1,
@@ -194,6 +202,15 @@ fn log(message: &str) {
 /// Why the server stops handling messages: it exits with this code.
 struct Exit(u8);
 
+/// The connection: stdin and stdout, with no cap on what is written (`huge-line`).
+type Connection = jsonrpc::server::Server<StdinLock<'static>, Stdout>;
+
+/// A write to stdout failed: nobody reads us any more.
+fn gone(e: &JsonRpcError) -> Exit {
+    log(&format!("stdout closed ({e}); exiting"));
+    Exit(0)
+}
+
 struct Server {
     opts: Options,
     lists: usize,
@@ -201,76 +218,99 @@ struct Server {
 }
 
 impl Server {
-    fn send(value: &Value) -> Result<(), Exit> {
-        let mut line = value.to_string();
-        line.push('\n');
-        Self::send_raw(line.as_bytes())
+    /// Any JSON as one line (also messages that are deliberately wrong).
+    fn send(conn: &mut Connection, value: &Value) -> Result<(), Exit> {
+        conn.send_value(value).map_err(|e| gone(&e))
     }
 
-    fn send_raw(bytes: &[u8]) -> Result<(), Exit> {
-        let mut out = std::io::stdout().lock();
-        out.write_all(bytes)
-            .and_then(|()| out.flush())
-            .map_err(|e| {
-                log(&format!("stdout closed ({e}); exiting"));
-                Exit(0)
-            })
+    /// Bytes that are no message at all.
+    fn send_raw(conn: &mut Connection, bytes: &[u8]) -> Result<(), Exit> {
+        conn.writer()
+            .write_encoded(bytes, |_| {})
+            .map(drop)
+            .map_err(|e| gone(&e))
     }
 
-    fn result(id: &Value, result: &Value) -> Result<(), Exit> {
-        Self::send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    fn result(conn: &mut Connection, id: Id, result: Value) -> Result<(), Exit> {
+        conn.reply(id, Ok(result)).map_err(|e| gone(&e))
     }
 
-    fn error(id: &Value, code: i64, message: &str) -> Result<(), Exit> {
-        Self::send(
-            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
-        )
+    fn error(conn: &mut Connection, id: Id, code: i64, message: &str) -> Result<(), Exit> {
+        conn.reply(id, Err(ErrorObject::new(code, message)))
+            .map_err(|e| gone(&e))
     }
 
-    fn handle(&mut self, input: &mut dyn BufRead, message: &Value) -> Result<(), Exit> {
-        let Some(method) = message.get("method").and_then(Value::as_str) else {
-            log("ignoring a message without a method (an unexpected response)");
-            return Ok(());
-        };
-        let Some(id) = message.get("id") else {
-            if method == "notifications/cancelled" {
-                let request = message
-                    .pointer("/params/requestId")
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                log(&format!("cancelled requestId={request}"));
-                if let Some(path) = &self.opts.cancel_log {
-                    let written = OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .and_then(|mut f| writeln!(f, "{request}"));
-                    if let Err(e) = written {
-                        log(&format!("could not write the cancel log: {e}"));
-                    }
+    fn handle(&mut self, conn: &mut Connection, incoming: Incoming) -> Result<(), Exit> {
+        match incoming {
+            Incoming::Request(Request { id, method, params }) => {
+                let params = params.unwrap_or(Value::Null);
+                match method.as_str() {
+                    "initialize" => self.initialize(conn, id),
+                    "ping" => Self::result(conn, id, json!({})),
+                    "tools/list" => self.list(conn, id, &params),
+                    "tools/call" => self.call(conn, id, &params),
+                    other => Self::error(
+                        conn,
+                        id,
+                        codes::METHOD_NOT_FOUND,
+                        &format!("Method not found: {other}"),
+                    ),
                 }
             }
-            return Ok(());
-        };
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        match method {
-            "initialize" => self.initialize(id),
-            "ping" => Self::result(id, &json!({})),
-            "tools/list" => self.list(id, &params),
-            "tools/call" => self.call(input, id, &params),
-            other => Self::error(id, -32601, &format!("Method not found: {other}")),
+            Incoming::Notification(notification) => {
+                if notification.method == "notifications/cancelled" {
+                    self.cancelled(notification.params.as_ref());
+                }
+                Ok(())
+            }
+            Incoming::Response(_) => {
+                log("ignoring a response (this server sent no request it answers)");
+                Ok(())
+            }
+            Incoming::Invalid(Invalid { error, reply }) => {
+                log(&format!("{error}"));
+                match reply {
+                    Some(reply) => Self::send(conn, &reply),
+                    None => Ok(()),
+                }
+            }
         }
     }
 
-    fn initialize(&mut self, id: &Value) -> Result<(), Exit> {
+    fn cancelled(&self, params: Option<&Value>) {
+        let request = params
+            .and_then(|p| p.get("requestId"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        log(&format!("cancelled requestId={request}"));
+        if let Some(path) = &self.opts.cancel_log {
+            let written = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| writeln!(f, "{request}"));
+            if let Err(e) = written {
+                log(&format!("could not write the cancel log: {e}"));
+            }
+        }
+    }
+
+    fn initialize(&mut self, conn: &mut Connection, id: Id) -> Result<(), Exit> {
         if self.opts.fault == Fault::NotifyBeforeInit {
-            Self::send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))?;
-            Self::send(&json!({"jsonrpc": "2.0", "method": "notifications/message",
-                "params": {"level": "info", "logger": "rpr-fault-server", "data": "before init"}}))?;
+            Self::send(
+                conn,
+                &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+            )?;
+            Self::send(
+                conn,
+                &json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "logger": "rpr-fault-server", "data": "before init"}}),
+            )?;
         }
         Self::result(
+            conn,
             id,
-            &json!({
+            json!({
                 "protocolVersion": self.opts.protocol_version,
                 "capabilities": {"tools": {"listChanged": false}},
                 "serverInfo": {"name": self.opts.server_name, "version": self.version},
@@ -325,7 +365,7 @@ impl Server {
         ]
     }
 
-    fn list(&mut self, id: &Value, params: &Value) -> Result<(), Exit> {
+    fn list(&mut self, conn: &mut Connection, id: Id, params: &Value) -> Result<(), Exit> {
         self.lists += 1;
         let tools = self.tools();
         let offset = params
@@ -350,10 +390,10 @@ impl Server {
             if let Err(e) = closed {
                 log(&format!("could not close stdin: {e}"));
             }
-            Self::result(id, &result)?;
+            Self::result(conn, id, result)?;
             return Err(Exit(3));
         }
-        Self::result(id, &result)
+        Self::result(conn, id, result)
     }
 
     fn read_state(&self) -> BTreeMap<String, String> {
@@ -391,7 +431,7 @@ impl Server {
         }
     }
 
-    fn call(&mut self, input: &mut dyn BufRead, id: &Value, params: &Value) -> Result<(), Exit> {
+    fn call(&mut self, conn: &mut Connection, id: Id, params: &Value) -> Result<(), Exit> {
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -400,13 +440,14 @@ impl Server {
         match name {
             "get" => {
                 let Some(key) = arguments.get("key").and_then(Value::as_str) else {
-                    return Self::result(id, &tool_error("`key` must be a string"));
+                    return Self::result(conn, id, tool_error("`key` must be a string"));
                 };
                 let value = self.read_state().get(key).cloned();
                 let structured = json!({"key": key, "value": value});
                 Self::result(
+                    conn,
                     id,
-                    &json!({"content": [{"type": "text", "text": structured.to_string()}], "structuredContent": structured}),
+                    json!({"content": [{"type": "text", "text": structured.to_string()}], "structuredContent": structured}),
                 )
             }
             "put" => {
@@ -414,21 +455,20 @@ impl Server {
                     arguments.get("key").and_then(Value::as_str),
                     arguments.get("value").and_then(Value::as_str),
                 ) else {
-                    return Self::result(id, &tool_error("`key` and `value` must be strings"));
+                    return Self::result(conn, id, tool_error("`key` and `value` must be strings"));
                 };
-                self.put(input, id, key, value)
+                self.put(conn, id, key, value)
             }
-            other => Self::error(id, -32602, &format!("Unknown tool: {other}")),
+            other => Self::error(
+                conn,
+                id,
+                codes::INVALID_PARAMS,
+                &format!("Unknown tool: {other}"),
+            ),
         }
     }
 
-    fn put(
-        &mut self,
-        input: &mut dyn BufRead,
-        id: &Value,
-        key: &str,
-        value: &str,
-    ) -> Result<(), Exit> {
+    fn put(&mut self, conn: &mut Connection, id: Id, key: &str, value: &str) -> Result<(), Exit> {
         let ok = json!({"content": [{"type": "text", "text": format!("stored {key}")}],
                         "structuredContent": {"key": key, "value": value}});
         match self.opts.fault {
@@ -441,10 +481,13 @@ impl Server {
                 log("crash-after-effect: exiting before the reply");
                 Err(Exit(3))
             }
-            Fault::IsError => {
-                Self::result(id, &tool_error("injected tool failure; nothing was stored"))
-            }
+            Fault::IsError => Self::result(
+                conn,
+                id,
+                tool_error("injected tool failure; nothing was stored"),
+            ),
             Fault::RpcError => Self::error(
+                conn,
                 id,
                 self.opts.rpc_error_code,
                 "injected rpc-error; nothing was stored",
@@ -457,41 +500,49 @@ impl Server {
             Fault::Slow => {
                 std::thread::sleep(Duration::from_millis(self.opts.sleep_ms));
                 self.apply_effect(key, value);
-                Self::result(id, &ok)
+                Self::result(conn, id, ok)
             }
             Fault::GarbageReply => {
                 self.apply_effect(key, value);
-                Self::send_raw(b"this is not json {\n")?;
-                Self::send_raw(b"\xff\xfe\xfd not utf-8\n")?;
-                Self::send(&json!({"jsonrpc": "2.0", "id": id, "bogus": true}))
+                Self::send_raw(conn, b"this is not json {\n")?;
+                Self::send_raw(conn, b"\xff\xfe\xfd not utf-8\n")?;
+                Self::send(
+                    conn,
+                    &json!({"jsonrpc": "2.0", "id": id.to_value(), "bogus": true}),
+                )
             }
             Fault::WrongId => {
                 self.apply_effect(key, value);
                 let wrong = match id {
-                    Value::Number(n) => json!(n.to_string()),
-                    other => json!(format!("{}-wrong", other.as_str().unwrap_or_default())),
+                    Id::Number(n) => Id::String(n.to_string()),
+                    Id::String(s) => Id::String(format!("{s}-wrong")),
                 };
-                Self::result(&wrong, &ok)
+                Self::result(conn, wrong, ok)
             }
             Fault::ReplyTwice => {
                 self.apply_effect(key, value);
-                Self::result(id, &ok)?;
-                Self::result(id, &ok)
+                Self::result(conn, id.clone(), ok.clone())?;
+                Self::result(conn, id, ok)
             }
             Fault::HugeLine => {
                 self.apply_effect(key, value);
                 let text = "x".repeat(self.opts.huge_bytes);
-                Self::result(id, &json!({"content": [{"type": "text", "text": text}]}))
+                Self::result(
+                    conn,
+                    id,
+                    json!({"content": [{"type": "text", "text": text}]}),
+                )
             }
             Fault::NotifyMidCall => {
-                let problems = Self::interleave(input)?;
+                let problems = Self::interleave(conn)?;
                 if problems.is_empty() {
                     self.apply_effect(key, value);
-                    Self::result(id, &ok)
+                    Self::result(conn, id, ok)
                 } else {
                     Self::result(
+                        conn,
                         id,
-                        &tool_error(&format!(
+                        tool_error(&format!(
                             "client answers were wrong: {}",
                             problems.join("; ")
                         )),
@@ -500,49 +551,63 @@ impl Server {
             }
             _ => {
                 self.apply_effect(key, value);
-                Self::result(id, &ok)
+                Self::result(conn, id, ok)
             }
         }
     }
 
     /// Sends notifications and two server requests, then reads until both are
-    /// answered. Returns what the client got wrong.
-    fn interleave(input: &mut dyn BufRead) -> Result<Vec<String>, Exit> {
-        Self::send(&json!({"jsonrpc": "2.0", "method": "notifications/message",
-            "params": {"level": "info", "logger": "rpr-fault-server", "data": "working on put"}}))?;
+    /// answered (anything else read meanwhile is ignored, requests too). Returns what
+    /// the client got wrong.
+    fn interleave(conn: &mut Connection) -> Result<Vec<String>, Exit> {
         Self::send(
+            conn,
+            &json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "logger": "rpr-fault-server", "data": "working on put"}}),
+        )?;
+        Self::send(
+            conn,
             &json!({"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": "unknown-token", "progress": 1, "total": 2}}),
         )?;
-        Self::send(&json!({"jsonrpc": "2.0", "id": "srv-ping", "method": "ping"}))?;
         Self::send(
+            conn,
+            &json!({"jsonrpc": "2.0", "id": "srv-ping", "method": "ping"}),
+        )?;
+        Self::send(
+            conn,
             &json!({"jsonrpc": "2.0", "id": "srv-unknown", "method": "sampling/createMessage",
             "params": {"messages": [], "maxTokens": 1}}),
         )?;
+        let (ping_id, unknown_id) = (Id::from("srv-ping"), Id::from("srv-unknown"));
         let mut ping = None;
         let mut unknown = None;
         while ping.is_none() || unknown.is_none() {
-            let mut line = Vec::new();
-            match input.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => return Err(Exit(0)),
-                Ok(_) => {}
-            }
-            let Ok(message) = serde_json::from_slice::<Value>(&line) else {
-                continue;
+            let answer = match conn.receive() {
+                Ok(None) | Err(_) => return Err(Exit(0)),
+                Ok(Some(Incoming::Response(response))) => response,
+                Ok(Some(other)) => {
+                    log(&format!(
+                        "ignoring {other:?} while waiting for the client's answers"
+                    ));
+                    continue;
+                }
             };
-            match message.get("id").and_then(Value::as_str) {
-                Some("srv-ping") => ping = Some(message),
-                Some("srv-unknown") => unknown = Some(message),
-                _ => log(&format!(
-                    "ignoring {message} while waiting for the client's answers"
-                )),
+            if answer.id.as_ref() == Some(&ping_id) {
+                ping = Some(answer.outcome);
+            } else if answer.id.as_ref() == Some(&unknown_id) {
+                unknown = Some(answer.outcome);
+            } else {
+                log(&format!(
+                    "ignoring {answer:?} while waiting for the client's answers"
+                ));
             }
         }
         let mut problems = Vec::new();
-        if ping.as_ref().and_then(|m| m.get("result")) != Some(&json!({})) {
+        if ping != Some(Ok(json!({}))) {
             problems.push(format!("ping answer {ping:?}"));
         }
-        if unknown.as_ref().and_then(|m| m.pointer("/error/code")) != Some(&json!(-32601)) {
+        if !matches!(&unknown, Some(Err(e)) if e.code == codes::METHOD_NOT_FOUND) {
             problems.push(format!("unknown request answer {unknown:?}"));
         }
         Ok(problems)
@@ -613,24 +678,22 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         lists: 0,
         version: server_version,
     };
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    let mut conn = Connection::new(
+        MessageReader::new(std::io::stdin().lock()),
+        MessageWriter::with_max_message_bytes(std::io::stdout(), usize::MAX),
+    );
     loop {
-        let mut line = Vec::new();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        match conn.receive() {
+            Ok(None) => break,
+            Ok(Some(incoming)) => {
+                if let Err(Exit(code)) = server.handle(&mut conn, incoming) {
+                    return ExitCode::from(code);
+                }
+            }
             Err(e) => {
                 log(&format!("reading stdin failed: {e}"));
                 break;
             }
-        }
-        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
-            log("skipping a line that is not JSON");
-            continue;
-        };
-        if let Err(Exit(code)) = server.handle(&mut input, &message) {
-            return ExitCode::from(code);
         }
     }
     if ignore_sigterm {
