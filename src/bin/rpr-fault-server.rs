@@ -1,5 +1,6 @@
 //! `rpr-fault-server`: a stdio MCP server that injects one fault, for testing MCP hosts.
-//! See [`rpr::mcp::fault_server`] and `rpr-fault-server --help`.
+//! See [`rpr::mcp::fault_server`] and `rpr-fault-server --help`. Built only with the
+//! `fault-server` feature, which the tests, examples and benchmarks turn on.
 
 fn main() -> std::process::ExitCode {
     let mut args = Vec::new();

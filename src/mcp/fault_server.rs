@@ -14,8 +14,9 @@
 //! `--fault NAME` or the `RPR_FAULT` environment variable. stdout carries only
 //! protocol lines; logs go to stderr. Run with `--help` for the list.
 //!
-//! It reads and answers through [`crate::jsonrpc::server`]; the faults that break the
-//! protocol on purpose (garbage, wrong ids, two replies, none) write their bytes themselves.
+//! Only with the `fault-server` feature (test tooling, off by default). It reads and
+//! answers through [`crate::jsonrpc::server`]; the faults that break the protocol on
+//! purpose (garbage, wrong ids, two replies, none) write their bytes themselves.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

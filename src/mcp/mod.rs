@@ -18,9 +18,11 @@
 //! - [`McpExecutor`] and [`McpReadback`]: the core [`crate::executor::Executor`] and
 //!   [`crate::executor::Readback`] for MCP tools.
 //!
-//! The crate also ships `rpr-fault-server`, a stdio MCP server that injects one
-//! fault on demand (crashes, garbage, lost replies, schema changes, …), used by this
-//! crate's tests and usable by hosts to test their own handling; run it with `--help`.
+//! With the `fault-server` feature, the crate also ships `rpr-fault-server` (and
+//! `fault_server`), a stdio MCP server that injects one fault on demand (crashes,
+//! garbage, lost replies, schema changes, …), used by this crate's tests and usable by
+//! hosts to test their own handling; run it with `--help`. It is test tooling: it
+//! redirects stdin, blocks `SIGTERM` and can run forever, so it is off by default.
 //!
 //! Not covered: remote transports (HTTP), OAuth, tasks, sampling, elicitation, and
 //! the 2026-07-28 protocol revision. Unix only (process groups and signals).
@@ -29,6 +31,7 @@ mod binding;
 mod client;
 mod error;
 mod executor;
+#[cfg(feature = "fault-server")]
 pub mod fault_server;
 mod readback;
 mod schema;
