@@ -60,7 +60,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::{Duration, Instant};
 
 use common::{TempDir, actor, allowed, db_dump, definition};
@@ -447,21 +447,13 @@ fn db_of(rt: usize) -> usize {
 /// A fresh directory for a case's two databases: in memory (`/dev/shm`) where there is
 /// one, since this test is about the steps' logic and not about fsync, else the temp dir.
 fn scratch_dir() -> TempDir {
-    static N: AtomicU64 = AtomicU64::new(0);
     let shm = std::path::Path::new("/dev/shm");
-    if !shm.is_dir() {
-        return TempDir::new("model");
+    if shm.is_dir()
+        && let Ok(dir) = TempDir::new_in(shm, "model")
+    {
+        return dir;
     }
-    let path = shm.join(format!(
-        "rpr-test-model-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&path);
-    match std::fs::create_dir_all(&path) {
-        Ok(()) => TempDir(path),
-        Err(_) => TempDir::new("model"),
-    }
+    TempDir::new("model")
 }
 
 /// A read-only connection for watching a database.

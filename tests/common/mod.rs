@@ -7,38 +7,31 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicI64;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
 use rpr::{ActionClass, Actor, Authority, Clock, Definition, Runtime, SequentialIds};
 use serde_json::{Value, json};
 
-/// A fresh directory under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
+/// A fresh directory (the `tempfile` crate's), removed on drop.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
+    /// Under the system temp dir.
     pub fn new(tag: &str) -> Self {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "rpr-test-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
+        Self::new_in(&std::env::temp_dir(), tag).expect("a temp dir")
+    }
+    /// Under `parent` (for example `/dev/shm`).
+    pub fn new_in(parent: &std::path::Path, tag: &str) -> std::io::Result<Self> {
+        tempfile::Builder::new()
+            .prefix(&format!("rpr-test-{tag}-"))
+            .tempdir_in(parent)
+            .map(Self)
     }
     pub fn path(&self) -> &std::path::Path {
-        &self.0
+        self.0.path()
     }
     pub fn db(&self) -> PathBuf {
-        self.0.join("rpr.db")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join("rpr.db")
     }
 }
 

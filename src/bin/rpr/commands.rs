@@ -311,7 +311,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     };
     let decision_owner = p.definition().authority.decision_owner.clone();
     let executor = p.definition().authority.execution_actor.clone();
-    match p.admit(&rt, &decision_owner, &|_: &Definition| live.plan.decision())? {
+    match p.admit(&rt, &decision_owner, &|_| live.plan.decision())? {
         Admission::Approved(p) => {
             println!(
                 "admitted by {decision_owner}: no Human Gate, because {}",
@@ -484,8 +484,7 @@ pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
     match stored {
         StoredPathway::Proposed(p) => {
             let reason = args.reason.as_deref().unwrap_or("denied at admission");
-            let deny = |_: &Definition| Decision::Deny(reason.to_owned());
-            match p.admit(&rt, &actor, &deny)? {
+            match p.admit(&rt, &actor, &|_| Decision::Deny(reason.to_owned()))? {
                 Admission::Denied(_) => {}
                 other => return Err(format!("unexpected admission {other:?}").into()),
             }

@@ -1,5 +1,5 @@
 //! The two files of the operator commands: the MCP client configuration (`mcpServers`) and
-//! the policy. The example host's demo includes this file too.
+//! the policy (also `rpr gate`'s; its format is documented in docs/gate.md and docs/host.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,14 +47,6 @@ struct ServerEntry {
 impl Config {
     pub(crate) fn load(path: &str) -> Result<Self, Failure> {
         load(path, "config")
-    }
-
-    #[allow(
-        dead_code,
-        reason = "used by the example host's demo, which includes this file; the binary reads files"
-    )]
-    pub(crate) fn from_json(value: Value) -> Result<Self, Failure> {
-        Ok(serde_json::from_value(value)?)
     }
 
     /// How to start the server called `name`.
@@ -162,16 +154,6 @@ impl Policy {
         policy
             .check()
             .map_err(|e| format!("policy {path} is not valid: {e}"))?;
-        Ok(policy)
-    }
-
-    #[allow(
-        dead_code,
-        reason = "used by the example host's demo, which includes this file; the binary reads files"
-    )]
-    pub(crate) fn parse(text: &str) -> Result<Self, Failure> {
-        let policy: Self = serde_json::from_str(text)?;
-        policy.check()?;
         Ok(policy)
     }
 

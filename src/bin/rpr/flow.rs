@@ -1,6 +1,6 @@
-//! The pathway steps shared by the `rpr` binary's operator commands and the example host's
-//! demo (which includes this file): the runtime, the live server and tool, the Human Gate
-//! summary, bind → dispatch → readback, and reconciliation.
+//! The pathway steps of the operator commands (and of `rpr gate`'s executor wrapper): the
+//! runtime, the live server and tool, the Human Gate summary, bind → dispatch → readback,
+//! and reconciliation.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -122,13 +122,6 @@ pub(crate) struct Hint(Option<[String; 3]>);
 impl Hint {
     pub(crate) fn new(config: &str, policy: &str, database: &str) -> Self {
         Self(Some([config, policy, database].map(str::to_owned)))
-    }
-    #[allow(
-        dead_code,
-        reason = "used by the example host's demo, which includes this file; the binary always hints"
-    )]
-    pub(crate) fn none() -> Self {
-        Self(None)
     }
     /// `rpr VERB … --pathway ID TAIL`, with the config and policy when VERB needs them.
     pub(crate) fn command(&self, verb: &str, id: &str, tail: &str) -> Option<String> {

@@ -9,7 +9,7 @@
 //! `docs/host.md`; `rpr help COMMAND` says what each command takes.
 //!
 //! The example host (`cargo run --example host -- demo`) tells the same story on real
-//! processes and includes `config.rs` and `flow.rs` from here.
+//! processes in its own short code, with the library alone.
 
 mod commands;
 mod config;

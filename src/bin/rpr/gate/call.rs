@@ -144,9 +144,7 @@ impl Gate {
             let decision = live.plan.decision();
             let decider = definition.authority.decision_owner.clone();
             self.rt
-                .propose_and_admit(&self.actor, &decider, definition, &|_: &Definition| {
-                    decision.clone()
-                })
+                .propose_and_admit(&self.actor, &decider, definition, &|_| decision.clone())
         };
         match decided {
             Ok(Decided::New(admission)) => self.admitted(admission, &live, &asked),
@@ -362,7 +360,7 @@ impl Gate {
                 let p = restored!(p);
                 let decision = live.plan.decision();
                 let decider = p.definition().authority.decision_owner.clone();
-                match p.admit(&self.rt, &decider, &|_: &Definition| decision.clone()) {
+                match p.admit(&self.rt, &decider, &|_| decision.clone()) {
                     Ok(admission) => self.admitted(admission, live, asked),
                     Err(e) => tool_error(
                         format!("pathway {id} could not be admitted ({e}); nothing was sent"),

@@ -66,12 +66,15 @@ impl Downstream {
         }));
     }
 
-    /// An error response, also for a message whose id could not be read (`id: null`).
-    pub(crate) fn send_error(&self, id: Option<Id>, error: ErrorObject) {
-        self.send(&Message::Response(Response {
-            id,
-            outcome: Err(error),
-        }));
+    /// A message already in JSON form (the error reply to an unreadable line).
+    pub(crate) fn send_value(&self, value: &Value) {
+        let mut out = lock(&self.out);
+        let written = out
+            .encode(value)
+            .and_then(|line| out.write_encoded(&line, |_| {}));
+        if let Err(e) = written {
+            eprintln!("rpr gate: cannot write to the client: {e}");
+        }
     }
 
     pub(crate) fn notify(&self, notification: &Notification) {

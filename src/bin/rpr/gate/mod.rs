@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rpr::jsonrpc::{
-    DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, JsonRpcError, Message, MessageReader, Request, codes,
+    DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, Message, MessageReader, Request, codes,
 };
 use rpr::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand};
 use rpr::store::PinCheck;
@@ -185,13 +185,10 @@ fn serve(gate: &Arc<Gate>) {
             }
             Err(e) => {
                 eprintln!("rpr gate: {e}");
-                let (id, code) = match &e {
-                    JsonRpcError::InvalidMessage { id, .. }
-                    | JsonRpcError::LineTooLong { id, .. } => (id.clone(), codes::INVALID_REQUEST),
-                    _ => (None, codes::PARSE_ERROR),
-                };
-                gate.down
-                    .send_error(id, ErrorObject::new(code, e.to_string()));
+                // The same reply rules as every server of this crate (rpr::jsonrpc::server).
+                if let Some(reply) = rpr::jsonrpc::server::error_reply(&e) {
+                    gate.down.send_value(&reply);
+                }
             }
         }
     }
