@@ -1,0 +1,257 @@
+//! Admission and the approval gate: admit, approve, deny, escalate, hold, release, abort.
+
+use serde_json::{Value, json};
+
+use crate::pathway::outcome::Admission;
+use crate::pathway::stage::{
+    Abortable, Aborted, Approved, AwaitingApproval, Denied, Gated, Held, HumanGate, Proposed, Stage,
+};
+use crate::pathway::token::Approval;
+use crate::pathway::{Actor, Decision, Pathway, PathwayError, Policy, Refused};
+use crate::runtime::Runtime;
+use crate::state::State;
+use crate::store::{ApprovalWrite, EventDraft};
+
+use super::{Act, Change, event};
+
+impl Pathway<Proposed> {
+    /// Admission by `policy`, invoked by the decision owner.
+    pub fn admit(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        policy: &dyn Policy,
+    ) -> Result<Admission, Refused<Proposed>> {
+        if let Err(e) = self.core.authorize(actor, Act::Admit) {
+            return Err(Refused::new(self, e));
+        }
+        let decision = policy.decide(&self.core.definition);
+        let (to, events) = admission_events(&decision, actor.as_str());
+        // The human-gate decision crosses two edges in one step; the store checks that
+        // the events chain along allowed edges from `proposed` to `to`.
+        let change = Change {
+            from: State::Proposed,
+            to: Some(to),
+            events,
+            attempt: None,
+            approval: None,
+        };
+        let p = self.commit(rt, change)?;
+        Ok(admission(p, &decision))
+    }
+}
+
+/// The state an admission decision moves a proposed pathway to, and the events that
+/// record it (the Human Gate decision crosses two edges).
+pub(crate) fn admission_events(decision: &Decision, a: &str) -> (State, Vec<EventDraft>) {
+    let admitted = |to, data| event(Act::Admit.event_kind(), a, State::Proposed, to, data);
+    match decision {
+        Decision::Allow => (
+            State::Approved,
+            vec![admitted(State::Approved, json!({"decision": "allow"}))],
+        ),
+        Decision::Hold => (
+            State::AwaitingApproval,
+            vec![admitted(
+                State::AwaitingApproval,
+                json!({"decision": "hold"}),
+            )],
+        ),
+        Decision::HumanGate => (
+            State::HumanGate,
+            vec![
+                admitted(State::AwaitingApproval, json!({"decision": "human_gate"})),
+                event(
+                    "human_gate",
+                    a,
+                    State::AwaitingApproval,
+                    State::HumanGate,
+                    json!({}),
+                ),
+            ],
+        ),
+        Decision::Deny(reason) => (
+            State::Denied,
+            vec![admitted(
+                State::Denied,
+                json!({"decision": "deny", "reason": reason}),
+            )],
+        ),
+    }
+}
+
+/// The admitted pathway, in the stage `decision` moved it to (see [`admission_events`]).
+pub(crate) fn admission(p: Pathway<Proposed>, decision: &Decision) -> Admission {
+    let v = p.core.version;
+    match decision {
+        Decision::Allow => Admission::Approved(p.into_stage(v, Approved { _private: () })),
+        Decision::Hold => {
+            Admission::AwaitingApproval(p.into_stage(v, AwaitingApproval { _private: () }))
+        }
+        Decision::HumanGate => Admission::HumanGate(p.into_stage(v, HumanGate { _private: () })),
+        Decision::Deny(_) => Admission::Denied(p.into_stage(v, Denied { _private: () })),
+    }
+}
+
+// The gate bounds sit on the methods, not the impl blocks: a where-clause on the
+// method makes a wrong-stage call an E0277 that prints the gate's
+// `#[diagnostic::on_unimplemented]` text (an impl-block bound gives a bare E0599).
+impl<S: Stage> Pathway<S> {
+    /// Approves with a Human Gate approval granted for this pathway's exact request.
+    /// The approval is consumed; the database refuses a second use.
+    pub fn approve(self, rt: &Runtime, approval: Approval) -> Result<Pathway<Approved>, Refused<S>>
+    where
+        S: Gated,
+    {
+        if let Err(e) = rt.own(&self.core) {
+            return Err(Refused::new(self, e));
+        }
+        if approval.database != self.core.database {
+            let e = PathwayError::ForeignPathway {
+                pathway: approval.pathway.clone(),
+                handle_database: approval.database.to_string(),
+                runtime_database: self.core.database.to_string(),
+            };
+            return Err(Refused::new(self, e));
+        }
+        if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
+            return Err(Refused::new(
+                self,
+                PathwayError::TokenMismatch(
+                    "the approval was granted for another pathway or request".into(),
+                ),
+            ));
+        }
+        if let Err(e) = self.core.authorize(&approval.approver, Act::Approve) {
+            return Err(Refused::new(self, e));
+        }
+        let change = Change {
+            from: S::STATE,
+            to: Some(State::Approved),
+            events: vec![event(
+                "approved",
+                approval.approver.as_str(),
+                S::STATE,
+                State::Approved,
+                json!({"approval": approval.id, "request_digest": approval.request_digest}),
+            )],
+            attempt: None,
+            approval: Some(ApprovalWrite::Use {
+                id: approval.id,
+                request_digest: approval.request_digest,
+            }),
+        };
+        let p = self.commit(rt, change)?;
+        let v = p.core.version;
+        Ok(p.into_stage(v, Approved { _private: () }))
+    }
+
+    /// Denied by the approval authority. Terminal.
+    pub fn deny(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Pathway<Denied>, Refused<S>>
+    where
+        S: Gated,
+    {
+        self.simple(
+            rt,
+            actor,
+            Act::Deny,
+            State::Denied,
+            json!({"reason": reason}),
+            Denied { _private: () },
+        )
+    }
+}
+
+impl Pathway<AwaitingApproval> {
+    /// Escalated to a Human Gate by the stop authority.
+    pub fn escalate(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+    ) -> Result<Pathway<HumanGate>, Refused<AwaitingApproval>> {
+        self.simple(
+            rt,
+            actor,
+            Act::Escalate,
+            State::HumanGate,
+            json!({}),
+            HumanGate { _private: () },
+        )
+    }
+}
+
+impl Pathway<Held> {
+    /// Escalated to a Human Gate by the stop authority.
+    pub fn escalate(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+    ) -> Result<Pathway<HumanGate>, Refused<Held>> {
+        self.simple(
+            rt,
+            actor,
+            Act::Escalate,
+            State::HumanGate,
+            json!({}),
+            HumanGate { _private: () },
+        )
+    }
+
+    /// Released by the stop authority: admitted again.
+    pub fn release(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<Approved>, Refused<Held>> {
+        self.simple(
+            rt,
+            actor,
+            Act::Release,
+            State::Approved,
+            json!({}),
+            Approved { _private: () },
+        )
+    }
+}
+
+impl Pathway<Approved> {
+    /// Held by the stop authority.
+    pub fn hold(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        reason: &str,
+    ) -> Result<Pathway<Held>, Refused<Approved>> {
+        self.simple(
+            rt,
+            actor,
+            Act::Hold,
+            State::Held,
+            json!({"reason": reason}),
+            Held { _private: () },
+        )
+    }
+}
+
+impl<S: Stage> Pathway<S> {
+    /// Aborted by the residual owner, with residual evidence (what is left behind). Terminal.
+    pub fn abort(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        residuals: &Value,
+    ) -> Result<Pathway<Aborted>, Refused<S>>
+    where
+        S: Abortable,
+    {
+        self.simple(
+            rt,
+            actor,
+            Act::Abort,
+            State::Aborted,
+            json!({"residuals": residuals}),
+            Aborted { _private: () },
+        )
+    }
+}

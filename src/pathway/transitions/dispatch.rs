@@ -1,0 +1,431 @@
+//! Binding and dispatch: the write-ahead attempt, the executor call, and recording
+//! how far the delivery got.
+
+use serde_json::{Value, json};
+
+use crate::executor::{Delivery, Executor, Readback, RejectionClass};
+use crate::pathway::outcome::{NotSent, Outcome, Unrecorded};
+use crate::pathway::stage::{
+    Bindable, Bound, Completed, PartiallyCompleted, RepairRequired, Returned, Stage, Unknown,
+};
+use crate::pathway::{ActionClass, Actor, Pathway, PathwayError, Refused, request_json};
+use crate::runtime::{Runtime, StepPoint};
+use crate::state::{AttemptStatus, State};
+use crate::store::AttemptWrite;
+
+use super::reconcile::observe;
+use super::{Act, Change, attempt_event, event};
+
+impl<S: Stage> Pathway<S> {
+    /// Binds to the exact target the executor describes now. Writes nothing; the
+    /// binding is stored with the attempt and re-checked just before dispatch.
+    ///
+    /// Refused ([`PathwayError::ClassLaxerThanTarget`]) when the definition is declared
+    /// read-only but the executor binds a mutating target (see [`Binding::class`](crate::executor::Binding::class)).
+    pub fn bind(self, executor: &mut dyn Executor) -> Result<Pathway<Bound>, Refused<S>>
+    where
+        S: Bindable,
+    {
+        if self.core.redacted {
+            let id = self.core.id.clone();
+            return Err(Refused::new(self, PathwayError::RequestRedacted(id)));
+        }
+        let binding = match executor.bind(&self.core.definition.request) {
+            Ok(b) => b,
+            Err(e) => return Err(Refused::new(self, e)),
+        };
+        // A definition may be stricter than the executor's view of its target, never laxer:
+        // a read-only definition would complete a mutating call without readback.
+        if self.core.definition.class == ActionClass::ReadOnly
+            && binding.class != ActionClass::ReadOnly
+        {
+            let e = PathwayError::ClassLaxerThanTarget {
+                pathway: self.core.id.clone(),
+                target: binding.target,
+            };
+            return Err(Refused::new(self, e));
+        }
+        let previous_attempt = previous_of(&self);
+        let v = self.core.version;
+        Ok(self.into_stage(
+            v,
+            Bound {
+                binding,
+                from: S::STATE,
+                previous_attempt,
+                _private: (),
+            },
+        ))
+    }
+}
+
+fn previous_of<S: Bindable>(p: &Pathway<S>) -> Option<String> {
+    crate::pathway::stage::sealed::BindFrom::previous_attempt(&p.stage)
+}
+
+impl Pathway<Bound> {
+    /// What this pathway is bound to.
+    #[must_use]
+    pub fn binding(&self) -> &crate::executor::Binding {
+        &self.stage.binding
+    }
+
+    /// Dispatches the call: re-checks the binding, commits the write-ahead attempt
+    /// record, calls the executor, and records the honest outcome.
+    ///
+    /// The execution actor may dispatch; a resumed pathway may also be dispatched by
+    /// the resume authority.
+    pub fn dispatch(self, rt: &Runtime, actor: &Actor, executor: &mut dyn Executor) -> Outcome {
+        self.dispatch_with(rt, actor, executor, None)
+    }
+
+    /// Dispatches the call like [`Pathway::dispatch`], and when a mutating call returns
+    /// success, reads the effect back at once with `readback` and records the reply and
+    /// the readback in **one** durable commit (instead of the reply's commit and then
+    /// [`Pathway::confirm`]'s). So the outcome is never [`Outcome::Returned`]: a verified
+    /// effect is [`Outcome::Completed`], anything else [`Outcome::Unknown`].
+    ///
+    /// The write-ahead attempt record is still committed before anything is sent. A
+    /// crash after the reply and before the merged commit leaves the attempt in flight,
+    /// which [`Runtime::recover`] turns into an unknown settled by readback: the same as a
+    /// crash before the reply's own commit in [`Pathway::dispatch`]; nothing is resent.
+    ///
+    /// Since the readback confirms, `actor` must also be allowed to confirm (the execution
+    /// actor or the evidence owner); otherwise nothing is sent.
+    pub fn dispatch_and_confirm(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        executor: &mut dyn Executor,
+        readback: &mut dyn Readback,
+    ) -> Outcome {
+        if let Err(error) = self.core.authorize(actor, Act::Confirm) {
+            return not_sent(self, error);
+        }
+        self.dispatch_with(rt, actor, executor, Some(readback))
+    }
+
+    fn dispatch_with(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        executor: &mut dyn Executor,
+        readback: Option<&mut dyn Readback>,
+    ) -> Outcome {
+        let from = self.stage.from;
+        let act = if from == State::ReadyToResume {
+            Act::Resume
+        } else {
+            Act::Dispatch
+        };
+        if let Err(error) = rt
+            .own(&self.core)
+            .and_then(|()| self.core.authorize(actor, act))
+        {
+            return not_sent(self, error);
+        }
+        let request = self.core.definition.request.clone();
+        // Only the request the chain approved is ever sent (its digest is in the proposal
+        // event; the step's compare-and-set holds the row to the same digest).
+        match crate::canonical::sha256_hex(&request_json(&request)) {
+            Ok(given) if given == self.core.request_digest => {}
+            Ok(given) => {
+                let expected = self.core.request_digest.clone();
+                return not_sent(self, PathwayError::RequestMismatch { given, expected });
+            }
+            Err(e) => return not_sent(self, e.into()),
+        }
+        if let Err(refusal) = executor.prepare(&request, &self.stage.binding) {
+            let data = json!({"code": refusal.code, "message": refusal.message, "binding": self.stage.binding.digest});
+            let change = Change {
+                from,
+                to: None,
+                events: vec![event(
+                    "dispatch_refused",
+                    actor.as_str(),
+                    from,
+                    from,
+                    rt.fit(&data),
+                )],
+                attempt: None,
+                approval: None,
+            };
+            return match self.commit(rt, change) {
+                Ok(p) => not_sent(p, refusal.into()),
+                Err(r) => {
+                    let (p, e) = r.into_parts();
+                    not_sent(p, e)
+                }
+            };
+        }
+        // The executor now holds a preparation for this request: every path below that
+        // does not execute it releases it.
+        let (attempt_id, start) = match self.start_change(rt, actor, &request, executor) {
+            Ok(x) => x,
+            Err(error) => {
+                executor.release();
+                return not_sent(self, error);
+            }
+        };
+        rt.point(StepPoint::BeforeAttemptCommit);
+        // In flight here from before its record is durable until its outcome is; also
+        // released if the executor panics, so that the other threads sharing this runtime
+        // judge the attempt as they would after a crash, not as in flight forever.
+        let tracked = crate::runtime::Tracked::new(rt, &attempt_id);
+        let running = match self.commit(rt, start) {
+            Ok(p) => p,
+            Err(r) => {
+                executor.release();
+                drop(tracked);
+                let (pathway, error) = r.into_parts();
+                return not_sent(pathway, error);
+            }
+        };
+        rt.point(StepPoint::AfterAttemptCommit);
+        let delivery = executor.execute(&request);
+        rt.point(StepPoint::AfterReply);
+        let outcome = record_delivery(running, rt, actor, &attempt_id, delivery, readback);
+        drop(tracked);
+        if !matches!(outcome, Outcome::Unrecorded(_)) {
+            rt.point(StepPoint::AfterOutcomeCommit);
+        }
+        outcome
+    }
+
+    /// The write-ahead attempt record: what will be sent, to which target, by which owner,
+    /// through which process.
+    fn start_change(
+        &self,
+        rt: &Runtime,
+        actor: &Actor,
+        request: &crate::executor::Request,
+        executor: &dyn Executor,
+    ) -> Result<(String, Change), PathwayError> {
+        let from = self.stage.from;
+        let attempt_id = rt.new_id("at");
+        let seq = i64::try_from(rt.reader().attempts(&self.core.id)?.len()).unwrap_or(i64::MAX) + 1;
+        let stored = rt.check(&request_json(request))?;
+        let stored_request = crate::canonical::to_string(&stored)?;
+        let request_text_digest = crate::canonical::sha256_hex_bytes(stored_request.as_bytes());
+        let binding_text = crate::canonical::to_string(&self.stage.binding.details)?;
+        let owner = rt.owner_id();
+        let carrier = executor.carrier().map(|c| rt.carrier_record(&c));
+        let carrier_text = carrier
+            .as_ref()
+            .map(crate::canonical::to_string)
+            .transpose()?;
+        let change = Change {
+            from,
+            to: Some(State::Running),
+            events: vec![attempt_event(
+                event(
+                    "attempt_started",
+                    actor.as_str(),
+                    from,
+                    State::Running,
+                    json!({
+                        "seq": seq,
+                        "previous_attempt": self.stage.previous_attempt,
+                        "target": self.stage.binding.target,
+                        "binding_digest": self.stage.binding.digest,
+                        "request_digest": self.core.request_digest,
+                        "request_text_digest": request_text_digest,
+                        "owner": owner,
+                        "carrier": carrier,
+                    }),
+                ),
+                &attempt_id,
+                AttemptStatus::InFlight,
+            )],
+            attempt: Some(AttemptWrite::Start {
+                id: attempt_id.clone(),
+                seq,
+                previous: self.stage.previous_attempt.clone(),
+                request: stored_request,
+                request_digest: self.core.request_digest.clone(),
+                binding: binding_text,
+                binding_digest: self.stage.binding.digest.clone(),
+                owner,
+                lease_ms: rt.lease_ms(),
+                carrier: carrier_text,
+            }),
+            approval: None,
+        };
+        Ok((attempt_id, change))
+    }
+}
+
+fn not_sent(pathway: Pathway<Bound>, error: PathwayError) -> Outcome {
+    Outcome::NotSent(NotSent { pathway, error })
+}
+
+/// What a delivery means for the pathway.
+enum Class {
+    Completed,
+    Returned,
+    Failed,
+    Partial,
+    Unknown,
+}
+
+fn record_delivery(
+    p: Pathway<Bound>,
+    rt: &Runtime,
+    actor: &Actor,
+    attempt: &str,
+    delivery: Delivery,
+    readback: Option<&mut dyn Readback>,
+) -> Outcome {
+    let mutating = p.core.definition.class != ActionClass::ReadOnly;
+    let (class, status, kind, evidence): (Class, AttemptStatus, &'static str, Value) =
+        match delivery {
+            Delivery::NothingWritten { reason } => (
+                Class::Failed,
+                AttemptStatus::NotSent,
+                "attempt_not_sent",
+                json!({"reason": reason}),
+            ),
+            Delivery::PossiblyWritten { reason } => (
+                Class::Unknown,
+                AttemptStatus::Unknown,
+                "attempt_unknown",
+                json!({"reason": reason}),
+            ),
+            Delivery::Succeeded { reply } if mutating => (
+                Class::Returned,
+                AttemptStatus::Returned,
+                "attempt_returned",
+                reply,
+            ),
+            Delivery::Succeeded { reply } => (
+                Class::Completed,
+                AttemptStatus::Succeeded,
+                "attempt_completed",
+                reply,
+            ),
+            Delivery::ToolFailed { reply } => (
+                Class::Failed,
+                AttemptStatus::Failed,
+                "attempt_failed",
+                reply,
+            ),
+            Delivery::Partial { reply } => (
+                Class::Partial,
+                AttemptStatus::Partial,
+                "attempt_partial",
+                reply,
+            ),
+            Delivery::Rejected {
+                error,
+                class: RejectionClass::NotApplied,
+            } => (
+                Class::Failed,
+                AttemptStatus::NotApplied,
+                "attempt_rejected",
+                json!({"error": error, "class": "not_applied"}),
+            ),
+            Delivery::Rejected { error, .. } => (
+                Class::Unknown,
+                AttemptStatus::Unknown,
+                "attempt_rejected",
+                json!({"error": error, "class": "unknown"}),
+            ),
+        };
+    let evidence = rt.fit(&evidence);
+    let to = match class {
+        Class::Completed => Some(State::Completed),
+        Class::Returned => None,
+        Class::Failed => Some(State::RepairRequired),
+        Class::Partial => Some(State::PartiallyCompleted),
+        Class::Unknown => Some(State::WriteStatusUnknown),
+    };
+    let outcome_text = crate::canonical::to_string(&evidence).ok();
+    let mut events = vec![attempt_event(
+        event(
+            kind,
+            actor.as_str(),
+            State::Running,
+            to.unwrap_or(State::Running),
+            json!({"evidence": evidence}),
+        ),
+        attempt,
+        status,
+    )];
+    let (mut class, mut to, mut status) = (class, to, status);
+    if let (Class::Returned, Some(readback)) = (&class, readback) {
+        // The reply and its readback, recorded in one step (see `dispatch_and_confirm`).
+        let (then, then_status, readback_event) =
+            observe(&p.core.definition.request, rt, actor, attempt, readback);
+        events.push(readback_event);
+        status = then_status;
+        to = Some(then);
+        class = if then == State::Completed {
+            Class::Completed
+        } else {
+            Class::Unknown
+        };
+    }
+    let change = Change {
+        from: State::Running,
+        to,
+        events,
+        attempt: Some(AttemptWrite::Finish {
+            id: attempt.to_owned(),
+            status: status.as_str(),
+            outcome: outcome_text,
+        }),
+        approval: None,
+    };
+    let id = p.core.id.clone();
+    let p = match p.commit_running(rt, change) {
+        Ok(p) => p,
+        Err(error) => {
+            return Outcome::Unrecorded(Unrecorded {
+                pathway: id,
+                attempt: attempt.to_owned(),
+                error,
+            });
+        }
+    };
+    let v = p.core.version;
+    let attempt = attempt.to_owned();
+    match class {
+        Class::Completed => Outcome::Completed(p.into_stage(v, Completed { _private: () })),
+        Class::Returned => Outcome::Returned(p.into_stage(
+            v,
+            Returned {
+                attempt,
+                reply: evidence,
+                _private: (),
+            },
+        )),
+        Class::Failed => Outcome::Failed(p.into_stage(
+            v,
+            RepairRequired {
+                attempt: Some(attempt),
+                _private: (),
+            },
+        )),
+        Class::Partial => Outcome::Partial(p.into_stage(
+            v,
+            PartiallyCompleted {
+                attempt,
+                _private: (),
+            },
+        )),
+        Class::Unknown => Outcome::Unknown(p.into_stage(
+            v,
+            Unknown {
+                attempt,
+                _private: (),
+            },
+        )),
+    }
+}
+
+impl Pathway<Bound> {
+    /// Commits a step from `running` (the bound value's stored state moved on at the attempt commit).
+    fn commit_running(self, rt: &Runtime, change: Change) -> Result<Self, PathwayError> {
+        self.commit(rt, change).map_err(|r| r.into_parts().1)
+    }
+}
