@@ -1,11 +1,10 @@
 //! The runtime: one database, a clock, an id source and this process's identity.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{MappedReentrantMutexGuard, ReentrantMutex, ReentrantMutexGuard};
@@ -35,6 +34,10 @@ use crate::store::{
 
 /// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
 ///
+mod owner;
+
+pub(crate) use owner::{CarrierRecord, Tracked};
+use owner::{Heartbeat, IN_FLIGHT, Owner};
 /// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
 pub trait Clock: Send + Sync {
     /// Now.
@@ -207,169 +210,9 @@ impl RuntimeBuilder {
     }
 }
 
-/// The identity of the process (and runtime instance) that holds in-flight attempts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Owner {
-    host: String,
-    pid: u32,
-    start: String,
-    nonce: String,
-}
-
-static NONCE: AtomicU64 = AtomicU64::new(0);
-
 /// How often `load` reads a pathway again when what it read went stale before its
 /// recovery step could be recorded (the step is refused by compare-and-set, never misapplied).
 const RELOADS: usize = 8;
-
-/// Every attempt this process is dispatching right now, by `(database, attempt, runtime)`
-/// (the runtime's nonce, as recorded in the attempt's owner): an attempt owned by a runtime
-/// of this process is in flight exactly while that runtime has it in this set. The runtime
-/// is part of the key so that another runtime that drew the same attempt id (two separate
-/// id sources on one database) cannot clear it.
-static IN_FLIGHT: Mutex<BTreeSet<(String, String, String)>> = Mutex::new(BTreeSet::new());
-
-fn in_flight_here(database: &str, attempt: &str, runtime: &str) -> bool {
-    IN_FLIGHT
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .contains(&(database.to_owned(), attempt.to_owned(), runtime.to_owned()))
-}
-
-/// The lease renewer: one thread per runtime (started at its first dispatch, with its own
-/// connection), renewing the leases of this runtime's in-flight attempts every third of
-/// the lease, by the database's clock, independent of any executor timeout.
-#[derive(Debug)]
-struct Heartbeat {
-    shared: Arc<HeartbeatShared>,
-    thread: Option<JoinHandle<()>>,
-}
-
-#[derive(Debug, Default)]
-struct HeartbeatShared {
-    attempts: Mutex<BTreeSet<String>>,
-    stop: Mutex<bool>,
-    wake: Condvar,
-}
-
-impl Heartbeat {
-    fn start(path: PathBuf, owner: String, lease_ms: i64) -> Option<Self> {
-        let shared = Arc::new(HeartbeatShared::default());
-        let theirs = Arc::clone(&shared);
-        let every =
-            Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(1).clamp(1, 60_000));
-        let thread = std::thread::Builder::new()
-            .name("rpr-lease".into())
-            .spawn(move || {
-                let mut conn: Option<rusqlite::Connection> = None;
-                let mut stop = theirs.stop.lock().unwrap_or_else(PoisonError::into_inner);
-                loop {
-                    // Asked to stop before this thread first took the lock (a runtime
-                    // dropped right after its first dispatch): waiting first would hold
-                    // the drop for a whole period.
-                    if *stop {
-                        return;
-                    }
-                    let (guard, _) = theirs
-                        .wake
-                        .wait_timeout(stop, every)
-                        .unwrap_or_else(PoisonError::into_inner);
-                    stop = guard;
-                    if *stop {
-                        return;
-                    }
-                    let attempts: Vec<String> = theirs
-                        .attempts
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .iter()
-                        .cloned()
-                        .collect();
-                    if attempts.is_empty() {
-                        continue;
-                    }
-                    if conn.is_none() {
-                        conn = crate::store::open_side_connection(&path, DEFAULT_BUSY_TIMEOUT).ok();
-                    }
-                    if let Some(c) = &conn
-                        && crate::store::renew_leases(c, &owner, &attempts, lease_ms).is_err()
-                    {
-                        // Reopen next time; the lease runs on meanwhile.
-                        conn = None;
-                    }
-                }
-            })
-            .ok()?;
-        Some(Self {
-            shared,
-            thread: Some(thread),
-        })
-    }
-
-    fn set(&self, attempt: &str, on: bool) {
-        let mut set = self
-            .shared
-            .attempts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if on {
-            set.insert(attempt.to_owned());
-        } else {
-            set.remove(attempt);
-        }
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        *self
-            .shared
-            .stop
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.shared.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The recorded carrier of an attempt: the process (on `host`) that may hold its request.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct CarrierRecord {
-    pub(crate) host: String,
-    pub(crate) pid: u32,
-    pub(crate) pgid: u32,
-    pub(crate) start: String,
-}
-
-impl Owner {
-    fn current() -> Self {
-        let pid = std::process::id();
-        Self {
-            host: process::hostname(),
-            pid,
-            start: process::process_start(pid).unwrap_or_default(),
-            nonce: NONCE.fetch_add(1, Ordering::Relaxed).to_string(),
-        }
-    }
-    fn encode(&self) -> String {
-        format!("{}/{}/{}/{}", self.host, self.pid, self.start, self.nonce)
-    }
-    fn decode(s: &str) -> Option<Self> {
-        let mut it = s.rsplitn(4, '/');
-        let nonce = it.next()?.to_owned();
-        let start = it.next()?.to_owned();
-        let pid = it.next()?.parse().ok()?;
-        let host = it.next()?.to_owned();
-        Some(Self {
-            host,
-            pid,
-            start,
-            nonce,
-        })
-    }
-}
 
 /// The pathway runtime: the store plus what a step needs (clock, ids, owner identity).
 ///
@@ -446,26 +289,6 @@ impl std::ops::Deref for Reader<'_> {
 impl fmt::Debug for Reader<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reader").finish_non_exhaustive()
-    }
-}
-
-/// An attempt this runtime is dispatching: in flight here until dropped (also when a
-/// panic unwinds through the executor).
-pub(crate) struct Tracked<'a> {
-    rt: &'a Runtime,
-    attempt: &'a str,
-}
-
-impl<'a> Tracked<'a> {
-    pub(crate) fn new(rt: &'a Runtime, attempt: &'a str) -> Self {
-        rt.track(attempt, true);
-        Self { rt, attempt }
-    }
-}
-
-impl Drop for Tracked<'_> {
-    fn drop(&mut self) {
-        self.rt.track(self.attempt, false);
     }
 }
 
@@ -655,42 +478,6 @@ impl Runtime {
             pgid: c.pgid,
             start: c.start.clone(),
         })
-    }
-    fn track(&self, attempt: &str, on: bool) {
-        let key = (
-            self.database.to_string(),
-            attempt.to_owned(),
-            self.owner.nonce.clone(),
-        );
-        {
-            let mut global = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
-            if on {
-                global.insert(key);
-            } else {
-                global.remove(&key);
-            }
-        }
-        {
-            let mut set = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if on {
-                set.insert(attempt.to_owned());
-            } else {
-                set.remove(attempt);
-            }
-        }
-        let mut heartbeat = self
-            .heartbeat
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if heartbeat.is_none() && on && self.path.as_os_str() != ":memory:" {
-            *heartbeat = Heartbeat::start(self.path.clone(), self.owner_id(), self.lease_ms);
-        }
-        if let Some(h) = heartbeat.as_ref() {
-            h.set(attempt, on);
-        }
     }
     /// Redacts and bounds a value recorded before dispatch: refuses what is too large.
     pub(crate) fn check(&self, value: &Value) -> Result<Value, evidence::EvidenceError> {
@@ -1087,33 +874,6 @@ impl Runtime {
             }
         }
         Ok(out)
-    }
-
-    /// The liveness rule for an in-flight attempt's owner (docs/storage.md):
-    ///
-    /// - an owner on this host whose start time can be read is alive exactly while its
-    ///   process (pid and start time) is, whatever its lease says; an owner that is this
-    ///   process is alive exactly while one of its runtimes is dispatching the attempt;
-    /// - any other owner (another host, or a platform without process start times) is gone
-    ///   only once its lease, renewed while the call is in flight, has lapsed by the
-    ///   database's clock.
-    fn owner_gone(&self, attempt: &AttemptRecord) -> Result<bool, StoreError> {
-        let Some(owner) = attempt.owner.as_deref().and_then(Owner::decode) else {
-            // Rows are checked against the chain first: an in-flight attempt always has its owner.
-            return Err(StoreError::Corrupt(format!(
-                "in-flight attempt {} has no readable owner",
-                attempt.id
-            )));
-        };
-        if owner.host == self.owner.host && process::START_TIME_READABLE && !owner.start.is_empty()
-        {
-            if owner.pid == self.owner.pid && owner.start == self.owner.start {
-                return Ok(!in_flight_here(&self.database, &attempt.id, &owner.nonce));
-            }
-            return Ok(process::process_start(owner.pid).as_deref() != Some(owner.start.as_str()));
-        }
-        let now = self.backend().now_ms()?;
-        Ok(attempt.lease_until.is_none_or(|l| l < now))
     }
 
     fn rehydrate(
