@@ -1,8 +1,8 @@
-//! The read model for inspection: plain, serializable views built from a [`ReadStore`].
+//! The read model for inspection: plain, serializable views built from a [`ReadStore`](crate::store::ReadStore).
 //!
 //! This is what the `rpr-mcp` inspection server returns, and what a host that
 //! shows pathways to people can reuse. Everything here only reads: every
-//! function takes a [`ReadStore`] (open it with [`ReadStore::open_read_only`])
+//! function takes a [`ReadStore`](crate::store::ReadStore) (open it with [`ReadStore::open_read_only`](crate::store::ReadStore::open_read_only))
 //! and returns plain data with no way back into a pathway stage.
 //!
 //! * [`status`]: schema version, counts by state, unresolved count, ledger head.
@@ -16,7 +16,7 @@
 //!
 //! Each answer (a status, a page, a detail with its attempts and who acts next, a
 //! page of evidence with its links and the ledger head) is read in one snapshot
-//! ([`ReadStore::snapshot`]): a writer committing meanwhile is either wholly in it
+//! ([`ReadStore::snapshot`](crate::store::ReadStore::snapshot)): a writer committing meanwhile is either wholly in it
 //! or not at all.
 //!
 //! # Pages and sizes
@@ -25,7 +25,7 @@
 //! [`MAX_LIMIT`]) **and** at most [`PAGE_BUDGET_BYTES`] of serialized JSON: a
 //! page that would grow past the budget ends early and its `next_cursor` points
 //! after the last item it holds. A single value too large for any page is
-//! replaced by a truncation marker ([`truncation_marker`], the shape stored
+//! replaced by a truncation marker ([`truncation_marker`](crate::evidence::truncation_marker), the shape stored
 //! evidence uses too, with reason `value_budget_bytes` or `page_budget_bytes`). Cursors are
 //! opaque strings bound to the listing (and filter) that issued them; any other
 //! string is refused with [`InspectError::InvalidCursor`].
