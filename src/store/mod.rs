@@ -275,7 +275,9 @@ pub(crate) struct Step {
     pub(crate) at: i64,
 }
 
-/// The storage boundary the typestate layer uses. Nothing else touches SQL.
+/// The storage boundary the typestate layer writes through. Reads go through
+/// [`ReadStore`]; the ledger verifier and the idempotency-key lookup of `propose` read its
+/// connection directly (docs/architecture.md, "where SQL runs").
 pub(crate) trait Backend {
     /// Inserts a new pathway and its ledger events, atomically: the `proposed` event, then
     /// (when the admission is decided in the same step) the events that walk allowed
