@@ -3,9 +3,8 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::{MappedReentrantMutexGuard, ReentrantMutex, ReentrantMutexGuard};
 use serde_json::{Value, json};
@@ -13,11 +12,7 @@ use serde_json::{Value, json};
 use crate::evidence::{self, Bounds};
 use crate::executor::{Carrier, Observation, Readback};
 use crate::ledger::{self, Report};
-use crate::pathway::stage::{
-    Aborted, Approved, AwaitingApproval, Completed, Denied, Gated, Held, HumanGate,
-    PartiallyCompleted, Proposed, ReadyToResume, Reconcilable, RepairRequired, RepairUnsettled,
-    Returned, Stopped, Unknown,
-};
+use crate::pathway::stage::{Gated, Proposed, Reconcilable};
 use crate::pathway::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
 };
@@ -25,194 +20,27 @@ use crate::pathway::{
     Act, Actor, Admission, Core, Definition, Pathway, PathwayError, StoredPathway, request_json,
 };
 use crate::process::{self, GroupFate};
-use crate::state::{AttemptStatus, State};
+use crate::state::State;
 use crate::store::batch::Batcher;
 use crate::store::{
-    AttemptRecord, AttemptWrite, Backend, EventDraft, NewPathway, PathwayRecord, ReadStore,
-    SqliteBackend, Step, StoreError, WriteStats,
+    Backend, EventDraft, NewPathway, ReadStore, SqliteBackend, StoreError, WriteStats,
 };
 
-/// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
-///
+mod builder;
 mod owner;
+mod recovery;
+
+use builder::Hook;
+pub use builder::{
+    Clock, DEFAULT_BUSY_TIMEOUT, IdSource, RandomIds, RuntimeBuilder, SequentialIds, StepPoint,
+    SystemClock,
+};
 
 pub(crate) use owner::{CarrierRecord, Tracked};
 use owner::{Heartbeat, IN_FLIGHT, Owner};
-/// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now_ms(&self) -> i64;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-#[non_exhaustive]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-    }
-}
-
-/// A source of ids. Inject one for deterministic tests.
-///
-/// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
-pub trait IdSource: Send + Sync {
-    /// A new id starting with `prefix` (`pw`, `at`, `ap`).
-    fn next_id(&self, prefix: &str) -> String;
-}
-
-/// Random-looking ids: sha256 of the process, time and a counter.
-#[derive(Debug, Default)]
-pub struct RandomIds {
-    counter: AtomicU64,
-}
-
-impl IdSource for RandomIds {
-    fn next_id(&self, prefix: &str) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let seed = format!("{}:{nanos}:{n}", std::process::id());
-        let hex = crate::canonical::sha256_hex_bytes(seed.as_bytes());
-        format!("{prefix}_{}", &hex[..20])
-    }
-}
-
-/// Sequential ids `pw_000001`, … (for tests and snapshots).
-#[derive(Debug, Default)]
-pub struct SequentialIds {
-    counter: AtomicU64,
-}
-
-impl IdSource for SequentialIds {
-    fn next_id(&self, prefix: &str) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("{prefix}_{n:06}")
-    }
-}
-
-/// A boundary inside a step, reported to the step hook (for tracing and fault-injection tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StepPoint {
-    /// Dispatch is about to commit the write-ahead attempt record.
-    BeforeAttemptCommit,
-    /// The attempt record is durable; the executor has not been called.
-    AfterAttemptCommit,
-    /// The executor returned; its outcome is not yet recorded.
-    AfterReply,
-    /// The outcome is durable.
-    AfterOutcomeCommit,
-    /// A readback observed; the reconciliation or confirmation is not yet recorded.
-    AfterReadback,
-}
-
-type Hook = Box<dyn Fn(StepPoint) + Send + Sync>;
-
-/// Builds a [`Runtime`].
-pub struct RuntimeBuilder {
-    path: PathBuf,
-    clock: Box<dyn Clock>,
-    ids: Box<dyn IdSource>,
-    lease: Duration,
-    busy_timeout: Duration,
-    hook: Option<Hook>,
-    bounds: Bounds,
-}
-
-/// How long a step waits for another connection's write lock by default (10 s): see
-/// [`RuntimeBuilder::busy_timeout`].
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl fmt::Debug for RuntimeBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeBuilder")
-            .field("path", &self.path)
-            .field("lease", &self.lease)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RuntimeBuilder {
-    /// Uses `clock` instead of the system clock.
-    #[must_use]
-    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
-        self.clock = Box::new(clock);
-        self
-    }
-    /// Uses `ids` instead of random ids.
-    #[must_use]
-    pub fn ids(mut self, ids: impl IdSource + 'static) -> Self {
-        self.ids = Box::new(ids);
-        self
-    }
-    /// How long an in-flight attempt's lease runs. The owner renews it while the call is
-    /// in flight (a heartbeat thread, every third of the lease), so it need not exceed the
-    /// executor's timeout. Default 10 minutes.
-    ///
-    /// The lease matters only where the owner's liveness cannot be checked directly: an
-    /// owner on another host, or on a platform where a process's start time cannot be
-    /// read. On the same host a live owner is never taken over whatever its lease says,
-    /// and a dead one is detected at once. Lease times are taken from the database's
-    /// clock, never from the runtime's [`Clock`].
-    #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-    /// How long a step waits for the write lock while another connection (another process,
-    /// or a second runtime on the same file) holds it; default [`DEFAULT_BUSY_TIMEOUT`].
-    /// Threads sharing this runtime never wait on each other this way: their steps share a
-    /// batch. When the wait runs out the step fails with [`StoreError::Busy`], naming the
-    /// holder where the platform can (Linux); it wrote and sent nothing and can be retried.
-    #[must_use]
-    pub fn busy_timeout(mut self, wait: Duration) -> Self {
-        self.busy_timeout = wait;
-        self
-    }
-    /// Calls `hook` at each [`StepPoint`].
-    #[must_use]
-    pub fn step_hook(mut self, hook: impl Fn(StepPoint) + Send + Sync + 'static) -> Self {
-        self.hook = Some(Box::new(hook));
-        self
-    }
-    /// Bounds for evidence JSON.
-    #[must_use]
-    pub fn bounds(mut self, bounds: Bounds) -> Self {
-        self.bounds = bounds;
-        self
-    }
-    /// Opens the database and builds the runtime.
-    pub fn open(self) -> Result<Runtime, StoreError> {
-        let backend = SqliteBackend::open(&self.path, self.busy_timeout)?;
-        let database: Arc<str> = Arc::from(backend.database_id());
-        Ok(Runtime {
-            backend: ReentrantMutex::new(backend),
-            batcher: Batcher::default(),
-            database,
-            path: self.path,
-            clock: self.clock,
-            ids: self.ids,
-            owner: Owner::current(),
-            lease_ms: i64::try_from(self.lease.as_millis())
-                .unwrap_or(i64::MAX)
-                .max(1),
-            hook: self.hook,
-            bounds: self.bounds,
-            in_flight: Mutex::new(HashSet::new()),
-            heartbeat: Mutex::new(None),
-        })
-    }
-}
-
 /// How often `load` reads a pathway again when what it read went stale before its
 /// recovery step could be recorded (the step is refused by compare-and-set, never misapplied).
-const RELOADS: usize = 8;
+pub(crate) const RELOADS: usize = 8;
 
 /// The pathway runtime: the store plus what a step needs (clock, ids, owner identity).
 ///
@@ -347,15 +175,7 @@ impl Runtime {
 
     /// A builder for the database at `path`.
     pub fn builder(path: impl AsRef<Path>) -> RuntimeBuilder {
-        RuntimeBuilder {
-            path: path.as_ref().to_owned(),
-            clock: Box::new(SystemClock),
-            ids: Box::new(RandomIds::default()),
-            lease: Duration::from_mins(10),
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            hook: None,
-            bounds: Bounds::DEFAULT,
-        }
+        RuntimeBuilder::new(path.as_ref())
     }
 
     /// Read access to the same database, through the runtime's connection.
@@ -695,8 +515,8 @@ impl Runtime {
         })
     }
 
-    /// Reconciles an attempt that may have taken effect (an [`Unknown`] pathway, or a
-    /// [`RepairUnsettled`] one) by independent readback. Writes nothing: the returned
+    /// Reconciles an attempt that may have taken effect (an [`Unknown`](crate::stage::Unknown) pathway, or a
+    /// [`RepairUnsettled`](crate::stage::RepairUnsettled) one) by independent readback. Writes nothing: the returned
     /// token is recorded when the pathway consumes it.
     ///
     /// A pathway re-hydrated with a redacted request (see [`Pathway::is_redacted`]) is not
@@ -816,253 +636,6 @@ impl Runtime {
             actor.as_str().to_owned(),
             evidence,
         ))
-    }
-
-    /// Loads one pathway in the stage its stored state allows (see [`StoredPathway`]).
-    ///
-    /// The pathway's rows are first checked against its own ledger events; a pathway they
-    /// do not explain is refused ([`StoreError::Unexplained`]). A `running` pathway whose
-    /// in-flight attempt's owner is gone is moved to `write_status_unknown` (recorded in
-    /// the ledger) and returned as unknown; one whose owner is alive is returned as
-    /// [`StoredPathway::InFlightElsewhere`].
-    pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
-        let mut tries = 0;
-        loop {
-            let read = self.read_checked(id)?;
-            match self.rehydrate(read) {
-                // What was read went stale before the recovery step (an attempt of this
-                // process finished in between): the step was refused, so read again.
-                Err(PathwayError::Store(StoreError::Conflict { .. })) if tries < RELOADS => {
-                    tries += 1;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// One pathway's row, definition digest and attempts, checked against its own events,
-    /// all in one read snapshot: another process's step committing in between can neither
-    /// be half-seen nor reported as a corrupt row.
-    fn read_checked(
-        &self,
-        id: &str,
-    ) -> Result<(PathwayRecord, String, Vec<AttemptRecord>), StoreError> {
-        self.reader().snapshot(|r| {
-            if crate::store::check::check_pathway(&r.conn, id)?.is_none() {
-                return Err(StoreError::NoSuchPathway(id.to_owned()));
-            }
-            let record = r
-                .pathway(id)?
-                .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
-            Ok((record, r.definition_digest(id)?, r.attempts(id)?))
-        })
-    }
-
-    /// Every unresolved (non-terminal) pathway, re-hydrated; see [`Runtime::load`].
-    ///
-    /// A pathway left `proposed` (the host stopped between proposal and admission) comes
-    /// back as [`StoredPathway::Proposed`]: admit it (a deny policy is the way to refuse it).
-    pub fn recover(&self) -> Result<Vec<StoredPathway>, PathwayError> {
-        let mut out = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = self.reader().list_unresolved(after.as_deref(), 1000)?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
-            for record in page {
-                out.push(self.load(&record.id)?);
-            }
-        }
-        Ok(out)
-    }
-
-    fn rehydrate(
-        &self,
-        (record, definition_digest, attempts): (PathwayRecord, String, Vec<AttemptRecord>),
-    ) -> Result<StoredPathway, PathwayError> {
-        let definition: Definition = serde_json::from_value(record.definition.clone())
-            .map_err(|e| StoreError::Corrupt(format!("pathway {}: definition: {e}", record.id)))?;
-        let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))?
-            != record.request_digest;
-        let core = Box::new(Core {
-            id: record.id.clone(),
-            database: Arc::clone(&self.database),
-            version: record.version,
-            definition,
-            definition_digest,
-            request_digest: record.request_digest.clone(),
-            redacted,
-        });
-        let last = attempts.last();
-        let last_id = last.map(|a| a.id.clone());
-        let need_attempt = || {
-            last_id
-                .clone()
-                .ok_or_else(|| StoreError::Corrupt(format!("pathway {} has no attempt", record.id)))
-        };
-        Ok(match record.state {
-            State::Proposed => StoredPathway::Proposed(Pathway {
-                core,
-                stage: Proposed { _private: () },
-            }),
-            State::AwaitingApproval => StoredPathway::AwaitingApproval(Pathway {
-                core,
-                stage: AwaitingApproval { _private: () },
-            }),
-            State::HumanGate => StoredPathway::HumanGate(Pathway {
-                core,
-                stage: HumanGate { _private: () },
-            }),
-            State::Held => StoredPathway::Held(Pathway {
-                core,
-                stage: Held { _private: () },
-            }),
-            State::Approved => StoredPathway::Approved(Pathway {
-                core,
-                stage: Approved { _private: () },
-            }),
-            State::Running => {
-                let attempt = last.ok_or_else(|| {
-                    StoreError::Corrupt(format!("running pathway {} has no attempt", record.id))
-                })?;
-                match attempt.status {
-                    AttemptStatus::Returned => StoredPathway::Returned(Pathway {
-                        core,
-                        stage: Returned {
-                            attempt: attempt.id.clone(),
-                            reply: attempt.outcome.clone().unwrap_or(Value::Null),
-                            _private: (),
-                        },
-                    }),
-                    AttemptStatus::InFlight if !self.owner_gone(attempt)? => {
-                        StoredPathway::InFlightElsewhere {
-                            pathway: Box::new(record.clone()),
-                            attempt: Box::new(attempt.clone()),
-                        }
-                    }
-                    AttemptStatus::InFlight => self.recovered_unknown(core, &record, attempt)?,
-                    other @ (AttemptStatus::NotSent
-                    | AttemptStatus::Succeeded
-                    | AttemptStatus::Failed
-                    | AttemptStatus::Partial
-                    | AttemptStatus::Unknown
-                    | AttemptStatus::Applied
-                    | AttemptStatus::NotApplied) => {
-                        return Err(StoreError::Corrupt(format!(
-                            "running pathway {} has attempt status {other}",
-                            record.id
-                        ))
-                        .into());
-                    }
-                }
-            }
-            State::WriteStatusUnknown => StoredPathway::Unknown(Pathway {
-                core,
-                stage: Unknown {
-                    attempt: need_attempt()?,
-                    _private: (),
-                },
-            }),
-            State::Stopped => StoredPathway::Stopped(Pathway {
-                core,
-                stage: Stopped {
-                    attempt: need_attempt()?,
-                    _private: (),
-                },
-            }),
-            State::PartiallyCompleted => StoredPathway::PartiallyCompleted(Pathway {
-                core,
-                stage: PartiallyCompleted {
-                    attempt: need_attempt()?,
-                    _private: (),
-                },
-            }),
-            State::RepairRequired => match last {
-                Some(a) if !a.status.is_settled() => StoredPathway::RepairUnsettled(Pathway {
-                    core,
-                    stage: RepairUnsettled {
-                        attempt: a.id.clone(),
-                        _private: (),
-                    },
-                }),
-                _ => StoredPathway::RepairRequired(Pathway {
-                    core,
-                    stage: RepairRequired {
-                        attempt: last_id,
-                        _private: (),
-                    },
-                }),
-            },
-            State::ReadyToResume => StoredPathway::ReadyToResume(Pathway {
-                core,
-                stage: ReadyToResume {
-                    previous_attempt: last_id,
-                    _private: (),
-                },
-            }),
-            State::Completed => StoredPathway::Completed(Pathway {
-                core,
-                stage: Completed { _private: () },
-            }),
-            State::Denied => StoredPathway::Denied(Pathway {
-                core,
-                stage: Denied { _private: () },
-            }),
-            State::Aborted => StoredPathway::Aborted(Pathway {
-                core,
-                stage: Aborted { _private: () },
-            }),
-        })
-    }
-
-    /// An in-flight attempt whose owner is gone becomes unknown (recorded). Its carrier,
-    /// if it survived its owner, is killed now, before anyone reads back.
-    fn recovered_unknown(
-        &self,
-        core: Box<Core>,
-        record: &PathwayRecord,
-        attempt: &AttemptRecord,
-    ) -> Result<StoredPathway, PathwayError> {
-        let fence = crate::store::Fence {
-            definition_digest: core.definition_digest.clone(),
-            request_digest: core.request_digest.clone(),
-        };
-        let step = Step {
-            pathway: record.id.clone(),
-            expected_state: State::Running,
-            expected_version: record.version,
-            fence,
-            to: Some(State::WriteStatusUnknown),
-            events: vec![EventDraft {
-                kind: "recovered_unknown",
-                actor: "rpr-recovery".into(),
-                from: Some(State::Running),
-                to: State::WriteStatusUnknown,
-                attempt: Some(attempt.id.clone()),
-                attempt_status: Some(AttemptStatus::Unknown.as_str()),
-                data: json!({ "owner": attempt.owner, "reason": "in-flight attempt whose owner is gone" }),
-            }],
-            attempt: Some(AttemptWrite::Finish {
-                id: attempt.id.clone(),
-                status: AttemptStatus::Unknown.as_str(),
-                outcome: None,
-            }),
-            approval: None,
-            at: self.now(),
-        };
-        let version = self.write(move |b| b.apply(step))?;
-        // Best effort now (reconcile checks again and refuses a not-applied verdict while
-        // the carrier cannot be shown gone).
-        let _ = self.settle_carrier(&record.id, &attempt.id);
-        let mut core = core;
-        core.version = version;
-        Ok(StoredPathway::Unknown(Pathway {
-            core,
-            stage: Unknown {
-                attempt: attempt.id.clone(),
-                _private: (),
-            },
-        }))
     }
 }
 

@@ -1,0 +1,204 @@
+//! Building a [`Runtime`]: its clock, ids, lease, busy wait, step hook and evidence bounds.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::ReentrantMutex;
+
+use super::Runtime;
+use super::owner::Owner;
+use crate::evidence::Bounds;
+use crate::store::batch::Batcher;
+use crate::store::{Backend, SqliteBackend, StoreError};
+
+/// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
+///
+/// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// A source of ids. Inject one for deterministic tests.
+///
+/// `Send + Sync`: one [`Runtime`] is shared by every thread that steps through it.
+pub trait IdSource: Send + Sync {
+    /// A new id starting with `prefix` (`pw`, `at`, `ap`).
+    fn next_id(&self, prefix: &str) -> String;
+}
+
+/// Random-looking ids: sha256 of the process, time and a counter.
+#[derive(Debug, Default)]
+pub struct RandomIds {
+    counter: AtomicU64,
+}
+
+impl IdSource for RandomIds {
+    fn next_id(&self, prefix: &str) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let seed = format!("{}:{nanos}:{n}", std::process::id());
+        let hex = crate::canonical::sha256_hex_bytes(seed.as_bytes());
+        format!("{prefix}_{}", &hex[..20])
+    }
+}
+
+/// Sequential ids `pw_000001`, … (for tests and snapshots).
+#[derive(Debug, Default)]
+pub struct SequentialIds {
+    counter: AtomicU64,
+}
+
+impl IdSource for SequentialIds {
+    fn next_id(&self, prefix: &str) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{prefix}_{n:06}")
+    }
+}
+
+/// A boundary inside a step, reported to the step hook (for tracing and fault-injection tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StepPoint {
+    /// Dispatch is about to commit the write-ahead attempt record.
+    BeforeAttemptCommit,
+    /// The attempt record is durable; the executor has not been called.
+    AfterAttemptCommit,
+    /// The executor returned; its outcome is not yet recorded.
+    AfterReply,
+    /// The outcome is durable.
+    AfterOutcomeCommit,
+    /// A readback observed; the reconciliation or confirmation is not yet recorded.
+    AfterReadback,
+}
+
+pub(crate) type Hook = Box<dyn Fn(StepPoint) + Send + Sync>;
+
+/// Builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    path: PathBuf,
+    clock: Box<dyn Clock>,
+    ids: Box<dyn IdSource>,
+    lease: Duration,
+    busy_timeout: Duration,
+    hook: Option<Hook>,
+    bounds: Bounds,
+}
+
+/// How long a step waits for another connection's write lock by default (10 s): see
+/// [`RuntimeBuilder::busy_timeout`].
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("path", &self.path)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    /// The defaults: the system clock, random ids, a 10-minute lease, the default busy
+    /// wait, no hook, the default evidence bounds.
+    pub(super) fn new(path: &std::path::Path) -> Self {
+        Self {
+            path: path.to_owned(),
+            clock: Box::new(SystemClock),
+            ids: Box::new(RandomIds::default()),
+            lease: Duration::from_mins(10),
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            hook: None,
+            bounds: Bounds::DEFAULT,
+        }
+    }
+
+    /// Uses `clock` instead of the system clock.
+    #[must_use]
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Box::new(clock);
+        self
+    }
+    /// Uses `ids` instead of random ids.
+    #[must_use]
+    pub fn ids(mut self, ids: impl IdSource + 'static) -> Self {
+        self.ids = Box::new(ids);
+        self
+    }
+    /// How long an in-flight attempt's lease runs. The owner renews it while the call is
+    /// in flight (a heartbeat thread, every third of the lease), so it need not exceed the
+    /// executor's timeout. Default 10 minutes.
+    ///
+    /// The lease matters only where the owner's liveness cannot be checked directly: an
+    /// owner on another host, or on a platform where a process's start time cannot be
+    /// read. On the same host a live owner is never taken over whatever its lease says,
+    /// and a dead one is detected at once. Lease times are taken from the database's
+    /// clock, never from the runtime's [`Clock`].
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+    /// How long a step waits for the write lock while another connection (another process,
+    /// or a second runtime on the same file) holds it; default [`DEFAULT_BUSY_TIMEOUT`].
+    /// Threads sharing this runtime never wait on each other this way: their steps share a
+    /// batch. When the wait runs out the step fails with [`StoreError::Busy`], naming the
+    /// holder where the platform can (Linux); it wrote and sent nothing and can be retried.
+    #[must_use]
+    pub fn busy_timeout(mut self, wait: Duration) -> Self {
+        self.busy_timeout = wait;
+        self
+    }
+    /// Calls `hook` at each [`StepPoint`].
+    #[must_use]
+    pub fn step_hook(mut self, hook: impl Fn(StepPoint) + Send + Sync + 'static) -> Self {
+        self.hook = Some(Box::new(hook));
+        self
+    }
+    /// Bounds for evidence JSON.
+    #[must_use]
+    pub fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+    /// Opens the database and builds the runtime.
+    pub fn open(self) -> Result<Runtime, StoreError> {
+        let backend = SqliteBackend::open(&self.path, self.busy_timeout)?;
+        let database: Arc<str> = Arc::from(backend.database_id());
+        Ok(Runtime {
+            backend: ReentrantMutex::new(backend),
+            batcher: Batcher::default(),
+            database,
+            path: self.path,
+            clock: self.clock,
+            ids: self.ids,
+            owner: Owner::current(),
+            lease_ms: i64::try_from(self.lease.as_millis())
+                .unwrap_or(i64::MAX)
+                .max(1),
+            hook: self.hook,
+            bounds: self.bounds,
+            in_flight: Mutex::new(HashSet::new()),
+            heartbeat: Mutex::new(None),
+        })
+    }
+}

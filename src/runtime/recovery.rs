@@ -1,0 +1,266 @@
+//! Loading and recovering pathways: the stage a stored state allows, and an in-flight
+//! attempt whose owner is gone turned into a recorded unknown.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{RELOADS, Runtime};
+use crate::pathway::stage::{
+    Aborted, Approved, AwaitingApproval, Completed, Denied, Held, HumanGate, PartiallyCompleted,
+    Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned, Stopped, Unknown,
+};
+use crate::pathway::{Core, Definition, Pathway, PathwayError, StoredPathway, request_json};
+use crate::state::{AttemptStatus, State};
+use crate::store::{
+    AttemptRecord, AttemptWrite, Backend, EventDraft, PathwayRecord, Step, StoreError,
+};
+
+impl Runtime {
+    /// Loads one pathway in the stage its stored state allows (see [`StoredPathway`]).
+    ///
+    /// The pathway's rows are first checked against its own ledger events; a pathway they
+    /// do not explain is refused ([`StoreError::Unexplained`]). A `running` pathway whose
+    /// in-flight attempt's owner is gone is moved to `write_status_unknown` (recorded in
+    /// the ledger) and returned as unknown; one whose owner is alive is returned as
+    /// [`StoredPathway::InFlightElsewhere`].
+    pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
+        let mut tries = 0;
+        loop {
+            let read = self.read_checked(id)?;
+            match self.rehydrate(read) {
+                // What was read went stale before the recovery step (an attempt of this
+                // process finished in between): the step was refused, so read again.
+                Err(PathwayError::Store(StoreError::Conflict { .. })) if tries < RELOADS => {
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One pathway's row, definition digest and attempts, checked against its own events,
+    /// all in one read snapshot: another process's step committing in between can neither
+    /// be half-seen nor reported as a corrupt row.
+    fn read_checked(
+        &self,
+        id: &str,
+    ) -> Result<(PathwayRecord, String, Vec<AttemptRecord>), StoreError> {
+        self.reader().snapshot(|r| {
+            if crate::store::check::check_pathway(&r.conn, id)?.is_none() {
+                return Err(StoreError::NoSuchPathway(id.to_owned()));
+            }
+            let record = r
+                .pathway(id)?
+                .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
+            Ok((record, r.definition_digest(id)?, r.attempts(id)?))
+        })
+    }
+
+    /// Every unresolved (non-terminal) pathway, re-hydrated; see [`Runtime::load`].
+    ///
+    /// A pathway left `proposed` (the host stopped between proposal and admission) comes
+    /// back as [`StoredPathway::Proposed`]: admit it (a deny policy is the way to refuse it).
+    pub fn recover(&self) -> Result<Vec<StoredPathway>, PathwayError> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.reader().list_unresolved(after.as_deref(), 1000)?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            for record in page {
+                out.push(self.load(&record.id)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn rehydrate(
+        &self,
+        (record, definition_digest, attempts): (PathwayRecord, String, Vec<AttemptRecord>),
+    ) -> Result<StoredPathway, PathwayError> {
+        let definition: Definition = serde_json::from_value(record.definition.clone())
+            .map_err(|e| StoreError::Corrupt(format!("pathway {}: definition: {e}", record.id)))?;
+        let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))?
+            != record.request_digest;
+        let core = Box::new(Core {
+            id: record.id.clone(),
+            database: Arc::clone(&self.database),
+            version: record.version,
+            definition,
+            definition_digest,
+            request_digest: record.request_digest.clone(),
+            redacted,
+        });
+        let last = attempts.last();
+        let last_id = last.map(|a| a.id.clone());
+        let need_attempt = || {
+            last_id
+                .clone()
+                .ok_or_else(|| StoreError::Corrupt(format!("pathway {} has no attempt", record.id)))
+        };
+        Ok(match record.state {
+            State::Proposed => StoredPathway::Proposed(Pathway {
+                core,
+                stage: Proposed { _private: () },
+            }),
+            State::AwaitingApproval => StoredPathway::AwaitingApproval(Pathway {
+                core,
+                stage: AwaitingApproval { _private: () },
+            }),
+            State::HumanGate => StoredPathway::HumanGate(Pathway {
+                core,
+                stage: HumanGate { _private: () },
+            }),
+            State::Held => StoredPathway::Held(Pathway {
+                core,
+                stage: Held { _private: () },
+            }),
+            State::Approved => StoredPathway::Approved(Pathway {
+                core,
+                stage: Approved { _private: () },
+            }),
+            State::Running => {
+                let attempt = last.ok_or_else(|| {
+                    StoreError::Corrupt(format!("running pathway {} has no attempt", record.id))
+                })?;
+                match attempt.status {
+                    AttemptStatus::Returned => StoredPathway::Returned(Pathway {
+                        core,
+                        stage: Returned {
+                            attempt: attempt.id.clone(),
+                            reply: attempt.outcome.clone().unwrap_or(Value::Null),
+                            _private: (),
+                        },
+                    }),
+                    AttemptStatus::InFlight if !self.owner_gone(attempt)? => {
+                        StoredPathway::InFlightElsewhere {
+                            pathway: Box::new(record.clone()),
+                            attempt: Box::new(attempt.clone()),
+                        }
+                    }
+                    AttemptStatus::InFlight => self.recovered_unknown(core, &record, attempt)?,
+                    other @ (AttemptStatus::NotSent
+                    | AttemptStatus::Succeeded
+                    | AttemptStatus::Failed
+                    | AttemptStatus::Partial
+                    | AttemptStatus::Unknown
+                    | AttemptStatus::Applied
+                    | AttemptStatus::NotApplied) => {
+                        return Err(StoreError::Corrupt(format!(
+                            "running pathway {} has attempt status {other}",
+                            record.id
+                        ))
+                        .into());
+                    }
+                }
+            }
+            State::WriteStatusUnknown => StoredPathway::Unknown(Pathway {
+                core,
+                stage: Unknown {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
+            }),
+            State::Stopped => StoredPathway::Stopped(Pathway {
+                core,
+                stage: Stopped {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
+            }),
+            State::PartiallyCompleted => StoredPathway::PartiallyCompleted(Pathway {
+                core,
+                stage: PartiallyCompleted {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
+            }),
+            State::RepairRequired => match last {
+                Some(a) if !a.status.is_settled() => StoredPathway::RepairUnsettled(Pathway {
+                    core,
+                    stage: RepairUnsettled {
+                        attempt: a.id.clone(),
+                        _private: (),
+                    },
+                }),
+                _ => StoredPathway::RepairRequired(Pathway {
+                    core,
+                    stage: RepairRequired {
+                        attempt: last_id,
+                        _private: (),
+                    },
+                }),
+            },
+            State::ReadyToResume => StoredPathway::ReadyToResume(Pathway {
+                core,
+                stage: ReadyToResume {
+                    previous_attempt: last_id,
+                    _private: (),
+                },
+            }),
+            State::Completed => StoredPathway::Completed(Pathway {
+                core,
+                stage: Completed { _private: () },
+            }),
+            State::Denied => StoredPathway::Denied(Pathway {
+                core,
+                stage: Denied { _private: () },
+            }),
+            State::Aborted => StoredPathway::Aborted(Pathway {
+                core,
+                stage: Aborted { _private: () },
+            }),
+        })
+    }
+
+    /// An in-flight attempt whose owner is gone becomes unknown (recorded). Its carrier,
+    /// if it survived its owner, is killed now, before anyone reads back.
+    fn recovered_unknown(
+        &self,
+        core: Box<Core>,
+        record: &PathwayRecord,
+        attempt: &AttemptRecord,
+    ) -> Result<StoredPathway, PathwayError> {
+        let fence = crate::store::Fence {
+            definition_digest: core.definition_digest.clone(),
+            request_digest: core.request_digest.clone(),
+        };
+        let step = Step {
+            pathway: record.id.clone(),
+            expected_state: State::Running,
+            expected_version: record.version,
+            fence,
+            to: Some(State::WriteStatusUnknown),
+            events: vec![EventDraft {
+                kind: "recovered_unknown",
+                actor: "rpr-recovery".into(),
+                from: Some(State::Running),
+                to: State::WriteStatusUnknown,
+                attempt: Some(attempt.id.clone()),
+                attempt_status: Some(AttemptStatus::Unknown.as_str()),
+                data: json!({ "owner": attempt.owner, "reason": "in-flight attempt whose owner is gone" }),
+            }],
+            attempt: Some(AttemptWrite::Finish {
+                id: attempt.id.clone(),
+                status: AttemptStatus::Unknown.as_str(),
+                outcome: None,
+            }),
+            approval: None,
+            at: self.now(),
+        };
+        let version = self.write(move |b| b.apply(step))?;
+        // Best effort now (reconcile checks again and refuses a not-applied verdict while
+        // the carrier cannot be shown gone).
+        let _ = self.settle_carrier(&record.id, &attempt.id);
+        let mut core = core;
+        core.version = version;
+        Ok(StoredPathway::Unknown(Pathway {
+            core,
+            stage: Unknown {
+                attempt: attempt.id.clone(),
+                _private: (),
+            },
+        }))
+    }
+}
