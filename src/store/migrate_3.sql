@@ -1,5 +1,6 @@
 -- rpr schema, version 3. Applied by migration 3 in src/store/sqlite.rs: the tool pins of
--- `rpr gate` (one row per server name and tool).
+-- `rpr gate` (one row per server name and tool), and an index by request digest (the gate
+-- finds an identical call's open pathway, and counts them, without scanning closed ones).
 CREATE TABLE pins (
     server          TEXT NOT NULL,          -- the name the gate's policy gives the server
     tool            TEXT NOT NULL,
@@ -14,3 +15,5 @@ CREATE TABLE pins (
     seen_at         INTEGER,
     PRIMARY KEY (server, tool)
 ) STRICT;
+
+CREATE INDEX pathways_by_request ON pathways (request_digest, state);

@@ -431,17 +431,33 @@ impl ReadStore {
         super::pins::one(&self.conn, server, tool)
     }
 
-    /// The pathways whose unredacted request has `request_digest`, ordered by id (a
-    /// governing proxy answers an identical repeat from the open one among them).
-    pub fn with_request(&self, request_digest: &str) -> Result<Vec<PathwayRecord>, StoreError> {
+    /// The pathways in a non-terminal state whose unredacted request has
+    /// `request_digest`, ordered by id (a governing proxy answers an identical repeat from
+    /// the open one among them). Indexed: the cost does not grow with closed pathways.
+    pub fn open_with_request(
+        &self,
+        request_digest: &str,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
         let mut stmt = self.conn.prepare_cached(&format!(
-            "{PATHWAY_SELECT} WHERE request_digest = CAST(?1 AS TEXT) ORDER BY id"
+            "{PATHWAY_SELECT} WHERE request_digest = CAST(?1 AS TEXT) \
+             AND state NOT IN ('completed', 'denied', 'aborted') ORDER BY id"
         ))?;
         let mut out = Vec::new();
         for r in stmt.query_map(params![request_digest], pathway_row)? {
             out.push(r??);
         }
         Ok(out)
+    }
+
+    /// How many pathways (in any state) have `request_digest` (indexed).
+    pub fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM pathways WHERE request_digest = CAST(?1 AS TEXT)",
+            )?
+            .query_row(params![request_digest], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.

@@ -281,20 +281,22 @@ impl Gate {
                 None,
             )
         };
-        let all = self
-            .rt
-            .reader()
-            .with_request(digest)
-            .map_err(|e| failed(&e))?;
-        let mine: Vec<_> = all
-            .into_iter()
-            .filter(|r| r.definition["metadata"]["server"] == server)
-            .collect();
-        if let Some(open) = mine.iter().find(|r| !r.state.is_terminal()) {
+        let (open, count) = {
+            let reader = self.rt.reader();
+            let open = reader.open_with_request(digest).map_err(|e| failed(&e))?;
+            let count = reader.count_with_request(digest).map_err(|e| failed(&e))?;
+            (open, count)
+        };
+        if let Some(open) = open
+            .iter()
+            .find(|r| r.definition["metadata"]["server"] == server)
+        {
             let stored = self.rt.load(&open.id).map_err(|e| failed(&e))?;
             return Ok(Err(stored));
         }
-        Ok(Ok(format!("gate/{server}/{digest}/{}", mine.len() + 1)))
+        // Every pathway of this digest counts (on any server): a key's number only grows,
+        // so it is new; two gates deriving it at once meet at the store's unique key.
+        Ok(Ok(format!("gate/{server}/{digest}/{}", count + 1)))
     }
 
     /// Goes on from a fresh admission.
