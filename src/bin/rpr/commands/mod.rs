@@ -1,0 +1,274 @@
+//! The operator commands of `rpr` against the servers of an `mcpServers` configuration,
+//! and their arguments: `call` (call.rs), the next steps of a pathway (steps.rs) and the
+//! read-only commands (read.rs); the arguments and what they share are here.
+
+mod call;
+mod read;
+mod steps;
+
+pub(crate) use call::call;
+pub(crate) use read::{status, unresolved, verify};
+pub(crate) use steps::{
+    abort, approve, attest, deny, escalate, hold, reconcile, release, repair, require_repair,
+    resume, stop,
+};
+
+use clap::{Args, ValueEnum};
+use rpr::inspect;
+use rpr::{Runtime, State};
+use serde_json::Value;
+
+use crate::flow::Hint;
+use crate::{Exit, Failure};
+
+/// `--database`: the pathway database.
+#[derive(Debug, Args)]
+pub(crate) struct Database {
+    /// The pathway database (SQLite). Only `call` creates one; the other commands need an
+    /// existing one.
+    #[arg(long, value_name = "DB")]
+    database: String,
+}
+
+/// `--config` and `--policy`: for the commands that start a server.
+#[derive(Debug, Args)]
+pub(crate) struct Files {
+    /// The MCP client configuration (`mcpServers` JSON) that names the servers.
+    #[arg(long, value_name = "F")]
+    config: String,
+    /// The policy (JSON): who holds which role; Human Gate, class and readback per tool.
+    #[arg(long, value_name = "P")]
+    policy: String,
+}
+
+/// The files of a step that starts the pathway's server again. A pathway proposed by
+/// `rpr gate` needs no `--config` (the gate recorded the server's command), and `approve`
+/// of one needs neither (the gate sends it when the call comes again).
+#[derive(Debug, Args)]
+pub(crate) struct LiveFiles {
+    /// The MCP client configuration (`mcpServers` JSON) that names the servers.
+    #[arg(long, value_name = "F")]
+    config: Option<String>,
+    /// The policy (JSON): who holds which role; Human Gate, class and readback per tool.
+    #[arg(long, value_name = "P")]
+    policy: Option<String>,
+}
+
+/// `--pathway ID` or `--key KEY`: which pathway (exactly one of the two).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct Target {
+    /// The pathway's id.
+    #[arg(long, value_name = "ID")]
+    pathway: Option<String>,
+    /// The pathway's idempotency key.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+}
+
+/// A step on one pathway of an existing database, taken by `--as NAME`.
+#[derive(Debug, Args)]
+pub(crate) struct Step {
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    target: Target,
+    /// Who takes the step: checked against the authority stored with the pathway.
+    #[arg(long = "as", value_name = "NAME")]
+    actor: String,
+}
+
+/// `--args` for a stored request that was redacted.
+#[derive(Debug, Args)]
+pub(crate) struct Restore {
+    /// The original arguments (JSON text, @FILE or -), needed when the stored request was
+    /// redacted (an argument with a secret-looking name); they must have the same digest.
+    #[arg(long, value_name = "JSON")]
+    args: Option<String>,
+}
+
+/// The arguments of `call`.
+#[derive(Debug, Args)]
+pub(crate) struct CallArgs {
+    #[command(flatten)]
+    files: Files,
+    #[command(flatten)]
+    db: Database,
+    /// The server, by its name in the configuration.
+    #[arg(long, value_name = "NAME")]
+    server: String,
+    /// The tool to call.
+    #[arg(long, value_name = "T")]
+    tool: String,
+    /// The tool's arguments: JSON text, @FILE (read from a file), or - (stdin).
+    #[arg(long, value_name = "JSON")]
+    args: String,
+    /// The idempotency key: a call with a key already used replays that pathway and sends
+    /// nothing again (default: a new key).
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// Who proposes the call.
+    #[arg(long, value_name = "A", default_value = "agent")]
+    actor: String,
+    /// Approve at the Human Gate as NAME, without asking.
+    #[arg(long, value_name = "NAME", conflicts_with = "deny_as")]
+    approve_as: Option<String>,
+    /// Deny at the Human Gate as NAME, without asking.
+    #[arg(long, value_name = "NAME")]
+    deny_as: Option<String>,
+}
+
+/// The arguments of `approve` and `resume`: a step that starts the server.
+#[derive(Debug, Args)]
+pub(crate) struct LiveStep {
+    #[command(flatten)]
+    files: LiveFiles,
+    #[command(flatten)]
+    step: Step,
+    #[command(flatten)]
+    restore: Restore,
+}
+
+/// The arguments of `reconcile`.
+#[derive(Debug, Args)]
+pub(crate) struct ReconcileArgs {
+    #[command(flatten)]
+    files: LiveFiles,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    restore: Restore,
+}
+
+/// The arguments of `deny`, `hold` and `stop`.
+#[derive(Debug, Args)]
+pub(crate) struct ReasonStep {
+    #[command(flatten)]
+    step: Step,
+    /// Why, recorded in the ledger.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
+/// The arguments of `repair`.
+#[derive(Debug, Args)]
+pub(crate) struct RepairArgs {
+    #[command(flatten)]
+    step: Step,
+    /// What was found and done, recorded as the repair evidence.
+    #[arg(long, value_name = "TEXT")]
+    evidence: String,
+}
+
+/// The arguments of `abort`.
+#[derive(Debug, Args)]
+pub(crate) struct AbortArgs {
+    #[command(flatten)]
+    step: Step,
+    /// What is left behind, recorded with the abort.
+    #[arg(long, value_name = "TEXT")]
+    residuals: String,
+}
+
+/// An attested verdict on an unknown effect.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Verdict {
+    /// The effect is there.
+    Applied,
+    /// The effect is not there.
+    NotApplied,
+    /// It cannot be told.
+    Unresolved,
+}
+
+/// The arguments of `attest`.
+#[derive(Debug, Args)]
+pub(crate) struct AttestArgs {
+    #[command(flatten)]
+    step: Step,
+    /// The verdict.
+    #[arg(long, value_name = "VERDICT")]
+    verdict: Verdict,
+    /// What the verdict rests on, recorded as evidence.
+    #[arg(long, value_name = "TEXT")]
+    evidence: String,
+}
+
+/// The arguments of `verify`.
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    #[command(flatten)]
+    db: Database,
+    /// A ledger head recorded earlier: the chain must still reach it.
+    #[arg(long, value_name = "HASH")]
+    head: Option<String>,
+}
+
+fn hint(files: Option<&Files>, db: &Database) -> Hint {
+    Hint::new(
+        files.map_or("CONFIG", |f| f.config.as_str()),
+        files.map_or("POLICY", |f| f.policy.as_str()),
+        &db.database,
+    )
+}
+
+/// `--args`: JSON text, `@FILE` (read from a file: arguments too large for a command
+/// line), or `-` (read from stdin).
+fn json_object(text: &str) -> Result<Value, Failure> {
+    let read;
+    let (text, source) = if text == "-" {
+        let mut buf = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+            .map_err(|e| format!("--args -: cannot read stdin as UTF-8 text: {e}"))?;
+        read = buf;
+        (read.as_str(), "stdin".to_owned())
+    } else if let Some(path) = text.strip_prefix('@') {
+        read = std::fs::read_to_string(path)
+            .map_err(|e| format!("--args @{path}: cannot read the file as UTF-8 text: {e}"))?;
+        (read.as_str(), path.to_owned())
+    } else {
+        (text, "the command line".to_owned())
+    };
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| format!("--args is not valid JSON (from {source}): {e}"))?;
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err("--args must be a JSON object (the tool's arguments)".into())
+    }
+}
+
+/// Prints a pathway's state and who must act next; `Done` only when it is completed.
+fn show_next(rt: &Runtime, id: &str) -> Result<Exit, Failure> {
+    let detail = inspect::pathway(&rt.reader(), &find(rt, id)?)?;
+    let n = &detail.next;
+    println!(
+        "pathway {}: {}; next: {} ({})",
+        detail.pathway_id, detail.state, n.action, n.detail
+    );
+    Ok(if detail.state == State::Completed {
+        Exit::Done
+    } else {
+        Exit::Pending
+    })
+}
+
+/// The pathway id for `id_or_key` (a pathway id, or an idempotency key).
+fn find(rt: &Runtime, id_or_key: &str) -> Result<String, Failure> {
+    if rt.reader().pathway(id_or_key)?.is_some() {
+        return Ok(id_or_key.to_owned());
+    }
+    let mut after: Option<String> = None;
+    loop {
+        let page = rt.reader().list_pathways(after.as_deref(), 1000, None)?;
+        let Some(last) = page.last() else {
+            return Err(format!("no pathway with id or key {id_or_key:?}").into());
+        };
+        if let Some(r) = page.iter().find(|r| r.idempotency_key == id_or_key) {
+            return Ok(r.id.clone());
+        }
+        after = Some(last.id.clone());
+    }
+}

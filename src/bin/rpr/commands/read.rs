@@ -1,0 +1,182 @@
+//! The commands that read a database: `unresolved` (after the recovery scan), `status` and
+//! `verify`.
+
+use rpr::inspect::{self, MAX_LIMIT};
+use rpr::store::ReadStore;
+use rpr::{State, StoredPathway};
+use serde_json::{Value, json};
+
+use super::{Database, VerifyArgs};
+use crate::config::existing_database;
+use crate::flow;
+use crate::{Exit, Failure};
+
+/// `unresolved`: the recovery scan, then every non-terminal pathway and who must act.
+pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure> {
+    let rt = flow::runtime(existing_database(&args.database)?)?;
+    // Recovery: an in-flight attempt whose process is gone becomes unknown (recorded).
+    let mut running: Vec<String> = Vec::new();
+    loop {
+        let after = running.last().map(String::as_str);
+        let page = rt
+            .reader()
+            .list_pathways(after, 1000, Some(State::Running))?;
+        if page.is_empty() {
+            break;
+        }
+        running.extend(page.into_iter().map(|r| r.id));
+    }
+    let mut recovered = Vec::new();
+    for stored in rt.recover()? {
+        if matches!(stored, StoredPathway::Unknown(_)) && running.iter().any(|id| id == stored.id())
+        {
+            if !as_json {
+                println!(
+                    "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
+                    stored.id()
+                );
+            }
+            recovered.push(stored.id().to_owned());
+        }
+    }
+    let mut cursor: Option<String> = None;
+    let mut listed = Vec::new();
+    let mut count = 0;
+    loop {
+        let page = inspect::list_unresolved(&rt.reader(), MAX_LIMIT, cursor.as_deref())?;
+        for s in &page.pathways {
+            count += 1;
+            let key = rt
+                .reader()
+                .pathway(&s.pathway_id)?
+                .map(|r| r.idempotency_key)
+                .unwrap_or_default();
+            if as_json {
+                let mut entry = serde_json::to_value(s)?;
+                entry["idempotency_key"] = Value::String(key);
+                listed.push(entry);
+            } else {
+                show_unresolved(s, &key, &args.database);
+            }
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    if as_json {
+        print_json(&json!({"recovered": recovered, "unresolved": listed, "count": count}))?;
+    } else {
+        println!("{count} unresolved pathway(s)");
+    }
+    Ok(Exit::Done)
+}
+
+/// One unresolved pathway for people: what it is, and who must act next.
+fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
+    let roles: Vec<&str> = s.next.roles.iter().map(|r| r.as_str()).collect();
+    println!(
+        "{}  {}  {}  key {key:?}",
+        s.pathway_id,
+        s.state,
+        s.action.as_deref().unwrap_or("?")
+    );
+    println!(
+        "    next: {} by {} ({}) — {}",
+        s.next.action,
+        if roles.is_empty() {
+            "nobody".into()
+        } else {
+            roles.join(" or ")
+        },
+        s.next.actors.join(", "),
+        s.next.detail
+    );
+    if s.state == State::Proposed {
+        // Stopped between propose and admit: nothing was sent; `abort` is no edge
+        // from `proposed`, so the way out is the admission, allowing or denying.
+        let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
+        println!(
+            "    to admit it: repeat the same `rpr call` (same --key {key:?}, same --args); \
+             to refuse it: rpr deny --database {database} --pathway {} --as {decision_owner}",
+            s.pathway_id
+        );
+    }
+}
+
+/// Prints one JSON document on stdout.
+fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// `status`: the database's figures, read-only.
+pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
+    let store = ReadStore::open_read_only(existing_database(&args.database)?)?;
+    let status = inspect::status(&store)?;
+    if as_json {
+        print_json(&status)?;
+        return Ok(Exit::Done);
+    }
+    println!("schema version {}", status.schema_version);
+    let counts: Vec<String> = status
+        .counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(state, n)| format!("{state} {n}"))
+        .collect();
+    println!(
+        "pathways: {} ({})",
+        status.counts.values().sum::<i64>(),
+        if counts.is_empty() {
+            "none".to_owned()
+        } else {
+            counts.join(", ")
+        }
+    );
+    println!("{} unresolved pathway(s)", status.unresolved_count);
+    println!(
+        "ledger: {} events, head {}",
+        status.ledger_length,
+        status.ledger_head.as_deref().unwrap_or("-")
+    );
+    Ok(Exit::Done)
+}
+
+/// `verify`: checks the hash chain and the stored states, read-only.
+pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> {
+    let store = ReadStore::open_read_only(existing_database(&args.db.database)?)?;
+    let report = rpr::ledger::verify(&store, args.head.as_deref())?;
+    if as_json {
+        print_json(&json!({
+            "verified": report.is_ok(),
+            "events": report.events,
+            "head": report.head,
+            "problems": report.problems,
+        }))?;
+    } else {
+        println!(
+            "ledger: {} events, head {}",
+            report.events,
+            report.head.as_deref().unwrap_or("-")
+        );
+        for p in &report.problems {
+            println!(
+                "  problem {:?} at seq {:?} pathway {:?}: {}",
+                p.kind, p.seq, p.pathway, p.detail
+            );
+        }
+    }
+    if report.is_ok() {
+        if !as_json {
+            println!("chain and states verified: true");
+        }
+        Ok(Exit::Done)
+    } else {
+        Err(format!(
+            "the ledger does not verify: {} problem(s)",
+            report.problems.len()
+        )
+        .into())
+    }
+}

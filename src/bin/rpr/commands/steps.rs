@@ -1,0 +1,375 @@
+//! The next steps of one stored pathway: `approve`, `deny`, `reconcile`, `repair`, `hold`,
+//! `release`, `escalate`, `stop`, `abort`, `attest`, `require-repair` and `resume`.
+
+use rpr::executor::Request;
+use rpr::stage::{Abortable, Stage};
+use rpr::token::{Attestation, Reconciled};
+use rpr::{Actor, Admission, Decision, Pathway, Runtime, StoredPathway};
+use serde_json::{Value, json};
+
+use super::{
+    AbortArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs, RepairArgs,
+    Restore, Step, Target, Verdict, find, hint, json_object, show_next,
+};
+use crate::config::{Config, Policy, existing_database};
+use crate::flow::{self, Gate, Hint, Live};
+use crate::gate;
+use crate::{Exit, Failure, Usage};
+
+fn live_hint(files: &LiveFiles, db: &Database) -> Hint {
+    Hint::new(
+        files.config.as_deref().unwrap_or("CONFIG"),
+        files.policy.as_deref().unwrap_or("POLICY"),
+        &db.database,
+    )
+}
+
+/// Opens an existing database and loads the pathway named by `--pathway` or `--key`.
+fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Failure> {
+    let rt = flow::runtime(existing_database(&db.database)?)?;
+    // clap requires exactly one of the two.
+    let wanted = target
+        .pathway
+        .as_deref()
+        .or(target.key.as_deref())
+        .ok_or("give --pathway ID or --key KEY")?;
+    let id = find(&rt, wanted)?;
+    let stored = rt.load(&id)?;
+    Ok((rt, stored))
+}
+
+/// The live server and tool a stored pathway was proposed for.
+fn live_for<S: Stage>(files: &LiveFiles, p: &Pathway<S>) -> Result<Live, Failure> {
+    let policy_path = files.policy.as_deref().ok_or_else(|| {
+        Usage("`--policy` is required: the readback and the tool's plan come from it".into())
+    })?;
+    if gate::is_gate_pathway(p) {
+        return gate::live(policy_path, p);
+    }
+    let config_path = files.config.as_deref().ok_or_else(|| {
+        Usage("`--config` is required (only a pathway proposed by `rpr gate` needs none)".into())
+    })?;
+    let config = Config::load(config_path)?;
+    let policy = Policy::load(policy_path)?;
+    let server = p.definition().metadata["server"]
+        .as_str()
+        .ok_or("the pathway does not name its server (not proposed by this host)")?;
+    Live::open(&config, &policy, server, &p.definition().request.action)
+}
+
+/// Restores a redacted request from `--args` (the full original arguments).
+fn restored<S: Stage + 'static>(args: &Restore, p: Pathway<S>) -> Result<Pathway<S>, Failure> {
+    if !p.is_redacted() {
+        return Ok(p);
+    }
+    let Some(text) = &args.args else {
+        return Err(format!(
+            "the stored request of pathway {} was redacted (secret-named arguments); pass the \
+             original arguments with --args JSON",
+            p.id()
+        )
+        .into());
+    };
+    let request = Request::new(p.definition().request.action.clone(), json_object(text)?);
+    Ok(p.restore_request(request)?)
+}
+
+fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Exit, Failure> {
+    let id = stored.id().to_owned();
+    println!("`{command}` does not apply to pathway {id} in its state");
+    show_next(rt, &id)?;
+    let state = rt.reader().pathway(&id)?.map_or_else(
+        || "unknown to the store".to_owned(),
+        |r| r.state.as_str().to_owned(),
+    );
+    Err(format!("nothing done to pathway {id}: `{command}` does not apply in state {state}").into())
+}
+
+/// `approve`: approves a pathway left at the gate, then carries the call out.
+pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let approver = Actor::new(&args.step.actor);
+    let hint = live_hint(&args.files, &args.step.db);
+    macro_rules! approve_and_go {
+        ($p:expr) => {{
+            let p = restored(&args.restore, $p)?;
+            if gate::is_gate_pathway(&p) {
+                return gate::approve_only(&rt, p, &approver);
+            }
+            let live = live_for(&args.files, &p)?;
+            let shown = flow::show_gate(&p, &live)?;
+            let executor = p.definition().authority.execution_actor.clone();
+            match flow::decide(&rt, p, Gate::Approve(approver), &hint)? {
+                Ok(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+                Err(exit) => Ok(exit),
+            }
+        }};
+    }
+    match stored {
+        StoredPathway::HumanGate(p) => approve_and_go!(p),
+        StoredPathway::AwaitingApproval(p) => approve_and_go!(p),
+        other => wrong_state(&rt, &other, "approve"),
+    }
+}
+
+/// `deny`: denies a pathway left at the gate, or one left proposed (its decision owner
+/// admits it with a deny decision: a proposed pathway has no `abort`).
+pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let reason = args.reason.as_deref().unwrap_or("denied at the Human Gate");
+    let id = stored.id().to_owned();
+    match stored {
+        StoredPathway::Proposed(p) => {
+            let reason = args.reason.as_deref().unwrap_or("denied at admission");
+            match p.admit(&rt, &actor, &|_| Decision::Deny(reason.to_owned()))? {
+                Admission::Denied(_) => {}
+                other => return Err(format!("unexpected admission {other:?}").into()),
+            }
+        }
+        StoredPathway::HumanGate(p) => drop(p.deny(&rt, &actor, reason)?),
+        StoredPathway::AwaitingApproval(p) => drop(p.deny(&rt, &actor, reason)?),
+        other => return wrong_state(&rt, &other, "deny"),
+    }
+    println!("pathway {id} is DENIED by {actor}");
+    Ok(Exit::Done)
+}
+
+/// `reconcile`: readback per policy for an unknown (or returned) pathway.
+pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let hint = live_hint(&args.files, &args.db);
+    match stored {
+        StoredPathway::Unknown(p) => {
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
+            println!(
+                "reconciling pathway {} by readback (`{}` on a fresh session of `{}`)",
+                p.id(),
+                live.plan.readback.as_ref().map_or("?", |r| r.tool.as_str()),
+                live.server
+            );
+            flow::reconcile(&rt, &live, p, &hint)
+        }
+        StoredPathway::Returned(p) => {
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
+            flow::confirm(&rt, &live, p, &hint)
+        }
+        StoredPathway::RepairUnsettled(p) => {
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
+            flow::settle(&rt, &live, p, &hint)
+        }
+        other => wrong_state(&rt, &other, "reconcile"),
+    }
+}
+
+/// `repair`: the repair owner records repair evidence; the pathway may then resume.
+pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let evidence = json!({"text": args.evidence});
+    let StoredPathway::RepairRequired(p) = stored else {
+        return wrong_state(&rt, &stored, "repair");
+    };
+    let p = p.repair(&rt, &actor, &evidence, None)?;
+    println!(
+        "pathway {} is READY_TO_RESUME (repaired by {actor})",
+        p.id()
+    );
+    hint(None, &args.step.db).next("resume", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `hold`: the stop authority holds an approved pathway before it is dispatched.
+pub(crate) fn hold(args: &ReasonStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let reason = args
+        .reason
+        .as_deref()
+        .unwrap_or("held by the stop authority");
+    let StoredPathway::Approved(p) = stored else {
+        return wrong_state(&rt, &stored, "hold");
+    };
+    let p = p.hold(&rt, &actor, reason)?;
+    println!("pathway {} is HELD by {actor}", p.id());
+    let hint = hint(None, &args.step.db);
+    hint.next("release", p.id(), " --as NAME");
+    hint.next("escalate", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `release`: the stop authority releases a held pathway: approved again.
+pub(crate) fn release(args: &Step) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let actor = Actor::new(&args.actor);
+    let StoredPathway::Held(p) = stored else {
+        return wrong_state(&rt, &stored, "release");
+    };
+    let p = p.release(&rt, &actor)?;
+    println!("pathway {} is APPROVED again (released by {actor})", p.id());
+    hint(None, &args.db).next("resume", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `escalate`: the stop authority sends a held or awaiting pathway to a Human Gate.
+pub(crate) fn escalate(args: &Step) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let actor = Actor::new(&args.actor);
+    let id = match stored {
+        StoredPathway::Held(p) => p.escalate(&rt, &actor)?.id().to_owned(),
+        StoredPathway::AwaitingApproval(p) => p.escalate(&rt, &actor)?.id().to_owned(),
+        other => return wrong_state(&rt, &other, "escalate"),
+    };
+    println!("pathway {id} is at a HUMAN_GATE (escalated by {actor})");
+    hint(None, &args.db).next("approve", &id, " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `stop`: the stop authority stops a pathway whose success reply was not yet confirmed.
+pub(crate) fn stop(args: &ReasonStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let reason = args
+        .reason
+        .as_deref()
+        .unwrap_or("stopped by the stop authority");
+    let StoredPathway::Returned(p) = stored else {
+        return wrong_state(&rt, &stored, "stop");
+    };
+    let p = p.stop(&rt, &actor, reason)?;
+    println!("pathway {} is STOPPED by {actor}", p.id());
+    hint(None, &args.step.db).next("require-repair", p.id(), " --as NAME");
+    Ok(Exit::Done)
+}
+
+/// `abort`: the residual owner ends a pathway for good, recording what is left behind.
+pub(crate) fn abort(args: &AbortArgs) -> Result<Exit, Failure> {
+    fn go<S: Abortable + 'static>(
+        rt: &Runtime,
+        p: Pathway<S>,
+        actor: &Actor,
+        residuals: &Value,
+    ) -> Result<String, Failure> {
+        Ok(p.abort(rt, actor, residuals)?.id().to_owned())
+    }
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let residuals = json!({"text": args.residuals});
+    let id = match stored {
+        StoredPathway::Approved(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::Held(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::HumanGate(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::Stopped(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::RepairRequired(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::RepairUnsettled(p) => go(&rt, p, &actor, &residuals)?,
+        StoredPathway::ReadyToResume(p) => go(&rt, p, &actor, &residuals)?,
+        other => return wrong_state(&rt, &other, "abort"),
+    };
+    println!("pathway {id} is ABORTED by {actor} (final)");
+    Ok(Exit::Done)
+}
+
+/// `attest`: the evidence owner or repair owner decides an unknown pathway by attestation.
+pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
+    let verdict = match args.verdict {
+        Verdict::Applied => Attestation::Applied,
+        Verdict::NotApplied => Attestation::NotApplied,
+        Verdict::Unresolved => Attestation::Unresolved,
+    };
+    let evidence = json!({"text": args.evidence});
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let hint = hint(None, &args.step.db);
+    let p = match stored {
+        StoredPathway::Unknown(p) => p,
+        StoredPathway::RepairUnsettled(p) => {
+            let id = p.id().to_owned();
+            return match rt.attest(&p, &actor, verdict, &evidence)? {
+                Reconciled::NotApplied(token) => {
+                    p.settle(&rt, token)?;
+                    println!(
+                        "{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)"
+                    );
+                    hint.next("repair", &id, " --as NAME --evidence TEXT");
+                    Ok(Exit::Pending)
+                }
+                Reconciled::Unresolved(token) => {
+                    p.keep_unsettled(&rt, token)?;
+                    println!(
+                        "{actor} attests unresolved → pathway {id} stays unsettled (nothing re-sent)"
+                    );
+                    Ok(Exit::Pending)
+                }
+                _ => {
+                    println!(
+                        "{actor} attests applied → the effect is there; pathway {id} cannot be resumed: abort it with residuals"
+                    );
+                    Ok(Exit::Pending)
+                }
+            };
+        }
+        other => return wrong_state(&rt, &other, "attest"),
+    };
+    let id = p.id().to_owned();
+    match rt.attest(&p, &actor, verdict, &evidence)? {
+        Reconciled::Applied(token) => {
+            p.complete(&rt, token)?;
+            println!("{actor} attests applied → pathway {id} is COMPLETED");
+            Ok(Exit::Done)
+        }
+        Reconciled::NotApplied(token) => {
+            p.require_repair(&rt, token)?;
+            println!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED");
+            hint.next("repair", &id, " --as NAME --evidence TEXT");
+            Ok(Exit::Pending)
+        }
+        Reconciled::Unresolved(token) => {
+            p.keep_unknown(&rt, token)?;
+            println!(
+                "{actor} attests unresolved → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)"
+            );
+            Ok(Exit::Pending)
+        }
+        other => Err(format!("unexpected reconciliation {other:?}").into()),
+    }
+}
+
+/// `require-repair`: the repair owner sends a stopped or partially completed pathway to repair.
+pub(crate) fn require_repair(args: &Step) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.db, &args.target)?;
+    let actor = Actor::new(&args.actor);
+    let id = match stored {
+        StoredPathway::Stopped(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
+        StoredPathway::PartiallyCompleted(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
+        other => return wrong_state(&rt, &other, "require-repair"),
+    };
+    println!(
+        "pathway {id} is REPAIR_REQUIRED (sent to repair by {actor}); it replied before, so it may have taken \
+         effect: reconcile it (readback) or attest it not applied before it can be repaired"
+    );
+    hint(None, &args.db).next("reconcile", &id, "");
+    Ok(Exit::Done)
+}
+
+/// `resume`: binds and dispatches a new attempt of a repaired (or approved) pathway.
+pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
+    let (rt, stored) = load(&args.step.db, &args.step.target)?;
+    let actor = Actor::new(&args.step.actor);
+    let hint = live_hint(&args.files, &args.step.db);
+    match stored {
+        StoredPathway::ReadyToResume(p) => {
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
+            flow::carry_out(&rt, &live, p, &actor, None, &hint)
+        }
+        StoredPathway::Approved(p) => {
+            let p = restored(&args.restore, p)?;
+            let live = live_for(&args.files, &p)?;
+            flow::carry_out(&rt, &live, p, &actor, None, &hint)
+        }
+        other => wrong_state(&rt, &other, "resume"),
+    }
+}
