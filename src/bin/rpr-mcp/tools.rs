@@ -265,6 +265,7 @@ fn build_tools() -> Value {
                 json!({"pathway_id": id_schema(), "limit": limit_schema(), "cursor": cursor_schema()}),
                 &["pathway_id"],
             ),
+            // Same shape as the rpr.get_status output: both end with the ledger's length and head; each schema is written out whole, as its tool returns it.
             output(
                 json!({
                     "pathway_id": {"type": "string"},

@@ -81,6 +81,7 @@ impl Live {
         tool: &str,
     ) -> Result<Self, Failure> {
         let command = config.command(server)?;
+        // Same shape as gate::ops::live: that one starts the command a gate pathway recorded, and its errors say so.
         let client = McpClient::connect(&command, &SessionConfig::default())
             .map_err(|e| format!("cannot start server `{server}` ({command:?}): {e}"))?;
         let client = Arc::new(client);
@@ -434,6 +435,7 @@ pub(crate) fn confirm(
     }
 }
 
+// Same shape as reconcile: another stage (repair unsettled) whose verdicts take other edges (settle, keep_unsettled); applied is no edge from it.
 /// Reads back a pathway sent to repair after a reply: only a not-applied verdict settles it.
 pub(crate) fn settle(
     rt: &Runtime,

@@ -24,6 +24,21 @@ fn live_hint(files: &LiveFiles, db: &Database) -> Hint {
     )
 }
 
+impl Step {
+    /// Opens the database, loads the pathway and names who takes the step.
+    fn open(&self) -> Result<(Runtime, StoredPathway, Actor), Failure> {
+        let (rt, stored) = load(&self.db, &self.target)?;
+        Ok((rt, stored, Actor::new(&self.actor)))
+    }
+}
+
+impl ReasonStep {
+    /// `--reason`, or `default` without one.
+    fn reason_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.reason.as_deref().unwrap_or(default)
+    }
+}
+
 /// Opens an existing database and loads the pathway named by `--pathway` or `--key`.
 fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Failure> {
     let rt = flow::runtime(existing_database(&db.database)?)?;
@@ -87,8 +102,7 @@ fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Ex
 
 /// `approve`: approves a pathway left at the gate, then carries the call out.
 pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let approver = Actor::new(&args.step.actor);
+    let (rt, stored, approver) = args.step.open()?;
     let hint = live_hint(&args.files, &args.step.db);
     macro_rules! approve_and_go {
         ($p:expr) => {{
@@ -115,13 +129,12 @@ pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
 /// `deny`: denies a pathway left at the gate, or one left proposed (its decision owner
 /// admits it with a deny decision: a proposed pathway has no `abort`).
 pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
-    let reason = args.reason.as_deref().unwrap_or("denied at the Human Gate");
+    let (rt, stored, actor) = args.step.open()?;
+    let reason = args.reason_or("denied at the Human Gate");
     let id = stored.id().to_owned();
     match stored {
         StoredPathway::Proposed(p) => {
-            let reason = args.reason.as_deref().unwrap_or("denied at admission");
+            let reason = args.reason_or("denied at admission");
             match p.admit(&rt, &actor, &|_| Decision::Deny(reason.to_owned()))? {
                 Admission::Denied(_) => {}
                 other => return Err(format!("unexpected admission {other:?}").into()),
@@ -167,8 +180,7 @@ pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
 
 /// `repair`: the repair owner records repair evidence; the pathway may then resume.
 pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
+    let (rt, stored, actor) = args.step.open()?;
     let evidence = json!({"text": args.evidence});
     let StoredPathway::RepairRequired(p) = stored else {
         return wrong_state(&rt, &stored, "repair");
@@ -184,16 +196,11 @@ pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
 
 /// `hold`: the stop authority holds an approved pathway before it is dispatched.
 pub(crate) fn hold(args: &ReasonStep) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
-    let reason = args
-        .reason
-        .as_deref()
-        .unwrap_or("held by the stop authority");
+    let (rt, stored, actor) = args.step.open()?;
     let StoredPathway::Approved(p) = stored else {
         return wrong_state(&rt, &stored, "hold");
     };
-    let p = p.hold(&rt, &actor, reason)?;
+    let p = p.hold(&rt, &actor, args.reason_or("held by the stop authority"))?;
     println!("pathway {} is HELD by {actor}", p.id());
     let hint = hint(None, &args.step.db);
     hint.next("release", p.id(), " --as NAME");
@@ -203,8 +210,7 @@ pub(crate) fn hold(args: &ReasonStep) -> Result<Exit, Failure> {
 
 /// `release`: the stop authority releases a held pathway: approved again.
 pub(crate) fn release(args: &Step) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.db, &args.target)?;
-    let actor = Actor::new(&args.actor);
+    let (rt, stored, actor) = args.open()?;
     let StoredPathway::Held(p) = stored else {
         return wrong_state(&rt, &stored, "release");
     };
@@ -216,8 +222,7 @@ pub(crate) fn release(args: &Step) -> Result<Exit, Failure> {
 
 /// `escalate`: the stop authority sends a held or awaiting pathway to a Human Gate.
 pub(crate) fn escalate(args: &Step) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.db, &args.target)?;
-    let actor = Actor::new(&args.actor);
+    let (rt, stored, actor) = args.open()?;
     let id = match stored {
         StoredPathway::Held(p) => p.escalate(&rt, &actor)?.id().to_owned(),
         StoredPathway::AwaitingApproval(p) => p.escalate(&rt, &actor)?.id().to_owned(),
@@ -228,18 +233,14 @@ pub(crate) fn escalate(args: &Step) -> Result<Exit, Failure> {
     Ok(Exit::Done)
 }
 
+// Same shape as hold: another stage (returned), another edge (stop) and another next step.
 /// `stop`: the stop authority stops a pathway whose success reply was not yet confirmed.
 pub(crate) fn stop(args: &ReasonStep) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
-    let reason = args
-        .reason
-        .as_deref()
-        .unwrap_or("stopped by the stop authority");
+    let (rt, stored, actor) = args.step.open()?;
     let StoredPathway::Returned(p) = stored else {
         return wrong_state(&rt, &stored, "stop");
     };
-    let p = p.stop(&rt, &actor, reason)?;
+    let p = p.stop(&rt, &actor, args.reason_or("stopped by the stop authority"))?;
     println!("pathway {} is STOPPED by {actor}", p.id());
     hint(None, &args.step.db).next("require-repair", p.id(), " --as NAME");
     Ok(Exit::Done)
@@ -255,8 +256,7 @@ pub(crate) fn abort(args: &AbortArgs) -> Result<Exit, Failure> {
     ) -> Result<String, Failure> {
         Ok(p.abort(rt, actor, residuals)?.id().to_owned())
     }
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
+    let (rt, stored, actor) = args.step.open()?;
     let residuals = json!({"text": args.residuals});
     let id = match stored {
         StoredPathway::Approved(p) => go(&rt, p, &actor, &residuals)?,
@@ -272,6 +272,7 @@ pub(crate) fn abort(args: &AbortArgs) -> Result<Exit, Failure> {
     Ok(Exit::Done)
 }
 
+// Same shape as flow::settle and flow::reconcile: the verdict is attested by an actor, not read back, and the messages name who.
 /// `attest`: the evidence owner or repair owner decides an unknown pathway by attestation.
 pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
     let verdict = match args.verdict {
@@ -280,8 +281,7 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
         Verdict::Unresolved => Attestation::Unresolved,
     };
     let evidence = json!({"text": args.evidence});
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
+    let (rt, stored, actor) = args.step.open()?;
     let hint = hint(None, &args.step.db);
     let p = match stored {
         StoredPathway::Unknown(p) => p,
@@ -339,8 +339,7 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
 
 /// `require-repair`: the repair owner sends a stopped or partially completed pathway to repair.
 pub(crate) fn require_repair(args: &Step) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.db, &args.target)?;
-    let actor = Actor::new(&args.actor);
+    let (rt, stored, actor) = args.open()?;
     let id = match stored {
         StoredPathway::Stopped(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
         StoredPathway::PartiallyCompleted(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
@@ -356,8 +355,7 @@ pub(crate) fn require_repair(args: &Step) -> Result<Exit, Failure> {
 
 /// `resume`: binds and dispatches a new attempt of a repaired (or approved) pathway.
 pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.step.db, &args.step.target)?;
-    let actor = Actor::new(&args.step.actor);
+    let (rt, stored, actor) = args.step.open()?;
     let hint = live_hint(&args.files, &args.step.db);
     match stored {
         StoredPathway::ReadyToResume(p) => {
