@@ -1,0 +1,263 @@
+//! The reader side of a session: the thread that reads the server's stdout, matches
+//! responses to pending requests, answers or hands on the server's requests, and queues
+//! or hands on its notifications.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::BufReader;
+use std::process::ChildStdout;
+use std::sync::mpsc::Sender;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde_json::{Value, json};
+
+use super::config::{NotificationCallback, Reply, RequestCallback, SessionStats};
+use super::writer::WriteJob;
+use crate::jsonrpc::{
+    ErrorObject, Id, JsonRpcError, Message, MessageReader, Notification, Request, Response, codes,
+    encode_line,
+};
+
+/// Answers one server request; see [`RequestCallback`]. Dropped without an answer, it
+/// answers with an internal error, so the server is never left waiting for a reply that
+/// cannot come.
+#[derive(Debug)]
+pub struct Responder {
+    id: Option<Id>,
+    writer: Sender<WriteJob>,
+    max: usize,
+}
+
+impl Responder {
+    /// The id of the request this answers.
+    #[must_use]
+    pub fn id(&self) -> Option<&Id> {
+        self.id.as_ref()
+    }
+
+    /// Sends the answer: a result or an error object.
+    pub fn respond(mut self, outcome: Result<Value, ErrorObject>) {
+        self.send(outcome);
+    }
+
+    fn send(&mut self, outcome: Result<Value, ErrorObject>) {
+        let Some(id) = self.id.take() else { return };
+        let response = Message::Response(Response {
+            id: Some(id),
+            outcome,
+        });
+        if let Ok(line) = encode_line(&response.to_value(), self.max) {
+            let _ = self.writer.send(WriteJob::Line { line, ticket: None });
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.send(Err(ErrorObject::new(
+            codes::INTERNAL_ERROR,
+            "the client dropped this request without an answer",
+        )));
+    }
+}
+
+const RECENT_ERRORS: usize = 16;
+
+pub(super) enum Incoming {
+    Reply(Reply),
+    Lost(String),
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) next_id: i64,
+    pub(super) pending: HashMap<Id, Sender<Incoming>>,
+    /// Requests waiting under a caller's tag (see
+    /// [`Session::request_tagged`](super::Session::request_tagged)).
+    pub(super) tags: HashMap<String, Id>,
+    pub(super) closed: Option<String>,
+    pub(super) notifications: VecDeque<Notification>,
+    pub(super) stats: SessionStats,
+    pub(super) recent_errors: VecDeque<String>,
+}
+
+pub(super) struct Shared {
+    pub(super) state: Mutex<State>,
+    pub(super) queue_capacity: usize,
+    pub(super) on_notification: Option<NotificationCallback>,
+    pub(super) on_request: Option<RequestCallback>,
+    pub(super) pass_progress: bool,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn close(&self, reason: &str) {
+        let mut state = self.lock();
+        if state.closed.is_none() {
+            state.closed = Some(reason.to_owned());
+        }
+        for (_, tx) in state.pending.drain() {
+            let _ = tx.send(Incoming::Lost(reason.to_owned()));
+        }
+    }
+
+    fn record_error(state: &mut State, error: String) {
+        state.stats.protocol_errors += 1;
+        if state.recent_errors.len() == RECENT_ERRORS {
+            state.recent_errors.pop_front();
+        }
+        state.recent_errors.push_back(error);
+    }
+
+    fn deliver(&self, response: Response) {
+        let mut state = self.lock();
+        let Some(id) = response.id else {
+            let text = match &response.outcome {
+                Err(e) => e.to_string(),
+                Ok(_) => "a result".into(),
+            };
+            Self::record_error(&mut state, format!("response without an id: {text}"));
+            return;
+        };
+        if let Some(tx) = state.pending.remove(&id) {
+            let reply = match response.outcome {
+                Ok(result) => Reply::Result(result),
+                Err(error) => Reply::Error(error),
+            };
+            let _ = tx.send(Incoming::Reply(reply));
+        } else {
+            state.stats.dropped_responses += 1;
+            let len = state.recent_errors.len();
+            if len == RECENT_ERRORS {
+                state.recent_errors.pop_front();
+            }
+            state
+                .recent_errors
+                .push_back(format!("dropped a response for unknown or expired id {id}"));
+        }
+    }
+
+    fn notification(&self, notification: Notification) {
+        if notification.method == "notifications/progress" && !self.pass_progress {
+            self.lock().stats.dropped_progress += 1;
+            return;
+        }
+        if let Some(callback) = &self.on_notification {
+            let call = std::panic::AssertUnwindSafe(|| callback(&notification));
+            if std::panic::catch_unwind(call).is_err() {
+                Self::record_error(
+                    &mut self.lock(),
+                    format!(
+                        "the notification callback panicked on {}",
+                        notification.method
+                    ),
+                );
+            }
+            return;
+        }
+        let mut state = self.lock();
+        if self.queue_capacity == 0 {
+            state.stats.dropped_notifications += 1;
+            return;
+        }
+        if state.notifications.len() >= self.queue_capacity {
+            state.notifications.pop_front();
+            state.stats.dropped_notifications += 1;
+        }
+        state.notifications.push_back(notification);
+    }
+
+    /// A request from the server: `ping` is answered here; the rest go to the request
+    /// callback, or are refused with `-32601` without one.
+    fn request(&self, request: Request, writer: &Sender<WriteJob>, max: usize) {
+        let responder = Responder {
+            id: Some(request.id.clone()),
+            writer: writer.clone(),
+            max,
+        };
+        if request.method == "ping" {
+            self.lock().stats.pings_answered += 1;
+            return responder.respond(Ok(json!({})));
+        }
+        if let Some(callback) = &self.on_request {
+            let method = request.method.clone();
+            let call = std::panic::AssertUnwindSafe(|| callback(request, responder));
+            if std::panic::catch_unwind(call).is_err() {
+                // The unwind dropped the responder, which answered with an internal error.
+                Self::record_error(
+                    &mut self.lock(),
+                    format!("the request callback panicked on {method}"),
+                );
+            }
+            return;
+        }
+        self.lock().stats.requests_refused += 1;
+        responder.respond(Err(ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: {} (this client offers no capabilities)",
+                request.method
+            ),
+        )));
+    }
+
+    fn unreadable(&self, error: JsonRpcError) {
+        let mut state = self.lock();
+        if let JsonRpcError::InvalidMessage {
+            id: Some(id),
+            reason,
+        } = &error
+            && let Some(tx) = state.pending.remove(id)
+        {
+            let _ = tx.send(Incoming::Lost(format!(
+                "the reply was malformed ({reason})"
+            )));
+        }
+        // A reply over the cap: its request is answered now (lost), not left to time out.
+        if let JsonRpcError::LineTooLong {
+            length,
+            limit,
+            id: Some(id),
+        } = &error
+            && let Some(tx) = state.pending.remove(id)
+        {
+            let _ = tx.send(Incoming::Lost(format!(
+                "the reply ({length} bytes) exceeded the {limit}-byte message limit and was skipped; \
+                 raise SessionConfig::max_message_bytes if the server legitimately sends replies this large"
+            )));
+        }
+        Self::record_error(&mut state, error.to_string());
+    }
+}
+
+pub(super) fn reader_loop(
+    mut reader: MessageReader<BufReader<ChildStdout>>,
+    shared: &Shared,
+    writer: &Sender<WriteJob>,
+    max: usize,
+) {
+    loop {
+        match reader.read_message() {
+            Ok(None) => {
+                shared.close("the server closed its stdout (it exited or crashed)");
+                return;
+            }
+            Ok(Some(Message::Response(response))) => shared.deliver(response),
+            Ok(Some(Message::Notification(notification))) => shared.notification(notification),
+            Ok(Some(Message::Request(request))) => shared.request(request, writer, max),
+            Err(error) if error.is_fatal() => {
+                shared.close(&error.to_string());
+                return;
+            }
+            Err(error) => shared.unreadable(error),
+        }
+    }
+}
