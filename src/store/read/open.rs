@@ -1,0 +1,272 @@
+//! Opening a database for reading only (the guard that refuses every write), checking
+//! that it is an rpr database of a schema this build reads, and read snapshots.
+
+use std::path::Path;
+
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use super::ReadStore;
+use crate::store::{SCHEMA_VERSION, StoreError};
+
+fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
+    match ctx.action {
+        AuthAction::Function { function_name }
+            if function_name.eq_ignore_ascii_case("load_extension") =>
+        {
+            Authorization::Deny
+        }
+        // Reading a pragma (no value) is allowed; setting one is not.
+        AuthAction::Select
+        | AuthAction::Read { .. }
+        | AuthAction::Function { .. }
+        | AuthAction::Pragma {
+            pragma_value: None, ..
+        }
+        | AuthAction::Transaction { .. }
+        | AuthAction::Savepoint { .. } => Authorization::Allow,
+        _ => Authorization::Deny,
+    }
+}
+
+impl ReadStore {
+    /// How many times [`ReadStore::open_read_only`] tries to open a database.
+    pub const OPEN_ATTEMPTS: u32 = 6;
+
+    /// Opens `path` for reading only, guarded so that no statement can write.
+    ///
+    /// Fails with [`StoreError::Missing`], [`StoreError::NotRprDatabase`] or
+    /// [`StoreError::SchemaTooNew`] before anything else happens.
+    ///
+    /// An open that fails with `SQLITE_CANTOPEN` ("unable to open database file") or
+    /// `SQLITE_READONLY_RECOVERY` is tried again, at most [`Self::OPEN_ATTEMPTS`] times in
+    /// all with a doubling pause from 2 ms (62 ms of pauses at most). The first is what a
+    /// reader sees when the last writer connection of a program that does not keep the WAL
+    /// files closes and deletes the `-wal` and `-shm` at the moment of the open (rpr's own
+    /// writers keep them); the second, when a writer that has just opened has not yet
+    /// rebuilt the WAL index. See `docs/storage.md`, "The -wal and -shm files".
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        let mut pause = std::time::Duration::from_millis(2);
+        let mut attempt = 1;
+        loop {
+            match Self::open_read_only_once(path) {
+                Err(e) if attempt < Self::OPEN_ATTEMPTS && is_transient(&e) => {
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_read_only_once(path: &Path) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Missing(path.display().to_string()));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut shm = path.as_os_str().to_owned();
+        shm.push("-shm");
+        // With an existing WAL index, `readonly_shm=1` keeps SQLite from writing even the
+        // read-mark slots of the -shm file, so every file stays byte-identical. Without one
+        // (a database closed by a program that does not keep the WAL files) SQLite cannot
+        // open that way, and a plain read-only open is used.
+        let mut conn = if Path::new(&shm).is_file() {
+            Connection::open_with_flags(
+                sqlite_uri(path, "mode=ro&readonly_shm=1"),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .or_else(|_| Connection::open_with_flags(path, flags))?
+        } else {
+            Connection::open_with_flags(path, flags)?
+        };
+        conn.pragma_update(None, "query_only", true)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.authorizer(Some(deny_writes))?;
+        let store = Self { conn };
+        let name = path.display().to_string();
+        store
+            .snapshot(|s| s.check_schema(&name))
+            .map_err(|e| match e {
+                StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::NotADatabase =>
+                {
+                    StoreError::NotRprDatabase(name.clone())
+                }
+                other => other,
+            })?;
+        Ok(store)
+    }
+
+    /// Runs `f` so that every read it makes sees one snapshot of the database.
+    ///
+    /// Opens a read transaction (`SAVEPOINT`, which outside a transaction starts a
+    /// deferred one) and takes the snapshot at once (a first read, tried again like
+    /// [`ReadStore::open_read_only`] while SQLite answers `SQLITE_READONLY_RECOVERY`),
+    /// runs `f`, and ends the
+    /// transaction: released when `f` returns `Ok`, rolled back when it returns `Err`
+    /// or panics. Writers that commit meanwhile are not seen by `f` (WAL readers do not
+    /// block writers, and writers do not block readers).
+    ///
+    /// Works on the guarded read-only connection (the guard allows transactions and
+    /// savepoints). Nesting is supported: a `snapshot` inside another (or inside any
+    /// open transaction on this connection) is a savepoint of the enclosing
+    /// transaction, and sees the enclosing snapshot.
+    pub fn snapshot<T, E>(&self, f: impl FnOnce(&Self) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.begin_snapshot().map_err(E::from)?;
+        let mut guard = SnapshotGuard {
+            conn: &self.conn,
+            open: true,
+        };
+        let out = f(self);
+        guard.open = false;
+        if out.is_ok() {
+            self.conn
+                .execute_batch("RELEASE rpr_snapshot")
+                .map_err(|e| E::from(e.into()))?;
+        } else {
+            end_snapshot_after_error(&self.conn);
+        }
+        out
+    }
+
+    /// Whether `sql` would be refused by the read-only guard (it is prepared, never run).
+    ///
+    /// A statement is refused when the guard stops it from being prepared, or when
+    /// SQLite reports that it is not read-only (this catches `VACUUM`, which the
+    /// authorizer is not asked about).
+    #[must_use]
+    pub fn would_refuse(&self, sql: &str) -> bool {
+        self.conn.prepare(sql).map_or(true, |stmt| !stmt.readonly())
+    }
+
+    /// Opens the `rpr_snapshot` savepoint and, outside any other transaction, takes the
+    /// snapshot at once, trying again (as [`ReadStore::open_read_only`] does) while SQLite
+    /// answers `SQLITE_READONLY_RECOVERY`: a read-only connection cannot rebuild the WAL
+    /// index, and a writer that has just opened the database rebuilds it in a moment.
+    fn begin_snapshot(&self) -> Result<(), StoreError> {
+        let outermost = self.conn.is_autocommit();
+        let mut pause = std::time::Duration::from_millis(2);
+        let mut attempt = 1;
+        loop {
+            self.conn.execute_batch("SAVEPOINT rpr_snapshot")?;
+            if !outermost {
+                return Ok(());
+            }
+            // Any read starts the read transaction, which fixes the snapshot.
+            let taken = self
+                .conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map_err(StoreError::from);
+            match taken {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    end_snapshot_after_error(&self.conn);
+                    if attempt >= Self::OPEN_ATTEMPTS || !is_transient(&e) {
+                        return Err(e);
+                    }
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn check_schema(&self, name: &str) -> Result<(), StoreError> {
+        let has_meta: bool = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::NotADatabase =>
+                {
+                    StoreError::NotRprDatabase(name.to_owned())
+                }
+                other => other.into(),
+            })?
+            > 0;
+        if !has_meta {
+            return Err(StoreError::NotRprDatabase(name.to_owned()));
+        }
+        let version: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let version: i64 = version
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| StoreError::NotRprDatabase(name.to_owned()))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `SQLITE_CANTOPEN` (the `-wal` or `-shm` vanished under a closing writer) or
+/// `SQLITE_READONLY_RECOVERY` (a writer that just opened has not rebuilt the WAL index yet).
+fn is_transient(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::CannotOpen
+                || f.extended_code == rusqlite::ffi::SQLITE_READONLY_RECOVERY
+    )
+}
+
+/// Rolls back and releases the innermost `rpr_snapshot` savepoint, if one is open.
+fn end_snapshot_after_error(conn: &Connection) {
+    // Nothing to undo (it only read) and nothing useful to report: the error that
+    // ended the snapshot is what the caller gets. If SQLite already ended the
+    // transaction, both statements fail harmlessly.
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK TO rpr_snapshot; RELEASE rpr_snapshot");
+    }
+}
+
+/// Ends the snapshot if `f` panicked.
+struct SnapshotGuard<'a> {
+    conn: &'a Connection,
+    open: bool,
+}
+
+impl Drop for SnapshotGuard<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            end_snapshot_after_error(self.conn);
+        }
+    }
+}
+
+/// A `file:` URI for `path` with `query`, percent-encoding everything but unreserved characters and `/`.
+fn sqlite_uri(path: &Path, query: &str) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            let _ = write!(uri, "%{b:02X}");
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
+}
