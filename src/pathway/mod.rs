@@ -6,11 +6,13 @@
 //! check refuses (wrong actor, wrong token, conflict, store failure), the pathway
 //! comes back unchanged inside [`Refused`] (inside [`NotSent`] for `dispatch`).
 
+mod authority;
 mod outcome;
 pub mod stage;
 pub mod token;
 mod transitions;
 
+pub use authority::{Actor, Authority, Role};
 pub use outcome::{Admission, Confirmed, NotSent, Outcome, StoredPathway, Unrecorded};
 pub use transitions::{Act, TRANSITIONS};
 pub(crate) use transitions::{admission, admission_events};
@@ -22,163 +24,6 @@ use serde_json::Value;
 
 use crate::executor::Request;
 use stage::Stage;
-
-/// An actor: a person, service or agent that acts on a pathway.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Actor(String);
-
-impl Actor {
-    /// An actor named `name`.
-    #[must_use]
-    pub fn new(name: impl Into<String>) -> Self {
-        Self(name.into())
-    }
-    /// The actor's name.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Actor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// The eight authority roles of a pathway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "the eight roles are fixed by the design brief"
-)]
-pub enum Role {
-    /// Admits or denies the proposal.
-    DecisionOwner,
-    /// Grants or refuses Human Gate approvals.
-    ApprovalAuthority,
-    /// Dispatches the call.
-    ExecutionActor,
-    /// Holds, stops and escalates to a Human Gate.
-    StopAuthority,
-    /// Confirms readback and attests reconciliation verdicts.
-    EvidenceOwner,
-    /// Repairs failed or not-applied attempts; may attest verdicts.
-    RepairOwner,
-    /// May resume a repaired pathway (as may the execution actor).
-    ResumeAuthority,
-    /// Aborts with residuals.
-    ResidualOwner,
-}
-
-impl Role {
-    /// Every role, in the order of [`Authority`]'s fields.
-    pub const ALL: [Role; 8] = [
-        Role::DecisionOwner,
-        Role::ApprovalAuthority,
-        Role::ExecutionActor,
-        Role::StopAuthority,
-        Role::EvidenceOwner,
-        Role::RepairOwner,
-        Role::ResumeAuthority,
-        Role::ResidualOwner,
-    ];
-
-    /// The role's snake_case name.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::DecisionOwner => "decision_owner",
-            Role::ApprovalAuthority => "approval_authority",
-            Role::ExecutionActor => "execution_actor",
-            Role::StopAuthority => "stop_authority",
-            Role::EvidenceOwner => "evidence_owner",
-            Role::RepairOwner => "repair_owner",
-            Role::ResumeAuthority => "resume_authority",
-            Role::ResidualOwner => "residual_owner",
-        }
-    }
-}
-
-crate::state::named!(
-    Role,
-    "one of the eight roles (decision_owner, approval_authority, execution_actor, stop_authority, evidence_owner, repair_owner, resume_authority, residual_owner)"
-);
-
-/// Who holds each authority role of a pathway.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Authority {
-    /// Admits or denies.
-    pub decision_owner: Actor,
-    /// Grants Human Gate approvals.
-    pub approval_authority: Actor,
-    /// Dispatches.
-    pub execution_actor: Actor,
-    /// Holds, stops, escalates.
-    pub stop_authority: Actor,
-    /// Owns the evidence.
-    pub evidence_owner: Actor,
-    /// Repairs.
-    pub repair_owner: Actor,
-    /// Resumes.
-    pub resume_authority: Actor,
-    /// Aborts with residuals.
-    pub residual_owner: Actor,
-}
-
-impl Authority {
-    /// Every role held by one actor (useful for tests and single-operator hosts).
-    #[must_use]
-    pub fn single(actor: &Actor) -> Self {
-        Self {
-            decision_owner: actor.clone(),
-            approval_authority: actor.clone(),
-            execution_actor: actor.clone(),
-            stop_authority: actor.clone(),
-            evidence_owner: actor.clone(),
-            repair_owner: actor.clone(),
-            resume_authority: actor.clone(),
-            residual_owner: actor.clone(),
-        }
-    }
-
-    /// Gives `role` to `actor`.
-    #[must_use]
-    pub fn with(mut self, role: Role, actor: &Actor) -> Self {
-        *self.slot(role) = actor.clone();
-        self
-    }
-
-    fn slot(&mut self, role: Role) -> &mut Actor {
-        match role {
-            Role::DecisionOwner => &mut self.decision_owner,
-            Role::ApprovalAuthority => &mut self.approval_authority,
-            Role::ExecutionActor => &mut self.execution_actor,
-            Role::StopAuthority => &mut self.stop_authority,
-            Role::EvidenceOwner => &mut self.evidence_owner,
-            Role::RepairOwner => &mut self.repair_owner,
-            Role::ResumeAuthority => &mut self.resume_authority,
-            Role::ResidualOwner => &mut self.residual_owner,
-        }
-    }
-
-    /// The actor holding `role`.
-    #[must_use]
-    pub fn holder(&self, role: Role) -> &Actor {
-        match role {
-            Role::DecisionOwner => &self.decision_owner,
-            Role::ApprovalAuthority => &self.approval_authority,
-            Role::ExecutionActor => &self.execution_actor,
-            Role::StopAuthority => &self.stop_authority,
-            Role::EvidenceOwner => &self.evidence_owner,
-            Role::RepairOwner => &self.repair_owner,
-            Role::ResumeAuthority => &self.resume_authority,
-            Role::ResidualOwner => &self.residual_owner,
-        }
-    }
-}
 
 /// Whether the action changes the world. A mutating action completes only with readback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
