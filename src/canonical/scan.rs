@@ -298,7 +298,7 @@ impl<'a> Scanner<'a> {
         // always valid JSON (no `+1`, `.5`, `1.` or `inf`).
         let double: f64 = token.parse().ok().filter(|d: &f64| d.is_finite())?;
         let mut written = String::with_capacity(len);
-        super::write_double(double, &mut written);
+        super::number::write_double(double, &mut written);
         (written == token).then_some(())
     }
 }
