@@ -14,6 +14,9 @@
 //!
 //! The pattern for an async host is in docs/pathway.md ("Many threads, one runtime"): the
 //! same per-call function, run on a blocking pool.
+//!
+//! `tests/concurrent_example.rs` compiles this file into itself (`#[path]`) and runs
+//! [`governed_calls`] in-process, with the server command it builds for the real peers.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,9 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpr::executor::Request;
+use rpr::ledger::Report;
 use rpr::mcp::{
     McpClient, McpExecutor, McpReadback, ReadbackVerdict, ServerCommand, SessionConfig,
 };
+use rpr::store::WriteStats;
 use rpr::{ALLOW_ALL, ActionClass, Actor, Authority, Definition, Outcome, Runtime};
 use serde_json::{Value, json};
 
@@ -33,6 +38,60 @@ const USAGE: &str = "usage: cargo run --example concurrent -- [--calls N] [--dir
 needs node on PATH and server-filesystem in $RPR_PEERS_DIR or target/peers (bash .ci/install-peers)";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a run did: printed by `main`, checked by `tests/concurrent_example.rs`.
+pub(crate) struct Summary {
+    /// The calls made.
+    pub(crate) calls: usize,
+    /// The calls whose pathway completed.
+    pub(crate) completed: usize,
+    /// The files that hold their call's content.
+    pub(crate) on_disk: usize,
+    /// From the first call started to the last one ended.
+    pub(crate) wall: Duration,
+    /// The runtime's durable steps and commits.
+    pub(crate) stats: WriteStats,
+    /// The whole ledger and the stored states, verified.
+    pub(crate) report: Report,
+    /// The database.
+    pub(crate) db: PathBuf,
+}
+
+impl Summary {
+    /// Every call completed with its file written, and the ledger verifies.
+    pub(crate) fn all_done(&self) -> bool {
+        self.completed == self.calls && self.on_disk == self.calls && self.report.is_ok()
+    }
+
+    /// The figures of the run, and how to inspect its database.
+    fn print(&self) {
+        let (calls, stats, report) = (self.calls, &self.stats, &self.report);
+        println!(
+            "completed: {} of {calls}, files with their content: {}",
+            self.completed, self.on_disk
+        );
+        println!(
+            "wall time {:.1} ms; {} steps made durable in {} commits ({:.2} commits per call)",
+            self.wall.as_secs_f64() * 1e3,
+            stats.steps,
+            stats.commits,
+            f64::from(u32::try_from(stats.commits).unwrap_or(u32::MAX))
+                / f64::from(u32::try_from(calls).unwrap_or(u32::MAX))
+        );
+        println!(
+            "ledger: {} events, chain and states verified: {}",
+            report.events,
+            report.is_ok()
+        );
+        for p in &report.problems {
+            println!("  problem: {p:?}");
+        }
+        println!(
+            "inspect it: cargo run --bin rpr-mcp -- --database {}",
+            self.db.display()
+        );
+    }
+}
 
 /// What one call ended as, and how long it took.
 struct Done {
@@ -90,12 +149,24 @@ fn run() -> Result<bool, Failure> {
     let dir = dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("rpr-concurrent-{}", std::process::id()))
     });
+    let summary = governed_calls(calls, &dir, filesystem_server)?;
+    summary.print();
+    Ok(summary.all_done())
+}
+
+/// Makes `calls` governed `write_file` calls at once in `dir` (its `files` folder served by
+/// the command `server` returns for it), printing each call's outcome and time.
+pub(crate) fn governed_calls(
+    calls: usize,
+    dir: &Path,
+    server: impl FnOnce(&Path) -> Result<ServerCommand, Failure>,
+) -> Result<Summary, Failure> {
     let root = dir.join("files");
     std::fs::create_dir_all(&root)?;
     let db = dir.join("rpr.db");
 
     let client = Arc::new(
-        McpClient::connect(&filesystem_server(&root)?, &SessionConfig::default())
+        McpClient::connect(&server(&root)?, &SessionConfig::default())
             .map_err(|e| format!("cannot start server-filesystem: {e}"))?,
     );
     let rt = Arc::new(Runtime::open(&db)?);
@@ -156,29 +227,16 @@ fn run() -> Result<bool, Failure> {
         .count();
     let stats = rt.write_stats();
     let report = rt.verify(None)?;
-    println!("completed: {completed} of {calls}, files with their content: {on_disk}");
-    println!(
-        "wall time {:.1} ms; {} steps made durable in {} commits ({:.2} commits per call)",
-        wall.as_secs_f64() * 1e3,
-        stats.steps,
-        stats.commits,
-        f64::from(u32::try_from(stats.commits).unwrap_or(u32::MAX))
-            / f64::from(u32::try_from(calls).unwrap_or(u32::MAX))
-    );
-    println!(
-        "ledger: {} events, chain and states verified: {}",
-        report.events,
-        report.is_ok()
-    );
-    for p in &report.problems {
-        println!("  problem: {p:?}");
-    }
-    println!(
-        "inspect it: cargo run --bin rpr-mcp -- --database {}",
-        db.display()
-    );
     drop(client);
-    Ok(completed == calls && on_disk == calls && report.is_ok())
+    Ok(Summary {
+        calls,
+        completed,
+        on_disk,
+        wall,
+        stats,
+        report,
+        db,
+    })
 }
 
 /// One whole governed call; every step blocks, so this is what an async host runs on its

@@ -3,12 +3,8 @@
 //! reading the resulting database.
 //!
 //! Cargo gives an integration test the path of a binary (`CARGO_BIN_EXE_rpr`) but none of an
-//! example. The example host's demo is compiled into its test instead (`tests/host_demo.rs`);
-//! `build_example` remains for `tests/concurrent_example.rs`, which builds its example with
-//! `$CARGO build --example NAME` (in the same profile as the test) and runs
-//! `<target>/<profile>/examples/NAME`. That build is a no-op when `cargo test` has already
-//! built the examples, and cargo releases its build lock before it runs tests, so it does not
-//! wait on the outer `cargo test`.
+//! example, so the examples' code is compiled into their tests instead (`#[path]`:
+//! `tests/host_demo.rs`, `tests/concurrent_example.rs`); no test builds an example.
 #![allow(
     dead_code,
     unreachable_pub,
@@ -20,41 +16,6 @@ use std::process::{Command, Output};
 
 use rpr::store::ReadStore;
 use serde_json::{Value, json};
-
-/// Builds example `name` in the test's profile and returns its binary.
-pub fn build_example(name: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    // <target>/<profile dir>/deps/<test binary>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("unexpected test binary location")?;
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-        None => return Err("unexpected test binary location".into()),
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let output = Command::new(cargo)
-        .args(["build", "--quiet", "--example", name, "--profile", &profile])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`cargo build --example {name}` failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let built = profile_dir.join("examples").join(name);
-    if built.is_file() {
-        Ok(built)
-    } else {
-        Err(format!("{} was not built", built.display()))
-    }
-}
 
 /// The `rpr` binary, built by cargo for the integration tests.
 pub fn rpr() -> &'static Path {
