@@ -103,6 +103,30 @@ fn fault_argv(dir: &TempDir, fault: &str, extra: &[&str]) -> Vec<String> {
     argv
 }
 
+/// `rpr gate` under `policy` in front of the fault server (`--fault FAULT EXTRA…`).
+fn fault_gate(dir: &TempDir, policy: &Path, fault: &str, extra: &[&str]) -> Vec<String> {
+    gate_argv(dir, policy, "faults", &fault_argv(dir, fault, extra))
+}
+
+/// A new directory with the fault policy in it, and the gate under that policy in front of
+/// the fault server (`--fault FAULT EXTRA…`): (directory, policy, gate argv).
+fn fault_setup(tag: &str, fault: &str, extra: &[&str]) -> (TempDir, PathBuf, Vec<String>) {
+    let dir = TempDir::new(tag);
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(&dir, &policy, fault, extra);
+    (dir, policy, gate)
+}
+
+/// A new directory with an empty `files` folder, and the gate under the files policy in
+/// front of server-filesystem serving that folder: (directory, folder, gate argv).
+fn files_setup(tag: &str) -> (TempDir, PathBuf, Vec<String>) {
+    let dir = TempDir::new(tag);
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+    (dir, root, gate)
+}
+
 /// Runs `tests/peers/gate_client.py`: one SDK session through the gate, one call.
 fn sdk(scenario: &str, tool: &str, args: &Value, gate: &[String]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/gate_client.py");
@@ -195,11 +219,8 @@ fn raw_session(
 
 #[test]
 fn sdk_read_only_call_passes_and_is_recorded_completed() {
-    let dir = TempDir::new("gate-read");
-    let root = dir.join("files");
-    std::fs::create_dir_all(&root).unwrap();
+    let (dir, root, gate) = files_setup("gate-read");
     std::fs::write(root.join("a.txt"), "hello\n").unwrap();
-    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
     let report = sdk(
         "plain",
         "read_text_file",
@@ -238,10 +259,7 @@ fn sdk_read_only_call_passes_and_is_recorded_completed() {
 
 #[test]
 fn sdk_human_gate_accept_writes_once_decline_denies_cancel_leaves_at_gate() {
-    let dir = TempDir::new("gate-elicit");
-    let root = dir.join("files");
-    std::fs::create_dir_all(&root).unwrap();
-    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+    let (dir, root, gate) = files_setup("gate-elicit");
 
     let b = root.join("b.txt");
     let report = sdk(
@@ -303,10 +321,7 @@ fn sdk_human_gate_accept_writes_once_decline_denies_cancel_leaves_at_gate() {
 
 #[test]
 fn sdk_without_elicitation_names_rpr_approve_and_the_approved_repeat_writes_once() {
-    let dir = TempDir::new("gate-oob");
-    let root = dir.join("files");
-    std::fs::create_dir_all(&root).unwrap();
-    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
+    let (dir, root, gate) = files_setup("gate-oob");
     let e = root.join("e.txt");
     let args = json!({"path": e, "content": "E1"});
 
@@ -354,11 +369,25 @@ fn sdk_without_elicitation_names_rpr_approve_and_the_approved_repeat_writes_once
     );
 }
 
+/// The gate's argv as a server command, with this environment.
+fn gate_command(argv: &[String]) -> ServerCommand {
+    ServerCommand::new(&argv[0])
+        .args(&argv[1..])
+        .inherit_env(true)
+}
+
+/// Runs the gate's argv with stdin closed (it exits before serving).
+fn run_gate(argv: &[String]) -> Output {
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// A client of the gate: this crate's own MCP client (no elicitation).
 fn connect(argv: &[String]) -> McpClient {
-    let command = ServerCommand::new(&argv[0])
-        .args(&argv[1..])
-        .inherit_env(true);
+    let command = gate_command(argv);
     let mut config = SessionConfig::default();
     config.request_timeout = Duration::from_secs(30);
     McpClient::connect(&command, &config).unwrap_or_else(|e| panic!("the gate did not start: {e}"))
@@ -390,14 +419,7 @@ fn meta_id(result: &Value) -> String {
 
 #[test]
 fn crash_after_effect_is_unknown_the_repeat_is_refused_and_reconcile_completes_it() {
-    let dir = TempDir::new("gate-crash");
-    let policy = fault_policy(&dir);
-    let gate = gate_argv(
-        &dir,
-        &policy,
-        "faults",
-        &fault_argv(&dir, "crash-after-effect", &[]),
-    );
+    let (dir, policy, gate) = fault_setup("gate-crash", "crash-after-effect", &[]);
     let client = connect(&gate);
     let args = json!({"key": "k", "value": "v1"});
     let first = result(call(&client, "put", &args));
@@ -436,14 +458,7 @@ fn crash_after_effect_is_unknown_the_repeat_is_refused_and_reconcile_completes_i
 
 #[test]
 fn a_gate_killed_mid_call_and_relaunched_lists_the_call_and_never_resends_it() {
-    let dir = TempDir::new("gate-kill");
-    let policy = fault_policy(&dir);
-    let gate = gate_argv(
-        &dir,
-        &policy,
-        "faults",
-        &fault_argv(&dir, "slow", &["--sleep-ms", "1500"]),
-    );
+    let (dir, _, gate) = fault_setup("gate-kill", "slow", &["--sleep-ms", "1500"]);
     let (mut child, mut stdin, _stdout) = raw_session(&gate);
     writeln!(
         stdin,
@@ -491,14 +506,7 @@ fn a_gate_killed_mid_call_and_relaunched_lists_the_call_and_never_resends_it() {
 
 #[test]
 fn a_changed_tool_is_refused_until_rpr_pin_names_its_digest() {
-    let dir = TempDir::new("gate-pin");
-    let policy = fault_policy(&dir);
-    let v1 = gate_argv(
-        &dir,
-        &policy,
-        "faults",
-        &fault_argv(&dir, "none", &["--server-version", "1.0"]),
-    );
+    let (dir, policy, v1) = fault_setup("gate-pin", "none", &["--server-version", "1.0"]);
     let client = connect(&v1);
     assert_ne!(
         result(call(&client, "get", &json!({"key": "k"})))["isError"],
@@ -507,12 +515,7 @@ fn a_changed_tool_is_refused_until_rpr_pin_names_its_digest() {
     client.shutdown();
     let before = pathway_count(&dir);
 
-    let v2 = gate_argv(
-        &dir,
-        &policy,
-        "faults",
-        &fault_argv(&dir, "none", &["--server-version", "2.0"]),
-    );
+    let v2 = fault_gate(&dir, &policy, "none", &["--server-version", "2.0"]);
     let client = connect(&v2);
     let refused = result(call(&client, "get", &json!({"key": "k"})));
     assert_eq!(refused["isError"], true);
@@ -569,9 +572,7 @@ fn a_changed_tool_is_refused_until_rpr_pin_names_its_digest() {
 
 #[test]
 fn bad_input_gets_clear_errors_and_records_nothing() {
-    let dir = TempDir::new("gate-bad");
-    let policy = fault_policy(&dir);
-    let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, "none", &[]));
+    let (dir, policy, gate) = fault_setup("gate-bad", "none", &[]);
     let client = connect(&gate);
     // Unknown tool: a JSON-RPC error, as the spec asks.
     match call(&client, "nope", &json!({})) {
@@ -598,12 +599,7 @@ fn bad_input_gets_clear_errors_and_records_nothing() {
         "{\"servers\": {\"faults\": {\"put\": {\"human_gat\": true}}}}",
     )
     .unwrap();
-    let mut argv = gate_argv(&dir, &broken, "faults", &fault_argv(&dir, "none", &[]));
-    let out = Command::new(argv.remove(0))
-        .args(&argv)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_gate(&fault_gate(&dir, &broken, "none", &[]));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("policy"), "{}", text(&out));
     assert!(
@@ -620,10 +616,7 @@ fn bad_input_gets_clear_errors_and_records_nothing() {
             "echo this is not json; sleep 1".to_owned(),
         ],
     ] {
-        let argv = gate_argv(&dir, &policy, "faults", &server);
-        let command = ServerCommand::new(&argv[0])
-            .args(&argv[1..])
-            .inherit_env(true);
+        let command = gate_command(&gate_argv(&dir, &policy, "faults", &server));
         let err =
             McpClient::connect(&command, &SessionConfig::default()).expect_err("initialize fails");
         let said = err.to_string();
@@ -634,13 +627,8 @@ fn bad_input_gets_clear_errors_and_records_nothing() {
 
 #[test]
 fn the_gate_elicits_only_from_a_client_that_declared_elicitation() {
-    let dir = TempDir::new("gate-declared");
-    let root = dir.join("files");
-    std::fs::create_dir_all(&root).unwrap();
-    let gate = gate_argv(&dir, &files_policy(&dir), "files", &filesystem_argv(&root));
-    let command = ServerCommand::new(&gate[0])
-        .args(&gate[1..])
-        .inherit_env(true);
+    let (_dir, root, gate) = files_setup("gate-declared");
+    let command = gate_command(&gate);
     for declare in [false, true] {
         let asked: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
         let mut config = SessionConfig::default();
@@ -682,12 +670,7 @@ fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
     let policy = fault_policy(&dir);
     let log = dir.join("cancelled.log");
     let log_arg = log.display().to_string();
-    let mut gate = gate_argv(
-        &dir,
-        &policy,
-        "faults",
-        &fault_argv(&dir, "never-reply", &["--cancel-log", &log_arg]),
-    );
+    let mut gate = fault_gate(&dir, &policy, "never-reply", &["--cancel-log", &log_arg]);
     // A short call timeout: the server never answers.
     let at = gate.iter().position(|a| a == "--call-timeout").unwrap();
     gate[at + 1] = "3".into();
@@ -751,7 +734,7 @@ fn the_policy_denies_holds_defaults_and_overrules_an_annotation() {
         .to_string(),
     )
     .unwrap();
-    let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, "none", &[]));
+    let gate = fault_gate(&dir, &policy, "none", &[]);
     let client = connect(&gate);
     // `put` is not annotated read-only; the policy says it only reads (its word, its risk):
     // bound and completed as read-only, without a readback.
@@ -797,11 +780,7 @@ fn the_policy_denies_holds_defaults_and_overrules_an_annotation() {
         json!({"servers": {"faults": {"put": {"admission": "allow", "human_gate": true}}}}),
     ] {
         std::fs::write(&policy, bad.to_string()).unwrap();
-        let out = Command::new(&gate[0])
-            .args(&gate[1..])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = run_gate(&gate);
         assert_eq!(out.status.code(), Some(1), "{bad}: {}", text(&out));
         assert!(text(&out).contains("policy"), "{}", text(&out));
     }
@@ -815,7 +794,7 @@ fn each_outcome_is_answered_honestly() {
     let policy = fault_policy(&dir);
     for (fault, effects_after) in [("is-error", 0), ("rpc-error", 0), ("garbage-reply", 1)] {
         let _ = std::fs::remove_file(dir.join("effects.jsonl"));
-        let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, fault, &[]));
+        let gate = fault_gate(&dir, &policy, fault, &[]);
         let client = connect(&gate);
         let args = json!({"key": fault, "value": "v"});
         match (fault, call(&client, "put", &args)) {
@@ -861,7 +840,7 @@ fn each_outcome_is_answered_honestly() {
         .to_string(),
     )
     .unwrap();
-    let gate = gate_argv(&dir, &lying, "faults", &fault_argv(&dir, "none", &[]));
+    let gate = fault_gate(&dir, &lying, "none", &[]);
     let client = connect(&gate);
     let r = result(call(&client, "put", &json!({"key": "k9", "value": "v9"})));
     assert_eq!(r["isError"], true, "{r}");
@@ -878,9 +857,7 @@ fn each_outcome_is_answered_honestly() {
 
 #[test]
 fn a_client_idempotency_key_names_the_call_and_replays_its_result() {
-    let dir = TempDir::new("gate-key");
-    let policy = fault_policy(&dir);
-    let gate = gate_argv(&dir, &policy, "faults", &fault_argv(&dir, "none", &[]));
+    let (dir, _, gate) = fault_setup("gate-key", "none", &[]);
     let client = connect(&gate);
     let keyed = |value: &str| {
         let params = json!({"name": "put", "arguments": {"key": "k", "value": value},
@@ -918,14 +895,7 @@ fn a_client_idempotency_key_names_the_call_and_replays_its_result() {
 fn two_gates_on_one_database_send_an_identical_call_once() {
     // Two hosts, each with its own gate and server process, the same database and the same
     // effects: the identical call made by both at the same time is sent once.
-    let dir = TempDir::new("gate-two");
-    let policy = fault_policy(&dir);
-    let gate = gate_argv(
-        &dir,
-        &policy,
-        "faults",
-        &fault_argv(&dir, "slow", &["--sleep-ms", "400"]),
-    );
+    let (dir, _, gate) = fault_setup("gate-two", "slow", &["--sleep-ms", "400"]);
     let a = connect(&gate);
     let b = connect(&gate);
     let args = json!({"key": "shared", "value": "once"});
