@@ -34,7 +34,7 @@ use crate::jsonrpc::{
 mod options;
 mod tools;
 
-use options::{Fault, Options, parse_options};
+use options::{Fault, parse_options};
 
 /// The `--help` text: options and faults.
 pub const HELP: &str = "\
@@ -79,6 +79,24 @@ Faults (on tools/call of `put` unless noted):
   loop-cursor          (on tools/list) always return the same nextCursor
 ";
 
+#[derive(Debug)]
+struct Options {
+    effects: Option<PathBuf>,
+    state: Option<PathBuf>,
+    fault: Fault,
+    rpc_error_code: i64,
+    sleep_ms: u64,
+    huge_bytes: usize,
+    lists_before: usize,
+    page_size: Option<usize>,
+    server_name: String,
+    server_version: String,
+    protocol_version: String,
+    draft07: bool,
+    pid_file: Option<PathBuf>,
+    cancel_log: Option<PathBuf>,
+}
+
 fn log(message: &str) {
     eprintln!("rpr-fault-server: {message}");
 }
@@ -105,6 +123,15 @@ impl Server {
     /// Any JSON as one line (also messages that are deliberately wrong).
     fn send(conn: &mut Connection, value: &Value) -> Result<(), Exit> {
         conn.send_value(value).map_err(|e| gone(&e))
+    }
+
+    /// A `notifications/message` log notification (level `info`) with `data`.
+    fn send_log(conn: &mut Connection, data: &str) -> Result<(), Exit> {
+        Self::send(
+            conn,
+            &json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "logger": "rpr-fault-server", "data": data}}),
+        )
     }
 
     /// Bytes that are no message at all.
@@ -185,11 +212,7 @@ impl Server {
                 conn,
                 &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
             )?;
-            Self::send(
-                conn,
-                &json!({"jsonrpc": "2.0", "method": "notifications/message",
-                "params": {"level": "info", "logger": "rpr-fault-server", "data": "before init"}}),
-            )?;
+            Self::send_log(conn, "before init")?;
         }
         Self::result(
             conn,

@@ -1,7 +1,6 @@
 //! The command line of the fault server: the faults it can inject and its options.
 
-use std::path::PathBuf;
-
+use super::Options;
 use crate::jsonrpc::codes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,24 +49,6 @@ impl Fault {
             _ => return None,
         })
     }
-}
-
-#[derive(Debug)]
-pub(super) struct Options {
-    pub(super) effects: Option<PathBuf>,
-    pub(super) state: Option<PathBuf>,
-    pub(super) fault: Fault,
-    pub(super) rpc_error_code: i64,
-    pub(super) sleep_ms: u64,
-    pub(super) huge_bytes: usize,
-    pub(super) lists_before: usize,
-    pub(super) page_size: Option<usize>,
-    pub(super) server_name: String,
-    pub(super) server_version: String,
-    pub(super) protocol_version: String,
-    pub(super) draft07: bool,
-    pub(super) pid_file: Option<PathBuf>,
-    pub(super) cancel_log: Option<PathBuf>,
 }
 
 pub(super) fn parse_options(

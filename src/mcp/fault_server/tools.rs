@@ -266,11 +266,7 @@ impl Server {
     /// answered (anything else read meanwhile is ignored, requests too). Returns what
     /// the client got wrong.
     fn interleave(conn: &mut Connection) -> Result<Vec<String>, Exit> {
-        Self::send(
-            conn,
-            &json!({"jsonrpc": "2.0", "method": "notifications/message",
-            "params": {"level": "info", "logger": "rpr-fault-server", "data": "working on put"}}),
-        )?;
+        Self::send_log(conn, "working on put")?;
         Self::send(
             conn,
             &json!({"jsonrpc": "2.0", "method": "notifications/progress",
