@@ -322,15 +322,8 @@ fn measure(value: &Value, bounds: &Bounds) -> Result<(), EvidenceError> {
                 Value::Array(items) => stack.push(Children::Array(items.iter().enumerate())),
                 Value::Object(members) => stack.push(Children::Object(members.iter())),
                 scalar => {
-                    if let Value::String(text) = scalar
-                        && text.len() > bounds.max_string_bytes
-                    {
-                        return Err(EvidenceError::StringTooLong {
-                            path: pointer(&path),
-                            name: false,
-                            bytes: text.len(),
-                            limit: bounds.max_string_bytes,
-                        });
+                    if let Value::String(text) = scalar {
+                        check_string(&path, text, false, bounds)?;
                     }
                     // Done with this scalar (a no-op for a scalar at the top).
                     path.pop();
@@ -355,15 +348,8 @@ fn measure(value: &Value, bounds: &Bounds) -> Result<(), EvidenceError> {
             continue;
         };
         path.push(segment);
-        if let Segment::Name(name) = segment
-            && name.len() > bounds.max_string_bytes
-        {
-            return Err(EvidenceError::StringTooLong {
-                path: pointer(&path),
-                name: true,
-                bytes: name.len(),
-                limit: bounds.max_string_bytes,
-            });
+        if let Segment::Name(name) = segment {
+            check_string(&path, name, true, bounds)?;
         }
         next = Some(item);
     }
@@ -372,6 +358,25 @@ fn measure(value: &Value, bounds: &Bounds) -> Result<(), EvidenceError> {
         return Err(EvidenceError::TooLarge {
             bytes,
             limit: bounds.max_total_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses `text` (at `path`; a member name when `name`) if it is longer than
+/// [`Bounds::max_string_bytes`].
+fn check_string(
+    path: &[Segment<'_>],
+    text: &str,
+    name: bool,
+    bounds: &Bounds,
+) -> Result<(), EvidenceError> {
+    if text.len() > bounds.max_string_bytes {
+        return Err(EvidenceError::StringTooLong {
+            path: pointer(path),
+            name,
+            bytes: text.len(),
+            limit: bounds.max_string_bytes,
         });
     }
     Ok(())
@@ -463,6 +468,7 @@ mod tests {
         );
     }
 
+    // Same shape assertion after assertion: each case is its own boundary (another value, limit and path).
     #[test]
     fn depth_boundaries() {
         assert_eq!(check(&json!(1), &depth_bounds(1)), Ok(json!(1)));
@@ -820,6 +826,7 @@ mod tests {
         );
     }
 
+    // Same shape as canonical's deep_values_do_not_overflow_the_stack: both run on a small stack, each proving another walk iterative.
     #[test]
     fn deep_values_are_refused_without_overflowing_the_stack() {
         const DEPTH: usize = 100_000;

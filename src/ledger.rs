@@ -90,6 +90,7 @@ pub struct Problem {
     pub detail: String,
 }
 
+// Same shape as Problem: public result structs with other fields.
 /// The result of [`verify`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]

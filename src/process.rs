@@ -249,6 +249,16 @@ mod tests {
         }
     }
 
+    /// Kills the leader's group for good (`start` is the leader's real start) and reaps
+    /// the leader.
+    fn kill_and_reap(mut leader: Child, start: &str) {
+        assert_eq!(
+            kill_group_and_wait(leader.id(), start, Duration::from_secs(5)),
+            GroupFate::Killed
+        );
+        leader.wait().unwrap();
+    }
+
     #[test]
     fn kills_a_whole_group_with_its_grandchildren_then_finds_it_gone() {
         let mut leader = spawn_group();
@@ -280,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_group_recorded_with_a_later_leader_start_is_not_touched() {
-        let mut leader = spawn_group();
+        let leader = spawn_group();
         let pgid = leader.id();
         let start: u64 = process_start(pgid).unwrap().parse().unwrap();
         wait_for_members(pgid, 3);
@@ -296,17 +306,12 @@ mod tests {
         for pid in &members {
             assert!(process_start(*pid).is_some(), "process {pid} was hit");
         }
-        let start = start.to_string();
-        assert_eq!(
-            kill_group_and_wait(pgid, &start, Duration::from_secs(5)),
-            GroupFate::Killed
-        );
-        leader.wait().unwrap();
+        kill_and_reap(leader, &start.to_string());
     }
 
     #[test]
     fn an_unparseable_leader_start_is_unverifiable() {
-        let mut leader = spawn_group();
+        let leader = spawn_group();
         let pgid = leader.id();
         for start in ["", "abc", "-1"] {
             assert_eq!(group_alive(pgid, start), None);
@@ -316,12 +321,7 @@ mod tests {
             );
         }
         assert!(process_start(pgid).is_some(), "the group was hit");
-        let start = process_start(pgid).unwrap();
-        assert_eq!(
-            kill_group_and_wait(pgid, &start, Duration::from_secs(5)),
-            GroupFate::Killed
-        );
-        leader.wait().unwrap();
+        kill_and_reap(leader, &process_start(pgid).unwrap());
     }
 
     #[test]

@@ -261,6 +261,19 @@ impl Core {
     pub(crate) fn authorize(&self, actor: &Actor, act: Act) -> Result<(), PathwayError> {
         act.authorize(&self.definition.authority, actor)
     }
+
+    /// Refuses a token (an approval or a reconciliation) for `pathway` that was issued in
+    /// `database`, unless that is this pathway's database.
+    pub(crate) fn own_token(&self, pathway: &str, database: &str) -> Result<(), PathwayError> {
+        if database == &*self.database {
+            return Ok(());
+        }
+        Err(PathwayError::ForeignPathway {
+            pathway: pathway.to_owned(),
+            handle_database: database.to_owned(),
+            runtime_database: self.database.to_string(),
+        })
+    }
 }
 
 /// One consequential action in stage `S`.

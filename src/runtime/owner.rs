@@ -212,6 +212,7 @@ impl Runtime {
                 global.remove(&key);
             }
         }
+        // Same shape as Heartbeat::set: this is the runtime's own set (a HashSet, in runtime/mod.rs), that one the heartbeat thread's BTreeSet; each is locked on its own.
         {
             let mut set = self
                 .in_flight

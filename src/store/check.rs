@@ -97,6 +97,7 @@ pub(crate) fn check_pathway(conn: &Connection, id: &str) -> Result<Option<Replay
         ))?
         .query_map(params![id], raw_attempt)?
         .collect::<Result<Vec<_>, _>>()?;
+    // Same shape as the attempts query above: another table, another row reader.
     let approvals = conn
         .prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE pathway_id = ?1"

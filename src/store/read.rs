@@ -215,18 +215,20 @@ impl ReadStore {
 
     /// The head recorded in `meta` by the last step (seq and hash), if any.
     pub fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
-        let v: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'ledger_head'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        Ok(v.and_then(|v| {
+        Ok(self.meta("ledger_head")?.and_then(|v| {
             let (seq, hash) = v.split_once(':')?;
             Some((seq.parse().ok()?, hash.to_owned()))
         }))
+    }
+
+    /// The value stored under `key` in `meta`, if there is one.
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+                r.get(0)
+            })
+            .optional()?)
     }
 
     /// The stored definition digest of one pathway.

@@ -27,6 +27,7 @@ pub type NotificationCallback = Arc<dyn Fn(&Notification) + Send + Sync>;
 /// a protocol error, and the request is answered with an internal error.
 pub type RequestCallback = Arc<dyn Fn(Request, Responder) + Send + Sync>;
 
+// Same shape as inspect::PathwaySummary: a struct of documented public fields; only the shape is shared.
 /// Settings of a session and of the MCP client built on it.
 #[derive(Clone)]
 #[non_exhaustive]

@@ -106,12 +106,7 @@ impl<S: Stage> Pathway<S> {
         if let Err(e) = rt.own(&self.core) {
             return Err(Refused::new(self, e));
         }
-        if approval.database != self.core.database {
-            let e = PathwayError::ForeignPathway {
-                pathway: approval.pathway.clone(),
-                handle_database: approval.database.to_string(),
-                runtime_database: self.core.database.to_string(),
-            };
+        if let Err(e) = self.core.own_token(&approval.pathway, &approval.database) {
             return Err(Refused::new(self, e));
         }
         if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
@@ -174,14 +169,7 @@ impl Pathway<AwaitingApproval> {
         rt: &Runtime,
         actor: &Actor,
     ) -> Result<Pathway<HumanGate>, Refused<AwaitingApproval>> {
-        self.simple(
-            rt,
-            actor,
-            Act::Escalate,
-            State::HumanGate,
-            json!({}),
-            HumanGate { _private: () },
-        )
+        self.escalated(rt, actor)
     }
 }
 
@@ -192,14 +180,7 @@ impl Pathway<Held> {
         rt: &Runtime,
         actor: &Actor,
     ) -> Result<Pathway<HumanGate>, Refused<Held>> {
-        self.simple(
-            rt,
-            actor,
-            Act::Escalate,
-            State::HumanGate,
-            json!({}),
-            HumanGate { _private: () },
-        )
+        self.escalated(rt, actor)
     }
 
     /// Released by the stop authority: admitted again.
@@ -215,7 +196,22 @@ impl Pathway<Held> {
     }
 }
 
+impl<S: Stage> Pathway<S> {
+    /// The escalate edge (stop authority, to a Human Gate) of the stages that have it.
+    fn escalated(self, rt: &Runtime, actor: &Actor) -> Result<Pathway<HumanGate>, Refused<S>> {
+        self.simple(
+            rt,
+            actor,
+            Act::Escalate,
+            State::HumanGate,
+            json!({}),
+            HumanGate { _private: () },
+        )
+    }
+}
+
 impl Pathway<Approved> {
+    // Same shape as deny, release and abort: one call of simple per edge; what differs (act, state, data, stage) is the edge.
     /// Held by the stop authority.
     pub fn hold(
         self,

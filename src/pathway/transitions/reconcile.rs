@@ -152,12 +152,7 @@ impl<S: Reconcilable> Pathway<S> {
         to: Option<State>,
         status: Option<AttemptStatus>,
     ) -> Result<Self, Refused<S>> {
-        if token.database != self.core.database {
-            let e = PathwayError::ForeignPathway {
-                pathway: token.pathway.clone(),
-                handle_database: token.database.to_string(),
-                runtime_database: self.core.database.to_string(),
-            };
+        if let Err(e) = self.core.own_token(&token.pathway, &token.database) {
             return Err(Refused::new(self, e));
         }
         let attempt = crate::pathway::stage::sealed::AttemptOf::attempt(&self.stage);
@@ -217,6 +212,7 @@ impl Pathway<Unknown> {
         Ok(p.into_stage(v, Completed { _private: () }))
     }
 
+    // Same shape as complete and RepairUnsettled::settle: each applies another verdict on another edge through reconciled, which holds what they share.
     /// Sends the pathway to repair: the reconciliation found the effect not applied.
     /// This is the only way from unknown towards a new attempt.
     pub fn require_repair(
@@ -261,17 +257,7 @@ impl Pathway<Stopped> {
         actor: &Actor,
     ) -> Result<Pathway<RepairUnsettled>, Refused<Stopped>> {
         let attempt = self.stage.attempt.clone();
-        self.simple(
-            rt,
-            actor,
-            Act::RequireRepair,
-            State::RepairRequired,
-            json!({}),
-            RepairUnsettled {
-                attempt,
-                _private: (),
-            },
-        )
+        self.repair_unsettled(rt, actor, attempt)
     }
 }
 
@@ -284,6 +270,19 @@ impl Pathway<PartiallyCompleted> {
         actor: &Actor,
     ) -> Result<Pathway<RepairUnsettled>, Refused<PartiallyCompleted>> {
         let attempt = self.stage.attempt.clone();
+        self.repair_unsettled(rt, actor, attempt)
+    }
+}
+
+impl<S: Stage> Pathway<S> {
+    /// The require-repair edge after a reply (repair owner, to a repair that only a
+    /// not-applied verdict settles) of the stages that have it.
+    fn repair_unsettled(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        attempt: String,
+    ) -> Result<Pathway<RepairUnsettled>, Refused<S>> {
         self.simple(
             rt,
             actor,

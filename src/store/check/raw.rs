@@ -1,6 +1,7 @@
 //! The rows a check reads, exactly as stored (no parsing, no judgement), and the columns
 //! and row readers that fetch them.
 
+// Same shape as RawAttempt, RawApproval and pins::Candidate: plain rows of other tables; only the shape of a field list is shared.
 /// A pathway row exactly as stored.
 #[derive(Debug)]
 pub(crate) struct RawPathway {
@@ -62,6 +63,7 @@ pub(crate) fn raw_pathway(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawPathway>
     })
 }
 
+// Same shape as raw_pathway and raw_approval: one reader per table, each column by position; only the shape is shared.
 pub(crate) fn raw_attempt(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAttempt> {
     Ok(RawAttempt {
         id: r.get(0)?,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
 
 use super::ReadStore;
 use crate::store::{SCHEMA_VERSION, StoreError};
@@ -198,15 +198,8 @@ impl ReadStore {
         if !has_meta {
             return Err(StoreError::NotRprDatabase(name.to_owned()));
         }
-        let version: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let version: i64 = version
+        let version: i64 = self
+            .meta("schema_version")?
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| StoreError::NotRprDatabase(name.to_owned()))?;
         if version > SCHEMA_VERSION {

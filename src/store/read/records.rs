@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use rusqlite::Row;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -111,9 +112,7 @@ fn parse_json(text: &str, what: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
-pub(super) fn pathway_row(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<Result<PathwayRecord, StoreError>> {
+pub(super) fn pathway_row(r: &Row<'_>) -> rusqlite::Result<Result<PathwayRecord, StoreError>> {
     let definition: String = r.get(2)?;
     let state: String = r.get(4)?;
     let id: String = r.get(0)?;
@@ -134,9 +133,7 @@ pub(super) fn pathway_row(
     })())
 }
 
-pub(super) fn attempt_row(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<Result<AttemptRecord, StoreError>> {
+pub(super) fn attempt_row(r: &Row<'_>) -> rusqlite::Result<Result<AttemptRecord, StoreError>> {
     let id: String = r.get(0)?;
     let request: String = r.get(4)?;
     let binding: String = r.get(6)?;
@@ -167,7 +164,8 @@ pub(super) fn attempt_row(
     })())
 }
 
-pub(super) fn ledger_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerRow> {
+// Same shape as check::raw::raw_pathway: a reader of another row, each column by position.
+pub(super) fn ledger_row(r: &Row<'_>) -> rusqlite::Result<LedgerRow> {
     Ok(LedgerRow {
         seq: r.get(0)?,
         pathway_id: r.get(1)?,
