@@ -1,21 +1,26 @@
 //! The cost of `rpr gate` (issue 10): the same MCP calls made directly and through the gate,
-//! alternating in one run, against the same server (`rpr-fault-server`, no fault, replying at
-//! once).
+//! alternating in one run, against the same kind of server (`rpr-fault-server`, no fault,
+//! replying at once; each gate and the direct client have their own server and database).
 //!
 //! ```sh
 //! cargo bench --bench gate -- [--calls N] [--rounds R] [--dir DIR]
 //! ```
 //!
+//! * **pass-through**: `resources/list` (which the gate passes on untouched): the cost of
+//!   the gate's hop alone, the floor under every governed call.
 //! * **read-only**: `get` (annotated read-only): directly, and through the gate, where each
-//!   call is a pathway (propose+admit in one commit, bind, the durable attempt record, the
-//!   call, the outcome) and the gate lists the tools three times to check the binding.
-//! * **mutating**: `put` with a readback (`get`) through the gate, each call a new key.
+//!   call is a pathway (propose+admit in one commit, bind, the attempt record, the call, the
+//!   outcome), bound to the tool list the gate keeps; once with the default
+//!   `--read-records process-crash-safe` (read-only steps committed without a sync of their
+//!   own) and once with `--read-records synced`.
+//! * **mutating**: `put` with a readback (`get`) through the gate, each call a new key; every
+//!   step synced and the tools listed before binding, before sending and at the send.
 //!
-//! Each round makes `--calls` calls (default 200) on each side, sides alternating, for
-//! `--rounds` rounds (default 3); the table shows the best round of each side and the ratio.
-//! The gate's durable commits come from its own count, printed on stderr when it stops.
-//! Give `--dir` a directory on a real disk (tmpfs ignores fsync); default: the system
-//! temporary directory.
+//! Each round makes `--calls` calls (default 200) of each kind, kinds alternating, for
+//! `--rounds` rounds (default 3); the table shows the best round of each and its ratio to
+//! the direct call of the same kind. The commits come from each gate's own count, printed
+//! on stderr when it stops. Give `--dir` a directory on a real disk (tmpfs ignores fsync);
+//! default: the system temporary directory.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,6 +91,63 @@ fn run(
     start.elapsed().as_secs_f64()
 }
 
+/// Seconds for `calls` requests the gate passes through untouched (the floor of its hop).
+fn pass(client: &McpClient, calls: usize) -> f64 {
+    let start = Instant::now();
+    for i in 0..calls {
+        if let Err(e) = client
+            .session()
+            .request("resources/list", None, Duration::from_secs(30))
+        {
+            panic!("pass-through request {i} failed: {e}");
+        }
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// A gate in front of its own server and database, in `dir/name`.
+fn gate(dir: &std::path::Path, name: &str, policy: &std::path::Path, extra: &[&str]) -> McpClient {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir).expect("the gate's dir");
+    let mut argv = vec![
+        RPR.to_owned(),
+        "gate".into(),
+        "--database".into(),
+        dir.join("rpr.db").display().to_string(),
+        "--policy".into(),
+        policy.display().to_string(),
+        "--name".into(),
+        "faults".into(),
+    ];
+    argv.extend(extra.iter().map(|a| (*a).to_owned()));
+    argv.push("--".into());
+    argv.extend(server(&dir));
+    connect(&argv)
+}
+
+/// Stops a gate and returns its synced and unsynced commits, from its last words on stderr:
+/// "… N steps committed in S synced commits and U without a sync of their own …".
+fn stop(client: McpClient) -> (f64, f64) {
+    client.shutdown();
+    let tail = client.session().stderr_tail();
+    let line = tail
+        .lines()
+        .rev()
+        .find(|l| l.contains("synced commits"))
+        .unwrap_or_default()
+        .to_owned();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let before = |word: &str| -> f64 {
+        words
+            .iter()
+            .position(|w| *w == word)
+            .and_then(|at| words.get(at.checked_sub(1)?))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (before("synced"), before("without"))
+}
+
 #[expect(
     clippy::cast_precision_loss,
     reason = "call counts shown as rates: far below 2^52"
@@ -104,40 +166,40 @@ fn main() -> ExitCode {
     let rules = json!({"servers": {"faults": {"put": {"human_gate": false, "readback": {
         "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}});
     std::fs::write(&policy, rules.to_string()).expect("the policy");
-    let mut gate = vec![
-        RPR.to_owned(),
-        "gate".into(),
-        "--database".into(),
-        dir.join("rpr.db").display().to_string(),
-        "--policy".into(),
-        policy.display().to_string(),
-        "--name".into(),
-        "faults".into(),
-        "--".into(),
-    ];
-    gate.extend(server(&dir));
-    let direct = connect(&server(&dir));
-    let gated = connect(&gate);
-    // Warm up both (the gate pins the tools on its first list).
-    run(&direct, "get", 10, |_| json!({"key": "warm"}));
-    run(&gated, "get", 10, |_| json!({"key": "warm"}));
-
-    let (mut best_direct, mut best_gated, mut best_put) = (f64::MAX, f64::MAX, f64::MAX);
-    for round in 0..o.rounds {
-        best_direct = best_direct.min(run(&direct, "get", o.calls, |_| json!({"key": "k"})));
-        best_gated = best_gated.min(run(&gated, "get", o.calls, |_| json!({"key": "k"})));
-        best_put = best_put.min(run(
-            &gated,
-            "put",
-            o.calls,
-            |i| json!({"key": format!("r{round}-k{i}"), "value": "v"}),
-        ));
+    std::fs::create_dir_all(dir.join("direct")).expect("the direct server's dir");
+    let direct = connect(&server(&dir.join("direct")));
+    let reads = gate(&dir, "reads", &policy, &[]);
+    let synced_reads = gate(&dir, "synced-reads", &policy, &["--read-records", "synced"]);
+    let writes = gate(&dir, "writes", &policy, &[]);
+    // Warm up (each gate pins the tools on its first list).
+    for client in [&direct, &reads, &synced_reads, &writes] {
+        run(client, "get", 10, |_| json!({"key": "warm"}));
     }
-    let stderr_tail = {
-        gated.shutdown();
-        gated.session().stderr_tail()
-    };
+
+    let mut best = [f64::MAX; 6];
+    for round in 0..o.rounds {
+        let times = [
+            pass(&direct, o.calls),
+            pass(&reads, o.calls),
+            run(&direct, "get", o.calls, |_| json!({"key": "k"})),
+            run(&reads, "get", o.calls, |_| json!({"key": "k"})),
+            run(&synced_reads, "get", o.calls, |_| json!({"key": "k"})),
+            run(
+                &writes,
+                "put",
+                o.calls,
+                |i| json!({"key": format!("r{round}-k{i}"), "value": "v"}),
+            ),
+        ];
+        for (b, t) in best.iter_mut().zip(times) {
+            *b = b.min(t);
+        }
+    }
     direct.shutdown();
+    let calls = (o.rounds * o.calls) as f64;
+    let (reads_synced, reads_unsynced) = stop(reads);
+    let (synced_synced, _) = stop(synced_reads);
+    let (writes_synced, _) = stop(writes);
     let per = |secs: f64| secs * 1e6 / o.calls as f64;
     println!(
         "gate bench: {} calls per round, best of {} rounds, dir {}",
@@ -145,38 +207,54 @@ fn main() -> ExitCode {
         o.rounds,
         dir.display()
     );
-    println!("| calls | µs per call | calls/s |");
-    println!("|---|---|---|");
-    for (name, secs) in [
-        ("read-only `get`, direct", best_direct),
-        ("read-only `get`, through the gate", best_gated),
-        ("mutating `put` + readback, through the gate", best_put),
-    ] {
+    println!("| calls | µs per call | calls/s | ratio to direct | synced commits per call |");
+    println!("|---|---|---|---|---|");
+    let rows = [
+        (
+            "pass-through `resources/list`, direct",
+            best[0],
+            best[0],
+            None,
+        ),
+        (
+            "pass-through `resources/list`, through the gate (the hop alone)",
+            best[1],
+            best[0],
+            None,
+        ),
+        ("read-only `get`, direct", best[2], best[2], None),
+        (
+            "read-only `get`, through the gate (default `--read-records process-crash-safe`)",
+            best[3],
+            best[2],
+            Some(reads_synced / (calls + 10.0)),
+        ),
+        (
+            "read-only `get`, through the gate, `--read-records synced`",
+            best[4],
+            best[2],
+            Some(synced_synced / (calls + 10.0)),
+        ),
+        (
+            "mutating `put` + readback, through the gate",
+            best[5],
+            best[2],
+            Some(writes_synced / (calls + 10.0)),
+        ),
+    ];
+    for (name, secs, base, synced) in rows {
         println!(
-            "| {name} | {:.0} | {:.0} |",
+            "| {name} | {:.0} | {:.0} | {:.2}x | {} |",
             per(secs),
-            o.calls as f64 / secs
+            o.calls as f64 / secs,
+            secs / base,
+            synced.map_or_else(|| "-".to_owned(), |s| format!("{s:.2}")),
         );
     }
     println!(
-        "read-only overhead ratio (gate / direct): {:.2}x",
-        best_gated / best_direct
+        "read-only calls through the default gate: {reads_unsynced:.0} commits without a sync of their own for {:.0} calls",
+        calls + 10.0
     );
-    let total_calls = 20 + o.rounds * o.calls * 2;
-    if let Some(line) = stderr_tail.lines().rev().find(|l| l.contains("durable in")) {
-        println!("the gate: {line}");
-        let commits: Option<f64> = line
-            .split(" in ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .and_then(|n| n.parse().ok());
-        if let Some(c) = commits {
-            println!(
-                "durable commits (syncs) per governed call, all kinds: {:.2}",
-                c / total_calls as f64
-            );
-        }
-    }
     let _ = std::fs::remove_dir_all(&dir);
     ExitCode::SUCCESS
 }

@@ -696,3 +696,42 @@ fn schema_dialects() {
     );
     assert!(Tool::from_definition(json!({"name": "x"})).is_err());
 }
+
+#[test]
+fn a_given_tool_list_is_what_the_call_is_bound_and_checked_against() {
+    let fx = Fixture::new("none");
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    // The list as the caller last saw it: `get` with another description than the server's.
+    let mut list = client.list_tools().unwrap();
+    let at = list.tools.iter().position(|t| t.name == "get").unwrap();
+    let mut seen = list.tools[at].definition.clone();
+    seen["description"] = json!("the description the caller checked");
+    list.tools[at] = Tool::from_definition(seen).unwrap();
+    let list = Arc::new(list);
+    let request = Request::new("get", json!({"key": "k"}));
+
+    let mut given = McpExecutor::new(Arc::clone(&client), "get")
+        .with_config(ExecutorConfig::default().with_tool_list(Arc::clone(&list)));
+    let binding = given.bind(&request).unwrap();
+    let mut listing = McpExecutor::new(Arc::clone(&client), "get");
+    let live = listing.bind(&request).unwrap();
+    assert_ne!(
+        binding.details["tool_digest"], live.details["tool_digest"],
+        "bound to the given list, not to a fresh tools/list"
+    );
+    // Checked against the same list before and at the send: no `binding_changed` although
+    // the live server describes the tool differently.
+    given.prepare(&request, &binding).unwrap();
+    assert!(
+        matches!(given.execute(&request), Delivery::Succeeded { .. }),
+        "the call went out"
+    );
+
+    // Without the list, the executor lists the tools itself: the same binding is refused
+    // as changed before anything is sent.
+    let refusal = listing.prepare(&request, &binding).unwrap_err();
+    assert_eq!(refusal.code, "binding_changed", "{refusal:?}");
+    drop(listing);
+    drop(given);
+    client.shutdown();
+}

@@ -33,6 +33,14 @@ pub struct ExecutorConfig {
     /// annotated read-only tool must be treated as mutating) sets it. `None`: the
     /// annotation decides.
     pub class: Option<crate::ActionClass>,
+    /// A tool list the caller checked itself (for example a proxy's list, kept until the
+    /// server sends `notifications/tools/list_changed` or restarts): `bind`, `prepare` and
+    /// `execute` check the binding against it instead of listing the tools three times.
+    /// It saves three `tools/list` round trips per call and gives up the check that the
+    /// server did not change the tool, without saying so, since that list was taken: use it
+    /// for read-only calls; leave it `None` (the default: list each time) for calls that
+    /// change the world.
+    pub tool_list: Option<Arc<super::client::ToolList>>,
 }
 
 impl ExecutorConfig {
@@ -61,6 +69,13 @@ impl ExecutorConfig {
     #[must_use]
     pub fn with_call_tag(mut self, tag: impl Into<String>) -> Self {
         self.call_tag = Some(tag.into());
+        self
+    }
+
+    /// Sets [`ExecutorConfig::tool_list`].
+    #[must_use]
+    pub fn with_tool_list(mut self, list: Arc<super::client::ToolList>) -> Self {
+        self.tool_list = Some(list);
         self
     }
 
@@ -158,14 +173,21 @@ impl McpExecutor {
         &self.client
     }
 
-    /// Lists the tools now and returns the live binding of this executor's tool.
+    /// Lists the tools now (or takes [`ExecutorConfig::tool_list`]) and returns the live
+    /// binding of this executor's tool.
     pub fn live_binding(&self) -> Result<(ToolBinding, Tool), Refusal> {
-        let list = self.client.list_tools().map_err(|e| {
-            Refusal::new(
-                "binding_unverifiable",
-                format!("`tools/list` failed, so the binding cannot be checked: {e}; check the server and retry"),
-            )
-        })?;
+        let listed;
+        let list = if let Some(list) = &self.config.tool_list {
+            list.as_ref()
+        } else {
+            listed = self.client.list_tools().map_err(|e| {
+                Refusal::new(
+                    "binding_unverifiable",
+                    format!("`tools/list` failed, so the binding cannot be checked: {e}; check the server and retry"),
+                )
+            })?;
+            &listed
+        };
         let Some(tool) = list.get(&self.tool) else {
             let message = match list.rejection(&self.tool) {
                 Some(reason) => format!(

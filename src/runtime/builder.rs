@@ -102,6 +102,7 @@ pub struct RuntimeBuilder {
     busy_timeout: Duration,
     hook: Option<Hook>,
     bounds: Bounds,
+    read_durability: crate::store::ReadDurability,
 }
 
 /// How long a step waits for another connection's write lock by default (10 s): see
@@ -129,6 +130,7 @@ impl RuntimeBuilder {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             hook: None,
             bounds: Bounds::DEFAULT,
+            read_durability: crate::store::ReadDurability::Synced,
         }
     }
 
@@ -180,6 +182,17 @@ impl RuntimeBuilder {
         self.bounds = bounds;
         self
     }
+    /// How the steps of read-only pathways are committed (default
+    /// [`ReadDurability::Synced`](crate::store::ReadDurability::Synced)). With
+    /// [`ReadDurability::ProcessCrashSafe`](crate::store::ReadDurability::ProcessCrashSafe)
+    /// they skip their own sync; the steps of mutating pathways are synced either way, so
+    /// the write-ahead rule for calls that change the world is unchanged.
+    #[must_use]
+    pub fn read_durability(mut self, durability: crate::store::ReadDurability) -> Self {
+        self.read_durability = durability;
+        self
+    }
+
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
         let backend = SqliteBackend::open(&self.path, self.busy_timeout)?;
@@ -187,6 +200,7 @@ impl RuntimeBuilder {
         Ok(Runtime {
             backend: ReentrantMutex::new(backend),
             batcher: Batcher::default(),
+            read_durability: self.read_durability,
             database,
             path: self.path,
             clock: self.clock,

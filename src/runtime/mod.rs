@@ -65,6 +65,8 @@ pub struct Runtime {
     backend: ReentrantMutex<SqliteBackend>,
     /// Steps waiting for a commit: every write goes through it (`store::batch`).
     batcher: Batcher,
+    /// How the steps of read-only pathways are committed.
+    read_durability: crate::store::ReadDurability,
     database: Arc<str>,
     path: PathBuf,
     clock: Box<dyn Clock>,
@@ -207,7 +209,19 @@ impl Runtime {
         T: Send + 'static,
         F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send + 'static,
     {
-        self.batcher.write(&self.backend, op)
+        self.batcher.write(&self.backend, true, op)
+    }
+
+    /// [`Runtime::write`] for a step of a pathway of `class`: a read-only pathway's step is
+    /// committed without its own sync under [`crate::store::ReadDurability::ProcessCrashSafe`].
+    pub(crate) fn write_for<T, F>(&self, class: crate::ActionClass, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send + 'static,
+    {
+        let synced = class != crate::ActionClass::ReadOnly
+            || self.read_durability == crate::store::ReadDurability::Synced;
+        self.batcher.write(&self.backend, synced, op)
     }
 
     /// Checks the binding of `tool` on the server a governing proxy calls `server` against
@@ -409,7 +423,7 @@ impl Runtime {
             state,
             version,
         };
-        let inserted = self.write(move |b| b.insert_pathway(new, events));
+        let inserted = self.write_for(definition.class, move |b| b.insert_pathway(new, events));
         match inserted {
             Ok(()) => {}
             Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {

@@ -40,10 +40,33 @@ pub struct WriteStats {
     pub steps: u64,
     /// Durable commits that made them so (each one sync of the write-ahead log).
     pub commits: u64,
+    /// Commits without a sync of their own: batches made only of steps of read-only
+    /// pathways under [`ReadDurability::ProcessCrashSafe`]. Their steps count in `steps`.
+    pub unsynced_commits: u64,
+}
+
+/// How the steps of *read-only* pathways are committed ([`crate::RuntimeBuilder::read_durability`]).
+/// Steps of every other pathway are always synced before their step returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadDurability {
+    /// Synced like every other step (the default).
+    #[default]
+    Synced,
+    /// Committed without a sync of their own (SQLite `synchronous=NORMAL` for a batch made
+    /// only of such steps). A committed step survives a crash or kill of the process: its
+    /// write-ahead-log frames are in the operating system's cache. It becomes durable
+    /// against a crash of the machine (power loss, kernel panic) with the next synced
+    /// commit or checkpoint; such a crash can lose the last read-only steps before it, as a
+    /// tail of the log, never a step of a mutating pathway and never a step before a synced
+    /// commit. A read changes nothing, so losing its record cannot lead to a second effect.
+    ProcessCrashSafe,
 }
 
 /// A queued step, type-erased: run it in the open batch, or fail it with the batch.
 trait Pending: Send {
+    /// Whether the batch that carries this step must be synced.
+    fn synced(&self) -> bool;
     fn run(&mut self, backend: &SqliteBackend);
     fn succeeded(&self) -> bool;
     /// The batch did not commit: the step's result is `error()`, unless it already failed.
@@ -55,6 +78,7 @@ trait Pending: Send {
 }
 
 struct Slot<T, F> {
+    synced: bool,
     op: Option<F>,
     /// The step's result while its batch is still open (not yet durable).
     staged: Option<Result<T, StoreError>>,
@@ -67,6 +91,10 @@ where
     T: Send,
     F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send,
 {
+    fn synced(&self) -> bool {
+        self.synced
+    }
+
     fn run(&mut self, backend: &SqliteBackend) {
         if let Some(op) = self.op.take() {
             self.staged = Some(op(backend));
@@ -131,6 +159,7 @@ pub(crate) struct Batcher {
     done: Condvar,
     steps: AtomicU64,
     commits: AtomicU64,
+    unsynced_commits: AtomicU64,
     queued: AtomicU64,
 }
 
@@ -183,10 +212,12 @@ impl Drop for Abandon<'_> {
 }
 
 impl Batcher {
-    /// Runs `op` (one step's writes) in a batch and returns once it is durable, or failed.
+    /// Runs `op` (one step's writes) in a batch and returns once it is committed (synced,
+    /// unless `synced` is false and no step of the batch needs a sync), or failed.
     pub(crate) fn write<T, F>(
         &self,
         connection: &ReentrantMutex<SqliteBackend>,
+        synced: bool,
         op: F,
     ) -> Result<T, StoreError>
     where
@@ -194,6 +225,7 @@ impl Batcher {
         F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send + 'static,
     {
         let slot = Arc::new(Mutex::new(Slot {
+            synced,
             op: Some(op),
             staged: None,
             result: None,
@@ -248,7 +280,12 @@ impl Batcher {
 
     /// Writes `batch` in one transaction and commits it; each step's result is staged.
     fn write_batch(&self, backend: &SqliteBackend, batch: &[Queued]) {
-        if let Err(e) = backend.begin_batch() {
+        // One step that needs a sync makes the whole batch synced.
+        let synced = batch.iter().any(|p| p.lock().synced());
+        if let Err(e) = backend
+            .set_synced(synced)
+            .and_then(|()| backend.begin_batch())
+        {
             // The write lock stayed held past the busy timeout: name the holder once, while
             // it likely still holds it, and give every step of the batch that error.
             let holder = super::write_lock_holder(backend.path());
@@ -301,7 +338,11 @@ impl Batcher {
                 let done = batch.iter().filter(|p| p.lock().succeeded()).count();
                 self.steps
                     .fetch_add(u64::try_from(done).unwrap_or(u64::MAX), Ordering::Relaxed);
-                self.commits.fetch_add(1, Ordering::Relaxed);
+                if synced {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.unsynced_commits.fetch_add(1, Ordering::Relaxed);
+                }
             }
             Err(e) => {
                 drop(abandon);
@@ -318,6 +359,7 @@ impl Batcher {
             submitted: self.queued.load(Ordering::Relaxed),
             steps: self.steps.load(Ordering::Relaxed),
             commits: self.commits.load(Ordering::Relaxed),
+            unsynced_commits: self.unsynced_commits.load(Ordering::Relaxed),
         }
     }
 }

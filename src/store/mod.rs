@@ -17,8 +17,10 @@ mod holder;
 pub(crate) mod pins;
 mod read;
 mod sqlite;
+#[cfg(feature = "postgres")]
+pub mod pg;
 
-pub use batch::WriteStats;
+pub use batch::{ReadDurability, WriteStats};
 pub use holder::LockHolder;
 pub(crate) use holder::write_lock_holder;
 pub use pins::{PinCheck, PinRecord, SeenBinding};

@@ -34,6 +34,8 @@ pub(crate) struct SqliteBackend {
     database_id: String,
     /// Set by the group commit while a batch of one step runs (see [`Unit`]).
     solo: std::cell::Cell<bool>,
+    /// Whether `synchronous` is `FULL` now (see [`SqliteBackend::set_synced`]).
+    synced: std::cell::Cell<bool>,
 }
 
 /// A new database identity: 16 bytes from the system's random source, in hex.
@@ -185,6 +187,7 @@ impl SqliteBackend {
             busy_timeout,
             database_id: String::new(),
             solo: std::cell::Cell::new(false),
+            synced: std::cell::Cell::new(true),
         };
         backend.migrate(&path.display().to_string())?;
         backend.database_id = backend
@@ -215,6 +218,18 @@ impl SqliteBackend {
 
     /// Opens a batch's transaction: the write lock, waiting for other processes up to the
     /// busy timeout.
+    /// Sets `synchronous` for the next batch: `FULL` (each commit syncs the write-ahead
+    /// log), or `NORMAL` (it does not; see [`super::ReadDurability::ProcessCrashSafe`]).
+    /// Set between transactions only.
+    pub(crate) fn set_synced(&self, synced: bool) -> Result<(), rusqlite::Error> {
+        if self.synced.get() != synced {
+            let level = if synced { "FULL" } else { "NORMAL" };
+            self.conn().pragma_update(None, "synchronous", level)?;
+            self.synced.set(synced);
+        }
+        Ok(())
+    }
+
     pub(crate) fn begin_batch(&self) -> Result<(), rusqlite::Error> {
         self.conn().execute_batch("BEGIN IMMEDIATE")
     }

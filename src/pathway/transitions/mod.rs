@@ -67,7 +67,7 @@ impl<S: Stage> Pathway<S> {
             approval: change.approval,
             at: rt.now(),
         };
-        match rt.write(move |b| b.apply(step)) {
+        match rt.write_for(self.core.definition.class, move |b| b.apply(step)) {
             Ok(v) => {
                 self.core.version = v;
                 Ok(self)

@@ -93,6 +93,8 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
 /// What the gate knows about the tool being called, checked before anything is recorded.
 pub(crate) struct Live {
     pub(crate) client: Arc<McpClient>,
+    /// The list the tool was checked in (against its pin and the policy).
+    pub(crate) list: Arc<ToolList>,
     pub(crate) tool: Tool,
     pub(crate) plan: Plan,
     pub(crate) pinned: String,
@@ -165,7 +167,7 @@ impl Gate {
     fn live(&self, asked: &Asked) -> Result<Live, Answer> {
         let internal = |m: String| Err(ErrorObject::new(codes::INTERNAL_ERROR, m));
         let client = self.upstream.client().map_err(internal)?;
-        let list: ToolList = self.upstream.tools(&client).map_err(internal)?;
+        let list: Arc<ToolList> = self.upstream.tools(&client).map_err(internal)?;
         let server = self.server_name_of(&client);
         let Some(tool) = list.get(&asked.tool).cloned() else {
             let why = list.rejection(&asked.tool).map_or_else(String::new, |r| {
@@ -217,6 +219,7 @@ impl Gate {
         let (expected, bound_details) = (planned.digest, planned.details);
         Ok(Live {
             client,
+            list,
             tool,
             plan,
             pinned,
@@ -556,6 +559,12 @@ impl Gate {
             .with_call_tag(asked.tag.clone());
         if let Some(meta) = &asked.progress {
             config = config.with_call_meta(meta.clone());
+        }
+        if live.plan.class == rpr::ActionClass::ReadOnly {
+            // A read changes nothing: it is bound to the list its pin was just checked in
+            // (kept until the server says its tools changed, or restarts) instead of
+            // listing three more times. A call that changes the world lists each time.
+            config = config.with_tool_list(Arc::clone(&live.list));
         }
         let mut executor = Keeping::new(
             McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone()).with_config(config),

@@ -52,9 +52,24 @@ pub(crate) struct GateArgs {
     /// Seconds the person at the client has to answer a Human Gate elicitation.
     #[arg(long, value_name = "SECONDS", default_value_t = call::DEFAULT_APPROVAL_WAIT.as_secs())]
     pub(crate) approval_timeout: u64,
+    /// How the records of read-only calls are committed: `process-crash-safe` (without a
+    /// sync of their own: they survive a crash of the gate, and a crash of the machine can
+    /// lose the last of them) or `synced` (each step synced, as for every call that
+    /// changes something, which is always synced).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = ReadRecords::ProcessCrashSafe)]
+    pub(crate) read_records: ReadRecords,
     /// The MCP server to govern, started as the gate's child with the gate's environment.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
+}
+
+/// `--read-records`: how the steps of read-only calls are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ReadRecords {
+    /// Each step synced.
+    Synced,
+    /// Committed without a sync of their own ([`rpr::store::ReadDurability::ProcessCrashSafe`]).
+    ProcessCrashSafe,
 }
 
 /// The gate's state, shared by the threads that serve the client's requests.
@@ -86,6 +101,10 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
     let policy = Policy::load(&policy_path)?;
     let rt = Runtime::builder(&args.database)
         .bounds(policy.bounds())
+        .read_durability(match args.read_records {
+            ReadRecords::Synced => rpr::store::ReadDurability::Synced,
+            ReadRecords::ProcessCrashSafe => rpr::store::ReadDurability::ProcessCrashSafe,
+        })
         .open()
         .map_err(|e| format!("cannot open database {database}: {e}"))?;
     report_unresolved(&rt, &database)?;
@@ -200,8 +219,8 @@ fn serve(gate: &Arc<Gate>) {
     gate.upstream.shutdown();
     let stats = gate.rt.write_stats();
     eprintln!(
-        "rpr gate: stopped; {} steps made durable in {} commits",
-        stats.steps, stats.commits
+        "rpr gate: stopped; {} steps committed in {} synced commits and {} without a sync of their own (read-only calls)",
+        stats.steps, stats.commits, stats.unsynced_commits
     );
 }
 

@@ -28,7 +28,7 @@ pub(crate) struct Upstream {
     pub(crate) request_timeout: Duration,
     down: Arc<Downstream>,
     client: Mutex<Option<Arc<McpClient>>>,
-    tools: Mutex<Option<ToolList>>,
+    tools: Mutex<Option<Arc<ToolList>>>,
     stale: Arc<AtomicBool>,
     starts: Mutex<u64>,
 }
@@ -121,11 +121,11 @@ impl Upstream {
     }
 
     /// The server's tools, from the cache unless the server changed them or restarted.
-    pub(crate) fn tools(&self, client: &McpClient) -> Result<ToolList, String> {
+    pub(crate) fn tools(&self, client: &McpClient) -> Result<Arc<ToolList>, String> {
         let mut cache = lock(&self.tools);
         if self.stale.swap(false, Ordering::SeqCst) || cache.is_none() {
             match client.list_tools() {
-                Ok(list) => *cache = Some(list),
+                Ok(list) => *cache = Some(Arc::new(list)),
                 Err(e) => {
                     self.stale.store(true, Ordering::SeqCst);
                     return Err(format!("`tools/list` of the server failed: {e}"));
