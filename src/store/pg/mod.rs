@@ -1,0 +1,360 @@
+//! The PostgreSQL store (cargo feature `postgres`; issue 11, first slice): the SQLite
+//! store's schema concepts, steps and ledger on PostgreSQL, for hosts on several machines
+//! sharing one database.
+//!
+//! [`PgBackend`] has the semantics of the crate's `Backend` (insert a pathway, apply a step
+//! with the same compare-and-set and attempt rules, grant an approval, the database identity,
+//! tool pins) as inherent methods, plus what several machines need: [`PgBackend::take_over`]
+//! (an in-flight attempt whose lease lapsed by the **database's** clock becomes unknown, in
+//! the ledger) and the fence that refuses, and records, the late outcome of an attempt that
+//! was taken over. It is not yet selectable through [`crate::Runtime`]; the records it takes
+//! ([`Step`], [`NewPathway`], …) are public for `tests/pg_store.rs` until it is.
+//!
+//! **Connection.** A `postgres://user:password@host:port/database` URL (or libpq's
+//! `key=value` form), without TLS: the tests and CI run on loopback. A server on another
+//! machine needs a TLS connector (`postgres-native-tls` or `postgres-openssl`), not added in
+//! this slice.
+//!
+//! **Transactions.** Every step is one transaction at `READ COMMITTED` that first locks its
+//! pathway's row (`SELECT … FOR UPDATE`): steps on one pathway, from any machine, run one
+//! after the other, and each sees the rows the previous one committed. Then, as on SQLite:
+//! the pathway's rows are checked against its own ledger events, the compare-and-set on
+//! state, version and digests, the attempt or approval row, and the ledger events.
+//!
+//! **Ledger.** One global chain, exactly as on SQLite (same event texts, same hashes, same
+//! `seq`): the append locks the head (`meta.ledger_head`) `FOR UPDATE` as the last thing a
+//! step does, so unrelated pathways wait for each other only for the event inserts and the
+//! commit (docs/storage.md, "PostgreSQL (first slice)", has the measurement).
+//!
+//! **Leases.** `lease_until` is written as `now()` of the database plus the lease, renewed
+//! the same way, and judged against `now()` in the transaction that takes over: a caller's
+//! clock never enters a lease.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use parking_lot::Mutex;
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
+
+use super::StoreError;
+
+mod check;
+mod ledger;
+mod migrate;
+mod pins;
+mod read;
+mod step;
+mod types;
+mod verify;
+
+pub use types::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PinCandidate, Step};
+
+/// Now by the database's clock, in ms since the Unix epoch, as an SQL expression (a macro,
+/// so that `concat!` builds statements with it): `now()`, the start of the transaction. A
+/// takeover judges a lease by it, which is never later than the moment it reads the lease.
+macro_rules! db_now_ms {
+    () => {
+        "floor(extract(epoch FROM now()) * 1000)::bigint"
+    };
+}
+use db_now_ms;
+
+/// The database's clock at the moment the statement runs (`clock_timestamp()`), in ms since
+/// the Unix epoch: a lease is granted and renewed from the moment its row is written, not
+/// from the start of a transaction that may have waited for a lock.
+macro_rules! db_clock_ms {
+    () => {
+        "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    };
+}
+use db_clock_ms;
+
+/// What can go wrong in the PostgreSQL store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgError {
+    /// A refusal with the same meaning as on SQLite (conflict, illegal edge, unsettled
+    /// attempt, unexplained rows, …).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The server or the connection reported an error. Where it ended a step's `COMMIT`,
+    /// whether the step was committed is unknown: a dispatch whose attempt record failed so
+    /// must not send (if the record did commit, its lease lapses and the attempt is taken
+    /// over as unknown, never resent).
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// The attempt's lease has not lapsed by the database's clock: it is not taken over.
+    #[error(
+        "pathway {pathway}: attempt {attempt} is leased until {lease_until} ms and the database's clock says {database_now} ms; it is not taken over"
+    )]
+    LeaseHeld {
+        /// The pathway.
+        pathway: String,
+        /// The attempt.
+        attempt: String,
+        /// Its lease, ms since the epoch by the database's clock.
+        lease_until: i64,
+        /// The database's `now()` when the takeover was refused.
+        database_now: i64,
+    },
+    /// The attempt to take over is not the pathway's in-flight attempt.
+    #[error(
+        "pathway {pathway} in {state}: attempt {attempt} is not in flight ({status}); nothing to take over"
+    )]
+    NotInFlight {
+        /// The pathway.
+        pathway: String,
+        /// Its stored state.
+        state: String,
+        /// The attempt.
+        attempt: String,
+        /// Its stored status (`none` when it does not exist).
+        status: String,
+    },
+    /// The outcome of an attempt that is no longer in flight (its lease lapsed and it was
+    /// taken over, or it was settled otherwise) was refused; the refusal, with the late
+    /// evidence, is the ledger event at `recorded_seq`.
+    #[error(
+        "pathway {pathway}: the late outcome of attempt {attempt} was refused: the attempt is {status} now (taken over); the refusal is ledger event {recorded_seq}"
+    )]
+    Fenced {
+        /// The pathway.
+        pathway: String,
+        /// The attempt.
+        attempt: String,
+        /// The attempt's stored status.
+        status: String,
+        /// The ledger event that records the refusal.
+        recorded_seq: i64,
+    },
+    /// A schema name that is not a plain lowercase identifier.
+    #[error("schema name {0:?} is not a lowercase identifier ([a-z_][a-z0-9_]*, at most 63 bytes)")]
+    SchemaName(String),
+}
+
+impl PgError {
+    /// Whether the server refused a duplicate key (two hosts proposing one idempotency key:
+    /// the loser replays the winner, as on SQLite).
+    #[must_use]
+    pub fn is_unique_violation(&self) -> bool {
+        self.sql_state() == Some(&SqlState::UNIQUE_VIOLATION)
+    }
+
+    /// The server's SQLSTATE, when the error is the server's.
+    #[must_use]
+    pub fn sql_state(&self) -> Option<&SqlState> {
+        match self {
+            Self::Postgres(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
+/// The PostgreSQL store: one connection, one transaction per step.
+///
+/// The connection is behind a mutex, so a `PgBackend` is `Send + Sync` and its steps from
+/// several threads run one at a time; open one per thread (or per host) for steps that
+/// overlap in the database.
+pub struct PgBackend {
+    conn: Mutex<Conn>,
+    database_id: String,
+    schema: Option<String>,
+}
+
+impl fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgBackend")
+            .field("database_id", &self.database_id)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A schema name safe to write into SQL unquoted and quoted alike.
+fn checked_schema(schema: &str) -> Result<&str, PgError> {
+    let mut bytes = schema.bytes();
+    let ok = schema.len() <= 63
+        && bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(schema)
+    } else {
+        Err(PgError::SchemaName(schema.to_owned()))
+    }
+}
+
+impl PgBackend {
+    /// Connects to `url`, migrates the database (in the connection's default schema,
+    /// normally `public`) to [`crate::store::SCHEMA_VERSION`], and reads its identity.
+    pub fn open(url: &str) -> Result<Self, PgError> {
+        Self::connect(url, None, false)
+    }
+
+    /// Like [`PgBackend::open`], in `schema` (created if missing; `search_path` is set to
+    /// it alone): one database can hold several independent rpr stores, one per schema.
+    pub fn open_in_schema(url: &str, schema: &str) -> Result<Self, PgError> {
+        Self::connect(url, Some(checked_schema(schema)?), false)
+    }
+
+    /// Connects for reading only: `SET default_transaction_read_only = on`, no migration;
+    /// the schema must already be at [`crate::store::SCHEMA_VERSION`]. Inspection connects
+    /// so, through a role that also has no write privilege (`.ci/postgres` makes
+    /// `rpr_reader`): the setting alone could be turned off by the session, the privileges
+    /// cannot.
+    pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, PgError> {
+        let schema = schema.map(checked_schema).transpose()?;
+        Self::connect(url, schema, true)
+    }
+
+    fn connect(url: &str, schema: Option<&str>, read_only: bool) -> Result<Self, PgError> {
+        let mut client = Client::connect(url, NoTls)?;
+        if read_only {
+            client.batch_execute("SET default_transaction_read_only = on")?;
+        }
+        if let Some(schema) = schema {
+            if !read_only {
+                client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))?;
+            }
+            client.batch_execute(&format!("SET search_path TO \"{schema}\""))?;
+        }
+        let database_id = if read_only {
+            migrate::check_version(&mut client)?
+        } else {
+            migrate::migrate(&mut client)?
+        };
+        Ok(Self {
+            conn: Mutex::new(Conn {
+                client,
+                statements: HashMap::new(),
+                shim: rusqlite::Connection::open_in_memory().map_err(StoreError::from)?,
+            }),
+            database_id,
+            schema: schema.map(str::to_owned),
+        })
+    }
+
+    /// This database's identity (`meta.database_id`, made by the first migration): every
+    /// pathway handle is tied to it.
+    #[must_use]
+    pub fn database_id(&self) -> &str {
+        &self.database_id
+    }
+
+    /// The schema this store lives in, when opened with one.
+    #[must_use]
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// Now by the database's clock, ms since the Unix epoch.
+    pub fn now_ms(&self) -> Result<i64, PgError> {
+        self.read(|tx| Ok(tx.query_one(concat!("SELECT ", db_now_ms!()), &[])?.get(0)))
+    }
+
+    /// The schema version recorded in `meta`, and the migrations applied, oldest first
+    /// (`version`, what it did).
+    pub fn migrations(&self) -> Result<(i64, Vec<(i64, String)>), PgError> {
+        migrate::recorded(&mut self.conn.lock().client)
+    }
+
+    /// Runs `f` in one read-write transaction (a step) and commits it; an error rolls it back.
+    fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, PgError> {
+        let mut conn = self.conn.lock();
+        let Conn {
+            client,
+            statements,
+            shim,
+        } = &mut *conn;
+        let mut tx = Tx {
+            inner: client.transaction()?,
+            statements,
+            shim,
+        };
+        let out = f(&mut tx)?;
+        tx.inner.commit()?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one read-only `REPEATABLE READ` transaction: every read sees one snapshot.
+    fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, PgError> {
+        let mut conn = self.conn.lock();
+        let Conn {
+            client,
+            statements,
+            shim,
+        } = &mut *conn;
+        let mut tx = Tx {
+            inner: client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?,
+            statements,
+            shim,
+        };
+        let out = f(&mut tx)?;
+        tx.inner.commit()?;
+        Ok(out)
+    }
+}
+
+/// The connection and its prepared statements (prepared once, on first use, by their text).
+struct Conn {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+    /// An in-memory SQLite connection that turns rows into the check's raw pathway row
+    /// (see `check::raw_pathway!`).
+    shim: rusqlite::Connection,
+}
+
+/// A transaction whose statements are prepared once per connection.
+struct Tx<'a> {
+    inner: Transaction<'a>,
+    statements: &'a mut HashMap<&'static str, Statement>,
+    shim: &'a rusqlite::Connection,
+}
+
+type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+
+impl Tx<'_> {
+    fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.inner.prepare(sql)?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
+    }
+
+    fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<u64, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.inner.execute(&s, params)
+    }
+
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.inner.query(&s, params)
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.inner.query_opt(&s, params)
+    }
+
+    fn query_one(&mut self, sql: &'static str, params: Params<'_>) -> Result<Row, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.inner.query_one(&s, params)
+    }
+}

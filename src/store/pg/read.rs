@@ -1,0 +1,129 @@
+//! Reads: one pathway, its attempts, its events, the ledger's head; each in one snapshot.
+
+use postgres::Row;
+use serde_json::Value;
+
+use super::{PgBackend, PgError, ledger::parse_head};
+use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, StoreError};
+
+fn json(text: &str, what: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn pathway_record(r: &Row) -> Result<PathwayRecord, StoreError> {
+    let id: String = r.get(0);
+    let state: &str = r.get(4);
+    Ok(PathwayRecord {
+        idempotency_key: r.get(1),
+        definition: json(r.get(2), "pathways.definition")?,
+        request_digest: r.get(3),
+        state: state
+            .parse()
+            .map_err(|e| StoreError::Corrupt(format!("pathway {id}: {e}")))?,
+        version: r.get(5),
+        proposer: r.get(6),
+        created_at: r.get(7),
+        updated_at: r.get(8),
+        id,
+    })
+}
+
+fn attempt_record(r: &Row) -> Result<AttemptRecord, StoreError> {
+    let id: String = r.get(0);
+    let status: &str = r.get(8);
+    let outcome: Option<&str> = r.get(11);
+    Ok(AttemptRecord {
+        status: status
+            .parse()
+            .map_err(|e| StoreError::Corrupt(format!("attempt {id}: {e}")))?,
+        pathway_id: r.get(1),
+        seq: r.get(2),
+        previous_attempt: r.get(3),
+        request: json(r.get(4), "attempts.request")?,
+        request_digest: r.get(5),
+        binding: json(r.get(6), "attempts.binding")?,
+        binding_digest: r.get(7),
+        owner: r.get(9),
+        lease_until: r.get(10),
+        outcome: outcome.map(|o| json(o, "attempts.outcome")).transpose()?,
+        created_at: r.get(12),
+        updated_at: r.get(13),
+        id,
+    })
+}
+
+impl PgBackend {
+    /// One pathway by id.
+    pub fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, PgError> {
+        self.read(|tx| {
+            let row = tx.query_opt(
+                "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
+                        created_at, updated_at FROM pathways WHERE id = $1",
+                &[&id],
+            )?;
+            Ok(row.as_ref().map(pathway_record).transpose()?)
+        })
+    }
+
+    /// The attempts of one pathway, oldest first (with their owner and lease, which the
+    /// database's clock wrote).
+    pub fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
+        self.read(|tx| {
+            let rows = tx.query(
+                "SELECT id, pathway_id, seq, previous_attempt, request, request_digest, binding, binding_digest,
+                        status, owner, lease_until, outcome, created_at, updated_at
+                 FROM attempts WHERE pathway_id = $1 ORDER BY seq",
+                &[&pathway],
+            )?;
+            Ok(rows
+                .iter()
+                .map(attempt_record)
+                .collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// One pathway's ledger events, oldest first.
+    pub fn events(&self, pathway: &str) -> Result<Vec<LedgerRow>, PgError> {
+        self.read(|tx| {
+            let rows = tx.query(
+                "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger WHERE pathway_id = $1 ORDER BY seq",
+                &[&pathway],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| LedgerRow {
+                    seq: r.get(0),
+                    pathway_id: r.get(1),
+                    event: r.get(2),
+                    prev_hash: r.get(3),
+                    hash: r.get(4),
+                })
+                .collect())
+        })
+    }
+
+    /// The newest event's position and hash, read from the chain itself.
+    pub fn ledger_head(&self) -> Result<Option<(i64, String)>, PgError> {
+        self.read(|tx| {
+            Ok(tx
+                .query_opt(
+                    "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
+                    &[],
+                )?
+                .map(|r| (r.get(0), r.get(1))))
+        })
+    }
+
+    /// The head recorded in `meta.ledger_head` (`None` before the first event).
+    pub fn recorded_head(&self) -> Result<Option<(i64, String)>, PgError> {
+        self.read(|tx| {
+            let text: Option<String> = tx
+                .query_opt("SELECT value FROM meta WHERE key = 'ledger_head'", &[])?
+                .map(|r| r.get(0));
+            match text.as_deref() {
+                None | Some("") => Ok(None),
+                Some(t) => parse_head(t).map(Some),
+            }
+        })
+    }
+}

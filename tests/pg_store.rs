@@ -1,0 +1,1067 @@
+//! The PostgreSQL store (issue 11, first slice) against a real server.
+//!
+//! Needs `RPR_PG_URL` (an owner role that may create schemas) and `RPR_PG_READER_URL` (a
+//! role with `default_transaction_read_only = on` and no write privilege): `eval "$(bash
+//! .ci/postgres)"` starts a server on loopback and prints both. With the feature on and the
+//! variables unset, every test fails and says so: nothing is skipped.
+//!
+//! Each test works in a schema of its own (`PgBackend::open_in_schema`), dropped at its end
+//! when it passed, kept for a look when it failed.
+#![cfg(feature = "postgres")]
+
+use std::sync::{Arc, Barrier, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use postgres::error::SqlState;
+use postgres::{Client, NoTls};
+use rpr::canonical::{sha256_hex_bytes, to_string};
+use rpr::ledger::ProblemKind;
+use rpr::store::StoreError;
+use rpr::store::pg::{
+    ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PgBackend, PgError, PinCandidate,
+    Step,
+};
+use rpr::store::{PinCheck, SCHEMA_VERSION};
+use rpr::{AttemptStatus, State};
+use serde_json::{Value, json};
+
+/// Tests share the server; the throughput measurement takes this for writing, so it runs
+/// alone.
+static SERVER: RwLock<()> = RwLock::new(());
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: the `postgres` feature's tests need a PostgreSQL server. \
+             Start one with `eval \"$(bash .ci/postgres)\"` (it prints RPR_PG_URL and RPR_PG_READER_URL)"
+        )
+    })
+}
+
+fn url() -> String {
+    env("RPR_PG_URL")
+}
+
+fn wall_ms() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// A fresh schema for one test, with an admin connection whose `search_path` is it.
+struct Schema {
+    name: String,
+    admin: Client,
+}
+
+impl Schema {
+    fn new(test: &str) -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let name = format!("t_{test}_{}_{nanos}", std::process::id());
+        assert!(name.len() <= 63, "{name}");
+        let mut admin = Client::connect(&url(), NoTls).expect("connect with RPR_PG_URL");
+        admin
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}; SET search_path TO {name}"
+            ))
+            .unwrap();
+        Self { name, admin }
+    }
+
+    fn open(&self) -> PgBackend {
+        PgBackend::open_in_schema(&url(), &self.name).expect("open the store")
+    }
+
+    fn count(&mut self, sql: &str) -> i64 {
+        self.admin.query_one(sql, &[]).unwrap().get(0)
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = self
+                .admin
+                .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name));
+        }
+    }
+}
+
+/// A pathway as a handle would hold it.
+#[derive(Debug, Clone)]
+struct Pw {
+    id: String,
+    fence: Fence,
+    state: State,
+    version: i64,
+}
+
+fn request(key: &str) -> Value {
+    json!({"action": "write", "args": {"key": key}})
+}
+
+fn ev(kind: &'static str, actor: &str, from: State, to: State, data: Value) -> EventDraft {
+    EventDraft {
+        kind,
+        actor: actor.into(),
+        from: Some(from),
+        to,
+        attempt: None,
+        attempt_status: None,
+        data,
+    }
+}
+
+fn attempt_ev(mut e: EventDraft, attempt: &str, status: AttemptStatus) -> EventDraft {
+    e.attempt = Some(attempt.into());
+    e.attempt_status = Some(status.as_str());
+    e
+}
+
+/// Proposes a pathway with key `key` and admits it in the same step (`approved`, v2), or
+/// leaves it `awaiting_approval` (v2).
+fn propose_in(b: &PgBackend, key: &str, state: State, at: i64) -> Result<Pw, PgError> {
+    let definition = json!({"idempotency_key": key, "request": request(key)});
+    let text = to_string(&definition).unwrap();
+    let definition_digest = sha256_hex_bytes(text.as_bytes());
+    let request_digest = sha256_hex_bytes(to_string(&request(key)).unwrap().as_bytes());
+    let id = format!("pw_{key}");
+    let proposed = EventDraft {
+        kind: "proposed",
+        actor: "agent".into(),
+        from: None,
+        to: State::Proposed,
+        attempt: None,
+        attempt_status: None,
+        data: json!({
+            "idempotency_key": key,
+            "definition_digest": definition_digest,
+            "definition_text_digest": definition_digest,
+            "request_digest": request_digest,
+        }),
+    };
+    let admitted = ev("admitted", "policy", State::Proposed, state, json!({}));
+    b.insert_pathway(
+        NewPathway {
+            id: id.clone(),
+            idempotency_key: key.into(),
+            definition: text,
+            definition_digest: definition_digest.clone(),
+            request_digest: request_digest.clone(),
+            proposer: "agent".into(),
+            at,
+            state,
+            version: 2,
+        },
+        vec![proposed, admitted],
+    )?;
+    Ok(Pw {
+        id,
+        fence: Fence {
+            definition_digest,
+            request_digest,
+        },
+        state,
+        version: 2,
+    })
+}
+
+fn propose(b: &PgBackend, key: &str) -> Pw {
+    propose_in(b, key, State::Approved, wall_ms()).unwrap()
+}
+
+fn step(pw: &Pw, to: Option<State>, events: Vec<EventDraft>, at: i64) -> Step {
+    Step {
+        pathway: pw.id.clone(),
+        expected_state: pw.state,
+        expected_version: pw.version,
+        fence: pw.fence.clone(),
+        to,
+        events,
+        attempt: None,
+        approval: None,
+        at,
+    }
+}
+
+/// The write-ahead record of attempt `attempt` (number `seq`, after `previous`), from the
+/// pathway's state to `running`.
+fn start_step(
+    pw: &Pw,
+    attempt: &str,
+    seq: i64,
+    previous: Option<&str>,
+    owner: &str,
+    lease_ms: i64,
+    at: i64,
+) -> Step {
+    let key = pw.id.trim_start_matches("pw_");
+    let request_text = to_string(&request(key)).unwrap();
+    let binding = to_string(&json!({"server": "files", "tool": "write"})).unwrap();
+    let binding_digest = sha256_hex_bytes(binding.as_bytes());
+    let started = attempt_ev(
+        ev(
+            "attempt_started",
+            "agent",
+            pw.state,
+            State::Running,
+            json!({
+                "seq": seq,
+                "previous_attempt": previous,
+                "binding_digest": binding_digest,
+                "request_digest": pw.fence.request_digest,
+                "request_text_digest": sha256_hex_bytes(request_text.as_bytes()),
+                "owner": owner,
+                "carrier": null,
+            }),
+        ),
+        attempt,
+        AttemptStatus::InFlight,
+    );
+    let mut s = step(pw, Some(State::Running), vec![started], at);
+    s.attempt = Some(AttemptWrite::Start {
+        id: attempt.into(),
+        seq,
+        previous: previous.map(str::to_owned),
+        request: request_text,
+        request_digest: pw.fence.request_digest.clone(),
+        binding,
+        binding_digest,
+        owner: owner.into(),
+        lease_ms,
+        carrier: None,
+    });
+    s
+}
+
+/// The dispatch outcome of `attempt` (`kind`, `status`), moving a running pathway to `to`.
+fn outcome_step(
+    pw: &Pw,
+    attempt: &str,
+    kind: &'static str,
+    status: AttemptStatus,
+    to: State,
+    evidence: &Value,
+    at: i64,
+) -> Step {
+    let e = attempt_ev(
+        ev(
+            kind,
+            "agent",
+            State::Running,
+            to,
+            json!({"evidence": evidence}),
+        ),
+        attempt,
+        status,
+    );
+    let mut s = step(pw, (to != pw.state).then_some(to), vec![e], at);
+    s.attempt = Some(AttemptWrite::Finish {
+        id: attempt.into(),
+        status: status.as_str(),
+        outcome: Some(to_string(evidence).unwrap()),
+    });
+    s
+}
+
+/// Applies the step `make` builds from the handle, and moves the handle along.
+fn advance(b: &PgBackend, pw: &mut Pw, make: impl FnOnce(&Pw) -> Step) {
+    let s = make(pw);
+    let to = s.to.unwrap_or(pw.state);
+    pw.version = b.apply(s).unwrap();
+    pw.state = to;
+}
+
+fn assert_verifies(b: &PgBackend) -> rpr::ledger::Report {
+    let report = b.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+    report
+}
+
+fn store_error(e: PgError) -> StoreError {
+    match e {
+        PgError::Store(s) => s,
+        other => panic!("expected a store refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn migrates_from_empty_records_the_version_and_reopens_idempotently() {
+    let _server = SERVER.read().unwrap();
+    let mut s = Schema::new("migrate");
+    let b = s.open();
+    let (version, applied) = b.migrations().unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].0, SCHEMA_VERSION);
+    let id = b.database_id().to_owned();
+    assert!(id.starts_with("db_") && id.len() == 35, "{id}");
+    assert_eq!(b.recorded_head().unwrap(), None);
+    let pw = propose(&b, "m1");
+    drop(b);
+
+    // Re-open: nothing applied again, same identity, the data is there.
+    let b = s.open();
+    assert_eq!(b.database_id(), id);
+    assert_eq!(b.migrations().unwrap(), (version, applied.clone()));
+    assert_eq!(s.count("SELECT count(*) FROM rpr_migrations"), 1);
+    assert_eq!(b.pathway(&pw.id).unwrap().unwrap().state, State::Approved);
+    assert_eq!(assert_verifies(&b).events, 2);
+
+    // Four hosts opening a fresh schema at once: one migrates, all see one identity.
+    let fresh = Schema::new("migrate_race");
+    let barrier = Arc::new(Barrier::new(4));
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let barrier = Arc::clone(&barrier);
+                let name = fresh.name.clone();
+                scope.spawn(move || {
+                    barrier.wait();
+                    PgBackend::open_in_schema(&url(), &name)
+                        .unwrap()
+                        .database_id()
+                        .to_owned()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(ids.iter().all(|i| i == &ids[0]), "{ids:?}");
+    assert_ne!(ids[0], id, "each store has its own identity");
+
+    // A schema written by a newer rpr is refused, and so is a schema of something else.
+    s.admin
+        .batch_execute("INSERT INTO rpr_migrations (version, description) VALUES (99, 'future')")
+        .unwrap();
+    match PgBackend::open_in_schema(&url(), &s.name).map_err(store_error) {
+        Err(StoreError::SchemaTooNew { found: 99, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    let mut other = Schema::new("not_rpr");
+    other
+        .admin
+        .batch_execute("CREATE TABLE customers (id int)")
+        .unwrap();
+    match PgBackend::open_in_schema(&url(), &other.name).map_err(store_error) {
+        Err(StoreError::NotRprDatabase(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        other.count("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"),
+        1
+    );
+    assert!(matches!(
+        PgBackend::open_in_schema(&url(), "Bad-Name"),
+        Err(PgError::SchemaName(_))
+    ));
+}
+
+#[test]
+fn a_stale_version_or_foreign_fence_is_refused_and_writes_nothing() {
+    let _server = SERVER.read().unwrap();
+    let mut s = Schema::new("cas");
+    let b = s.open();
+    let mut pw = propose(&b, "c1");
+    let head = b.ledger_head().unwrap();
+    let hold = |pw: &Pw| {
+        step(
+            pw,
+            Some(State::Held),
+            vec![ev("held", "ops", State::Approved, State::Held, json!({}))],
+            wall_ms(),
+        )
+    };
+
+    let mut stale = pw.clone();
+    stale.version = 1;
+    assert!(matches!(
+        b.apply(hold(&stale)).map_err(store_error),
+        Err(StoreError::Conflict { version: 1, .. })
+    ));
+    let mut foreign = pw.clone();
+    foreign.fence.request_digest = "0".repeat(64);
+    assert!(matches!(
+        b.apply(hold(&foreign)).map_err(store_error),
+        Err(StoreError::Conflict { .. })
+    ));
+    let illegal = step(
+        &pw,
+        Some(State::Completed),
+        vec![ev(
+            "readback",
+            "agent",
+            State::Approved,
+            State::Completed,
+            json!({}),
+        )],
+        wall_ms(),
+    );
+    assert!(matches!(
+        b.apply(illegal).map_err(store_error),
+        Err(StoreError::IllegalEdge { .. })
+    ));
+    let stored = b.pathway(&pw.id).unwrap().unwrap();
+    assert_eq!((stored.state, stored.version), (State::Approved, 2));
+    assert_eq!(b.ledger_head().unwrap(), head, "no event was appended");
+    assert_eq!(s.count("SELECT count(*) FROM ledger"), 2);
+
+    // The right handle moves it, once.
+    advance(&b, &mut pw, hold);
+    assert_eq!(pw.version, 3);
+    let again = hold(&Pw {
+        state: State::Approved,
+        version: 2,
+        ..pw.clone()
+    });
+    assert!(matches!(
+        b.apply(again).map_err(store_error),
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(b.events(&pw.id).unwrap().len(), 3);
+    assert_verifies(&b);
+}
+
+#[test]
+fn two_connections_racing_one_step_exactly_one_wins() {
+    let _server = SERVER.read().unwrap();
+    let s = Schema::new("race");
+    let hosts = [s.open(), s.open()];
+    for round in 0..20 {
+        let pw = propose(&hosts[0], &format!("r{round}"));
+        let barrier = Barrier::new(2);
+        let results: Vec<Result<i64, PgError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = hosts
+                .iter()
+                .enumerate()
+                .map(|(h, b)| {
+                    let pw = pw.clone();
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        let st = start_step(
+                            &pw,
+                            &format!("at_{round}_{h}"),
+                            1,
+                            None,
+                            &format!("host{h}"),
+                            60_000,
+                            wall_ms(),
+                        );
+                        barrier.wait();
+                        b.apply(st)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "round {round}: {results:?}");
+        for r in results.into_iter().filter_map(Result::err) {
+            assert!(matches!(store_error(r), StoreError::Conflict { .. }));
+        }
+        assert_eq!(hosts[1].attempts(&pw.id).unwrap().len(), 1);
+    }
+    // Two hosts proposing one idempotency key: one row, the other gets a unique violation.
+    let barrier = Barrier::new(2);
+    let results: Vec<Result<Pw, PgError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .map(|b| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    propose_in(b, "same-key", State::Approved, wall_ms())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+    assert!(
+        results
+            .iter()
+            .any(|r| r.as_ref().is_err_and(PgError::is_unique_violation))
+    );
+    assert_verifies(&hosts[0]);
+}
+
+#[test]
+fn a_new_attempt_only_after_the_previous_one_certainly_settled() {
+    let _server = SERVER.read().unwrap();
+    let s = Schema::new("attempt_rule");
+    let b = s.open();
+    let mut pw = propose(&b, "a1");
+    advance(&b, &mut pw, |p| {
+        start_step(p, "at_1", 1, None, "host0", 60_000, wall_ms())
+    });
+
+    // While at_1 is in flight, a second attempt is refused, whatever it names as previous
+    // (the step's compare-and-set would succeed: this is the store's own rule).
+    for previous in [None, Some("at_1")] {
+        let second = start_step(&pw, "at_2", 2, previous, "host1", 60_000, wall_ms());
+        match b.apply(second).map_err(store_error) {
+            Err(StoreError::UnsettledAttempt {
+                attempt, status, ..
+            }) => {
+                assert_eq!((attempt.as_str(), status.as_str()), ("at_1", "in_flight"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Returned (a reply: it may have taken effect): still refused.
+    advance(&b, &mut pw, |p| {
+        outcome_step(
+            p,
+            "at_1",
+            "attempt_returned",
+            AttemptStatus::Returned,
+            State::Running,
+            &json!({"ok": true}),
+            wall_ms(),
+        )
+    });
+    match b
+        .apply(start_step(
+            &pw,
+            "at_2",
+            2,
+            Some("at_1"),
+            "host1",
+            60_000,
+            wall_ms(),
+        ))
+        .map_err(store_error)
+    {
+        Err(StoreError::UnsettledAttempt { status, .. }) => assert_eq!(status, "returned"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.attempts(&pw.id).unwrap().len(), 1);
+
+    // A not-applied verdict, a repair: now a new attempt may follow at_1.
+    let mut verdict = step(
+        &pw,
+        Some(State::RepairRequired),
+        vec![attempt_ev(
+            ev(
+                "readback",
+                "agent",
+                State::Running,
+                State::RepairRequired,
+                json!({"verdict": "not_applied"}),
+            ),
+            "at_1",
+            AttemptStatus::NotApplied,
+        )],
+        wall_ms(),
+    );
+    verdict.attempt = Some(AttemptWrite::Finish {
+        id: "at_1".into(),
+        status: "not_applied",
+        outcome: None,
+    });
+    advance(&b, &mut pw, |_| verdict);
+    advance(&b, &mut pw, |p| {
+        step(
+            p,
+            Some(State::ReadyToResume),
+            vec![ev(
+                "repaired",
+                "repair",
+                State::RepairRequired,
+                State::ReadyToResume,
+                json!({}),
+            )],
+            wall_ms(),
+        )
+    });
+    match b
+        .apply(start_step(&pw, "at_2", 2, None, "host1", 60_000, wall_ms()))
+        .map_err(store_error)
+    {
+        Err(StoreError::UnsettledAttempt { .. }) => {}
+        other => panic!("a new attempt must name the settled one: {other:?}"),
+    }
+    advance(&b, &mut pw, |p| {
+        start_step(p, "at_2", 2, Some("at_1"), "host1", 60_000, wall_ms())
+    });
+    let attempts = b.attempts(&pw.id).unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[1].previous_attempt.as_deref(), Some("at_1"));
+    assert_eq!(attempts[1].status, AttemptStatus::InFlight);
+    assert_verifies(&b);
+}
+
+/// One pathway's whole call: proposal and admission, attempt record, completion.
+fn whole_call(b: &PgBackend, key: &str) {
+    let mut pw = propose(b, key);
+    let attempt = format!("at_{key}");
+    advance(b, &mut pw, |p| {
+        start_step(p, &attempt, 1, None, "host", 60_000, wall_ms())
+    });
+    advance(b, &mut pw, |p| {
+        outcome_step(
+            p,
+            &attempt,
+            "attempt_completed",
+            AttemptStatus::Succeeded,
+            State::Completed,
+            &json!({"written": key}),
+            wall_ms(),
+        )
+    });
+}
+
+#[test]
+fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found() {
+    let _server = SERVER.read().unwrap();
+    let mut s = Schema::new("chain");
+    let hosts: Vec<PgBackend> = (0..8).map(|_| s.open()).collect();
+    std::thread::scope(|scope| {
+        for (h, b) in hosts.iter().enumerate() {
+            scope.spawn(move || {
+                for i in 0..25 {
+                    whole_call(b, &format!("h{h}_{i}"));
+                }
+            });
+        }
+    });
+    let b = &hosts[0];
+    let report = assert_verifies(b);
+    assert_eq!(report.events, 8 * 25 * 4);
+    assert_eq!(s.count("SELECT count(*) FROM ledger"), 800);
+    assert_eq!(s.count("SELECT max(seq) FROM ledger"), 800);
+    assert_eq!(
+        s.count("SELECT count(*) FROM pathways WHERE state = 'completed'"),
+        200
+    );
+    // The events of one pathway interleave with the others' in the one chain.
+    let seqs: Vec<i64> = b.events("pw_h3_7").unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(seqs.len(), 4);
+    let head = report.head.clone().unwrap();
+    assert_eq!(b.recorded_head().unwrap(), Some((800, head.clone())));
+
+    // A changed event: its hash no longer matches; a step on that pathway is refused.
+    let (seq, pathway): (i64, String) = {
+        let r = s
+            .admin
+            .query_one("SELECT seq, pathway_id FROM ledger WHERE seq = 400", &[])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    s.admin
+        .batch_execute("UPDATE ledger SET event = replace(event, '\"actor\":\"agent\"', '\"actor\":\"mallory\"') WHERE seq = 400")
+        .unwrap();
+    let tampered = b.verify(Some(&head)).unwrap();
+    assert!(
+        tampered
+            .problems
+            .iter()
+            .any(|p| p.kind == ProblemKind::HashMismatch && p.seq == Some(seq)),
+        "{:#?}",
+        tampered.problems
+    );
+    let last = b.pathway(&pathway).unwrap().unwrap();
+    let pw = Pw {
+        id: pathway.clone(),
+        fence: Fence {
+            definition_digest: String::new(),
+            request_digest: last.request_digest.clone(),
+        },
+        state: last.state,
+        version: last.version,
+    };
+    let any = step(
+        &pw,
+        None,
+        vec![ev("noted", "ops", last.state, last.state, json!({}))],
+        wall_ms(),
+    );
+    assert!(matches!(
+        b.apply(any).map_err(store_error),
+        Err(StoreError::Unexplained { .. })
+    ));
+    s.admin
+        .batch_execute("UPDATE ledger SET event = replace(event, '\"actor\":\"mallory\"', '\"actor\":\"agent\"') WHERE seq = 400")
+        .unwrap();
+    assert_verifies(b);
+
+    // A stored row the chain does not explain.
+    s.admin
+        .batch_execute("UPDATE attempts SET status = 'not_applied' WHERE id = 'at_h5_5'")
+        .unwrap();
+    let report = b.verify(None).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == ProblemKind::AttemptMismatch),
+        "{:#?}",
+        report.problems
+    );
+    s.admin
+        .batch_execute("UPDATE attempts SET status = 'succeeded' WHERE id = 'at_h5_5'")
+        .unwrap();
+
+    // A cut tail: the recorded head and the kept head both say so.
+    s.admin
+        .batch_execute("DELETE FROM ledger WHERE seq = 800")
+        .unwrap();
+    let cut = b.verify(Some(&head)).unwrap();
+    let truncated = cut
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::Truncated)
+        .count();
+    assert_eq!(truncated, 2, "{:#?}", cut.problems);
+}
+
+#[test]
+fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
+    let _server = SERVER.read().unwrap();
+    let s = Schema::new("lease");
+    let (owner, taker) = (s.open(), s.open());
+    let hour = 3_600_000;
+    let mut pw = propose(&owner, "l1");
+    // The owner's clock is an hour fast, the taker's two hours: neither enters the lease.
+    advance(&owner, &mut pw, |p| {
+        start_step(p, "at_l1", 1, None, "host-a/1", 1_500, wall_ms() + hour)
+    });
+    let lease = owner.attempts(&pw.id).unwrap()[0].lease_until.unwrap();
+    let db_now = taker.now_ms().unwrap();
+    assert!(
+        lease > db_now && lease <= db_now + 1_500,
+        "lease {lease}, database now {db_now}"
+    );
+    match taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour) {
+        Err(PgError::LeaseHeld {
+            lease_until,
+            database_now,
+            ..
+        }) => {
+            assert_eq!(lease_until, lease);
+            assert!(database_now < lease_until);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Renewed by the owner (by the database's clock), the lease outlives its first term.
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(
+        owner
+            .renew_leases("host-a/1", &["at_l1".into()], 1_500)
+            .unwrap(),
+        Vec::<String>::new()
+    );
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(taker.now_ms().unwrap() > lease, "past the first term");
+    assert!(matches!(
+        taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour),
+        Err(PgError::LeaseHeld { .. })
+    ));
+    // The owner stops renewing (cut off): once the database's clock passes the lease, the
+    // attempt is taken over, as unknown, in the ledger.
+    let renewed = owner.attempts(&pw.id).unwrap()[0].lease_until.unwrap();
+    let start = Instant::now();
+    while taker.now_ms().unwrap() <= renewed {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let v = taker
+        .take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour)
+        .unwrap();
+    let stored = taker.pathway(&pw.id).unwrap().unwrap();
+    assert_eq!(
+        (stored.state, stored.version),
+        (State::WriteStatusUnknown, v)
+    );
+    let attempt = &taker.attempts(&pw.id).unwrap()[0];
+    assert_eq!(
+        (
+            attempt.status,
+            attempt.owner.as_deref(),
+            attempt.lease_until
+        ),
+        (AttemptStatus::Unknown, None, None)
+    );
+    let events = taker.events(&pw.id).unwrap();
+    let takeover: Value = serde_json::from_str(&events.last().unwrap().event).unwrap();
+    assert_eq!(takeover["kind"], "recovered_unknown");
+    assert_eq!(takeover["data"]["owner"], "host-a/1");
+    assert_eq!(takeover["data"]["taken_over_by"], "host-b/2");
+    assert_eq!(takeover["data"]["lease_until"], renewed);
+    // Taking over twice finds nothing in flight.
+    assert!(matches!(
+        taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms()),
+        Err(PgError::NotInFlight { .. })
+    ));
+
+    // The owner comes back: its lease is gone, and its late outcome is refused and recorded.
+    assert_eq!(
+        owner
+            .renew_leases("host-a/1", &["at_l1".into()], 1_500)
+            .unwrap(),
+        vec!["at_l1".to_owned()]
+    );
+    let late = outcome_step(
+        &pw,
+        "at_l1",
+        "attempt_completed",
+        AttemptStatus::Succeeded,
+        State::Completed,
+        &json!({"written": "l1"}),
+        wall_ms() + hour,
+    );
+    let seq = match owner.apply(late) {
+        Err(PgError::Fenced {
+            attempt,
+            status,
+            recorded_seq,
+            ..
+        }) => {
+            assert_eq!((attempt.as_str(), status.as_str()), ("at_l1", "unknown"));
+            recorded_seq
+        }
+        other => panic!("{other:?}"),
+    };
+    let events = owner.events(&pw.id).unwrap();
+    let refusal = events.last().unwrap();
+    assert_eq!(refusal.seq, seq);
+    let refusal: Value = serde_json::from_str(&refusal.event).unwrap();
+    assert_eq!(refusal["kind"], "late_outcome_refused");
+    assert_eq!(refusal["from"], "write_status_unknown");
+    assert_eq!(refusal["to"], "write_status_unknown");
+    assert_eq!(refusal["data"]["late_status"], "succeeded");
+    assert_eq!(refusal["data"]["late_evidence"], json!({"written": "l1"}));
+    let stored = owner.pathway(&pw.id).unwrap().unwrap();
+    assert_eq!(
+        stored.state,
+        State::WriteStatusUnknown,
+        "the late outcome changed nothing"
+    );
+    let attempt = &owner.attempts(&pw.id).unwrap()[0];
+    assert_eq!(
+        (attempt.status, &attempt.outcome),
+        (AttemptStatus::Unknown, &None)
+    );
+    assert_verifies(&owner);
+}
+
+#[test]
+fn the_read_only_role_reads_and_cannot_write() {
+    let _server = SERVER.read().unwrap();
+    let mut s = Schema::new("reader");
+    let b = s.open();
+    let pw = propose(&b, "ro1");
+    let reader_url = env("RPR_PG_READER_URL");
+    let reader_role = reader_url
+        .parse::<postgres::Config>()
+        .unwrap()
+        .get_user()
+        .unwrap()
+        .to_owned();
+    // What .ci/postgres's default privileges give it, said explicitly for any server.
+    s.admin
+        .batch_execute(&format!(
+            "GRANT USAGE ON SCHEMA {0} TO {reader_role}; GRANT SELECT ON ALL TABLES IN SCHEMA {0} TO {reader_role}",
+            s.name
+        ))
+        .unwrap();
+
+    let r = PgBackend::open_read_only(&reader_url, Some(&s.name)).unwrap();
+    assert_eq!(r.database_id(), b.database_id());
+    assert_eq!(r.pathway(&pw.id).unwrap().unwrap().state, State::Approved);
+    assert_eq!(assert_verifies(&r).events, 2);
+    let refused = propose_in(&r, "ro2", State::Approved, wall_ms()).unwrap_err();
+    assert_eq!(
+        refused.sql_state(),
+        Some(&SqlState::READ_ONLY_SQL_TRANSACTION),
+        "{refused:?}"
+    );
+    assert!(
+        PgBackend::open_in_schema(&reader_url, &s.name).is_err(),
+        "the reader cannot migrate"
+    );
+
+    // The role's own connection: read-only by default, and without the privilege when it
+    // turns that off.
+    let mut raw = Client::connect(&reader_url, NoTls).unwrap();
+    raw.batch_execute(&format!("SET search_path TO {}", s.name))
+        .unwrap();
+    let insert = "INSERT INTO meta (key, value) VALUES ('x', 'y')";
+    let e = raw.batch_execute(insert).unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::READ_ONLY_SQL_TRANSACTION), "{e}");
+    raw.batch_execute("SET default_transaction_read_only = off")
+        .unwrap();
+    for sql in [
+        insert,
+        "UPDATE pathways SET state = 'completed'",
+        "DELETE FROM ledger",
+        "CREATE TABLE x (y int)",
+    ] {
+        let e = raw.batch_execute(sql).unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "{sql}: {e}"
+        );
+    }
+    assert_eq!(s.count("SELECT count(*) FROM meta WHERE key = 'x'"), 0);
+    assert_eq!(b.pathway(&pw.id).unwrap().unwrap().state, State::Approved);
+}
+
+#[test]
+fn approvals_are_fenced_and_used_once() {
+    let _server = SERVER.read().unwrap();
+    let s = Schema::new("approval");
+    let b = s.open();
+    let mut pw = propose_in(&b, "ap1", State::AwaitingApproval, wall_ms()).unwrap();
+    let grant = |pw: &Pw, version: i64| {
+        b.grant_approval(
+            &pw.id,
+            State::AwaitingApproval,
+            version,
+            &pw.fence,
+            "ap_1",
+            &pw.fence.request_digest,
+            "alice",
+            wall_ms(),
+            ev(
+                "approval_granted",
+                "alice",
+                State::AwaitingApproval,
+                State::AwaitingApproval,
+                json!({"approval": "ap_1", "request_digest": pw.fence.request_digest}),
+            ),
+        )
+    };
+    assert!(matches!(
+        grant(&pw, 1).map_err(store_error),
+        Err(StoreError::Conflict { .. })
+    ));
+    grant(&pw, 2).unwrap();
+    let approve = |pw: &Pw, id: &str| {
+        let mut s = step(
+            pw,
+            Some(State::Approved),
+            vec![ev(
+                "approved",
+                "alice",
+                State::AwaitingApproval,
+                State::Approved,
+                json!({"approval": id, "request_digest": pw.fence.request_digest}),
+            )],
+            wall_ms(),
+        );
+        s.approval = Some(ApprovalWrite::Use {
+            id: id.into(),
+            request_digest: pw.fence.request_digest.clone(),
+        });
+        s
+    };
+    assert!(matches!(
+        b.apply(approve(&pw, "ap_unknown")).map_err(store_error),
+        Err(StoreError::ApprovalUnusable(_))
+    ));
+    advance(&b, &mut pw, |p| approve(p, "ap_1"));
+    assert_eq!(pw.state, State::Approved);
+    assert_verifies(&b);
+}
+
+#[test]
+fn tool_pins_first_sight_match_change_and_accept() {
+    let _server = SERVER.read().unwrap();
+    let s = Schema::new("pins");
+    let b = s.open();
+    let candidate = |digest: &str| PinCandidate {
+        server: "files".into(),
+        tool: "write".into(),
+        digest: digest.into(),
+        binding: format!("{{\"d\":\"{digest}\"}}"),
+        definition: "{\"name\":\"write\"}".into(),
+    };
+    assert!(matches!(
+        b.check_pin(&candidate("d1"), "gate", 1).unwrap(),
+        PinCheck::FirstSight(_)
+    ));
+    assert!(matches!(
+        b.check_pin(&candidate("d1"), "gate", 2).unwrap(),
+        PinCheck::Matches(_)
+    ));
+    match b.check_pin(&candidate("d2"), "gate", 3).unwrap() {
+        PinCheck::Changed(pin) => {
+            assert_eq!(pin.digest, "d1");
+            assert_eq!(pin.seen.unwrap().digest, "d2");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        b.accept_pin("files", "write", "d3", "ops", 4)
+            .map_err(store_error),
+        Err(StoreError::NoSuchPin { .. })
+    ));
+    let pin = b.accept_pin("files", "write", "d2", "ops", 5).unwrap();
+    assert_eq!(
+        (pin.digest.as_str(), pin.pinned_by.as_str(), pin.seen),
+        ("d2", "ops", None)
+    );
+    assert!(matches!(
+        b.check_pin(&candidate("d2"), "gate", 6).unwrap(),
+        PinCheck::Matches(_)
+    ));
+}
+
+/// The measurement behind docs/storage.md's "PostgreSQL (first slice)": whole calls (4
+/// events in 3 transactions each) from 1 connection, from 8 connections on one store (one
+/// chain: every transaction takes the head lock), and from 8 connections on 8 stores (8
+/// schemas: the same transactions with no head shared, which is what the lock costs).
+/// Prints events and transactions per second; asserts only that every chain verifies. Runs
+/// alone (it takes the server lock for writing).
+#[test]
+fn ledger_append_rate_with_1_and_8_connections() {
+    let _server = SERVER.write().unwrap();
+    let shared = Schema::new("rate");
+    let own: Vec<Schema> = (0..8).map(|i| Schema::new(&format!("rate{i}"))).collect();
+    let runs: [(&str, Vec<&Schema>, usize); 3] = [
+        ("1 connection, one chain", vec![&shared], 300),
+        ("8 connections, one chain", vec![&shared; 8], 60),
+        (
+            "8 connections, 8 chains (no shared head)",
+            own.iter().collect(),
+            60,
+        ),
+    ];
+    let mut lines = Vec::new();
+    for (run, (label, schemas, calls)) in runs.iter().enumerate() {
+        let hosts: Vec<PgBackend> = schemas.iter().map(|s| s.open()).collect();
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for (h, b) in hosts.iter().enumerate() {
+                scope.spawn(move || {
+                    for i in 0..*calls {
+                        whole_call(b, &format!("run{run}_h{h}_{i}"));
+                    }
+                });
+            }
+        });
+        let seconds = started.elapsed().as_secs_f64();
+        let events = 4 * calls * hosts.len();
+        #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
+        let rate = events as f64 / seconds;
+        lines.push(format!(
+            "{label}: {events} events in {seconds:.2} s = {rate:.0} events/s, {:.0} transactions/s",
+            rate * 3.0 / 4.0
+        ));
+        for b in &hosts {
+            assert_verifies(b);
+        }
+    }
+    for line in &lines {
+        eprintln!("pg ledger rate: {line}");
+    }
+}
