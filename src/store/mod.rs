@@ -14,11 +14,11 @@ pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod event;
 mod holder;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub(crate) mod pins;
 mod read;
 mod sqlite;
-#[cfg(feature = "postgres")]
-pub mod pg;
 
 pub use batch::{ReadDurability, WriteStats};
 pub use holder::LockHolder;

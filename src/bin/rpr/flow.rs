@@ -1,13 +1,12 @@
-//! The pathway steps of the operator commands (and of `rpr gate`'s executor wrapper): the
-//! runtime, the live server and tool, the Human Gate summary, bind → dispatch → readback,
-//! and reconciliation.
+//! The pathway steps of the operator commands: the runtime, the live server and tool, the
+//! Human Gate summary, bind → dispatch → readback, and reconciliation.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use rpr::executor::{Binding, Carrier, Delivery, Executor, Refusal, Request};
-use rpr::mcp::{McpClient, McpExecutor, SessionConfig, Tool, ToolBinding};
+use rpr::executor::Binding;
+use rpr::mcp::{McpClient, McpExecutor, ServerCommand, SessionConfig, Tool, ToolBinding, ToolList};
 use rpr::stage::{Bindable, Gated, RepairUnsettled, Returned, Stage, Unknown};
 use rpr::token::Reconciled;
 use rpr::{Actor, AttemptStatus, Confirmed, Outcome, Pathway, Runtime, StepPoint};
@@ -15,6 +14,7 @@ use serde_json::Value;
 
 use crate::Failure;
 use crate::config::{Config, Plan, Policy};
+pub(crate) use crate::keeping::Keeping;
 
 /// How a command ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,21 +81,35 @@ impl Live {
         tool: &str,
     ) -> Result<Self, Failure> {
         let command = config.command(server)?;
-        // Same shape as gate::ops::live: that one starts the command a gate pathway recorded, and its errors say so.
-        let client = McpClient::connect(&command, &SessionConfig::default())
-            .map_err(|e| format!("cannot start server `{server}` ({command:?}): {e}"))?;
+        let started = format!("cannot start server `{server}` ({command:?})");
+        Self::start(&command, &started, policy, server, tool, |client, list| {
+            let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_str()).collect();
+            format!(
+                "server `{server}` ({}) has no tool `{tool}` (it has: {})",
+                client.server().identity(),
+                names.join(", ")
+            )
+        })
+    }
+
+    /// Starts `command` (`cannot_start` prefixes its error), lists its tools, and plans
+    /// `tool` of `server` by `policy`; `missing` says why a tool that is not listed is missing.
+    pub(crate) fn start(
+        command: &ServerCommand,
+        cannot_start: &str,
+        policy: &Policy,
+        server: &str,
+        tool: &str,
+        missing: impl FnOnce(&McpClient, &ToolList) -> String,
+    ) -> Result<Self, Failure> {
+        let client = McpClient::connect(command, &SessionConfig::default())
+            .map_err(|e| format!("{cannot_start}: {e}"))?;
         let client = Arc::new(client);
         let list = client
             .list_tools()
             .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
         let Some(found) = list.get(tool).cloned() else {
-            let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_str()).collect();
-            return Err(format!(
-                "server `{server}` ({}) has no tool `{tool}` (it has: {})",
-                client.server().identity(),
-                names.join(", ")
-            )
-            .into());
+            return Err(missing(&client, &list).into());
         };
         let plan = policy.plan(server, &found, &list)?;
         Ok(Self {
@@ -358,51 +372,6 @@ fn result_text(reply: Option<&Value>) -> String {
     match text.char_indices().nth(2000) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text,
-    }
-}
-
-/// The MCP executor, keeping the delivery as the server sent it, for the person at the
-/// terminal or the gate's client (the ledger keeps the bounded copy: a large result is
-/// stored as its digest).
-pub(crate) struct Keeping {
-    pub(crate) inner: McpExecutor,
-    pub(crate) delivery: Option<Delivery>,
-}
-
-impl Keeping {
-    pub(crate) fn new(inner: McpExecutor) -> Self {
-        Self {
-            inner,
-            delivery: None,
-        }
-    }
-
-    /// The success reply, if the call succeeded.
-    fn reply(&mut self) -> Option<Value> {
-        match self.delivery.take() {
-            Some(Delivery::Succeeded { reply }) => Some(reply),
-            _ => None,
-        }
-    }
-}
-
-impl Executor for Keeping {
-    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
-        self.inner.bind(request)
-    }
-    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
-        self.inner.prepare(request, binding)
-    }
-    fn execute(&mut self, request: &Request) -> Delivery {
-        let delivery = self.inner.execute(request);
-        self.delivery = Some(delivery.clone());
-        delivery
-    }
-    fn release(&mut self) {
-        self.inner.release();
-    }
-    fn carrier(&self) -> Option<Carrier> {
-        self.inner.carrier()
     }
 }
 

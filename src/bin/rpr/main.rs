@@ -15,6 +15,7 @@ mod commands;
 mod config;
 mod flow;
 mod gate;
+mod keeping;
 
 use std::process::ExitCode;
 

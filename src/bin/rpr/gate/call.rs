@@ -4,21 +4,17 @@
 //! at the gate, in flight) is answered from its pathway and never sent again.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use rpr::executor::{Binding, Delivery, Request};
+use rpr::executor::{Binding, Request};
 use rpr::jsonrpc::{ErrorObject, codes};
-use rpr::mcp::{
-    ArgumentValidator, ExecutorConfig, McpClient, McpExecutor, Reply, Tool, ToolBinding, ToolList,
-};
-use rpr::stage::{Bindable, Gated};
+use rpr::mcp::{ArgumentValidator, McpClient, Tool, ToolBinding, ToolList};
 use rpr::store::PinCheck;
-use rpr::{Admission, Confirmed, Decided, Definition, Outcome, Pathway, StoredPathway};
+use rpr::{Admission, Decided, Definition, StoredPathway};
 use serde_json::{Value, json};
 
 use super::Gate;
+use super::carry::with_pathway;
 use crate::config::Plan;
-use crate::flow::Keeping;
 
 /// The `_meta` member a client may set to name the call's identity (idempotency key).
 pub(crate) const KEY_META: &str = "dev.rpr/idempotency-key";
@@ -43,13 +39,13 @@ pub(crate) fn tool_error(text: impl Into<String>, pathway: Option<(&str, &str)>)
 }
 
 /// The call the client asked for.
-struct Asked {
-    tool: String,
-    arguments: Value,
-    key: Option<String>,
-    progress: Option<Value>,
+pub(crate) struct Asked {
+    pub(crate) tool: String,
+    pub(crate) arguments: Value,
+    pub(crate) key: Option<String>,
+    pub(crate) progress: Option<Value>,
     /// The client's request id, as text: the tag a cancellation finds the call by.
-    tag: String,
+    pub(crate) tag: String,
 }
 
 fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
@@ -426,7 +422,7 @@ impl Gate {
         }
     }
 
-    fn unknown_text(&self, id: &str, what: &str) -> String {
+    pub(crate) fn unknown_text(&self, id: &str, what: &str) -> String {
         format!(
             "write status unknown: {what} (pathway {id}) was sent, but whether it took effect is not known. \
              It will not be sent again, and an identical call is refused until it is settled. \
@@ -434,323 +430,4 @@ impl Gate {
             self.database, self.policy_path
         )
     }
-
-    /// The Human Gate: asks the person at the client when it can elicit; otherwise
-    /// leaves the pathway at the gate and says how to approve it.
-    fn human_gate<S: Gated + 'static>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
-        let id = p.id().to_owned();
-        let approve_hint = format!(
-            "Approve it with: rpr approve --database {} --pathway {id} --as NAME, then make the same call again \
-             (it is sent once, then); or deny it with: rpr deny --database {} --pathway {id} --as NAME",
-            self.database, self.database
-        );
-        if !self.down.elicits_forms() {
-            return tool_error(
-                format!(
-                    "this call needs a Human Gate decision by the approval authority ({}), because {}, and the client \
-                     cannot ask (it declared no form elicitation). Pathway {id} waits at the gate; nothing was sent. {approve_hint}",
-                    p.definition().authority.approval_authority,
-                    live.plan.why
-                ),
-                Some((&id, "human_gate")),
-            );
-        }
-        let shown =
-            serde_json::to_string_pretty(&p.definition().request.arguments).unwrap_or_default();
-        let shown: String = shown.chars().take(4000).collect();
-        let message = format!(
-            "rpr gate: approve this call?\n\ntool: {}\nserver: {} ({})\nbinding digest: {}\npathway: {id}\nwhy a Human Gate: {}\narguments:\n{shown}",
-            live.tool.name,
-            live.server,
-            live.client.server().identity(),
-            live.pinned,
-            live.plan.why,
-        );
-        let params = json!({
-            "message": message,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {
-                    "approve": {
-                        "type": "boolean",
-                        "title": "Approve",
-                        "description": "Approve this exact call (this tool, server and arguments), once",
-                        "default": false
-                    }
-                },
-                "required": ["approve"]
-            }
-        });
-        let reply = self
-            .down
-            .request("elicitation/create", Some(params), self.approval_timeout);
-        let approver = p.definition().authority.approval_authority.clone();
-        let action = match &reply {
-            Ok(Reply::Result(r)) => r["action"].as_str().unwrap_or("").to_owned(),
-            _ => String::new(),
-        };
-        let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
-        match action.as_str() {
-            "accept" if said_yes => {
-                let approval = match self.rt.grant_approval(&p, &approver) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        return tool_error(
-                            format!(
-                                "the approval could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
-                            ),
-                            Some((&id, "human_gate")),
-                        );
-                    }
-                };
-                match p.approve(&self.rt, approval) {
-                    Ok(p) => {
-                        eprintln!(
-                            "rpr gate: pathway {id} approved at the client (recorded as {approver})"
-                        );
-                        self.carry(p, live, asked)
-                    }
-                    Err(e) => tool_error(
-                        format!("the approval could not be applied ({e}); nothing was sent"),
-                        Some((&id, "human_gate")),
-                    ),
-                }
-            }
-            "accept" | "decline" => {
-                let reason = "declined at the client's Human Gate";
-                match p.deny(&self.rt, &approver, reason) {
-                    Ok(_) => tool_error(
-                        format!(
-                            "denied at the Human Gate by the person at the client (pathway {id}); nothing was sent"
-                        ),
-                        Some((&id, "denied")),
-                    ),
-                    Err(e) => tool_error(
-                        format!(
-                            "the denial could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
-                        ),
-                        Some((&id, "human_gate")),
-                    ),
-                }
-            }
-            _ => {
-                let why = match &reply {
-                    Ok(Reply::Result(_)) => "the person at the client cancelled".to_owned(),
-                    Ok(Reply::Error(e)) => format!("the client could not ask ({})", e.message),
-                    Err(e) => e.clone(),
-                };
-                tool_error(
-                    format!(
-                        "no Human Gate decision: {why}. Pathway {id} waits at the gate; nothing was sent. Make the same call again to be asked again. {approve_hint}"
-                    ),
-                    Some((&id, "human_gate")),
-                )
-            }
-        }
-    }
-
-    /// Binds, records the attempt durably, sends, and reads a mutating call's effect back.
-    fn carry<S: Bindable>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
-        let id = p.id().to_owned();
-        let state = p.state().as_str().to_owned();
-        let mut config = ExecutorConfig::default()
-            .with_class(live.plan.class)
-            .with_call_timeout(self.call_timeout)
-            .with_call_tag(asked.tag.clone());
-        if let Some(meta) = &asked.progress {
-            config = config.with_call_meta(meta.clone());
-        }
-        if live.plan.class == rpr::ActionClass::ReadOnly {
-            // A read changes nothing: it is bound to the list its pin was just checked in
-            // (kept until the server says its tools changed, or restarts) instead of
-            // listing three more times. A call that changes the world lists each time.
-            config = config.with_tool_list(Arc::clone(&live.list));
-        }
-        let mut executor = Keeping::new(
-            McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone()).with_config(config),
-        );
-        let bound = match p.bind(&mut executor) {
-            Ok(b) => b,
-            Err(e) => {
-                self.upstream.forget_tools();
-                return tool_error(
-                    format!(
-                        "pathway {id} could not be bound ({e}); it stays {state}; nothing was sent"
-                    ),
-                    Some((&id, &state)),
-                );
-            }
-        };
-        if bound.binding().digest != live.expected {
-            // The server changed between the pin check and the bind: nothing is sent; the
-            // next call lists the tools again and checks the new definition against the pin.
-            self.upstream.forget_tools();
-            let changed =
-                rpr::mcp::changed_fields(&bound.binding().details, &live.bound_details).join(", ");
-            return tool_error(
-                format!(
-                    "refused: the server changed while this call was being bound (changed: {changed}; now {}); \
-                     nothing was sent and pathway {id} stays {state}. Make the call again: the gate checks the \
-                     new definition against its pin",
-                    bound.binding().target
-                ),
-                Some((&id, &state)),
-            );
-        }
-        let actor = bound.definition().authority.execution_actor.clone();
-        // A mutating call with a readback: the reply and the readback in one durable commit.
-        let readback = if live.plan.class == rpr::ActionClass::Mutating {
-            live.plan.readback(&live.client).ok()
-        } else {
-            None
-        };
-        let outcome = match readback {
-            Some(mut readback) => {
-                bound.dispatch_and_confirm(&self.rt, &actor, &mut executor, &mut readback)
-            }
-            None => bound.dispatch(&self.rt, &actor, &mut executor),
-        };
-        let delivery = executor.delivery.take();
-        match outcome {
-            Outcome::Completed(done) => {
-                eprintln!("rpr gate: pathway {} completed", done.id());
-                reply_of(delivery, &id)
-            }
-            Outcome::Returned(returned) => {
-                let mut readback = match live.plan.readback(&live.client) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        return tool_error(
-                            format!(
-                                "the server replied success, but the effect cannot be read back ({e}); pathway {id} awaits confirmation (returned). See: rpr unresolved --database {}",
-                                self.database
-                            ),
-                            Some((&id, "returned")),
-                        );
-                    }
-                };
-                let actor = returned.definition().authority.execution_actor.clone();
-                match returned.confirm(&self.rt, &actor, &mut readback) {
-                    Ok(Confirmed::Completed(done)) => {
-                        eprintln!("rpr gate: pathway {} completed, readback verified", done.id());
-                        reply_of(delivery, &id)
-                    }
-                    Ok(Confirmed::Unknown(u)) => tool_error(
-                        self.unknown_text(u.id(), "the server replied success but the readback did not verify the effect: this call"),
-                        Some((&id, "write_status_unknown")),
-                    ),
-                    Ok(other) => tool_error(format!("unexpected confirmation {other:?}"), Some((&id, "returned"))),
-                    Err(e) => tool_error(format!("the readback could not be recorded ({e}); pathway {id} awaits confirmation"), Some((&id, "returned"))),
-                }
-            }
-            Outcome::Failed(f) => match delivery {
-                Some(Delivery::ToolFailed { reply }) => {
-                    Ok(with_pathway(reply, f.id(), "repair_required"))
-                }
-                Some(Delivery::Rejected { error, .. }) => {
-                    Err(forwarded(&error, f.id(), "repair_required"))
-                }
-                _ => tool_error(
-                    format!(
-                        "the call failed; pathway {} needs repair. See: rpr unresolved --database {}",
-                        f.id(),
-                        self.database
-                    ),
-                    Some((f.id(), "repair_required")),
-                ),
-            },
-            Outcome::Unknown(u) => {
-                eprintln!(
-                    "rpr gate: pathway {} is write_status_unknown; it will not be sent again",
-                    u.id()
-                );
-                self.upstream.forget_tools();
-                match delivery {
-                    Some(Delivery::Rejected { error, .. }) => {
-                        Err(forwarded(&error, u.id(), "write_status_unknown"))
-                    }
-                    Some(Delivery::Succeeded { .. }) => tool_error(
-                        self.unknown_text(
-                            u.id(),
-                            "the server replied success, but the readback did not verify the effect of this call",
-                        ),
-                        Some((u.id(), "write_status_unknown")),
-                    ),
-                    _ => tool_error(
-                        self.unknown_text(u.id(), "this call"),
-                        Some((u.id(), "write_status_unknown")),
-                    ),
-                }
-            }
-            Outcome::Partial(p) => tool_error(
-                format!(
-                    "the server reports the call only partly done; pathway {} needs repair. See: rpr unresolved --database {}",
-                    p.id(),
-                    self.database
-                ),
-                Some((p.id(), "partially_completed")),
-            ),
-            Outcome::NotSent(n) => tool_error(
-                format!(
-                    "nothing was sent: {}; pathway {id} stays {state}; the same call again sends it",
-                    n.error()
-                ),
-                Some((&id, &state)),
-            ),
-            Outcome::Unrecorded(u) => tool_error(
-                format!(
-                    "the outcome of attempt {} could not be recorded ({}); the pathway will be reported unknown and not sent again",
-                    u.attempt, u.error
-                ),
-                Some((&id, "running")),
-            ),
-            other => tool_error(format!("unexpected outcome {other:?}"), Some((&id, &state))),
-        }
-    }
 }
-
-/// The server's own result, with the pathway named in `_meta`.
-fn reply_of(delivery: Option<Delivery>, id: &str) -> Answer {
-    match delivery {
-        Some(Delivery::Succeeded { reply }) => Ok(with_pathway(reply, id, "completed")),
-        _ => tool_error(
-            format!("pathway {id} is completed, but the server's reply was not kept"),
-            Some((id, "completed")),
-        ),
-    }
-}
-
-fn with_pathway(mut reply: Value, id: &str, state: &str) -> Value {
-    if let Some(obj) = reply.as_object_mut() {
-        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert("dev.rpr/pathway".into(), json!({"id": id, "state": state}));
-        }
-    }
-    reply
-}
-
-/// The server's JSON-RPC error, passed on with the pathway in its data.
-fn forwarded(error: &Value, id: &str, state: &str) -> ErrorObject {
-    let mut e = ErrorObject::new(
-        error["code"].as_i64().unwrap_or(codes::INTERNAL_ERROR),
-        error["message"]
-            .as_str()
-            .unwrap_or("the server answered with an error"),
-    );
-    let mut data = error.get("data").cloned().unwrap_or(Value::Null);
-    let note = json!({"id": id, "state": state});
-    data = match data {
-        Value::Object(mut m) => {
-            m.insert("dev.rpr/pathway".into(), note);
-            Value::Object(m)
-        }
-        Value::Null => json!({"dev.rpr/pathway": note}),
-        other => json!({"data": other, "dev.rpr/pathway": note}),
-    };
-    e.data = Some(data);
-    e
-}
-
-/// How long an elicitation may wait for the person at the client, by default.
-pub(crate) const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_mins(10);

@@ -4,7 +4,9 @@
 //! what the gate has to say goes to stderr.
 
 mod call;
+mod carry;
 mod downstream;
+mod elicit;
 mod ops;
 mod upstream;
 
@@ -50,7 +52,7 @@ pub(crate) struct GateArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub(crate) call_timeout: u64,
     /// Seconds the person at the client has to answer a Human Gate elicitation.
-    #[arg(long, value_name = "SECONDS", default_value_t = call::DEFAULT_APPROVAL_WAIT.as_secs())]
+    #[arg(long, value_name = "SECONDS", default_value_t = elicit::DEFAULT_APPROVAL_WAIT.as_secs())]
     pub(crate) approval_timeout: u64,
     /// How the records of read-only calls are committed: `process-crash-safe` (without a
     /// sync of their own: they survive a crash of the gate, and a crash of the machine can

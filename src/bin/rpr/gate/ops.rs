@@ -3,9 +3,8 @@
 //! gate pathway, started again from the command line the gate recorded with it.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use rpr::mcp::{McpClient, ServerCommand, SessionConfig};
+use rpr::mcp::ServerCommand;
 use rpr::stage::{Gated, Stage};
 use rpr::{Actor, Pathway, Runtime};
 use serde_json::json;
@@ -126,22 +125,13 @@ pub(crate) fn live<S: Stage>(policy: &str, p: &Pathway<S>) -> Result<Live, Failu
     let command = ServerCommand::new(Path::new(program))
         .args(rest)
         .inherit_env(true);
-    let client = McpClient::connect(&command, &SessionConfig::default())
-        .map_err(|e| format!("cannot start the recorded server `{program}` of `{server}`: {e}"))?;
-    let client = Arc::new(client);
-    let list = client
-        .list_tools()
-        .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
     let name = &p.definition().request.action;
-    let tool = list
-        .get(name)
-        .cloned()
-        .ok_or_else(|| format!("server `{server}` no longer lists tool `{name}`"))?;
-    let plan = policy.plan(&server, &tool, &list)?;
-    Ok(Live {
-        server,
-        client,
-        tool,
-        plan,
-    })
+    Live::start(
+        &command,
+        &format!("cannot start the recorded server `{program}` of `{server}`"),
+        &policy,
+        &server,
+        name,
+        |_, _| format!("server `{server}` no longer lists tool `{name}`"),
+    )
 }

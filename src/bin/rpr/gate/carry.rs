@@ -1,0 +1,219 @@
+//! Carrying an admitted call: bind (checked against the pin), the durable attempt record,
+//! the call, the reply and its readback, and the honest answer to the client.
+
+use std::sync::Arc;
+
+use rpr::executor::Delivery;
+use rpr::jsonrpc::{ErrorObject, codes};
+use rpr::mcp::{ExecutorConfig, McpExecutor};
+use rpr::stage::Bindable;
+use rpr::{Confirmed, Outcome, Pathway};
+use serde_json::{Value, json};
+
+use super::Gate;
+use super::call::{Answer, Asked, Live, tool_error};
+use crate::flow::Keeping;
+
+impl Gate {
+    /// Binds, records the attempt durably, sends, and reads a mutating call's effect back.
+    pub(crate) fn carry<S: Bindable>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
+        let id = p.id().to_owned();
+        let state = p.state().as_str().to_owned();
+        let mut config = ExecutorConfig::default()
+            .with_class(live.plan.class)
+            .with_call_timeout(self.call_timeout)
+            .with_call_tag(asked.tag.clone());
+        if let Some(meta) = &asked.progress {
+            config = config.with_call_meta(meta.clone());
+        }
+        if live.plan.class == rpr::ActionClass::ReadOnly {
+            // A read changes nothing: it is bound to the list its pin was just checked in
+            // (kept until the server says its tools changed, or restarts) instead of
+            // listing three more times. A call that changes the world lists each time.
+            config = config.with_tool_list(Arc::clone(&live.list));
+        }
+        let mut executor = Keeping::new(
+            McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone()).with_config(config),
+        );
+        let bound = match p.bind(&mut executor) {
+            Ok(b) => b,
+            Err(e) => {
+                self.upstream.forget_tools();
+                return tool_error(
+                    format!(
+                        "pathway {id} could not be bound ({e}); it stays {state}; nothing was sent"
+                    ),
+                    Some((&id, &state)),
+                );
+            }
+        };
+        if bound.binding().digest != live.expected {
+            // The server changed between the pin check and the bind: nothing is sent; the
+            // next call lists the tools again and checks the new definition against the pin.
+            self.upstream.forget_tools();
+            let changed =
+                rpr::mcp::changed_fields(&bound.binding().details, &live.bound_details).join(", ");
+            return tool_error(
+                format!(
+                    "refused: the server changed while this call was being bound (changed: {changed}; now {}); \
+                     nothing was sent and pathway {id} stays {state}. Make the call again: the gate checks the \
+                     new definition against its pin",
+                    bound.binding().target
+                ),
+                Some((&id, &state)),
+            );
+        }
+        let actor = bound.definition().authority.execution_actor.clone();
+        // A mutating call with a readback: the reply and the readback in one durable commit.
+        let readback = if live.plan.class == rpr::ActionClass::Mutating {
+            live.plan.readback(&live.client).ok()
+        } else {
+            None
+        };
+        let outcome = match readback {
+            Some(mut readback) => {
+                bound.dispatch_and_confirm(&self.rt, &actor, &mut executor, &mut readback)
+            }
+            None => bound.dispatch(&self.rt, &actor, &mut executor),
+        };
+        let delivery = executor.delivery.take();
+        match outcome {
+            Outcome::Completed(done) => {
+                eprintln!("rpr gate: pathway {} completed", done.id());
+                reply_of(delivery, &id)
+            }
+            Outcome::Returned(returned) => {
+                let mut readback = match live.plan.readback(&live.client) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        return tool_error(
+                            format!(
+                                "the server replied success, but the effect cannot be read back ({e}); pathway {id} awaits confirmation (returned). See: rpr unresolved --database {}",
+                                self.database
+                            ),
+                            Some((&id, "returned")),
+                        );
+                    }
+                };
+                let actor = returned.definition().authority.execution_actor.clone();
+                match returned.confirm(&self.rt, &actor, &mut readback) {
+                    Ok(Confirmed::Completed(done)) => {
+                        eprintln!("rpr gate: pathway {} completed, readback verified", done.id());
+                        reply_of(delivery, &id)
+                    }
+                    Ok(Confirmed::Unknown(u)) => tool_error(
+                        self.unknown_text(u.id(), "the server replied success but the readback did not verify the effect: this call"),
+                        Some((&id, "write_status_unknown")),
+                    ),
+                    Ok(other) => tool_error(format!("unexpected confirmation {other:?}"), Some((&id, "returned"))),
+                    Err(e) => tool_error(format!("the readback could not be recorded ({e}); pathway {id} awaits confirmation"), Some((&id, "returned"))),
+                }
+            }
+            Outcome::Failed(f) => match delivery {
+                Some(Delivery::ToolFailed { reply }) => {
+                    Ok(with_pathway(reply, f.id(), "repair_required"))
+                }
+                Some(Delivery::Rejected { error, .. }) => {
+                    Err(forwarded(&error, f.id(), "repair_required"))
+                }
+                _ => tool_error(
+                    format!(
+                        "the call failed; pathway {} needs repair. See: rpr unresolved --database {}",
+                        f.id(),
+                        self.database
+                    ),
+                    Some((f.id(), "repair_required")),
+                ),
+            },
+            Outcome::Unknown(u) => {
+                eprintln!(
+                    "rpr gate: pathway {} is write_status_unknown; it will not be sent again",
+                    u.id()
+                );
+                self.upstream.forget_tools();
+                match delivery {
+                    Some(Delivery::Rejected { error, .. }) => {
+                        Err(forwarded(&error, u.id(), "write_status_unknown"))
+                    }
+                    Some(Delivery::Succeeded { .. }) => tool_error(
+                        self.unknown_text(
+                            u.id(),
+                            "the server replied success, but the readback did not verify the effect of this call",
+                        ),
+                        Some((u.id(), "write_status_unknown")),
+                    ),
+                    _ => tool_error(
+                        self.unknown_text(u.id(), "this call"),
+                        Some((u.id(), "write_status_unknown")),
+                    ),
+                }
+            }
+            Outcome::Partial(p) => tool_error(
+                format!(
+                    "the server reports the call only partly done; pathway {} needs repair. See: rpr unresolved --database {}",
+                    p.id(),
+                    self.database
+                ),
+                Some((p.id(), "partially_completed")),
+            ),
+            Outcome::NotSent(n) => tool_error(
+                format!(
+                    "nothing was sent: {}; pathway {id} stays {state}; the same call again sends it",
+                    n.error()
+                ),
+                Some((&id, &state)),
+            ),
+            Outcome::Unrecorded(u) => tool_error(
+                format!(
+                    "the outcome of attempt {} could not be recorded ({}); the pathway will be reported unknown and not sent again",
+                    u.attempt, u.error
+                ),
+                Some((&id, "running")),
+            ),
+            other => tool_error(format!("unexpected outcome {other:?}"), Some((&id, &state))),
+        }
+    }
+}
+
+/// The server's own result, with the pathway named in `_meta`.
+pub(crate) fn reply_of(delivery: Option<Delivery>, id: &str) -> Answer {
+    match delivery {
+        Some(Delivery::Succeeded { reply }) => Ok(with_pathway(reply, id, "completed")),
+        _ => tool_error(
+            format!("pathway {id} is completed, but the server's reply was not kept"),
+            Some((id, "completed")),
+        ),
+    }
+}
+
+pub(crate) fn with_pathway(mut reply: Value, id: &str, state: &str) -> Value {
+    if let Some(obj) = reply.as_object_mut() {
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("dev.rpr/pathway".into(), json!({"id": id, "state": state}));
+        }
+    }
+    reply
+}
+
+/// The server's JSON-RPC error, passed on with the pathway in its data.
+pub(crate) fn forwarded(error: &Value, id: &str, state: &str) -> ErrorObject {
+    let mut e = ErrorObject::new(
+        error["code"].as_i64().unwrap_or(codes::INTERNAL_ERROR),
+        error["message"]
+            .as_str()
+            .unwrap_or("the server answered with an error"),
+    );
+    let mut data = error.get("data").cloned().unwrap_or(Value::Null);
+    let note = json!({"id": id, "state": state});
+    data = match data {
+        Value::Object(mut m) => {
+            m.insert("dev.rpr/pathway".into(), note);
+            Value::Object(m)
+        }
+        Value::Null => json!({"dev.rpr/pathway": note}),
+        other => json!({"data": other, "dev.rpr/pathway": note}),
+    };
+    e.data = Some(data);
+    e
+}

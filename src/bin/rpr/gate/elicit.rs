@@ -1,0 +1,137 @@
+//! The Human Gate of a governed call: the person at the client approves or declines through
+//! `elicitation/create` (form mode), or, when the client cannot elicit, the call returns a
+//! tool error naming the exact `rpr approve` command.
+
+use std::time::Duration;
+
+use rpr::Pathway;
+use rpr::mcp::Reply;
+use rpr::stage::Gated;
+use serde_json::json;
+
+use super::Gate;
+use super::call::{Answer, Asked, Live, tool_error};
+
+/// How long an elicitation may wait for the person at the client, by default.
+pub(crate) const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_mins(10);
+
+impl Gate {
+    /// The Human Gate: asks the person at the client when it can elicit; otherwise
+    /// leaves the pathway at the gate and says how to approve it.
+    pub(crate) fn human_gate<S: Gated + 'static>(
+        &self,
+        p: Pathway<S>,
+        live: &Live,
+        asked: &Asked,
+    ) -> Answer {
+        let id = p.id().to_owned();
+        let approve_hint = format!(
+            "Approve it with: rpr approve --database {} --pathway {id} --as NAME, then make the same call again \
+             (it is sent once, then); or deny it with: rpr deny --database {} --pathway {id} --as NAME",
+            self.database, self.database
+        );
+        if !self.down.elicits_forms() {
+            return tool_error(
+                format!(
+                    "this call needs a Human Gate decision by the approval authority ({}), because {}, and the client \
+                     cannot ask (it declared no form elicitation). Pathway {id} waits at the gate; nothing was sent. {approve_hint}",
+                    p.definition().authority.approval_authority,
+                    live.plan.why
+                ),
+                Some((&id, "human_gate")),
+            );
+        }
+        let shown =
+            serde_json::to_string_pretty(&p.definition().request.arguments).unwrap_or_default();
+        let shown: String = shown.chars().take(4000).collect();
+        let message = format!(
+            "rpr gate: approve this call?\n\ntool: {}\nserver: {} ({})\nbinding digest: {}\npathway: {id}\nwhy a Human Gate: {}\narguments:\n{shown}",
+            live.tool.name,
+            live.server,
+            live.client.server().identity(),
+            live.pinned,
+            live.plan.why,
+        );
+        let params = json!({
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {
+                        "type": "boolean",
+                        "title": "Approve",
+                        "description": "Approve this exact call (this tool, server and arguments), once",
+                        "default": false
+                    }
+                },
+                "required": ["approve"]
+            }
+        });
+        let reply = self
+            .down
+            .request("elicitation/create", Some(params), self.approval_timeout);
+        let approver = p.definition().authority.approval_authority.clone();
+        let action = match &reply {
+            Ok(Reply::Result(r)) => r["action"].as_str().unwrap_or("").to_owned(),
+            _ => String::new(),
+        };
+        let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
+        match action.as_str() {
+            "accept" if said_yes => {
+                let approval = match self.rt.grant_approval(&p, &approver) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        return tool_error(
+                            format!(
+                                "the approval could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
+                            ),
+                            Some((&id, "human_gate")),
+                        );
+                    }
+                };
+                match p.approve(&self.rt, approval) {
+                    Ok(p) => {
+                        eprintln!(
+                            "rpr gate: pathway {id} approved at the client (recorded as {approver})"
+                        );
+                        self.carry(p, live, asked)
+                    }
+                    Err(e) => tool_error(
+                        format!("the approval could not be applied ({e}); nothing was sent"),
+                        Some((&id, "human_gate")),
+                    ),
+                }
+            }
+            "accept" | "decline" => {
+                let reason = "declined at the client's Human Gate";
+                match p.deny(&self.rt, &approver, reason) {
+                    Ok(_) => tool_error(
+                        format!(
+                            "denied at the Human Gate by the person at the client (pathway {id}); nothing was sent"
+                        ),
+                        Some((&id, "denied")),
+                    ),
+                    Err(e) => tool_error(
+                        format!(
+                            "the denial could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
+                        ),
+                        Some((&id, "human_gate")),
+                    ),
+                }
+            }
+            _ => {
+                let why = match &reply {
+                    Ok(Reply::Result(_)) => "the person at the client cancelled".to_owned(),
+                    Ok(Reply::Error(e)) => format!("the client could not ask ({})", e.message),
+                    Err(e) => e.clone(),
+                };
+                tool_error(
+                    format!(
+                        "no Human Gate decision: {why}. Pathway {id} waits at the gate; nothing was sent. Make the same call again to be asked again. {approve_hint}"
+                    ),
+                    Some((&id, "human_gate")),
+                )
+            }
+        }
+    }
+}

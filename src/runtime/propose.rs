@@ -1,0 +1,228 @@
+//! Proposing: a new pathway (with its admission in the same commit when a policy decides
+//! at once), or the stored one replayed for a known idempotency key.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::evidence;
+use crate::pathway::stage::Proposed;
+use crate::pathway::{
+    Act, Actor, Admission, Core, Definition, Pathway, PathwayError, StoredPathway, request_json,
+};
+use crate::state::State;
+use crate::store::{Backend, EventDraft, NewPathway, StoreError};
+
+use super::Runtime;
+
+/// The result of [`Runtime::propose`].
+#[derive(Debug)]
+#[must_use = "a proposal must be admitted"]
+#[non_exhaustive]
+pub enum Proposal {
+    /// A new pathway.
+    New(Pathway<Proposed>),
+    /// The same idempotency key with the same content: the stored pathway, replayed.
+    Existing(StoredPathway),
+}
+
+/// The result of [`Runtime::propose_and_admit`].
+#[derive(Debug)]
+#[must_use = "an admitted pathway must be dispatched, gated or closed"]
+#[non_exhaustive]
+pub enum Decided {
+    /// A new pathway, stored in the stage the policy decided.
+    New(Admission),
+    /// The same idempotency key with the same content: the stored pathway, replayed.
+    Existing(StoredPathway),
+}
+
+impl Proposal {
+    /// The new pathway, or the stored one when its idempotency key was already used with
+    /// the same content (replayed).
+    pub fn into_new(self) -> Result<Pathway<Proposed>, StoredPathway> {
+        match self {
+            Proposal::New(p) => Ok(p),
+            Proposal::Existing(stored) => Err(stored),
+        }
+    }
+}
+
+impl Decided {
+    /// The new pathway's admission, or the stored pathway when its idempotency key was
+    /// already used with the same content (replayed).
+    ///
+    /// `rt.propose_and_admit(&alice, &alice, definition, ALLOW_ALL)?.into_new()?.into_approved()?`
+    /// is the approved pathway of a new, allowed proposal.
+    pub fn into_new(self) -> Result<Admission, StoredPathway> {
+        match self {
+            Decided::New(admission) => Ok(admission),
+            Decided::Existing(stored) => Err(stored),
+        }
+    }
+}
+
+impl Runtime {
+    /// Proposes an action. The definition is redacted, bounded and stored with the
+    /// first ledger event in one transaction. The same idempotency key with the same
+    /// content replays the stored pathway; with other content it is refused.
+    pub fn propose(
+        &self,
+        proposer: &Actor,
+        definition: Definition,
+    ) -> Result<Proposal, PathwayError> {
+        let stored = self.propose_inner(proposer, definition, |_| ((), State::Proposed, vec![]))?;
+        Ok(match stored {
+            Ok((p, ())) => Proposal::New(p),
+            Err(existing) => Proposal::Existing(existing),
+        })
+    }
+
+    /// Proposes an action and has the decision owner `decider` admit it by `policy`, in
+    /// **one** durable commit: the pathway is stored already in the stage the policy
+    /// decided (approved, awaiting approval, Human Gate or denied), with the `proposed`
+    /// event and the admission events in one transaction. What is stored and recorded is
+    /// exactly what [`Runtime::propose`] followed by [`Pathway::admit`] records; only the
+    /// commit between them is gone.
+    ///
+    /// A crash before the commit leaves nothing (no pathway, nothing sent: proposing
+    /// again with the same key starts afresh); after it, the pathway is stored admitted.
+    /// `decider` must hold the decision-owner role of the definition's authority, or
+    /// nothing is written. The same idempotency key with the same content replays the
+    /// stored pathway, whatever its stage, as [`Decided::Existing`].
+    pub fn propose_and_admit(
+        &self,
+        proposer: &Actor,
+        decider: &Actor,
+        definition: Definition,
+        policy: &dyn crate::pathway::Policy,
+    ) -> Result<Decided, PathwayError> {
+        Act::Admit.authorize(&definition.authority, decider)?;
+        let stored = self.propose_inner(proposer, definition, |definition| {
+            let decision = policy.decide(definition);
+            let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
+            (decision, to, events)
+        })?;
+        Ok(match stored {
+            Ok((p, decision)) => Decided::New(crate::pathway::admission(p, &decision)),
+            Err(existing) => Decided::Existing(existing),
+        })
+    }
+
+    /// Stores a new pathway in the state `admit` gives it, with the events it adds after the
+    /// proposal's (none: stored as proposed), in one transaction; or the stored pathway of
+    /// the same key and content, replayed. `admit` runs only for a new pathway.
+    fn propose_inner<D>(
+        &self,
+        proposer: &Actor,
+        definition: Definition,
+        admit: impl FnOnce(&Definition) -> (D, State, Vec<EventDraft>),
+    ) -> Result<Result<(Pathway<Proposed>, D), StoredPathway>, PathwayError> {
+        let full =
+            serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let definition_digest = crate::canonical::sha256_hex(&full)?;
+        let request_digest = crate::canonical::sha256_hex(&request_json(&definition.request))?;
+        let stored = evidence::check(&full, &self.bounds)?;
+        let stored_text = crate::canonical::to_string(&stored)?;
+        let definition_text_digest = crate::canonical::sha256_hex_bytes(stored_text.as_bytes());
+        if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
+            return Ok(Err(self.replay(
+                existing,
+                &definition_digest,
+                &definition.idempotency_key,
+            )?));
+        }
+        let id = self.new_id("pw");
+        let at = self.now();
+        let mut events = vec![EventDraft {
+            kind: "proposed",
+            actor: proposer.as_str().to_owned(),
+            from: None,
+            to: State::Proposed,
+            attempt: None,
+            attempt_status: None,
+            data: json!({
+                "action": definition.request.action,
+                "class": definition.class,
+                "idempotency_key": definition.idempotency_key,
+                "definition_digest": definition_digest,
+                "definition_text_digest": definition_text_digest,
+                "request_digest": request_digest,
+            }),
+        }];
+        let (decided, state, admission) = admit(&definition);
+        let version = if admission.is_empty() { 1 } else { 2 };
+        events.extend(admission);
+        let new = NewPathway {
+            id: id.clone(),
+            idempotency_key: definition.idempotency_key.clone(),
+            definition: stored_text,
+            definition_digest: definition_digest.clone(),
+            request_digest: request_digest.clone(),
+            proposer: proposer.as_str().to_owned(),
+            at,
+            state,
+            version,
+        };
+        let inserted = self.write_for(definition.class, move |b| b.insert_pathway(new, events));
+        match inserted {
+            Ok(()) => {}
+            Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
+                // Lost a race for the same key: replay what won.
+                if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
+                    return Ok(Err(self.replay(
+                        existing,
+                        &definition_digest,
+                        &definition.idempotency_key,
+                    )?));
+                }
+                return Err(StoreError::Sqlite(e).into());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let p = Pathway {
+            core: Box::new(Core {
+                id,
+                database: Arc::clone(&self.database),
+                version,
+                definition,
+                definition_digest,
+                request_digest,
+                redacted: false,
+            }),
+            stage: Proposed { _private: () },
+        };
+        Ok(Ok((p, decided)))
+    }
+
+    fn existing_for_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .reader()
+            .conn
+            .prepare_cached(
+                "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
+            )?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    fn replay(
+        &self,
+        (id, digest): (String, String),
+        wanted: &str,
+        key: &str,
+    ) -> Result<StoredPathway, PathwayError> {
+        if digest != wanted {
+            return Err(PathwayError::IdempotencyConflict {
+                key: key.to_owned(),
+                existing: id,
+            });
+        }
+        self.load(&id)
+    }
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}

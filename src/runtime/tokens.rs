@@ -1,0 +1,246 @@
+//! The tokens the runtime grants: a Human Gate approval, and the reconciliation of an
+//! unknown attempt (by readback, or attested by a person), after the carrier that may
+//! still hold its request is known to be gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::evidence;
+use crate::executor::{Observation, Readback};
+use crate::pathway::stage::{Gated, Reconcilable};
+use crate::pathway::token::{
+    Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
+};
+use crate::pathway::{Act, Actor, Pathway, PathwayError};
+use crate::process::{self, GroupFate};
+use crate::store::{Backend, EventDraft, StoreError};
+
+use super::{CarrierRecord, Runtime, StepPoint};
+
+impl Runtime {
+    /// Grants a Human Gate approval for `pathway`'s exact request. Only the approval
+    /// authority may; the approval is recorded and usable once.
+    pub fn grant_approval<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        approver: &Actor,
+    ) -> Result<Approval, PathwayError> {
+        self.own(&pathway.core)?;
+        pathway.core.authorize(approver, Act::GrantApproval)?;
+        let id = self.new_id("ap");
+        let event = EventDraft {
+            kind: "approval_granted",
+            actor: approver.as_str().to_owned(),
+            from: Some(S::STATE),
+            to: S::STATE,
+            attempt: None,
+            attempt_status: None,
+            data: json!({ "approval": id, "request_digest": pathway.core.request_digest }),
+        };
+        let (pathway_id, version, fence) = (
+            pathway.core.id.clone(),
+            pathway.core.version,
+            pathway.fence(),
+        );
+        let (approval_id, digest) = (id.clone(), pathway.core.request_digest.clone());
+        let (approver_name, at) = (approver.as_str().to_owned(), self.now());
+        self.write(move |b| {
+            b.grant_approval(
+                &pathway_id,
+                S::STATE,
+                version,
+                &fence,
+                &approval_id,
+                &digest,
+                &approver_name,
+                at,
+                event,
+            )
+        })?;
+        Ok(Approval {
+            database: Arc::clone(&self.database),
+            id,
+            pathway: pathway.core.id.clone(),
+            request_digest: pathway.core.request_digest.clone(),
+            approver: approver.clone(),
+        })
+    }
+
+    /// Reconciles an attempt that may have taken effect (an [`Unknown`](crate::stage::Unknown) pathway, or a
+    /// [`RepairUnsettled`](crate::stage::RepairUnsettled) one) by independent readback. Writes nothing: the returned
+    /// token is recorded when the pathway consumes it.
+    ///
+    /// A pathway re-hydrated with a redacted request (see [`Pathway::is_redacted`]) is not
+    /// read back: the verdict is unresolved until the full request is restored with
+    /// [`Pathway::restore_request`].
+    ///
+    /// When the attempt ended without a reply, the process that carried it (the MCP
+    /// server, recorded with the attempt) may still hold the request. Before reading back,
+    /// a surviving process group of that carrier on this host is killed and waited for.
+    /// Where that cannot be established (the carrier ran on another host, or its start
+    /// time cannot be read on this platform), a *not applied* observation is not accepted:
+    /// the verdict stays unresolved, and only an accountable [`Runtime::attest`] settles it.
+    pub fn reconcile<S: Reconcilable>(
+        &self,
+        pathway: &Pathway<S>,
+        readback: &mut dyn Readback,
+    ) -> Reconciled {
+        let attempt = crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned();
+        let id = pathway.core.id.clone();
+        let token = |verdict: VerdictKind, evidence: Value| {
+            make_token(
+                verdict,
+                Arc::clone(&pathway.core.database),
+                id.clone(),
+                attempt.clone(),
+                "readback",
+                "readback".to_owned(),
+                self.fit(&evidence),
+            )
+        };
+        if let Err(e) = self.own(&pathway.core) {
+            return token(VerdictKind::Unresolved, json!({"error": e.to_string()}));
+        }
+        // A readback of the redacted copy would compare "[redacted]" with the target and
+        // could wrongly find the effect absent, opening the way to a new attempt.
+        if pathway.core.redacted {
+            return token(
+                VerdictKind::Unresolved,
+                json!({
+                    "error": "the stored request is redacted; pass the full request to restore_request() and reconcile again"
+                }),
+            );
+        }
+        let carrier = match self.settle_carrier(&pathway.core.id, &attempt) {
+            Ok(c) => c,
+            Err(e) => return token(VerdictKind::Unresolved, json!({"error": e.to_string()})),
+        };
+        let observation = readback.observe(&pathway.core.definition.request);
+        self.point(StepPoint::AfterReadback);
+        match (observation, carrier) {
+            (Observation::Applied { evidence }, _) => token(VerdictKind::Applied, evidence),
+            (Observation::NotApplied { evidence }, CarrierFate::Settled) => {
+                token(VerdictKind::NotApplied, evidence)
+            }
+            (Observation::NotApplied { evidence }, CarrierFate::MayBeAlive(why)) => token(
+                VerdictKind::Unresolved,
+                json!({"observed": "not_applied", "evidence": evidence, "not_accepted_because": why}),
+            ),
+            (Observation::Inconclusive { evidence }, _) => token(VerdictKind::Unresolved, evidence),
+        }
+    }
+
+    /// Makes sure the process that may still carry `attempt`'s request is gone.
+    pub(super) fn settle_carrier(
+        &self,
+        pathway: &str,
+        attempt: &str,
+    ) -> Result<CarrierFate, PathwayError> {
+        let replay = self.backend().check_pathway(pathway)?;
+        let Some(text) = replay.unanswered_carrier(attempt) else {
+            // Answered, or carried in-process by an owner that is gone or is us.
+            return Ok(CarrierFate::Settled);
+        };
+        let carrier: CarrierRecord = serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("attempt {attempt}: carrier: {e}")))?;
+        let here = carrier.host == self.owner.host;
+        if !here || !process::START_TIME_READABLE || carrier.start.is_empty() {
+            return Ok(CarrierFate::MayBeAlive(format!(
+                "the server process that carried the request (pid {} on host {}) cannot be shown gone from here",
+                carrier.pid, carrier.host
+            )));
+        }
+        Ok(
+            match process::kill_group_and_wait(carrier.pgid, &carrier.start, CARRIER_KILL_WAIT) {
+                GroupFate::Gone | GroupFate::Killed => CarrierFate::Settled,
+                GroupFate::StillAlive => CarrierFate::MayBeAlive(format!(
+                    "process group {} still has live processes after SIGKILL",
+                    carrier.pgid
+                )),
+                GroupFate::Unverifiable => CarrierFate::MayBeAlive(format!(
+                    "process group {} cannot be inspected on this platform",
+                    carrier.pgid
+                )),
+            },
+        )
+    }
+
+    /// Reconciles an attempt that may have taken effect by an attested decision of the
+    /// evidence owner or repair owner (an accountable verdict: recorded with its actor).
+    pub fn attest<S: Reconcilable>(
+        &self,
+        pathway: &Pathway<S>,
+        actor: &Actor,
+        verdict: Attestation,
+        evidence: &Value,
+    ) -> Result<Reconciled, PathwayError> {
+        self.own(&pathway.core)?;
+        pathway.core.authorize(actor, Act::Attest)?;
+        let evidence = evidence::check(evidence, &self.bounds)?;
+        let verdict = match verdict {
+            Attestation::Applied => VerdictKind::Applied,
+            Attestation::NotApplied => VerdictKind::NotApplied,
+            Attestation::Unresolved => VerdictKind::Unresolved,
+        };
+        Ok(make_token(
+            verdict,
+            Arc::clone(&pathway.core.database),
+            pathway.core.id.clone(),
+            crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned(),
+            "attested",
+            actor.as_str().to_owned(),
+            evidence,
+        ))
+    }
+}
+
+/// How long reconciliation waits for a killed carrier's process group to disappear.
+const CARRIER_KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the process that may still carry a request is known to be gone.
+pub(super) enum CarrierFate {
+    Settled,
+    MayBeAlive(String),
+}
+
+fn make_token(
+    verdict: VerdictKind,
+    database: Arc<str>,
+    pathway: String,
+    attempt: String,
+    source: &'static str,
+    actor: String,
+    evidence: Value,
+) -> Reconciled {
+    match verdict {
+        VerdictKind::Applied => Reconciled::Applied(Reconciliation::<Applied> {
+            database,
+            pathway,
+            attempt,
+            source,
+            actor,
+            evidence,
+            _verdict: std::marker::PhantomData,
+        }),
+        VerdictKind::NotApplied => Reconciled::NotApplied(Reconciliation::<NotApplied> {
+            database,
+            pathway,
+            attempt,
+            source,
+            actor,
+            evidence,
+            _verdict: std::marker::PhantomData,
+        }),
+        VerdictKind::Unresolved => Reconciled::Unresolved(Reconciliation::<Unresolved> {
+            database,
+            pathway,
+            attempt,
+            source,
+            actor,
+            evidence,
+            _verdict: std::marker::PhantomData,
+        }),
+    }
+}

@@ -1,0 +1,285 @@
+//! The steps: `Backend` for SQLite. Each step is one [`Unit`] (a savepoint in its batch's
+//! transaction) that checks the events walk allowed edges, compare-and-sets the pathway,
+//! writes its attempt or approval row and appends its ledger events.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use super::super::check::{Replay, SETTLED, check_pathway};
+use super::super::read::ReadStore;
+use super::super::{
+    ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, NewPathway, Step, StoreError,
+};
+use super::{DB_NOW_MS, SqliteBackend, Unit};
+use crate::state::State;
+
+/// Refuses a step whose events do not walk allowed edges from the expected state to
+/// the new one (one edge, or several in one step such as `proposed -> awaiting_approval
+/// -> human_gate`).
+fn check_edges(step: &Step) -> Result<(), StoreError> {
+    walk_edges(
+        step.expected_state,
+        &step.events,
+        step.to.unwrap_or(step.expected_state),
+    )
+}
+
+/// Refuses events that do not walk allowed edges from `start` to `end`.
+fn walk_edges(start: State, events: &[EventDraft], end: State) -> Result<(), StoreError> {
+    let mut at = start;
+    for event in events {
+        let from = event.from.unwrap_or(at);
+        if from != at || (event.to != at && !at.allows(event.to)) {
+            return Err(StoreError::IllegalEdge { from, to: event.to });
+        }
+        at = event.to;
+    }
+    if at != end {
+        return Err(StoreError::IllegalEdge { from: at, to: end });
+    }
+    Ok(())
+}
+
+/// Refuses a new pathway whose events do not start with the proposal and then walk
+/// allowed edges to the stored state.
+fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError> {
+    match events.split_first() {
+        Some((first, rest)) if first.from.is_none() && first.to == State::Proposed => {
+            walk_edges(State::Proposed, rest, state)
+        }
+        _ => Err(StoreError::IllegalEdge {
+            from: State::Proposed,
+            to: state,
+        }),
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
+        check_new_edges(new.state, &events)?;
+        let tx = Unit::begin(self)?;
+        tx.prepare_cached(
+            "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
+                                   proposer, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+        )?
+        .execute(params![
+                new.id,
+                new.idempotency_key,
+                new.definition,
+                new.definition_digest,
+                new.request_digest,
+                new.state.as_str(),
+                new.version,
+                new.proposer,
+                new.at
+            ])?;
+        for event in events {
+            Self::append_event(&tx, &new.id, new.at, event)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn apply(&self, step: Step) -> Result<i64, StoreError> {
+        check_edges(&step)?;
+        let tx = Unit::begin(self)?;
+        // The rows this step relies on must be the ones the chain explains.
+        if check_pathway(&tx, &step.pathway)?.is_none() {
+            return Err(StoreError::NoSuchPathway(step.pathway));
+        }
+        let new_state = step.to.unwrap_or(step.expected_state);
+        let changed = tx
+            .prepare_cached(
+                "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
+                 WHERE id = ?3 AND state = ?4 AND version = ?5 AND definition_digest = ?6 AND request_digest = ?7",
+            )?
+            .execute(params![
+                new_state.as_str(),
+                step.at,
+                step.pathway,
+                step.expected_state.as_str(),
+                step.expected_version,
+                step.fence.definition_digest,
+                step.fence.request_digest,
+            ])?;
+        if changed != 1 {
+            return Err(StoreError::Conflict {
+                pathway: step.pathway,
+                expected: step.expected_state,
+                version: step.expected_version,
+            });
+        }
+        match step.attempt {
+            Some(AttemptWrite::Start {
+                id,
+                seq,
+                previous,
+                request,
+                request_digest,
+                binding,
+                binding_digest,
+                owner,
+                lease_ms,
+                carrier,
+            }) => {
+                // At most once (brief §11): a new attempt only after the previous one
+                // certainly did not take effect, whatever the caller's handle says.
+                let last: Option<(String, String)> = tx
+                    .prepare_cached(
+                        "SELECT id, status FROM attempts WHERE pathway_id = CAST(?1 AS TEXT) ORDER BY seq DESC LIMIT 1",
+                    )?
+                    .query_row(params![step.pathway], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                match (&last, &previous) {
+                    (None, None) => {}
+                    (Some((last_id, status)), Some(prev))
+                        if last_id == prev && SETTLED.contains(&status.as_str()) => {}
+                    (Some((last_id, status)), _) => {
+                        return Err(StoreError::UnsettledAttempt {
+                            pathway: step.pathway,
+                            attempt: last_id.clone(),
+                            status: status.clone(),
+                        });
+                    }
+                    (None, Some(prev)) => {
+                        return Err(StoreError::Unexplained {
+                            pathway: step.pathway,
+                            detail: format!("the previous attempt {prev} does not exist"),
+                        });
+                    }
+                }
+                tx.prepare_cached(&format!(
+                    "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
+                                           binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, {DB_NOW_MS} + ?10, ?11, ?12, ?12)"
+                ))?
+                .execute(params![
+                    id,
+                    step.pathway,
+                    seq,
+                    previous,
+                    request,
+                    request_digest,
+                    binding,
+                    binding_digest,
+                    owner,
+                    lease_ms,
+                    carrier,
+                    step.at
+                ])?;
+            }
+            Some(AttemptWrite::Finish {
+                id,
+                status,
+                outcome,
+            }) => {
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
+                                outcome = coalesce(?2, outcome), updated_at = ?3
+                         WHERE id = ?4 AND pathway_id = ?5",
+                    )?
+                    .execute(params![status, outcome, step.at, id, step.pathway])?;
+                if n != 1 {
+                    return Err(StoreError::Corrupt(format!(
+                        "attempt {id} of pathway {} is missing",
+                        step.pathway
+                    )));
+                }
+            }
+            None => {}
+        }
+        match step.approval {
+            Some(ApprovalWrite::Use { id, request_digest }) => {
+                let n = tx.execute(
+                    "UPDATE approvals SET used_at = ?1
+                     WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4
+                       AND used_at IS NULL AND revoked_at IS NULL",
+                    params![step.at, id, step.pathway, request_digest],
+                )?;
+                if n != 1 {
+                    return Err(StoreError::ApprovalUnusable(id));
+                }
+            }
+            Some(ApprovalWrite::RevokeOutstanding) => {
+                tx.execute(
+                    "UPDATE approvals SET revoked_at = ?1
+                     WHERE pathway_id = ?2 AND used_at IS NULL AND revoked_at IS NULL",
+                    params![step.at, step.pathway],
+                )?;
+            }
+            None => {}
+        }
+        for event in step.events {
+            Self::append_event(&tx, &step.pathway, step.at, event)?;
+        }
+        tx.commit()?;
+        Ok(step.expected_version + 1)
+    }
+
+    fn grant_approval(
+        &self,
+        pathway: &str,
+        expected: State,
+        version: i64,
+        fence: &Fence,
+        id: &str,
+        request_digest: &str,
+        approver: &str,
+        at: i64,
+        event: EventDraft,
+    ) -> Result<(), StoreError> {
+        let tx = Unit::begin(self)?;
+        if check_pathway(&tx, pathway)?.is_none() {
+            return Err(StoreError::NoSuchPathway(pathway.to_owned()));
+        }
+        // Fenced like every step: a stale handle must not record a grant for a stage the pathway left.
+        let current: i64 = tx.query_row(
+            "SELECT count(*) FROM pathways WHERE id = ?1 AND state = ?2 AND version = ?3
+               AND definition_digest = ?4 AND request_digest = ?5",
+            params![
+                pathway,
+                expected.as_str(),
+                version,
+                fence.definition_digest,
+                fence.request_digest
+            ],
+            |r| r.get(0),
+        )?;
+        if current != 1 {
+            return Err(StoreError::Conflict {
+                pathway: pathway.to_owned(),
+                expected,
+                version,
+            });
+        }
+        tx.execute(
+            "INSERT INTO approvals (id, pathway_id, request_digest, approver, granted_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, pathway, request_digest, approver, at],
+        )?;
+        Self::append_event(&tx, pathway, at, event)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn reader(&self) -> &ReadStore {
+        &self.read
+    }
+
+    fn database_id(&self) -> &str {
+        &self.database_id
+    }
+
+    fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Deferred)?;
+        let found = check_pathway(&tx, id)?;
+        tx.commit()?;
+        found.ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
+    }
+
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(&format!("SELECT {DB_NOW_MS}"), [], |r| r.get(0))?)
+    }
+}
