@@ -55,6 +55,7 @@ pub struct Runtime {
     /// still step; steps of other threads wait for it (one SQLite connection, one
     /// transaction at a time). No step holds it while an executor or readback runs.
     backend: ReentrantMutex<SqliteBackend>,
+    // Same shape as RuntimeBuilder's fields: the builder's settings become these.
     /// Steps waiting for a commit: every write goes through it (`store::batch`).
     batcher: Batcher,
     /// How the steps of read-only pathways are committed.

@@ -125,12 +125,8 @@ impl Runtime {
         let stored = evidence::check(&full, &self.bounds)?;
         let stored_text = crate::canonical::to_string(&stored)?;
         let definition_text_digest = crate::canonical::sha256_hex_bytes(stored_text.as_bytes());
-        if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
-            return Ok(Err(self.replay(
-                existing,
-                &definition_digest,
-                &definition.idempotency_key,
-            )?));
+        if let Some(stored) = self.replay_key(&definition.idempotency_key, &definition_digest)? {
+            return Ok(Err(stored));
         }
         let id = self.new_id("pw");
         let at = self.now();
@@ -169,12 +165,10 @@ impl Runtime {
             Ok(()) => {}
             Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
                 // Lost a race for the same key: replay what won.
-                if let Some(existing) = self.existing_for_key(&definition.idempotency_key)? {
-                    return Ok(Err(self.replay(
-                        existing,
-                        &definition_digest,
-                        &definition.idempotency_key,
-                    )?));
+                if let Some(stored) =
+                    self.replay_key(&definition.idempotency_key, &definition_digest)?
+                {
+                    return Ok(Err(stored));
                 }
                 return Err(StoreError::Sqlite(e).into());
             }
@@ -207,19 +201,19 @@ impl Runtime {
             .optional()?)
     }
 
-    fn replay(
-        &self,
-        (id, digest): (String, String),
-        wanted: &str,
-        key: &str,
-    ) -> Result<StoredPathway, PathwayError> {
+    /// The stored pathway of `key`, replayed when its definition is `wanted`; refused
+    /// (`IdempotencyConflict`) when the key was used with other content; `None` if unused.
+    fn replay_key(&self, key: &str, wanted: &str) -> Result<Option<StoredPathway>, PathwayError> {
+        let Some((id, digest)) = self.existing_for_key(key)? else {
+            return Ok(None);
+        };
         if digest != wanted {
             return Err(PathwayError::IdempotencyConflict {
                 key: key.to_owned(),
                 existing: id,
             });
         }
-        self.load(&id)
+        self.load(&id).map(Some)
     }
 }
 

@@ -214,33 +214,25 @@ fn make_token(
     actor: String,
     evidence: Value,
 ) -> Reconciled {
+    // One set of fields; the verdict only picks the token's type.
+    fn token<V: crate::pathway::token::Verdict>(
+        (database, pathway, attempt, source, actor, evidence): Fields,
+    ) -> Reconciliation<V> {
+        Reconciliation {
+            database,
+            pathway,
+            attempt,
+            source,
+            actor,
+            evidence,
+            _verdict: std::marker::PhantomData,
+        }
+    }
+    type Fields = (Arc<str>, String, String, &'static str, String, Value);
+    let fields = (database, pathway, attempt, source, actor, evidence);
     match verdict {
-        VerdictKind::Applied => Reconciled::Applied(Reconciliation::<Applied> {
-            database,
-            pathway,
-            attempt,
-            source,
-            actor,
-            evidence,
-            _verdict: std::marker::PhantomData,
-        }),
-        VerdictKind::NotApplied => Reconciled::NotApplied(Reconciliation::<NotApplied> {
-            database,
-            pathway,
-            attempt,
-            source,
-            actor,
-            evidence,
-            _verdict: std::marker::PhantomData,
-        }),
-        VerdictKind::Unresolved => Reconciled::Unresolved(Reconciliation::<Unresolved> {
-            database,
-            pathway,
-            attempt,
-            source,
-            actor,
-            evidence,
-            _verdict: std::marker::PhantomData,
-        }),
+        VerdictKind::Applied => Reconciled::Applied(token::<Applied>(fields)),
+        VerdictKind::NotApplied => Reconciled::NotApplied(token::<NotApplied>(fields)),
+        VerdictKind::Unresolved => Reconciled::Unresolved(token::<Unresolved>(fields)),
     }
 }

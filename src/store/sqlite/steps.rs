@@ -153,6 +153,7 @@ impl Backend for SqliteBackend {
                                            binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, {DB_NOW_MS} + ?10, ?11, ?12, ?12)"
                 ))?
+                // Same shape as the destructuring of AttemptWrite::Start above: its fields, bound.
                 .execute(params![
                     id,
                     step.pathway,
@@ -217,6 +218,7 @@ impl Backend for SqliteBackend {
         Ok(step.expected_version + 1)
     }
 
+    // Same shape as Backend::grant_approval in store/mod.rs: its declaration.
     fn grant_approval(
         &self,
         pathway: &str,
