@@ -87,6 +87,8 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
 }
 
 /// What the gate knows about the tool being called, checked before anything is recorded.
+// Same shape as the library's plain records (store::NewPathway, check's raw rows, the
+// pathway's Core): field lists, nothing to share.
 pub(crate) struct Live {
     pub(crate) client: Arc<McpClient>,
     /// The list the tool was checked in (against its pin and the policy).
