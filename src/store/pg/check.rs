@@ -94,6 +94,8 @@ pub(super) fn raw_approval(r: &Row) -> RawApproval {
     }
 }
 
+// Same shape as `store::check::check_pathway`: the same rule over PostgreSQL rows (that one
+// reads through a rusqlite connection); one once the check is generic over its rows.
 /// Checks one pathway's rows against its own events (each event's own hash, the replay,
 /// every row) inside the caller's transaction. `Ok(None)` when there is no such pathway;
 /// [`StoreError::Unexplained`] with the first finding when they disagree.

@@ -14,6 +14,8 @@ use crate::ledger::{GENESIS, chain_hash};
 use crate::state::State;
 use crate::store::StoreError;
 
+// Same shape as `SqliteBackend::append_event`: the same event object and chain hash (one
+// ledger format on both stores); that one is private to the SQLite backend.
 /// Appends `events` of `pathway`, chained to the head, and moves the head. Returns the
 /// `seq` of the last event appended (the head's, when there are none).
 pub(super) fn append(

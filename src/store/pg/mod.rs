@@ -163,6 +163,7 @@ pub struct PgBackend {
     schema: Option<String>,
 }
 
+// Same shape as other hand-written `Debug` impls: the connection has none, the rest is shown.
 impl fmt::Debug for PgBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgBackend")
@@ -320,6 +321,8 @@ struct Tx<'a> {
 
 type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
 
+// Same shape, method after method: one thin wrapper per `postgres` call, each preparing
+// its statement through the cache.
 impl Tx<'_> {
     fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
         if let Some(s) = self.statements.get(sql) {

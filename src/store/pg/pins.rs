@@ -17,6 +17,7 @@ fn json(text: &str, what: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pins.{what}: {e}")))
 }
 
+// Same shape as `store::pins::record`: the same record, from a PostgreSQL row.
 fn pin_record(r: &Row) -> Result<PinRecord, StoreError> {
     let seen = match (
         r.get::<_, Option<String>>(7),
@@ -87,6 +88,7 @@ impl PgBackend {
         })
     }
 
+    // Same shape as `SqliteBackend::accept_pin`: the same operation on this store.
     /// Makes the seen binding with `digest` the pin of `server`/`tool`
     /// ([`StoreError::NoSuchPin`] when no such binding was seen).
     pub fn accept_pin(

@@ -155,6 +155,7 @@ impl PgBackend {
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` with these digests (else
     /// [`StoreError::Conflict`]).
+    // Same shape as `Backend::grant_approval` (src/store/mod.rs): the same flat record.
     #[expect(
         clippy::too_many_arguments,
         reason = "the Backend method's flat record: the fence, the approvals row and its event"
@@ -204,6 +205,7 @@ impl PgBackend {
     /// version. [`PgError::LeaseHeld`] while the lease runs; [`PgError::NotInFlight`] when
     /// there is nothing to take over. The owner's late outcome is then refused
     /// ([`PgError::Fenced`]), and its lease renewal finds the attempt lost.
+    // Same shape as accept_pin's signature (pins.rs): names and a time, by the caller's clock.
     pub fn take_over(
         &self,
         pathway: &str,
@@ -304,6 +306,10 @@ impl PgBackend {
     }
 }
 
+// Same shape as the SQLite step (`Backend::apply` in src/store/sqlite*) and as the Start
+// record in types.rs: the same writes through another driver (`$n` parameters, `postgres`
+// types), each attempt field named in the pattern and again in the insert. One
+// implementation once the store is generic over its connection (the wiring into Runtime).
 /// The writes of an accepted step, after the row check: compare-and-set, attempt,
 /// approval, events.
 fn write_step(tx: &mut Tx<'_>, step: &Step) -> Result<(), PgError> {

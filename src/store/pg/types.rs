@@ -62,6 +62,7 @@ pub struct EventDraft {
     pub data: Value,
 }
 
+// Same shape as `store::AttemptWrite`: its public twin (see the module's doc).
 /// The attempt part of a step.
 #[derive(Debug, Clone)]
 pub enum AttemptWrite {
@@ -113,6 +114,7 @@ pub enum ApprovalWrite {
     RevokeOutstanding,
 }
 
+// Same shape as `store::Step` and the read records: its public twin (see the module's doc).
 /// One step: everything written in one transaction.
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -210,6 +212,8 @@ impl From<crate::store::EventDraft> for EventDraft {
     }
 }
 
+// Same shape as the write in step.rs and as itself: each field named in the pattern, then in
+// the constructor (a field-for-field twin has nothing else to say).
 impl From<crate::store::AttemptWrite> for AttemptWrite {
     fn from(a: crate::store::AttemptWrite) -> Self {
         match a {

@@ -122,6 +122,7 @@ impl PgBackend {
                     format!("recorded head {recorded:?} is not the last event (seq {last})"),
                 ));
             }
+            // Same shape twice: attempts, then approvals, each joined to its pathway's entry.
             for a in tx
                 .query(ALL_ATTEMPTS.as_str(), &[])?
                 .iter()
