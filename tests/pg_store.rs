@@ -9,7 +9,7 @@
 //! when it passed, kept for a look when it failed.
 #![cfg(feature = "postgres")]
 
-use std::sync::{Arc, Barrier, RwLock};
+use std::sync::{Arc, Barrier, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use postgres::error::SqlState;
@@ -26,7 +26,7 @@ use rpr::{AttemptStatus, State};
 use serde_json::{Value, json};
 
 /// Tests share the server; the throughput measurement takes this for writing, so it runs
-/// alone.
+/// alone. A failed test poisons it; the others go on (each reports its own result).
 static SERVER: RwLock<()> = RwLock::new(());
 
 fn env(name: &str) -> String {
@@ -294,7 +294,7 @@ fn store_error(e: PgError) -> StoreError {
 
 #[test]
 fn migrates_from_empty_records_the_version_and_reopens_idempotently() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let mut s = Schema::new("migrate");
     let b = s.open();
     let (version, applied) = b.migrations().unwrap();
@@ -366,7 +366,7 @@ fn migrates_from_empty_records_the_version_and_reopens_idempotently() {
 
 #[test]
 fn a_stale_version_or_foreign_fence_is_refused_and_writes_nothing() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let mut s = Schema::new("cas");
     let b = s.open();
     let mut pw = propose(&b, "c1");
@@ -431,7 +431,7 @@ fn a_stale_version_or_foreign_fence_is_refused_and_writes_nothing() {
 
 #[test]
 fn two_connections_racing_one_step_exactly_one_wins() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let s = Schema::new("race");
     let hosts = [s.open(), s.open()];
     for round in 0..20 {
@@ -494,7 +494,7 @@ fn two_connections_racing_one_step_exactly_one_wins() {
 
 #[test]
 fn a_new_attempt_only_after_the_previous_one_certainly_settled() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let s = Schema::new("attempt_rule");
     let b = s.open();
     let mut pw = propose(&b, "a1");
@@ -620,7 +620,7 @@ fn whole_call(b: &PgBackend, key: &str) {
 
 #[test]
 fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let mut s = Schema::new("chain");
     let hosts: Vec<PgBackend> = (0..8).map(|_| s.open()).collect();
     std::thread::scope(|scope| {
@@ -724,7 +724,7 @@ fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found
 
 #[test]
 fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let s = Schema::new("lease");
     let (owner, taker) = (s.open(), s.open());
     let hour = 3_600_000;
@@ -854,7 +854,7 @@ fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
 
 #[test]
 fn the_read_only_role_reads_and_cannot_write() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let mut s = Schema::new("reader");
     let b = s.open();
     let pw = propose(&b, "ro1");
@@ -917,7 +917,7 @@ fn the_read_only_role_reads_and_cannot_write() {
 
 #[test]
 fn approvals_are_fenced_and_used_once() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let s = Schema::new("approval");
     let b = s.open();
     let mut pw = propose_in(&b, "ap1", State::AwaitingApproval, wall_ms()).unwrap();
@@ -975,7 +975,7 @@ fn approvals_are_fenced_and_used_once() {
 
 #[test]
 fn tool_pins_first_sight_match_change_and_accept() {
-    let _server = SERVER.read().unwrap();
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let s = Schema::new("pins");
     let b = s.open();
     let candidate = |digest: &str| PinCandidate {
@@ -1024,7 +1024,7 @@ fn tool_pins_first_sight_match_change_and_accept() {
 /// alone (it takes the server lock for writing).
 #[test]
 fn ledger_append_rate_with_1_and_8_connections() {
-    let _server = SERVER.write().unwrap();
+    let _server = SERVER.write().unwrap_or_else(PoisonError::into_inner);
     let shared = Schema::new("rate");
     let own: Vec<Schema> = (0..8).map(|i| Schema::new(&format!("rate{i}"))).collect();
     let runs: [(&str, Vec<&Schema>, usize); 3] = [
