@@ -571,6 +571,45 @@ fn a_changed_tool_is_refused_until_rpr_pin_names_its_digest() {
 }
 
 #[test]
+fn a_read_tool_changed_mid_session_is_refused_once_the_server_says_its_tools_changed() {
+    // A read-only call is bound to the tool list the gate holds; the server's
+    // `notifications/tools/list_changed` makes the gate list again before the next call.
+    let (dir, _policy, gate) = fault_setup("gate-list-changed", "change-read-notify", &[]);
+    let client = connect(&gate);
+    let first = result(call(&client, "get", &json!({"key": "k"})));
+    assert_ne!(first["isError"], true, "{first}");
+    // The gate marks its list stale before it passes the notification on: once the client
+    // has it, the gate knows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !client
+        .session()
+        .take_notifications()
+        .iter()
+        .any(|n| n.method == "notifications/tools/list_changed")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gate never passed list_changed on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = pathway_count(&dir);
+    let refused = result(call(&client, "get", &json!({"key": "k"})));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("not the one pinned") && said.contains("tool_digest"),
+        "{said}"
+    );
+    assert_eq!(
+        pathway_count(&dir),
+        before,
+        "the refused read recorded nothing"
+    );
+    client.shutdown();
+}
+
+#[test]
 fn bad_input_gets_clear_errors_and_records_nothing() {
     let (dir, policy, gate) = fault_setup("gate-bad", "none", &[]);
     let client = connect(&gate);

@@ -77,6 +77,9 @@ Faults (on tools/call of `put` unless noted):
   slow                 sleep --sleep-ms, then effect and reply
   notify-before-init   (on initialize) send notifications before the initialize reply
   loop-cursor          (on tools/list) always return the same nextCursor
+  change-read-notify   (on tools/call of `get`) after answering the first one, `get` has a new
+                       description and the server sends notifications/tools/list_changed
+                       (it declares tools.listChanged)
 ";
 
 #[derive(Debug)]
@@ -117,6 +120,8 @@ struct Server {
     opts: Options,
     lists: usize,
     version: String,
+    /// For `change-read-notify`: `get` was answered once, and has changed since.
+    read_changed: bool,
 }
 
 impl Server {
@@ -219,7 +224,7 @@ impl Server {
             id,
             json!({
                 "protocolVersion": self.opts.protocol_version,
-                "capabilities": {"tools": {"listChanged": false}},
+                "capabilities": {"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}},
                 "serverInfo": {"name": self.opts.server_name, "version": self.version},
             }),
         )
@@ -285,6 +290,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         opts,
         lists: 0,
         version: server_version,
+        read_changed: false,
     };
     let mut conn = Connection::new(
         MessageReader::new(std::io::stdin().lock()),

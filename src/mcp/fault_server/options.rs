@@ -23,6 +23,7 @@ pub(super) enum Fault {
     Slow,
     NotifyBeforeInit,
     LoopCursor,
+    ChangeReadNotify,
 }
 
 impl Fault {
@@ -46,6 +47,7 @@ impl Fault {
             "slow" => Self::Slow,
             "notify-before-init" => Self::NotifyBeforeInit,
             "loop-cursor" => Self::LoopCursor,
+            "change-read-notify" => Self::ChangeReadNotify,
             _ => return None,
         })
     }
