@@ -844,6 +844,21 @@ fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
         State::WriteStatusUnknown,
         "the late outcome changed nothing"
     );
+    // An outcome for an attempt the pathway never had is refused, and not recorded.
+    let bogus = outcome_step(
+        &pw,
+        "at_never",
+        "attempt_completed",
+        AttemptStatus::Succeeded,
+        State::Completed,
+        &json!({}),
+        wall_ms(),
+    );
+    assert!(matches!(
+        owner.apply(bogus).map_err(store_error),
+        Err(StoreError::Corrupt(_))
+    ));
+    assert_eq!(owner.events(&pw.id).unwrap().len(), events.len());
     let attempt = &owner.attempts(&pw.id).unwrap()[0];
     assert_eq!(
         (attempt.status, &attempt.outcome),

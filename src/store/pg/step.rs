@@ -130,7 +130,14 @@ impl PgBackend {
                         &[&attempt, &step.pathway],
                     )?
                     .map(|r| r.get(0));
-                let now = now.unwrap_or_else(|| "none".into());
+                // An attempt this pathway never had: refused, and nothing recorded (an event
+                // naming it would leave the pathway's chain unexplained).
+                let now = now.ok_or_else(|| {
+                    StoreError::Corrupt(format!(
+                        "attempt {attempt} of pathway {} is missing",
+                        step.pathway
+                    ))
+                })?;
                 if now != AttemptStatus::InFlight.as_str() {
                     let seq = refuse_late_outcome(
                         tx, &step, &state, attempt, status, outcome, actor, &now,
