@@ -3,7 +3,7 @@
 //! replying at once; each gate and the direct client have their own server and database).
 //!
 //! ```sh
-//! cargo bench --bench gate -- [--calls N] [--rounds R] [--dir DIR]
+//! cargo bench --bench gate -- [--calls N] [--rounds R] [--dir DIR] [--baseline-rpr PATH]
 //! ```
 //!
 //! * **pass-through**: `resources/list` (which the gate passes on untouched): the cost of
@@ -15,6 +15,11 @@
 //!   own) and once with `--read-records synced`.
 //! * **mutating**: `put` with a readback (`get`) through the gate, each call a new key; every
 //!   step synced and the tools listed before binding, before sending and at the send.
+//!
+//! `--baseline-rpr PATH` adds two gates run by another build's `rpr` (a read-only and a
+//! mutating row, in the same rounds), to compare builds side by side. Its synced-commit count
+//! needs that build's closing line; a build from before `unsynced` commits were counted
+//! shows `NaN`.
 //!
 //! Each round makes `--calls` calls (default 200) of each kind, kinds alternating, for
 //! `--rounds` rounds (default 3); the table shows the best round of each and its ratio to
@@ -36,6 +41,9 @@ struct Options {
     calls: usize,
     rounds: usize,
     dir: PathBuf,
+    /// Another build's `rpr`, run as a fourth and fifth gate (read-only, mutating) in the same
+    /// rounds: an old and a new build measured side by side.
+    baseline: Option<String>,
 }
 
 fn options() -> Result<Options, String> {
@@ -43,6 +51,7 @@ fn options() -> Result<Options, String> {
         calls: 200,
         rounds: 3,
         dir: std::env::temp_dir(),
+        baseline: None,
     };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = args.next() {
@@ -51,6 +60,7 @@ fn options() -> Result<Options, String> {
             "--calls" => o.calls = value()?.parse().map_err(|e| format!("--calls: {e}"))?,
             "--rounds" => o.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--dir" => o.dir = value()?.into(),
+            "--baseline-rpr" => o.baseline = Some(value()?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -107,10 +117,21 @@ fn pass(client: &McpClient, calls: usize) -> f64 {
 
 /// A gate in front of its own server and database, in `dir/name`.
 fn gate(dir: &std::path::Path, name: &str, policy: &std::path::Path, extra: &[&str]) -> McpClient {
+    gate_of(RPR, dir, name, policy, extra)
+}
+
+/// [`gate`] with the `rpr` binary at `rpr`.
+fn gate_of(
+    rpr: &str,
+    dir: &std::path::Path,
+    name: &str,
+    policy: &std::path::Path,
+    extra: &[&str],
+) -> McpClient {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir).expect("the gate's dir");
     let mut argv = vec![
-        RPR.to_owned(),
+        rpr.to_owned(),
         "gate".into(),
         "--database".into(),
         dir.join("rpr.db").display().to_string(),
@@ -171,12 +192,22 @@ fn main() -> ExitCode {
     let reads = gate(&dir, "reads", &policy, &[]);
     let synced_reads = gate(&dir, "synced-reads", &policy, &["--read-records", "synced"]);
     let writes = gate(&dir, "writes", &policy, &[]);
+    let baseline = o.baseline.as_deref().map(|rpr| {
+        (
+            gate_of(rpr, &dir, "baseline-reads", &policy, &[]),
+            gate_of(rpr, &dir, "baseline-writes", &policy, &[]),
+        )
+    });
     // Warm up (each gate pins the tools on its first list).
-    for client in [&direct, &reads, &synced_reads, &writes] {
+    for client in [&direct, &reads, &synced_reads, &writes]
+        .into_iter()
+        .chain(baseline.iter().flat_map(|(r, w)| [r, w]))
+    {
         run(client, "get", 10, |_| json!({"key": "warm"}));
     }
 
     let mut best = [f64::MAX; 6];
+    let mut best_baseline = [f64::MAX; 2];
     for round in 0..o.rounds {
         let times = [
             pass(&direct, o.calls),
@@ -194,12 +225,24 @@ fn main() -> ExitCode {
         for (b, t) in best.iter_mut().zip(times) {
             *b = b.min(t);
         }
+        if let Some((r, w)) = &baseline {
+            let times = [
+                run(r, "get", o.calls, |_| json!({"key": "k"})),
+                run(w, "put", o.calls, |i| {
+                    json!({"key": format!("b{round}-k{i}"), "value": "v"})
+                }),
+            ];
+            for (b, t) in best_baseline.iter_mut().zip(times) {
+                *b = b.min(t);
+            }
+        }
     }
     direct.shutdown();
     let calls = (o.rounds * o.calls) as f64;
     let (reads_synced, reads_unsynced) = stop(reads);
     let (synced_synced, _) = stop(synced_reads);
     let (writes_synced, _) = stop(writes);
+    let baseline_synced = baseline.map(|(r, w)| (stop(r).0, stop(w).0));
     let per = |secs: f64| secs * 1e6 / o.calls as f64;
     println!(
         "gate bench: {} calls per round, best of {} rounds, dir {}",
@@ -242,6 +285,21 @@ fn main() -> ExitCode {
             Some(writes_synced / (calls + 10.0)),
         ),
     ];
+    let mut rows = rows.to_vec();
+    if let Some((r, w)) = baseline_synced {
+        rows.push((
+            "read-only `get`, through the baseline build's gate (its defaults)",
+            best_baseline[0],
+            best[2],
+            Some(r / (calls + 10.0)),
+        ));
+        rows.push((
+            "mutating `put` + readback, through the baseline build's gate",
+            best_baseline[1],
+            best[2],
+            Some(w / (calls + 10.0)),
+        ));
+    }
     for (name, secs, base, synced) in rows {
         println!(
             "| {name} | {:.0} | {:.0} | {:.2}x | {} |",

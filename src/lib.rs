@@ -18,7 +18,7 @@ pub use pathway::{
     NotSent, Outcome, Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
-    Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Runtime,
+    Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Ready, Runtime,
     RuntimeBuilder, SequentialIds, StepPoint, SystemClock,
 };
 pub use state::{AttemptStatus, State};

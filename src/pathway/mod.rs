@@ -142,6 +142,16 @@ pub enum PathwayError {
         /// The pathway that holds it.
         existing: String,
     },
+    /// While this pathway was not stored yet ([`Runtime::propose_and_bind`](crate::Runtime::propose_and_bind)),
+    /// another proposal of its idempotency key was stored first. This one was not stored
+    /// and nothing was sent; proposing again replays the stored one.
+    #[error(
+        "idempotency key {key:?} was stored first by another proposal; this pathway was not stored and nothing was sent; propose again to get the stored one"
+    )]
+    KeyTaken {
+        /// The key.
+        key: String,
+    },
     /// A token or approval for another pathway or attempt.
     #[error("token mismatch: {0}")]
     TokenMismatch(String),
@@ -254,6 +264,16 @@ pub(crate) struct Core {
     pub(crate) request_digest: String,
     /// Whether `definition.request` is the redacted stored copy.
     pub(crate) redacted: bool,
+    /// Set while the pathway is not stored yet ([`Runtime::propose_and_bind`](crate::Runtime::propose_and_bind)):
+    /// its row and events, written in the same unit as its first step.
+    pub(crate) pending: Option<Box<PendingInsert>>,
+}
+
+/// A new pathway's row and events, not written yet.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingInsert {
+    pub(crate) new: crate::store::NewPathway,
+    pub(crate) events: Vec<crate::store::EventDraft>,
 }
 
 impl Core {

@@ -29,7 +29,7 @@ pub use builder::{
 
 pub(crate) use owner::{CarrierRecord, Tracked};
 use owner::{Heartbeat, IN_FLIGHT, Owner};
-pub use propose::{Decided, Proposal};
+pub use propose::{Decided, Proposal, Ready};
 /// How often `load` reads a pathway again when what it read went stale before its
 /// recovery step could be recorded (the step is refused by compare-and-set, never misapplied).
 pub(crate) const RELOADS: usize = 8;

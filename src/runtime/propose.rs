@@ -6,9 +6,11 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::evidence;
-use crate::pathway::stage::Proposed;
+use crate::executor::Executor;
+use crate::pathway::stage::{Approved, Bound, Proposed};
 use crate::pathway::{
-    Act, Actor, Admission, Core, Definition, Pathway, PathwayError, StoredPathway, request_json,
+    Act, Actor, Admission, Core, Definition, Pathway, PathwayError, PendingInsert, Refused,
+    StoredPathway, request_json,
 };
 use crate::state::State;
 use crate::store::{Backend, EventDraft, NewPathway, StoreError};
@@ -36,6 +38,48 @@ pub enum Decided {
     /// The same idempotency key with the same content: the stored pathway, replayed.
     Existing(StoredPathway),
 }
+
+/// The result of [`Runtime::propose_and_bind`].
+#[derive(Debug)]
+#[must_use = "a bound pathway must be dispatched (dropped, it leaves nothing behind)"]
+#[non_exhaustive]
+pub enum Ready {
+    /// Approved by the policy and bound, **not stored yet**: its dispatch stores it, in the
+    /// same commit as the attempt record.
+    Bound(Pathway<Bound>),
+    /// Approved and stored, but the executor refused to bind it (bind it again later).
+    NotBound(Refused<Approved>),
+    /// Not approved at once: stored in the stage the policy decided (never `Approved`).
+    Admitted(Admission),
+    /// The same idempotency key with the same content: the stored pathway, replayed.
+    Existing(StoredPathway),
+}
+
+impl Ready {
+    /// The bound pathway, or what happened instead (an `Err` that `?` carries as an error).
+    ///
+    /// `rt.propose_and_bind(&alice, &alice, definition, ALLOW_ALL, &mut files)?.into_bound()?`
+    /// is the bound, not yet stored pathway of a new, allowed proposal.
+    pub fn into_bound(self) -> Result<Pathway<Bound>, Ready> {
+        match self {
+            Ready::Bound(p) => Ok(p),
+            other => Err(other),
+        }
+    }
+}
+
+impl std::fmt::Display for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ready::Bound(p) => write!(f, "pathway {}: bound, stored when dispatched", p.id()),
+            Ready::NotBound(refused) => write!(f, "{refused}"),
+            Ready::Admitted(admission) => write!(f, "{admission}"),
+            Ready::Existing(stored) => write!(f, "{stored}"),
+        }
+    }
+}
+
+impl std::error::Error for Ready {}
 
 impl Proposal {
     /// The new pathway, or the stored one when its idempotency key was already used with
@@ -71,7 +115,9 @@ impl Runtime {
         proposer: &Actor,
         definition: Definition,
     ) -> Result<Proposal, PathwayError> {
-        let stored = self.propose_inner(proposer, definition, |_| ((), State::Proposed, vec![]))?;
+        let stored = self.propose_inner(proposer, definition, false, |_| {
+            ((), State::Proposed, vec![])
+        })?;
         Ok(match stored {
             Ok((p, ())) => Proposal::New(p),
             Err(existing) => Proposal::Existing(existing),
@@ -98,7 +144,7 @@ impl Runtime {
         policy: &dyn crate::pathway::Policy,
     ) -> Result<Decided, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
-        let stored = self.propose_inner(proposer, definition, |definition| {
+        let stored = self.propose_inner(proposer, definition, false, |definition| {
             let decision = policy.decide(definition);
             let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
             (decision, to, events)
@@ -109,6 +155,69 @@ impl Runtime {
         })
     }
 
+    /// Proposes, admits by `policy` and, when the policy approves, binds with `executor`,
+    /// **without a commit of its own**: an approved and bound pathway is stored by its
+    /// dispatch, in the same commit as its write-ahead attempt record
+    /// ([`Ready::Bound`]). A whole call is then two commits (the attempt record, the
+    /// outcome) instead of three; what is recorded is exactly what
+    /// [`Runtime::propose_and_admit`], [`Pathway::bind`] and [`Pathway::dispatch`] record.
+    ///
+    /// - A crash before the dispatch's commit leaves nothing: no pathway, nothing sent.
+    /// - After it, the pathway is stored with its attempt in flight, as after the attempt
+    ///   commit of a stored pathway: recovery turns it unknown, settled by readback.
+    /// - A [`Ready::Bound`] pathway dropped without dispatch leaves nothing behind. A
+    ///   dispatch that sends nothing ([`crate::Outcome::NotSent`]) hands it back still
+    ///   unstored, unless its refusal was recorded (a `dispatch_refused` event stores it).
+    /// - Two proposals of one idempotency key racing unstored: the store's unique key lets
+    ///   one dispatch commit; the other's commit is refused and it sends nothing.
+    ///
+    /// Not approved at once (held, Human Gate, denied), the pathway is stored as
+    /// [`Runtime::propose_and_admit`] stores it ([`Ready::Admitted`]); approved but refused
+    /// by the executor's bind, it is stored approved ([`Ready::NotBound`]).
+    pub fn propose_and_bind(
+        &self,
+        proposer: &Actor,
+        decider: &Actor,
+        definition: Definition,
+        policy: &dyn crate::pathway::Policy,
+        executor: &mut dyn Executor,
+    ) -> Result<Ready, PathwayError> {
+        Act::Admit.authorize(&definition.authority, decider)?;
+        let stored = self.propose_inner(proposer, definition, true, |definition| {
+            let decision = policy.decide(definition);
+            let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
+            (decision, to, events)
+        })?;
+        let (p, decision) = match stored {
+            Ok(new) => new,
+            Err(existing) => return Ok(Ready::Existing(existing)),
+        };
+        match crate::pathway::admission(p, &decision) {
+            Admission::Approved(approved) if approved.core.pending.is_some() => {
+                match approved.bind(executor) {
+                    Ok(bound) => Ok(Ready::Bound(bound)),
+                    Err(refused) => {
+                        let (p, error) = refused.into_parts();
+                        let p = self.save(p)?;
+                        Ok(Ready::NotBound(Refused::new(p, error)))
+                    }
+                }
+            }
+            other => Ok(Ready::Admitted(other)),
+        }
+    }
+
+    /// Stores a pathway that [`Runtime::propose_and_bind`] left unstored, on its own.
+    fn save(&self, mut p: Pathway<Approved>) -> Result<Pathway<Approved>, PathwayError> {
+        if let Some(pending) = p.core.pending.take() {
+            let PendingInsert { new, events } = *pending;
+            self.write_for(p.core.definition.class, move |b| {
+                b.insert_pathway(new, events)
+            })?;
+        }
+        Ok(p)
+    }
+
     /// Stores a new pathway in the state `admit` gives it, with the events it adds after the
     /// proposal's (none: stored as proposed), in one transaction; or the stored pathway of
     /// the same key and content, replayed. `admit` runs only for a new pathway.
@@ -116,6 +225,7 @@ impl Runtime {
         &self,
         proposer: &Actor,
         definition: Definition,
+        defer_approved: bool,
         admit: impl FnOnce(&Definition) -> (D, State, Vec<EventDraft>),
     ) -> Result<Result<(Pathway<Proposed>, D), StoredPathway>, PathwayError> {
         let full =
@@ -160,17 +270,34 @@ impl Runtime {
             state,
             version,
         };
+        if defer_approved && state == State::Approved {
+            // Stored with its first step (see `propose_and_bind`).
+            let p = Pathway {
+                core: Box::new(Core {
+                    id,
+                    database: Arc::clone(&self.database),
+                    version,
+                    definition,
+                    definition_digest,
+                    request_digest,
+                    redacted: false,
+                    pending: Some(Box::new(PendingInsert { new, events })),
+                }),
+                stage: Proposed { _private: () },
+            };
+            return Ok(Ok((p, decided)));
+        }
         let inserted = self.write_for(definition.class, move |b| b.insert_pathway(new, events));
         match inserted {
             Ok(()) => {}
-            Err(StoreError::Sqlite(e)) if is_unique_violation(&e) => {
+            Err(e) if e.is_unique_violation() => {
                 // Lost a race for the same key: replay what won.
                 if let Some(stored) =
                     self.replay_key(&definition.idempotency_key, &definition_digest)?
                 {
                     return Ok(Err(stored));
                 }
-                return Err(StoreError::Sqlite(e).into());
+                return Err(e.into());
             }
             Err(e) => return Err(e.into()),
         }
@@ -183,10 +310,16 @@ impl Runtime {
                 definition_digest,
                 request_digest,
                 redacted: false,
+                pending: None,
             }),
             stage: Proposed { _private: () },
         };
         Ok(Ok((p, decided)))
+    }
+
+    /// Whether a pathway with idempotency key `key` is stored.
+    pub(crate) fn key_stored(&self, key: &str) -> bool {
+        matches!(self.existing_for_key(key), Ok(Some(_)))
     }
 
     fn existing_for_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
@@ -215,8 +348,4 @@ impl Runtime {
         }
         self.load(&id).map(Some)
     }
-}
-
-fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }

@@ -91,6 +91,7 @@ impl Runtime {
             definition_digest,
             request_digest: record.request_digest.clone(),
             redacted,
+            pending: None,
         });
         let last = attempts.last();
         let last_id = last.map(|a| a.id.clone());

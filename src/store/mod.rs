@@ -174,6 +174,12 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Busy { .. })
     }
+
+    /// Whether a unique constraint refused the write (an idempotency key already stored).
+    pub(crate) fn is_unique_violation(&self) -> bool {
+        matches!(self, Self::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::ConstraintViolation)
+    }
 }
 
 fn busy_text(timeout: Option<std::time::Duration>, holder: Option<&LockHolder>) -> String {
@@ -193,7 +199,7 @@ fn busy_text(timeout: Option<std::time::Duration>, holder: Option<&LockHolder>) 
 /// A new pathway row.
 // Same shape as the other plain records (Step here, check's raw rows, pins' candidates, the
 // gate's Live): field lists, nothing to share.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct NewPathway {
     pub(crate) id: String,
     pub(crate) idempotency_key: String,
@@ -217,7 +223,7 @@ pub(crate) struct Fence {
 }
 
 /// The ledger event a step appends. `seq`, `at` and the hashes are filled in by the backend.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct EventDraft {
     pub(crate) kind: &'static str,
     pub(crate) actor: String,
@@ -289,6 +295,15 @@ pub(crate) trait Backend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError>;
     /// Applies one step; returns the new version.
     fn apply(&self, step: Step) -> Result<i64, StoreError>;
+    /// Inserts a new pathway (as [`Backend::insert_pathway`]) and applies its first step, in
+    /// **one** atomic unit: a step that is refused leaves no pathway behind. Returns the
+    /// version after the step.
+    fn insert_and_apply(
+        &self,
+        new: NewPathway,
+        events: Vec<EventDraft>,
+        step: Step,
+    ) -> Result<i64, StoreError>;
     /// Records a granted approval (and its ledger event) without changing state,
     /// provided the pathway is still in `expected` at `version` (else [`StoreError::Conflict`]).
     #[expect(

@@ -70,6 +70,13 @@ impl Pathway<Bound> {
         &self.stage.binding
     }
 
+    /// Whether the pathway is stored. A [`Ready::Bound`](crate::Ready::Bound) pathway is
+    /// not, until its dispatch records its attempt (or the refusal to send it).
+    #[must_use]
+    pub fn is_stored(&self) -> bool {
+        self.core.pending.is_none()
+    }
+
     /// Dispatches the call: re-checks the binding, commits the write-ahead attempt
     /// record, calls the executor, and records the honest outcome.
     ///

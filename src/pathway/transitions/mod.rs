@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::stage::Stage;
-use super::{Actor, Pathway, Refused};
+use super::{Actor, Pathway, PathwayError, PendingInsert, Refused};
 use crate::runtime::Runtime;
 use crate::state::{AttemptStatus, State};
 use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step};
@@ -67,7 +67,31 @@ impl<S: Stage> Pathway<S> {
             approval: change.approval,
             at: rt.now(),
         };
-        match rt.write_for(self.core.definition.class, move |b| b.apply(step)) {
+        let class = self.core.definition.class;
+        let written = match self.core.pending.take() {
+            None => rt.write_for(class, move |b| b.apply(step)),
+            // Not stored yet: the pathway's row and events and this first step, one unit.
+            Some(pending) => {
+                let PendingInsert { new, events } = (*pending).clone();
+                let written = rt.write_for(class, move |b| b.insert_and_apply(new, events, step));
+                match written {
+                    Err(e)
+                        if e.is_unique_violation()
+                            && rt.key_stored(&self.core.definition.idempotency_key) =>
+                    {
+                        let key = self.core.definition.idempotency_key.clone();
+                        self.core.pending = Some(pending);
+                        return Err(Refused::new(self, PathwayError::KeyTaken { key }));
+                    }
+                    Err(e) => {
+                        self.core.pending = Some(pending);
+                        Err(e)
+                    }
+                    ok => ok,
+                }
+            }
+        };
+        match written {
             Ok(v) => {
                 self.core.version = v;
                 Ok(self)

@@ -2,7 +2,7 @@
 //! transaction) that checks the events walk allowed edges, compare-and-sets the pathway,
 //! writes its attempt or approval row and appends its ledger events.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::super::check::{Replay, SETTLED, check_pathway};
 use super::super::read::ReadStore;
@@ -55,167 +55,30 @@ fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError
 
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
-        check_new_edges(new.state, &events)?;
         let tx = Unit::begin(self)?;
-        tx.prepare_cached(
-            "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
-                                   proposer, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-        )?
-        .execute(params![
-                new.id,
-                new.idempotency_key,
-                new.definition,
-                new.definition_digest,
-                new.request_digest,
-                new.state.as_str(),
-                new.version,
-                new.proposer,
-                new.at
-            ])?;
-        for event in events {
-            Self::append_event(&tx, &new.id, new.at, event)?;
-        }
-        tx.commit()?;
-        Ok(())
+        insert_rows(&tx, new, events)?;
+        tx.commit()
     }
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
-        check_edges(&step)?;
         let tx = Unit::begin(self)?;
-        // The rows this step relies on must be the ones the chain explains.
-        if check_pathway(&tx, &step.pathway)?.is_none() {
-            return Err(StoreError::NoSuchPathway(step.pathway));
-        }
-        let new_state = step.to.unwrap_or(step.expected_state);
-        let changed = tx
-            .prepare_cached(
-                "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
-                 WHERE id = ?3 AND state = ?4 AND version = ?5 AND definition_digest = ?6 AND request_digest = ?7",
-            )?
-            .execute(params![
-                new_state.as_str(),
-                step.at,
-                step.pathway,
-                step.expected_state.as_str(),
-                step.expected_version,
-                step.fence.definition_digest,
-                step.fence.request_digest,
-            ])?;
-        if changed != 1 {
-            return Err(StoreError::Conflict {
-                pathway: step.pathway,
-                expected: step.expected_state,
-                version: step.expected_version,
-            });
-        }
-        match step.attempt {
-            Some(AttemptWrite::Start {
-                id,
-                seq,
-                previous,
-                request,
-                request_digest,
-                binding,
-                binding_digest,
-                owner,
-                lease_ms,
-                carrier,
-            }) => {
-                // At most once (brief §11): a new attempt only after the previous one
-                // certainly did not take effect, whatever the caller's handle says.
-                let last: Option<(String, String)> = tx
-                    .prepare_cached(
-                        "SELECT id, status FROM attempts WHERE pathway_id = CAST(?1 AS TEXT) ORDER BY seq DESC LIMIT 1",
-                    )?
-                    .query_row(params![step.pathway], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?;
-                match (&last, &previous) {
-                    (None, None) => {}
-                    (Some((last_id, status)), Some(prev))
-                        if last_id == prev && SETTLED.contains(&status.as_str()) => {}
-                    (Some((last_id, status)), _) => {
-                        return Err(StoreError::UnsettledAttempt {
-                            pathway: step.pathway,
-                            attempt: last_id.clone(),
-                            status: status.clone(),
-                        });
-                    }
-                    (None, Some(prev)) => {
-                        return Err(StoreError::Unexplained {
-                            pathway: step.pathway,
-                            detail: format!("the previous attempt {prev} does not exist"),
-                        });
-                    }
-                }
-                tx.prepare_cached(&format!(
-                    "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
-                                           binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, {DB_NOW_MS} + ?10, ?11, ?12, ?12)"
-                ))?
-                // Same shape as the destructuring of AttemptWrite::Start above: its fields, bound.
-                .execute(params![
-                    id,
-                    step.pathway,
-                    seq,
-                    previous,
-                    request,
-                    request_digest,
-                    binding,
-                    binding_digest,
-                    owner,
-                    lease_ms,
-                    carrier,
-                    step.at
-                ])?;
-            }
-            Some(AttemptWrite::Finish {
-                id,
-                status,
-                outcome,
-            }) => {
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
-                                outcome = coalesce(?2, outcome), updated_at = ?3
-                         WHERE id = ?4 AND pathway_id = ?5",
-                    )?
-                    .execute(params![status, outcome, step.at, id, step.pathway])?;
-                if n != 1 {
-                    return Err(StoreError::Corrupt(format!(
-                        "attempt {id} of pathway {} is missing",
-                        step.pathway
-                    )));
-                }
-            }
-            None => {}
-        }
-        match step.approval {
-            Some(ApprovalWrite::Use { id, request_digest }) => {
-                let n = tx.execute(
-                    "UPDATE approvals SET used_at = ?1
-                     WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4
-                       AND used_at IS NULL AND revoked_at IS NULL",
-                    params![step.at, id, step.pathway, request_digest],
-                )?;
-                if n != 1 {
-                    return Err(StoreError::ApprovalUnusable(id));
-                }
-            }
-            Some(ApprovalWrite::RevokeOutstanding) => {
-                tx.execute(
-                    "UPDATE approvals SET revoked_at = ?1
-                     WHERE pathway_id = ?2 AND used_at IS NULL AND revoked_at IS NULL",
-                    params![step.at, step.pathway],
-                )?;
-            }
-            None => {}
-        }
-        for event in step.events {
-            Self::append_event(&tx, &step.pathway, step.at, event)?;
-        }
+        let version = apply_rows(&tx, step)?;
         tx.commit()?;
-        Ok(step.expected_version + 1)
+        Ok(version)
+    }
+
+    fn insert_and_apply(
+        &self,
+        new: NewPathway,
+        events: Vec<EventDraft>,
+        step: Step,
+    ) -> Result<i64, StoreError> {
+        // One unit: a refused step leaves no pathway behind.
+        let tx = Unit::begin(self)?;
+        insert_rows(&tx, new, events)?;
+        let version = apply_rows(&tx, step)?;
+        tx.commit()?;
+        Ok(version)
     }
 
     // Same shape as Backend::grant_approval in store/mod.rs: its declaration.
@@ -284,4 +147,170 @@ impl Backend for SqliteBackend {
             .conn()
             .query_row(&format!("SELECT {DB_NOW_MS}"), [], |r| r.get(0))?)
     }
+}
+
+/// A new pathway's row and its events (inside the caller's unit).
+fn insert_rows(
+    tx: &Connection,
+    new: NewPathway,
+    events: Vec<EventDraft>,
+) -> Result<(), StoreError> {
+    check_new_edges(new.state, &events)?;
+    tx.prepare_cached(
+        "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
+                               proposer, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+    )?
+    .execute(params![
+            new.id,
+            new.idempotency_key,
+            new.definition,
+            new.definition_digest,
+            new.request_digest,
+            new.state.as_str(),
+            new.version,
+            new.proposer,
+            new.at
+        ])?;
+    for event in events {
+        SqliteBackend::append_event(tx, &new.id, new.at, event)?;
+    }
+    Ok(())
+}
+
+/// One step's writes (inside the caller's unit); the new version.
+fn apply_rows(tx: &Connection, step: Step) -> Result<i64, StoreError> {
+    check_edges(&step)?;
+    // The rows this step relies on must be the ones the chain explains.
+    if check_pathway(tx, &step.pathway)?.is_none() {
+        return Err(StoreError::NoSuchPathway(step.pathway));
+    }
+    let new_state = step.to.unwrap_or(step.expected_state);
+    let changed = tx
+        .prepare_cached(
+            "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
+             WHERE id = ?3 AND state = ?4 AND version = ?5 AND definition_digest = ?6 AND request_digest = ?7",
+        )?
+        .execute(params![
+            new_state.as_str(),
+            step.at,
+            step.pathway,
+            step.expected_state.as_str(),
+            step.expected_version,
+            step.fence.definition_digest,
+            step.fence.request_digest,
+        ])?;
+    if changed != 1 {
+        return Err(StoreError::Conflict {
+            pathway: step.pathway,
+            expected: step.expected_state,
+            version: step.expected_version,
+        });
+    }
+    match step.attempt {
+        Some(AttemptWrite::Start {
+            id,
+            seq,
+            previous,
+            request,
+            request_digest,
+            binding,
+            binding_digest,
+            owner,
+            lease_ms,
+            carrier,
+        }) => {
+            // At most once (brief §11): a new attempt only after the previous one
+            // certainly did not take effect, whatever the caller's handle says.
+            let last: Option<(String, String)> = tx
+                .prepare_cached(
+                    "SELECT id, status FROM attempts WHERE pathway_id = CAST(?1 AS TEXT) ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row(params![step.pathway], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            match (&last, &previous) {
+                (None, None) => {}
+                (Some((last_id, status)), Some(prev))
+                    if last_id == prev && SETTLED.contains(&status.as_str()) => {}
+                (Some((last_id, status)), _) => {
+                    return Err(StoreError::UnsettledAttempt {
+                        pathway: step.pathway,
+                        attempt: last_id.clone(),
+                        status: status.clone(),
+                    });
+                }
+                (None, Some(prev)) => {
+                    return Err(StoreError::Unexplained {
+                        pathway: step.pathway,
+                        detail: format!("the previous attempt {prev} does not exist"),
+                    });
+                }
+            }
+            tx.prepare_cached(&format!(
+                "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
+                                       binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, {DB_NOW_MS} + ?10, ?11, ?12, ?12)"
+            ))?
+            // Same shape as the destructuring of AttemptWrite::Start above: its fields, bound.
+            .execute(params![
+                id,
+                step.pathway,
+                seq,
+                previous,
+                request,
+                request_digest,
+                binding,
+                binding_digest,
+                owner,
+                lease_ms,
+                carrier,
+                step.at
+            ])?;
+        }
+        Some(AttemptWrite::Finish {
+            id,
+            status,
+            outcome,
+        }) => {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
+                            outcome = coalesce(?2, outcome), updated_at = ?3
+                     WHERE id = ?4 AND pathway_id = ?5",
+                )?
+                .execute(params![status, outcome, step.at, id, step.pathway])?;
+            if n != 1 {
+                return Err(StoreError::Corrupt(format!(
+                    "attempt {id} of pathway {} is missing",
+                    step.pathway
+                )));
+            }
+        }
+        None => {}
+    }
+    match step.approval {
+        Some(ApprovalWrite::Use { id, request_digest }) => {
+            let n = tx.execute(
+                "UPDATE approvals SET used_at = ?1
+                 WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4
+                   AND used_at IS NULL AND revoked_at IS NULL",
+                params![step.at, id, step.pathway, request_digest],
+            )?;
+            if n != 1 {
+                return Err(StoreError::ApprovalUnusable(id));
+            }
+        }
+        Some(ApprovalWrite::RevokeOutstanding) => {
+            tx.execute(
+                "UPDATE approvals SET revoked_at = ?1
+                 WHERE pathway_id = ?2 AND used_at IS NULL AND revoked_at IS NULL",
+                params![step.at, step.pathway],
+            )?;
+        }
+        None => {}
+    }
+    for event in step.events {
+        SqliteBackend::append_event(tx, &step.pathway, step.at, event)?;
+    }
+    Ok(step.expected_version + 1)
 }

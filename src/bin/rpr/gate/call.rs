@@ -9,7 +9,7 @@ use rpr::executor::{Binding, Request};
 use rpr::jsonrpc::{ErrorObject, codes};
 use rpr::mcp::{ArgumentValidator, McpClient, Tool, ToolBinding, ToolList};
 use rpr::store::PinCheck;
-use rpr::{Admission, Decided, Definition, StoredPathway};
+use rpr::{Admission, Definition, Ready, StoredPathway};
 use serde_json::{Value, json};
 
 use super::Gate;
@@ -119,19 +119,45 @@ impl Gate {
                 format!("the arguments cannot be recorded: {e}"),
             )
         })?;
+        // An identical call stored first while this one was not stored yet takes its key:
+        // this one sent nothing, and is answered again, from that one.
+        for _ in 0..2 {
+            if let Some(answer) = self.propose_and_send(&live, &asked, &request, &digest) {
+                return answer;
+            }
+        }
+        tool_error(
+            "identical calls kept taking this call's key; nothing was sent. Make the call again",
+            None,
+        )
+    }
+
+    /// Proposes, admits and (when the policy allows it) binds and sends the call: an allowed
+    /// call's pathway is stored with its attempt record, in one commit. `None` when an
+    /// identical call, stored first, took its key.
+    fn propose_and_send(
+        &self,
+        live: &Live,
+        asked: &Asked,
+        request: &Request,
+        digest: &str,
+    ) -> Option<Answer> {
+        let mut executor = self.executor(live, asked);
         // One identity-and-propose at a time in this gate: two identical calls racing
         // here find the same key (the store's unique key settles it across processes).
-        let decided = {
+        let ready = {
             let _turn = self
                 .propose_lock
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let key = match &asked.key {
                 Some(k) => format!("gate/{}/key/{k}", live.server),
-                None => match self.open_identical(&live.server, &digest) {
+                None => match self.open_identical(&live.server, digest) {
                     Ok(Ok(key)) => key,
-                    Ok(Err(existing)) => return self.existing(existing, &live, &asked, &request),
-                    Err(answer) => return answer,
+                    Ok(Err(existing)) => {
+                        return Some(self.existing(existing, live, asked, request));
+                    }
+                    Err(answer) => return Some(answer),
                 },
             };
             let definition = Definition::new(
@@ -143,21 +169,38 @@ impl Gate {
             .with_metadata(json!({"server": live.server, "gate": {"command": self.command_line}}));
             let decision = live.plan.decision();
             let decider = definition.authority.decision_owner.clone();
-            self.rt
-                .propose_and_admit(&self.actor, &decider, definition, &|_| decision.clone())
+            self.rt.propose_and_bind(
+                &self.actor,
+                &decider,
+                definition,
+                &|_| decision.clone(),
+                &mut executor,
+            )
         };
-        match decided {
-            Ok(Decided::New(admission)) => self.admitted(admission, &live, &asked),
+        match ready {
+            Ok(Ready::Bound(bound)) => self.send(bound, executor, live, "approved"),
+            Ok(Ready::NotBound(refused)) => {
+                self.upstream.forget_tools();
+                let (p, e) = refused.into_parts();
+                Some(tool_error(
+                    format!(
+                        "pathway {} could not be bound ({e}); it stays approved; nothing was sent",
+                        p.id()
+                    ),
+                    Some((p.id(), "approved")),
+                ))
+            }
+            Ok(Ready::Admitted(admission)) => Some(self.admitted(admission, live, asked)),
             // The same key with other content is refused by the store (a conflict, below).
-            Ok(Decided::Existing(stored)) => self.existing(stored, &live, &asked, &request),
-            Ok(other) => tool_error(
+            Ok(Ready::Existing(stored)) => Some(self.existing(stored, live, asked, request)),
+            Ok(other) => Some(tool_error(
                 format!("unexpected admission {other:?}; nothing was sent"),
                 None,
-            ),
-            Err(e) => tool_error(
+            )),
+            Err(e) => Some(tool_error(
                 format!("the call could not be recorded ({e}); nothing was sent"),
                 None,
-            ),
+            )),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rpr::executor::Delivery;
 use rpr::jsonrpc::{ErrorObject, codes};
 use rpr::mcp::{ExecutorConfig, McpExecutor};
-use rpr::stage::Bindable;
+use rpr::stage::{Bindable, Bound};
 use rpr::{Confirmed, Outcome, Pathway};
 use serde_json::{Value, json};
 
@@ -15,10 +15,9 @@ use super::call::{Answer, Asked, Live, tool_error};
 use crate::flow::Keeping;
 
 impl Gate {
-    /// Binds, records the attempt durably, sends, and reads a mutating call's effect back.
-    pub(crate) fn carry<S: Bindable>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
-        let id = p.id().to_owned();
-        let state = p.state().as_str().to_owned();
+    /// The executor of `live`'s tool for this call: a read-only call is bound to the list its
+    /// pin was just checked in; a call that changes the world lists the tools each time.
+    pub(crate) fn executor(&self, live: &Live, asked: &Asked) -> Keeping {
         let mut config = ExecutorConfig::default()
             .with_class(live.plan.class)
             .with_call_timeout(self.call_timeout)
@@ -29,39 +28,73 @@ impl Gate {
         if live.plan.class == rpr::ActionClass::ReadOnly {
             // A read changes nothing: it is bound to the list its pin was just checked in
             // (kept until the server says its tools changed, or restarts) instead of
-            // listing three more times. A call that changes the world lists each time.
+            // listing three more times.
             config = config.with_tool_list(Arc::clone(&live.list));
         }
-        let mut executor = Keeping::new(
+        Keeping::new(
             McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone()).with_config(config),
-        );
-        let bound = match p.bind(&mut executor) {
-            Ok(b) => b,
+        )
+    }
+
+    /// Binds a stored pathway, then [`Gate::send`]s it.
+    pub(crate) fn carry<S: Bindable>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
+        let id = p.id().to_owned();
+        let state = p.state().as_str().to_owned();
+        let mut executor = self.executor(live, asked);
+        match p.bind(&mut executor) {
+            Ok(bound) => self.send(bound, executor, live, &state).unwrap_or_else(|| {
+                tool_error(
+                    format!("pathway {id} was not sent; it stays {state}"),
+                    Some((&id, &state)),
+                )
+            }),
             Err(e) => {
                 self.upstream.forget_tools();
-                return tool_error(
+                tool_error(
                     format!(
                         "pathway {id} could not be bound ({e}); it stays {state}; nothing was sent"
                     ),
                     Some((&id, &state)),
-                );
+                )
             }
+        }
+    }
+
+    /// Checks the binding against the pin, records the attempt durably (with the pathway
+    /// itself when it is not stored yet), sends, and reads a mutating call's effect back.
+    /// `state` is where a stored pathway stays when nothing is sent. `None`: the pathway
+    /// was not stored yet and an identical call's, stored first, holds its key (nothing was
+    /// sent; the caller answers from that one).
+    pub(crate) fn send(
+        &self,
+        bound: Pathway<Bound>,
+        mut executor: Keeping,
+        live: &Live,
+        state: &str,
+    ) -> Option<Answer> {
+        let id = bound.id().to_owned();
+        let stays = if bound.is_stored() {
+            format!("pathway {id} stays {state}")
+        } else {
+            "nothing was recorded".to_owned()
         };
+        let named = |state: &str| bound.is_stored().then(|| (id.clone(), state.to_owned()));
         if bound.binding().digest != live.expected {
             // The server changed between the pin check and the bind: nothing is sent; the
             // next call lists the tools again and checks the new definition against the pin.
             self.upstream.forget_tools();
             let changed =
                 rpr::mcp::changed_fields(&bound.binding().details, &live.bound_details).join(", ");
-            return tool_error(
+            let pathway = named(state);
+            return Some(tool_error(
                 format!(
                     "refused: the server changed while this call was being bound (changed: {changed}; now {}); \
-                     nothing was sent and pathway {id} stays {state}. Make the call again: the gate checks the \
+                     nothing was sent and {stays}. Make the call again: the gate checks the \
                      new definition against its pin",
                     bound.binding().target
                 ),
-                Some((&id, &state)),
-            );
+                pathway.as_ref().map(|(i, s)| (i.as_str(), s.as_str())),
+            ));
         }
         let actor = bound.definition().authority.execution_actor.clone();
         // A mutating call with a readback: the reply and the readback in one durable commit.
@@ -77,7 +110,12 @@ impl Gate {
             None => bound.dispatch(&self.rt, &actor, &mut executor),
         };
         let delivery = executor.delivery.take();
-        match outcome {
+        if let Outcome::NotSent(n) = &outcome
+            && matches!(n.error(), rpr::PathwayError::KeyTaken { .. })
+        {
+            return None;
+        }
+        Some(match outcome {
             Outcome::Completed(done) => {
                 eprintln!("rpr gate: pathway {} completed", done.id());
                 reply_of(delivery, &id)
@@ -86,13 +124,13 @@ impl Gate {
                 let mut readback = match live.plan.readback(&live.client) {
                     Ok(r) => r,
                     Err(e) => {
-                        return tool_error(
+                        return Some(tool_error(
                             format!(
                                 "the server replied success, but the effect cannot be read back ({e}); pathway {id} awaits confirmation (returned). See: rpr unresolved --database {}",
                                 self.database
                             ),
                             Some((&id, "returned")),
-                        );
+                        ));
                     }
                 };
                 let actor = returned.definition().authority.execution_actor.clone();
@@ -156,13 +194,19 @@ impl Gate {
                 ),
                 Some((p.id(), "partially_completed")),
             ),
-            Outcome::NotSent(n) => tool_error(
-                format!(
-                    "nothing was sent: {}; pathway {id} stays {state}; the same call again sends it",
-                    n.error()
-                ),
-                Some((&id, &state)),
-            ),
+            Outcome::NotSent(n) => {
+                let error = n.error().to_string();
+                let pathway = n.into_pathway();
+                let stays = if pathway.is_stored() {
+                    format!("pathway {id} stays {state}")
+                } else {
+                    "nothing was recorded".to_owned()
+                };
+                tool_error(
+                    format!("nothing was sent: {error}; {stays}; the same call again sends it"),
+                    pathway.is_stored().then_some((id.as_str(), state)),
+                )
+            }
             Outcome::Unrecorded(u) => tool_error(
                 format!(
                     "the outcome of attempt {} could not be recorded ({}); the pathway will be reported unknown and not sent again",
@@ -170,8 +214,8 @@ impl Gate {
                 ),
                 Some((&id, "running")),
             ),
-            other => tool_error(format!("unexpected outcome {other:?}"), Some((&id, &state))),
-        }
+            other => tool_error(format!("unexpected outcome {other:?}"), Some((&id, state))),
+        })
     }
 }
 
