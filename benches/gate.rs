@@ -228,9 +228,12 @@ fn main() -> ExitCode {
         if let Some((r, w)) = &baseline {
             let times = [
                 run(r, "get", o.calls, |_| json!({"key": "k"})),
-                run(w, "put", o.calls, |i| {
-                    json!({"key": format!("b{round}-k{i}"), "value": "v"})
-                }),
+                run(
+                    w,
+                    "put",
+                    o.calls,
+                    |i| json!({"key": format!("b{round}-k{i}"), "value": "v"}),
+                ),
             ];
             for (b, t) in best_baseline.iter_mut().zip(times) {
                 *b = b.min(t);

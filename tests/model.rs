@@ -80,7 +80,7 @@ use rpr::token::{
 };
 use rpr::{
     ActionClass, Actor, Admission, Confirmed, Decided, Decision, Definition, IdSource, Outcome,
-    Pathway, PathwayError, Proposal, Refused, Runtime, SequentialIds, State, StoredPathway,
+    Pathway, PathwayError, Proposal, Ready, Refused, Runtime, SequentialIds, State, StoredPathway,
 };
 use serde_json::{Value, json};
 
@@ -948,7 +948,11 @@ impl World {
             if other_content { ", other content" } else { "" }
         );
         if let Some(arg) = admit {
-            self.propose_and_admit(rt, db, &key, d, full, &what, arg);
+            if arg % 3 == 2 {
+                self.propose_and_bind(rt, db, &key, d, full, &what, arg);
+            } else {
+                self.propose_and_admit(rt, db, &key, d, full, &what, arg);
+            }
             return;
         }
         match self.rt(rt).propose(&actor("proposer"), d) {
@@ -1028,6 +1032,116 @@ impl World {
             }
             Ok(Decided::Existing(s)) => {
                 self.cover("proposal replayed by propose_and_admit");
+                let got = self.adopt(db, rt, s, &what, None);
+                self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
+            }
+            Ok(_) => self.fail(format!("{what}: an unknown variant")),
+            Err(e) => {
+                let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
+                    || (self.separate_ids
+                        && matches!(e, PathwayError::Store(StoreError::Sqlite(_))));
+                if !expected {
+                    self.fail(format!("{what} through {}: {e}", RT_NAMES[rt]));
+                }
+                self.after(&what, Some(rt), false, &CallEnd::Refused(describe(&e)));
+            }
+        }
+    }
+
+    /// `Runtime::propose_and_bind`: admitted and, when the policy allows it, bound without a
+    /// commit; the dispatch stores it with its attempt record.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the propose step's context, passed on"
+    )]
+    fn propose_and_bind(
+        &self,
+        rt: usize,
+        db: usize,
+        key: &str,
+        d: Definition,
+        full: Definition,
+        what: &str,
+        arg: u8,
+    ) {
+        let decision = decision_of(arg / 3);
+        let what = format!("{what}, bound at once ({decision:?})");
+        let policy = move |_: &Definition| decision.clone();
+        let mut ex = ModelExec {
+            world: self,
+            kind: Exec::Apply,
+            hang: None,
+        };
+        let ready = self.rt(rt).propose_and_bind(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            d,
+            &policy,
+            &mut ex,
+        );
+        let call = |id: &str| Call {
+            name: "propose_and_bind",
+            id: id.to_owned(),
+            db,
+            rt,
+            foreign: false,
+        };
+        let new = || {
+            self.definitions
+                .borrow_mut()
+                .insert((db, key.to_owned()), full.clone());
+        };
+        match ready {
+            Ok(Ready::Bound(p)) => {
+                new();
+                self.cover("propose_and_bind -> bound, not stored");
+                if self.changed()[db] {
+                    self.fail(format!(
+                        "{what}: stored something before the pathway's dispatch"
+                    ));
+                }
+                if p.is_stored() {
+                    self.fail(format!("{what}: a bound pathway says it is stored"));
+                }
+                self.after(
+                    &format!("{what} = {} (not stored)", p.id()),
+                    Some(rt),
+                    false,
+                    &CallEnd::Ok,
+                );
+                let mut handles = self.handles.borrow_mut();
+                handles.push(Entry {
+                    db,
+                    h: H::Bound(p, false),
+                });
+                if handles.len() > MAX_HANDLES {
+                    handles.remove(0);
+                }
+            }
+            Ok(Ready::NotBound(refused)) => {
+                new();
+                let (p, e) = refused.into_parts();
+                self.cover("propose_and_bind -> not bound, stored approved");
+                self.expect(db, p.id(), State::Approved);
+                self.after(
+                    &call(p.id()).what("not bound"),
+                    Some(rt),
+                    false,
+                    &CallEnd::RefusedRecorded(describe(&e)),
+                );
+                self.keep(db, p);
+            }
+            Ok(Ready::Admitted(admission)) => {
+                new();
+                match admission {
+                    Admission::AwaitingApproval(p) => self.ok(&call(p.id()), p),
+                    Admission::HumanGate(p) => self.ok(&call(p.id()), p),
+                    Admission::Denied(p) => self.ok(&call(p.id()), p),
+                    other => self.fail(format!("{what}: admitted as {other:?}")),
+                }
+            }
+            Ok(Ready::Existing(s)) => {
+                self.cover("proposal replayed by propose_and_bind");
                 let got = self.adopt(db, rt, s, &what, None);
                 self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
             }
@@ -1635,6 +1749,7 @@ impl World {
 
     fn dispatch(&self, db: usize, rt: usize, bound: Pathway<Bound>, resumed: bool, a: &Act) {
         let id = bound.id().to_owned();
+        let was_stored = bound.is_stored();
         let by = if !a.honest {
             actor("intruder")
         } else if resumed && a.arg % 2 == 1 {
@@ -1697,11 +1812,20 @@ impl World {
                 } else {
                     CallEnd::Refused(e)
                 };
+                if matches!(not_sent.error(), PathwayError::KeyTaken { .. }) {
+                    self.cover("unstored pathway's key taken first: nothing sent");
+                }
+                let p = not_sent.into_pathway();
+                if !was_stored && p.is_stored() {
+                    // The refusal was recorded, and the pathway with it.
+                    self.cover("unstored pathway stored with its dispatch refusal");
+                    self.expect(db, &id, State::Approved);
+                }
                 self.after(&what("not sent"), Some(rt), call.foreign, &r);
                 let mut handles = self.handles.borrow_mut();
                 handles.push(Entry {
                     db,
-                    h: H::Bound(not_sent.into_pathway(), resumed),
+                    h: H::Bound(p, resumed),
                 });
             }
             Outcome::Completed(p) => self.ok(&call, p),

@@ -60,6 +60,10 @@ impl Ready {
     ///
     /// `rt.propose_and_bind(&alice, &alice, definition, ALLOW_ALL, &mut files)?.into_bound()?`
     /// is the bound, not yet stored pathway of a new, allowed proposal.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the Err is the whole result (as for the other into_ helpers), made once per call"
+    )]
     pub fn into_bound(self) -> Result<Pathway<Bound>, Ready> {
         match self {
             Ready::Bound(p) => Ok(p),

@@ -13,7 +13,7 @@ use super::stage::Stage;
 use super::{Actor, Pathway, PathwayError, PendingInsert, Refused};
 use crate::runtime::Runtime;
 use crate::state::{AttemptStatus, State};
-use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step};
+use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step, StoreError};
 
 mod admission;
 mod dispatch;
@@ -68,6 +68,7 @@ impl<S: Stage> Pathway<S> {
             at: rt.now(),
         };
         let class = self.core.definition.class;
+        let change_from = change.from;
         let written = match self.core.pending.take() {
             None => rt.write_for(class, move |b| b.apply(step)),
             // Not stored yet: the pathway's row and events and this first step, one unit.
@@ -82,6 +83,19 @@ impl<S: Stage> Pathway<S> {
                         let key = self.core.definition.idempotency_key.clone();
                         self.core.pending = Some(pending);
                         return Err(Refused::new(self, PathwayError::KeyTaken { key }));
+                    }
+                    // Another pathway holds this id (ids from two sources that collide): this
+                    // one is not the stored one, as for a step on a stale handle.
+                    Err(e)
+                        if e.is_unique_violation()
+                            && matches!(rt.reader().pathway(&self.core.id), Ok(Some(_))) =>
+                    {
+                        self.core.pending = Some(pending);
+                        Err(StoreError::Conflict {
+                            pathway: self.core.id.clone(),
+                            expected: change_from,
+                            version: self.core.version,
+                        })
                     }
                     Err(e) => {
                         self.core.pending = Some(pending);
