@@ -39,6 +39,7 @@ pub enum Decided {
     Existing(StoredPathway),
 }
 
+// Same shape as Admission, Outcome and token::Reconciled: public enums of typed handles.
 /// The result of [`Runtime::propose_and_bind`].
 #[derive(Debug)]
 #[must_use = "a bound pathway must be dispatched (dropped, it leaves nothing behind)"]
@@ -148,11 +149,7 @@ impl Runtime {
         policy: &dyn crate::pathway::Policy,
     ) -> Result<Decided, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
-        let stored = self.propose_inner(proposer, definition, false, |definition| {
-            let decision = policy.decide(definition);
-            let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
-            (decision, to, events)
-        })?;
+        let stored = self.propose_inner(proposer, definition, false, admit_by(decider, policy))?;
         Ok(match stored {
             Ok((p, decision)) => Decided::New(crate::pathway::admission(p, &decision)),
             Err(existing) => Decided::Existing(existing),
@@ -187,11 +184,7 @@ impl Runtime {
         executor: &mut dyn Executor,
     ) -> Result<Ready, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
-        let stored = self.propose_inner(proposer, definition, true, |definition| {
-            let decision = policy.decide(definition);
-            let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
-            (decision, to, events)
-        })?;
+        let stored = self.propose_inner(proposer, definition, true, admit_by(decider, policy))?;
         let (p, decision) = match stored {
             Ok(new) => new,
             Err(existing) => return Ok(Ready::Existing(existing)),
@@ -274,37 +267,26 @@ impl Runtime {
             state,
             version,
         };
-        if defer_approved && state == State::Approved {
+        let pending = if defer_approved && state == State::Approved {
             // Stored with its first step (see `propose_and_bind`).
-            let p = Pathway {
-                core: Box::new(Core {
-                    id,
-                    database: Arc::clone(&self.database),
-                    version,
-                    definition,
-                    definition_digest,
-                    request_digest,
-                    redacted: false,
-                    pending: Some(Box::new(PendingInsert { new, events })),
-                }),
-                stage: Proposed { _private: () },
-            };
-            return Ok(Ok((p, decided)));
-        }
-        let inserted = self.write_for(definition.class, move |b| b.insert_pathway(new, events));
-        match inserted {
-            Ok(()) => {}
-            Err(e) if e.is_unique_violation() => {
-                // Lost a race for the same key: replay what won.
-                if let Some(stored) =
-                    self.replay_key(&definition.idempotency_key, &definition_digest)?
-                {
-                    return Ok(Err(stored));
+            Some(Box::new(PendingInsert { new, events }))
+        } else {
+            let inserted = self.write_for(definition.class, move |b| b.insert_pathway(new, events));
+            match inserted {
+                Ok(()) => {}
+                Err(e) if e.is_unique_violation() => {
+                    // Lost a race for the same key: replay what won.
+                    if let Some(stored) =
+                        self.replay_key(&definition.idempotency_key, &definition_digest)?
+                    {
+                        return Ok(Err(stored));
+                    }
+                    return Err(e.into());
                 }
-                return Err(e.into());
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
-        }
+            None
+        };
         let p = Pathway {
             core: Box::new(Core {
                 id,
@@ -314,7 +296,7 @@ impl Runtime {
                 definition_digest,
                 request_digest,
                 redacted: false,
-                pending: None,
+                pending,
             }),
             stage: Proposed { _private: () },
         };
@@ -351,5 +333,18 @@ impl Runtime {
             });
         }
         self.load(&id).map(Some)
+    }
+}
+
+/// The admission `decider` makes by `policy`: the decision, the state it moves a proposed
+/// pathway to, and the events that record it.
+fn admit_by<'a>(
+    decider: &'a Actor,
+    policy: &'a dyn crate::pathway::Policy,
+) -> impl FnOnce(&Definition) -> (crate::pathway::Decision, State, Vec<EventDraft>) + 'a {
+    move |definition| {
+        let decision = policy.decide(definition);
+        let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
+        (decision, to, events)
     }
 }

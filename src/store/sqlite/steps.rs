@@ -67,6 +67,7 @@ impl Backend for SqliteBackend {
         Ok(version)
     }
 
+    // Same shape as Backend::insert_and_apply in store/mod.rs: its declaration.
     fn insert_and_apply(
         &self,
         new: NewPathway,

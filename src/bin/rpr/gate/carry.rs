@@ -163,6 +163,8 @@ impl Gate {
                     Some((f.id(), "repair_required")),
                 ),
             },
+            // Same shape as the Failed arm above: a JSON-RPC error passed on, else the text
+            // for its state (unknown and failed say different things).
             Outcome::Unknown(u) => {
                 eprintln!(
                     "rpr gate: pathway {} is write_status_unknown; it will not be sent again",
