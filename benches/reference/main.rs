@@ -11,7 +11,9 @@
 //! One *whole call* is what a new user writes from each project's README, release build,
 //! one file write per call:
 //!
-//! * rpr ([`rpr_call`]), timed in both of the forms its README shows: *merged steps*,
+//! * rpr ([`rpr_call`]), timed in the three forms its README shows: `propose_and_bind`
+//!   then `dispatch_and_confirm` (2 durable commits: the pathway with its attempt record,
+//!   the reply with its readback); *merged steps*,
 //!   `Runtime::propose_and_admit` with an allow policy, `bind` to a [`FileExecutor`],
 //!   `dispatch_and_confirm` with a [`FileReadback`] (3 durable commits); and *separate
 //!   steps*, `propose`, `admit`, `bind`, `dispatch`, then `confirm` the
@@ -31,7 +33,7 @@
 //! the directory after the rename and `LocalFileExecutor` does not: the table counts
 //! those syncs separately.
 //!
-//! Each round runs `--calls` calls in a fresh process per side (three sides: rpr merged,
+//! Each round runs `--calls` calls in a fresh process per side (four sides: rpr bound, rpr merged,
 //! rpr separate, the reference), rpr's as this program re-executed with the hidden
 //! `--only-rpr N --steps FORM` flags, on a fresh database in the same directory; the
 //! order of the sides rotates from round to round. Each process times its own loop
@@ -112,6 +114,9 @@ fn content(i: usize) -> String {
 /// How the rpr side writes its whole call (both are in the README).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Steps {
+    /// `propose_and_bind` (stored with its attempt record), `dispatch_and_confirm`: 2 durable
+    /// commits.
+    Bound,
     /// `propose_and_admit`, `bind`, `dispatch_and_confirm`: 3 durable commits.
     Merged,
     /// `propose`, `admit`, `bind`, `dispatch`, `confirm`: 5 durable commits.
@@ -121,13 +126,14 @@ enum Steps {
 impl Steps {
     fn flag(self) -> &'static str {
         match self {
+            Self::Bound => "bound",
             Self::Merged => "merged",
             Self::Separate => "separate",
         }
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Self::Merged, Self::Separate]
+        [Self::Bound, Self::Merged, Self::Separate]
             .into_iter()
             .find(|x| x.flag() == s)
     }
@@ -154,6 +160,17 @@ fn rpr_call(
         Authority::single(actor),
     );
     match steps {
+        Steps::Bound => {
+            let bound = rt
+                .propose_and_bind(actor, actor, definition, &allow, ex)
+                .expect("propose and bind")
+                .into_bound()
+                .unwrap_or_else(|other| panic!("call {i}: not bound: {other}"));
+            match bound.dispatch_and_confirm(rt, actor, ex, rb) {
+                Outcome::Completed(_) => {}
+                other => panic!("call {i}: not completed: {other:?}"),
+            }
+        }
         Steps::Merged => {
             let Decided::New(Admission::Approved(approved)) = rt
                 .propose_and_admit(actor, actor, definition, &allow)
@@ -806,11 +823,12 @@ fn main() -> ExitCode {
     std::fs::create_dir_all(&base).expect("benchmark directory");
     let (calls, rounds) = (o.calls, o.rounds);
 
-    // Three sides: rpr in both forms of the README, and the reference.
+    // Four sides: rpr in the three forms of the README, and the reference.
     let sides = [
         Who::Rpr(Steps::Merged),
         Who::Rpr(Steps::Separate),
         Who::Reference,
+        Who::Rpr(Steps::Bound),
     ];
     let mut results: Vec<Vec<Value>> = vec![Vec::new(); sides.len()];
     for round in 0..rounds {
@@ -888,7 +906,8 @@ fn main() -> ExitCode {
         .zip(counted)
         .map(|(r, c)| Summary::from_rounds(r, calls, c))
         .collect();
-    let (merged, separate, theirs) = (&summaries[0], &summaries[1], &summaries[2]);
+    let (merged, separate, theirs, bound) =
+        (&summaries[0], &summaries[1], &summaries[2], &summaries[3]);
     let fmt_rates = |s: &Summary| {
         s.rates
             .iter()
@@ -911,9 +930,15 @@ fn main() -> ExitCode {
          file effect syncs/call: file | file effect syncs/call: directory | syncs/call, total |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "{}", row("rpr, propose_and_bind", bound, calls));
     let _ = writeln!(out, "{}", row("rpr, merged steps", merged, calls));
     let _ = writeln!(out, "{}", row("rpr, separate steps", separate, calls));
     let _ = writeln!(out, "{}", row("reference", theirs, calls));
+    let _ = writeln!(
+        out,
+        "{}",
+        ratio_row("propose_and_bind / reference", bound, theirs)
+    );
     let _ = writeln!(out, "{}", ratio_row("merged / reference", merged, theirs));
     let _ = writeln!(
         out,
@@ -923,8 +948,9 @@ fn main() -> ExitCode {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "- calls/s per round: rpr merged {}; rpr separate {}; reference {}. CPU: total over all rounds / calls \
+        "- calls/s per round: rpr propose_and_bind {}; rpr merged {}; rpr separate {}; reference {}. CPU: total over all rounds / calls \
          (rpr from /proc/self/stat, {:.0} ms resolution per round; the reference from getrusage).",
+        fmt_rates(bound),
         fmt_rates(merged),
         fmt_rates(separate),
         fmt_rates(theirs),
