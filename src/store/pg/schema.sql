@@ -1,3 +1,5 @@
+-- Same shape as src/store/schema.sql and migrate_3.sql, table for table: the same schema for
+-- the other engine (its types and its DDL differ), so nothing is shared.
 -- rpr schema for PostgreSQL, version 3: the tables, columns and indexes of the SQLite schema
 -- at version 3 (src/store/schema.sql, migrate_2.sql, migrate_3.sql), in one script. Applied by
 -- src/store/pg/migrate.rs inside one transaction, which also records it in rpr_migrations and
