@@ -192,17 +192,23 @@ fn usage_errors_exit_2() {
     );
     fails(
         &[
-            "deny",
+            "call",
+            "--config",
+            "x",
+            "--policy",
+            "y",
             "--database",
             "x",
-            "--key",
-            "k",
-            "--as",
-            "a",
+            "--server",
+            "s",
+            "--tool",
+            "t",
+            "--args",
+            "{}",
             "--json",
         ],
         2,
-        "`--json` applies to `unresolved`, `status`, `verify` and `pin` only",
+        "`--json` applies to `unresolved`, `status`, `verify`, `pin` and the steps on a pathway, not to `call` or `gate`",
     );
     fails(&[], 2, "Usage: rpr [OPTIONS] <COMMAND>");
     let output = run(["--help"]);

@@ -178,3 +178,76 @@ fn unresolved_and_verify_print_one_json_document() {
     assert_eq!(cut["verified"], false, "{cut:#}");
     assert_eq!(cut["problems"][0]["kind"], "truncated", "{cut:#}");
 }
+
+#[test]
+fn a_step_with_json_prints_how_it_ended_and_the_pathway_after_it() {
+    let dir = Scratch::new("cli-step-json");
+    let db = database(&dir);
+    let (lost, _) = by_key(dir.join("rpr.db").as_path(), "lost");
+    let (config, policy) = (dir.fault_config("none"), dir.policy());
+
+    // The unknown call, reconciled by readback: the effect is there, so it completes.
+    let reconciled = json(
+        &[
+            "reconcile",
+            "--config",
+            &config,
+            "--policy",
+            &policy,
+            "--database",
+            &db,
+            "--key",
+            "lost",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(reconciled["exit"], "done", "{reconciled:#}");
+    assert_eq!(reconciled["pathway"]["pathway_id"], lost.as_str());
+    assert_eq!(
+        reconciled["pathway"]["state"], "completed",
+        "{reconciled:#}"
+    );
+    assert_eq!(
+        reconciled["pathway"]["next"]["action"], "none",
+        "{reconciled:#}"
+    );
+
+    // A step that does not apply: an error, said in the document too, with the pathway as
+    // it stands; the text for people went to stderr.
+    let output = run([
+        "deny",
+        "--database",
+        &db,
+        "--key",
+        "done",
+        "--as",
+        "alice",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let denied: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", text(&output)));
+    assert_eq!(denied["exit"], "error", "{denied:#}");
+    assert!(
+        denied["error"].as_str().unwrap().contains("does not apply"),
+        "{denied:#}"
+    );
+    assert_eq!(denied["pathway"]["state"], "completed", "{denied:#}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("does not apply"),
+        "{}",
+        text(&output)
+    );
+
+    // `call` takes no `--json`.
+    let mut args = call_args(
+        &config,
+        &policy,
+        &db,
+        "put",
+        r#"{"key": "k", "value": "v"}"#,
+    );
+    args.push("--json");
+    assert_eq!(run(&args).status.code(), Some(2));
+}

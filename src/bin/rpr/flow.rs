@@ -38,9 +38,9 @@ pub(crate) fn runtime_with(db: &Path, bounds: rpr::evidence::Bounds) -> Result<R
         .bounds(bounds)
         .step_hook(|point| match point {
             StepPoint::AfterAttemptCommit => {
-                println!("    attempt record committed durably (status in_flight) — before any byte is sent");
+                say!("    attempt record committed durably (status in_flight) — before any byte is sent");
             }
-            StepPoint::AfterReply => println!("    the server answered (or the pipe broke); recording the outcome"),
+            StepPoint::AfterReply => say!("    the server answered (or the pipe broke); recording the outcome"),
             _ => {}
         })
         .open()
@@ -53,8 +53,8 @@ pub(crate) fn short(v: &Value) -> String {
 }
 
 pub(crate) fn print_binding(b: &Binding) {
-    println!("  bound to {}", b.target);
-    println!(
+    say!("  bound to {}", b.target);
+    say!(
         "    protocol {}, server {}@{}, capabilities digest {}…, tool digest {}…",
         b.details["protocol_version"].as_str().unwrap_or("?"),
         b.details["server_name"].as_str().unwrap_or("?"),
@@ -152,7 +152,7 @@ impl Hint {
     }
     pub(crate) fn next(&self, verb: &str, id: &str, tail: &str) {
         if let Some(c) = self.command(verb, id, tail) {
-            println!("next: {c}");
+            say!("next: {c}");
         }
     }
 }
@@ -163,29 +163,29 @@ pub(crate) fn show_gate<S: Stage>(p: &Pathway<S>, live: &Live) -> Result<String,
     let binding = live.binding()?;
     let d = &binding.details;
     let authority = &p.definition().authority;
-    println!(
+    say!(
         "Human Gate: pathway {} needs a decision by the approval authority ({}), because {}",
         p.id(),
         authority.approval_authority,
         live.plan.why
     );
-    println!(
+    say!(
         "  server     {}: {}, protocol {}, capabilities digest {}…",
         live.server,
         live.client.server().identity(),
         d["protocol_version"].as_str().unwrap_or("?"),
         short(&d["capabilities_digest"])
     );
-    println!(
+    say!(
         "  tool       {}, tool digest {}…, input schema digest {}…",
         live.tool.name,
         short(&d["tool_digest"]),
         short(&d["input_schema_digest"])
     );
-    println!("  binding    digest {}", binding.digest);
-    println!("  request    digest {}", p.request_digest());
+    say!("  binding    digest {}", binding.digest);
+    say!("  request    digest {}", p.request_digest());
     let args = serde_json::to_string_pretty(&p.definition().request.arguments)?;
-    println!("  arguments  {}", args.replace('\n', "\n             "));
+    say!("  arguments  {}", args.replace('\n', "\n             "));
     Ok(binding.digest)
 }
 
@@ -243,18 +243,18 @@ pub(crate) fn decide<S: Gated + 'static>(
                 .grant_approval(&p, &approver)
                 .map_err(|e| format!("{e}; pathway {id} stays at the Human Gate"))?;
             let p = p.approve(rt, approval)?;
-            println!(
+            say!(
                 "Human Gate: approved by {approver} (approval authority) → pathway {id} is APPROVED for this exact request"
             );
             Ok(Ok(p))
         }
         Gate::Deny(actor) => {
             p.deny(rt, &actor, "denied at the Human Gate")?;
-            println!("pathway {id} is DENIED by {actor}");
+            say!("pathway {id} is DENIED by {actor}");
             Ok(Err(Exit::Denied))
         }
         Gate::Leave => {
-            println!("pathway {id} is left at the HUMAN_GATE; nothing was sent");
+            say!("pathway {id} is left at the HUMAN_GATE; nothing was sent");
             hint.next("approve", &id, " --as NAME");
             hint.next("deny", &id, " --as NAME");
             Ok(Err(Exit::Pending))
@@ -287,7 +287,7 @@ pub(crate) fn carry_out<S: Bindable>(
     if shown.is_some_and(|d| d != bound.binding().digest) {
         return Err(stays(&"the server changed between the Human Gate and binding").into());
     }
-    println!("  dispatch by {actor}:");
+    say!("  dispatch by {actor}:");
     match bound.dispatch(rt, actor, &mut executor) {
         Outcome::Completed(done) => {
             // The reply as the server sent it: the stored copy may be bounded (a large
@@ -296,16 +296,16 @@ pub(crate) fn carry_out<S: Bindable>(
                 Some(reply) => Some(reply),
                 None => rt.reader().attempts(done.id())?.pop().and_then(|a| a.outcome),
             };
-            println!("  result: {}", result_text(reply.as_ref()));
-            println!("pathway {} is COMPLETED (a read-only call)", done.id());
+            say!("  result: {}", result_text(reply.as_ref()));
+            say!("pathway {} is COMPLETED (a read-only call)", done.id());
             Ok(Exit::Done)
         }
         Outcome::Returned(returned) => {
-            println!("  the server replied success — not proof yet; reading back…");
+            say!("  the server replied success — not proof yet; reading back…");
             confirm(rt, live, returned, hint)
         }
         Outcome::Unknown(u) => {
-            println!(
+            say!(
                 "pathway {} is WRITE_STATUS_UNKNOWN — the request was written but its outcome is unknown; \
                  nothing will be re-sent",
                 u.id()
@@ -337,7 +337,7 @@ pub(crate) fn carry_out<S: Bindable>(
                     "the tool reported a failure".to_owned(),
                 ),
             };
-            println!(
+            say!(
                 "pathway {} is REPAIR_REQUIRED — attempt {status}: {why}",
                 f.id()
             );
@@ -345,7 +345,7 @@ pub(crate) fn carry_out<S: Bindable>(
             Ok(Exit::Pending)
         }
         Outcome::Partial(p) => {
-            println!(
+            say!(
                 "pathway {} is PARTIALLY_COMPLETED — the repair owner must act",
                 p.id()
             );
@@ -386,14 +386,14 @@ pub(crate) fn confirm(
     let mut readback = live.plan.readback(&live.client)?;
     match p.confirm(rt, &actor, &mut readback)? {
         Confirmed::Completed(done) => {
-            println!(
+            say!(
                 "pathway {} is COMPLETED — readback verified the effect",
                 done.id()
             );
             Ok(Exit::Done)
         }
         Confirmed::Unknown(u) => {
-            println!(
+            say!(
                 "pathway {} is WRITE_STATUS_UNKNOWN — the readback did not verify the effect",
                 u.id()
             );
@@ -417,7 +417,7 @@ pub(crate) fn settle(
     match rt.reconcile(&p, &mut readback) {
         Reconciled::NotApplied(token) => {
             p.settle(rt, token)?;
-            println!(
+            say!(
                 "readback found no effect → verdict not applied → pathway {id} is REPAIR_REQUIRED (settled)"
             );
             hint.next("repair", &id, " --as NAME --evidence TEXT");
@@ -425,11 +425,11 @@ pub(crate) fn settle(
         }
         Reconciled::Unresolved(token) => {
             p.keep_unsettled(rt, token)?;
-            println!("readback was inconclusive → pathway {id} stays unsettled (nothing re-sent)");
+            say!("readback was inconclusive → pathway {id} stays unsettled (nothing re-sent)");
             Ok(Exit::Pending)
         }
         _ => {
-            println!(
+            say!(
                 "readback found the effect → pathway {id} cannot be sent again: abort it with residuals"
             );
             Ok(Exit::Pending)
@@ -449,12 +449,12 @@ pub(crate) fn reconcile(
     match rt.reconcile(&p, &mut readback) {
         Reconciled::Applied(token) => {
             p.complete(rt, token)?;
-            println!("readback found the effect → verdict applied → pathway {id} is COMPLETED");
+            say!("readback found the effect → verdict applied → pathway {id} is COMPLETED");
             Ok(Exit::Done)
         }
         Reconciled::NotApplied(token) => {
             p.require_repair(rt, token)?;
-            println!(
+            say!(
                 "readback found no effect → verdict not applied → pathway {id} is REPAIR_REQUIRED"
             );
             hint.next("repair", &id, " --as NAME --evidence TEXT");
@@ -462,7 +462,7 @@ pub(crate) fn reconcile(
         }
         Reconciled::Unresolved(token) => {
             p.keep_unknown(rt, token)?;
-            println!(
+            say!(
                 "readback was inconclusive → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)"
             );
             Ok(Exit::Pending)

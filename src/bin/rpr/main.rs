@@ -11,6 +11,27 @@
 //! The example host (`cargo run --example host -- demo`) tells the same story on real
 //! processes in its own short code, with the library alone.
 
+/// Whether a step command writes one JSON document on stdout (`--json`): its text for
+/// people then goes to stderr.
+static JSON_OUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `--json` moved the text for people to stderr.
+pub(crate) fn json_out() -> bool {
+    JSON_OUT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `println!` for the text a step command prints for people: on stderr under `--json`, where
+/// stdout carries the one JSON document.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if crate::json_out() {
+            eprintln!($($arg)*);
+        } else {
+            println!($($arg)*);
+        }
+    };
+}
+
 mod commands;
 mod config;
 mod flow;
@@ -50,7 +71,8 @@ without --approve-as/--deny-as it leaves the pathway at the gate and prints how 
 #[derive(Debug, Parser)]
 #[command(name = "rpr", version, after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
-    /// Print one JSON document on stdout instead of text (`unresolved`, `status`, `verify`, `pin`).
+    /// Print one JSON document on stdout (`unresolved`, `status`, `verify`, `pin`, and the
+    /// steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -97,19 +119,44 @@ enum Command {
     Pin(gate::PinArgs),
 }
 
+impl Command {
+    /// The pathway this command takes a step on, if it is a step.
+    fn step(&self) -> Option<commands::Located<'_>> {
+        Some(match self {
+            Command::Approve(a) | Command::Resume(a) => a.step.located(),
+            Command::Deny(a) | Command::Hold(a) | Command::Stop(a) => a.step.located(),
+            Command::Reconcile(a) => a.located(),
+            Command::Repair(a) => a.step.located(),
+            Command::Release(a) | Command::Escalate(a) | Command::RequireRepair(a) => a.located(),
+            Command::Abort(a) => a.step.located(),
+            Command::Attest(a) => a.step.located(),
+            _ => return None,
+        })
+    }
+}
+
 fn run(cli: &Cli) -> Result<Exit, Failure> {
     let json = cli.json;
-    if json
-        && !matches!(
-            cli.command,
-            Command::Unresolved(_) | Command::Status(_) | Command::Verify(_) | Command::Pin(_)
-        )
-    {
-        return Err(Usage(
-            "`--json` applies to `unresolved`, `status`, `verify` and `pin` only".into(),
-        )
-        .into());
+    let reads = matches!(
+        cli.command,
+        Command::Unresolved(_) | Command::Status(_) | Command::Verify(_) | Command::Pin(_)
+    );
+    if json && !reads {
+        let Some(step) = cli.command.step() else {
+            return Err(Usage(
+                "`--json` applies to `unresolved`, `status`, `verify`, `pin` and the steps on a pathway, not to `call` or `gate`".into(),
+            )
+            .into());
+        };
+        JSON_OUT.store(true, std::sync::atomic::Ordering::Relaxed);
+        let result = dispatch(cli, json);
+        commands::print_step_json(&step, &result)?;
+        return result;
     }
+    dispatch(cli, json)
+}
+
+fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
     match &cli.command {
         Command::Call(a) => commands::call(a),
         Command::Approve(a) => commands::approve(a),

@@ -124,7 +124,7 @@ pub(crate) struct LiveStep {
     #[command(flatten)]
     files: LiveFiles,
     #[command(flatten)]
-    step: Step,
+    pub(crate) step: Step,
     #[command(flatten)]
     restore: Restore,
 }
@@ -146,7 +146,7 @@ pub(crate) struct ReconcileArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ReasonStep {
     #[command(flatten)]
-    step: Step,
+    pub(crate) step: Step,
     /// Why, recorded in the ledger.
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
@@ -156,7 +156,7 @@ pub(crate) struct ReasonStep {
 #[derive(Debug, Args)]
 pub(crate) struct RepairArgs {
     #[command(flatten)]
-    step: Step,
+    pub(crate) step: Step,
     /// What was found and done, recorded as the repair evidence.
     #[arg(long, value_name = "TEXT")]
     evidence: String,
@@ -166,7 +166,7 @@ pub(crate) struct RepairArgs {
 #[derive(Debug, Args)]
 pub(crate) struct AbortArgs {
     #[command(flatten)]
-    step: Step,
+    pub(crate) step: Step,
     /// What is left behind, recorded with the abort.
     #[arg(long, value_name = "TEXT")]
     residuals: String,
@@ -187,7 +187,7 @@ pub(crate) enum Verdict {
 #[derive(Debug, Args)]
 pub(crate) struct AttestArgs {
     #[command(flatten)]
-    step: Step,
+    pub(crate) step: Step,
     /// The verdict.
     #[arg(long, value_name = "VERDICT")]
     verdict: Verdict,
@@ -244,9 +244,12 @@ fn json_object(text: &str) -> Result<Value, Failure> {
 fn show_next(rt: &Runtime, id: &str) -> Result<Exit, Failure> {
     let detail = inspect::pathway(&rt.reader(), &find(rt, id)?)?;
     let n = &detail.next;
-    println!(
+    say!(
         "pathway {}: {}; next: {} ({})",
-        detail.pathway_id, detail.state, n.action, n.detail
+        detail.pathway_id,
+        detail.state,
+        n.action,
+        n.detail
     );
     Ok(if detail.state == State::Completed {
         Exit::Done
@@ -255,14 +258,80 @@ fn show_next(rt: &Runtime, id: &str) -> Result<Exit, Failure> {
     })
 }
 
+/// The database and the pathway of a step command (`--json` reports the pathway after it).
+pub(crate) struct Located<'a> {
+    db: &'a Database,
+    target: &'a Target,
+}
+
+impl Step {
+    pub(crate) fn located(&self) -> Located<'_> {
+        Located {
+            db: &self.db,
+            target: &self.target,
+        }
+    }
+}
+
+impl ReconcileArgs {
+    pub(crate) fn located(&self) -> Located<'_> {
+        Located {
+            db: &self.db,
+            target: &self.target,
+        }
+    }
+}
+
+/// `--json` of a step command: one document on stdout with how the command ended and the
+/// pathway as it stands after it (its state, attempts and who acts next), or the error.
+pub(crate) fn print_step_json(
+    at: &Located<'_>,
+    result: &Result<Exit, Failure>,
+) -> Result<(), Failure> {
+    let exit = match result {
+        Ok(Exit::Done) => "done",
+        Ok(Exit::Pending) => "needs_step",
+        Ok(Exit::Denied) => "denied",
+        Err(_) => "error",
+    };
+    let mut doc = serde_json::json!({ "exit": exit });
+    if let Err(e) = result {
+        doc["error"] = e.to_string().into();
+    }
+    let found = crate::config::existing_database(&at.db.database)
+        .and_then(|db| Ok(rpr::store::ReadStore::open_read_only(db)?))
+        .and_then(|store| {
+            let wanted = at
+                .target
+                .pathway
+                .as_deref()
+                .or(at.target.key.as_deref())
+                .unwrap_or_default();
+            let id = find_in(&store, wanted)?;
+            Ok(inspect::pathway(&store, &id)?)
+        });
+    match found {
+        Ok(detail) => doc["pathway"] = serde_json::to_value(detail)?,
+        Err(e) if result.is_ok() => doc["pathway_error"] = e.to_string().into(),
+        Err(_) => {}
+    }
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(())
+}
+
 /// The pathway id for `id_or_key` (a pathway id, or an idempotency key).
 fn find(rt: &Runtime, id_or_key: &str) -> Result<String, Failure> {
-    if rt.reader().pathway(id_or_key)?.is_some() {
+    find_in(&rt.reader(), id_or_key)
+}
+
+/// [`find`] in a read store.
+fn find_in(store: &rpr::store::ReadStore, id_or_key: &str) -> Result<String, Failure> {
+    if store.pathway(id_or_key)?.is_some() {
         return Ok(id_or_key.to_owned());
     }
     let mut after: Option<String> = None;
     loop {
-        let page = rt.reader().list_pathways(after.as_deref(), 1000, None)?;
+        let page = store.list_pathways(after.as_deref(), 1000, None)?;
         let Some(last) = page.last() else {
             return Err(format!("no pathway with id or key {id_or_key:?}").into());
         };

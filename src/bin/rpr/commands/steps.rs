@@ -91,7 +91,7 @@ fn restored<S: Stage + 'static>(args: &Restore, p: Pathway<S>) -> Result<Pathway
 
 fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Exit, Failure> {
     let id = stored.id().to_owned();
-    println!("`{command}` does not apply to pathway {id} in its state");
+    say!("`{command}` does not apply to pathway {id} in its state");
     show_next(rt, &id)?;
     let state = rt.reader().pathway(&id)?.map_or_else(
         || "unknown to the store".to_owned(),
@@ -144,7 +144,7 @@ pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
         StoredPathway::AwaitingApproval(p) => drop(p.deny(&rt, &actor, reason)?),
         other => return wrong_state(&rt, &other, "deny"),
     }
-    println!("pathway {id} is DENIED by {actor}");
+    say!("pathway {id} is DENIED by {actor}");
     Ok(Exit::Done)
 }
 
@@ -156,7 +156,7 @@ pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
         StoredPathway::Unknown(p) => {
             let p = restored(&args.restore, p)?;
             let live = live_for(&args.files, &p)?;
-            println!(
+            say!(
                 "reconciling pathway {} by readback (`{}` on a fresh session of `{}`)",
                 p.id(),
                 live.plan.readback.as_ref().map_or("?", |r| r.tool.as_str()),
@@ -186,7 +186,7 @@ pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
         return wrong_state(&rt, &stored, "repair");
     };
     let p = p.repair(&rt, &actor, &evidence, None)?;
-    println!(
+    say!(
         "pathway {} is READY_TO_RESUME (repaired by {actor})",
         p.id()
     );
@@ -201,7 +201,7 @@ pub(crate) fn hold(args: &ReasonStep) -> Result<Exit, Failure> {
         return wrong_state(&rt, &stored, "hold");
     };
     let p = p.hold(&rt, &actor, args.reason_or("held by the stop authority"))?;
-    println!("pathway {} is HELD by {actor}", p.id());
+    say!("pathway {} is HELD by {actor}", p.id());
     let hint = hint(None, &args.step.db);
     hint.next("release", p.id(), " --as NAME");
     hint.next("escalate", p.id(), " --as NAME");
@@ -215,7 +215,7 @@ pub(crate) fn release(args: &Step) -> Result<Exit, Failure> {
         return wrong_state(&rt, &stored, "release");
     };
     let p = p.release(&rt, &actor)?;
-    println!("pathway {} is APPROVED again (released by {actor})", p.id());
+    say!("pathway {} is APPROVED again (released by {actor})", p.id());
     hint(None, &args.db).next("resume", p.id(), " --as NAME");
     Ok(Exit::Done)
 }
@@ -228,7 +228,7 @@ pub(crate) fn escalate(args: &Step) -> Result<Exit, Failure> {
         StoredPathway::AwaitingApproval(p) => p.escalate(&rt, &actor)?.id().to_owned(),
         other => return wrong_state(&rt, &other, "escalate"),
     };
-    println!("pathway {id} is at a HUMAN_GATE (escalated by {actor})");
+    say!("pathway {id} is at a HUMAN_GATE (escalated by {actor})");
     hint(None, &args.db).next("approve", &id, " --as NAME");
     Ok(Exit::Done)
 }
@@ -241,7 +241,7 @@ pub(crate) fn stop(args: &ReasonStep) -> Result<Exit, Failure> {
         return wrong_state(&rt, &stored, "stop");
     };
     let p = p.stop(&rt, &actor, args.reason_or("stopped by the stop authority"))?;
-    println!("pathway {} is STOPPED by {actor}", p.id());
+    say!("pathway {} is STOPPED by {actor}", p.id());
     hint(None, &args.step.db).next("require-repair", p.id(), " --as NAME");
     Ok(Exit::Done)
 }
@@ -268,7 +268,7 @@ pub(crate) fn abort(args: &AbortArgs) -> Result<Exit, Failure> {
         StoredPathway::ReadyToResume(p) => go(&rt, p, &actor, &residuals)?,
         other => return wrong_state(&rt, &other, "abort"),
     };
-    println!("pathway {id} is ABORTED by {actor} (final)");
+    say!("pathway {id} is ABORTED by {actor} (final)");
     Ok(Exit::Done)
 }
 
@@ -290,21 +290,19 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
             return match rt.attest(&p, &actor, verdict, &evidence)? {
                 Reconciled::NotApplied(token) => {
                     p.settle(&rt, token)?;
-                    println!(
-                        "{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)"
-                    );
+                    say!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)");
                     hint.next("repair", &id, " --as NAME --evidence TEXT");
                     Ok(Exit::Pending)
                 }
                 Reconciled::Unresolved(token) => {
                     p.keep_unsettled(&rt, token)?;
-                    println!(
+                    say!(
                         "{actor} attests unresolved → pathway {id} stays unsettled (nothing re-sent)"
                     );
                     Ok(Exit::Pending)
                 }
                 _ => {
-                    println!(
+                    say!(
                         "{actor} attests applied → the effect is there; pathway {id} cannot be resumed: abort it with residuals"
                     );
                     Ok(Exit::Pending)
@@ -317,18 +315,18 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
     match rt.attest(&p, &actor, verdict, &evidence)? {
         Reconciled::Applied(token) => {
             p.complete(&rt, token)?;
-            println!("{actor} attests applied → pathway {id} is COMPLETED");
+            say!("{actor} attests applied → pathway {id} is COMPLETED");
             Ok(Exit::Done)
         }
         Reconciled::NotApplied(token) => {
             p.require_repair(&rt, token)?;
-            println!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED");
+            say!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED");
             hint.next("repair", &id, " --as NAME --evidence TEXT");
             Ok(Exit::Pending)
         }
         Reconciled::Unresolved(token) => {
             p.keep_unknown(&rt, token)?;
-            println!(
+            say!(
                 "{actor} attests unresolved → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)"
             );
             Ok(Exit::Pending)
@@ -345,7 +343,7 @@ pub(crate) fn require_repair(args: &Step) -> Result<Exit, Failure> {
         StoredPathway::PartiallyCompleted(p) => p.require_repair(&rt, &actor)?.id().to_owned(),
         other => return wrong_state(&rt, &other, "require-repair"),
     };
-    println!(
+    say!(
         "pathway {id} is REPAIR_REQUIRED (sent to repair by {actor}); it replied before, so it may have taken \
          effect: reconcile it (readback) or attest it not applied before it can be repaired"
     );

@@ -45,7 +45,7 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
         if json_out {
             println!("{}", serde_json::to_string(&pin)?);
         } else {
-            println!(
+            say!(
                 "pinned `{tool}` of `{server}`: binding {} (by {actor}); the gate accepts calls to it again",
                 pin.digest
             );
@@ -59,21 +59,28 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
         return Ok(Exit::Done);
     }
     for p in &pins {
-        println!(
+        say!(
             "{}/{}  pinned {} by {}",
-            p.server, p.tool, p.digest, p.pinned_by
+            p.server,
+            p.tool,
+            p.digest,
+            p.pinned_by
         );
         if let Some(seen) = &p.seen {
             let changed = rpr::mcp::changed_fields(&p.binding, &seen.binding).join(", ");
-            println!(
+            say!(
                 "    CHANGED (calls refused): now {} (changed: {changed}); to accept it: rpr pin --database {} \
                  --server {} --tool {} --digest {} --as NAME",
-                seen.digest, args.database, p.server, p.tool, seen.digest
+                seen.digest,
+                args.database,
+                p.server,
+                p.tool,
+                seen.digest
             );
         }
     }
     let waiting = pins.iter().filter(|p| p.seen.is_some()).count();
-    println!(
+    say!(
         "{} pin(s), {waiting} changed and refused until pinned",
         pins.len()
     );
@@ -97,7 +104,7 @@ pub(crate) fn approve_only<S: Gated + 'static>(
         .grant_approval(&p, approver)
         .map_err(|e| format!("{e}; pathway {id} stays at the Human Gate"))?;
     p.approve(rt, approval)?;
-    println!(
+    say!(
         "pathway {id} is APPROVED by {approver} for this exact request; nothing was sent. \
          The gate sends it, once, when the client makes the same call again"
     );
