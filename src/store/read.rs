@@ -136,9 +136,18 @@ impl ReadStore {
         &self,
         request_digest: &str,
     ) -> Result<Vec<PathwayRecord>, StoreError> {
+        // `state IN (every open state)`, not `NOT IN (the terminal ones)`: the index
+        // `pathways_by_request (request_digest, state)` then seeks each open state instead of
+        // reading every pathway the digest ever had (an identical read repeated all day).
+        let open: Vec<String> = State::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
         let mut stmt = self.conn.prepare_cached(&format!(
             "{PATHWAY_SELECT} WHERE request_digest = CAST(?1 AS TEXT) \
-             AND state NOT IN ('completed', 'denied', 'aborted') ORDER BY id"
+             AND state IN ({}) ORDER BY id",
+            open.join(", ")
         ))?;
         let mut out = Vec::new();
         for r in stmt.query_map(params![request_digest], pathway_row)? {
