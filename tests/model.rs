@@ -975,15 +975,7 @@ impl World {
                 self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
             }
             Ok(_) => self.fail(format!("{what}: an unknown proposal variant")),
-            Err(e) => {
-                let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
-                    || (self.separate_ids
-                        && matches!(e, PathwayError::Store(StoreError::Sqlite(_))));
-                if !expected {
-                    self.fail(format!("{what} through {}: {e}", RT_NAMES[rt]));
-                }
-                self.after(&what, Some(rt), false, &CallEnd::Refused(describe(&e)));
-            }
+            Err(e) => self.proposal_refused(rt, &what, &e),
         }
     }
 
@@ -1031,20 +1023,10 @@ impl World {
                 }
             }
             Ok(Decided::Existing(s)) => {
-                self.cover("proposal replayed by propose_and_admit");
-                let got = self.adopt(db, rt, s, &what, None);
-                self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
+                self.proposal_replayed("propose_and_admit", db, rt, s, &what);
             }
             Ok(_) => self.fail(format!("{what}: an unknown variant")),
-            Err(e) => {
-                let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
-                    || (self.separate_ids
-                        && matches!(e, PathwayError::Store(StoreError::Sqlite(_))));
-                if !expected {
-                    self.fail(format!("{what} through {}: {e}", RT_NAMES[rt]));
-                }
-                self.after(&what, Some(rt), false, &CallEnd::Refused(describe(&e)));
-            }
+            Err(e) => self.proposal_refused(rt, &what, &e),
         }
     }
 
@@ -1140,22 +1122,28 @@ impl World {
                     other => self.fail(format!("{what}: admitted as {other:?}")),
                 }
             }
-            Ok(Ready::Existing(s)) => {
-                self.cover("proposal replayed by propose_and_bind");
-                let got = self.adopt(db, rt, s, &what, None);
-                self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
-            }
+            Ok(Ready::Existing(s)) => self.proposal_replayed("propose_and_bind", db, rt, s, &what),
             Ok(_) => self.fail(format!("{what}: an unknown variant")),
-            Err(e) => {
-                let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
-                    || (self.separate_ids
-                        && matches!(e, PathwayError::Store(StoreError::Sqlite(_))));
-                if !expected {
-                    self.fail(format!("{what} through {}: {e}", RT_NAMES[rt]));
-                }
-                self.after(&what, Some(rt), false, &CallEnd::Refused(describe(&e)));
-            }
+            Err(e) => self.proposal_refused(rt, &what, &e),
         }
+    }
+
+    /// A proposal refused: only a key used with other content, or (with separate id counters)
+    /// an id another runtime already stored, may refuse one.
+    fn proposal_refused(&self, rt: usize, what: &str, e: &PathwayError) {
+        let expected = matches!(e, PathwayError::IdempotencyConflict { .. })
+            || (self.separate_ids && matches!(e, PathwayError::Store(StoreError::Sqlite(_))));
+        if !expected {
+            self.fail(format!("{what} through {}: {e}", RT_NAMES[rt]));
+        }
+        self.after(what, Some(rt), false, &CallEnd::Refused(describe(e)));
+    }
+
+    /// A known key with the same content: the stored pathway, replayed by `how`.
+    fn proposal_replayed(&self, how: &str, db: usize, rt: usize, s: StoredPathway, what: &str) {
+        self.cover(&format!("proposal replayed by {how}"));
+        let got = self.adopt(db, rt, s, what, None);
+        self.after(&format!("{what} -> {got}"), Some(rt), false, &CallEnd::Ok);
     }
 
     /// Every pathway id either database has (so `load` hits collisions), and one that
