@@ -8,7 +8,7 @@ mod host_support;
 use host_support::{Scratch, by_key, call_args, run, text};
 use serde_json::Value;
 
-const SUBCOMMANDS: [&str; 17] = [
+const SUBCOMMANDS: [&str; 18] = [
     "call",
     "approve",
     "deny",
@@ -26,6 +26,7 @@ const SUBCOMMANDS: [&str; 17] = [
     "verify",
     "status",
     "gate",
+    "copy-to-postgres",
 ];
 
 #[test]
@@ -250,4 +251,26 @@ fn a_step_with_json_prints_how_it_ended_and_the_pathway_after_it() {
     );
     args.push("--json");
     assert_eq!(run(&args).status.code(), Some(2));
+}
+
+/// Without the `postgres` feature `copy-to-postgres` exists (the same `--help` on every
+/// build) and says what the build lacks, reading and writing nothing. With the feature, it is
+/// tested against a real server in `pg_copy.rs`.
+#[cfg(not(feature = "postgres"))]
+#[test]
+fn copy_to_postgres_without_the_feature_says_the_build_lacks_it() {
+    let dir = Scratch::new("copy-no-feature");
+    let db = dir.join("absent.db").display().to_string();
+    let output = run([
+        "copy-to-postgres",
+        "--database",
+        &db,
+        "--to",
+        "postgres://u:secret@127.0.0.1:1/rpr",
+    ]);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("built without the `postgres` feature"), "{out}");
+    assert!(!out.contains("secret"), "{out}");
+    assert!(!dir.join("absent.db").exists());
 }

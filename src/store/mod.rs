@@ -135,6 +135,17 @@ pub enum StoreError {
         /// Its status.
         status: String,
     },
+    /// The database was moved to another store (`rpr copy-to-postgres`, see
+    /// `rpr::store::pg::copy_from_sqlite`): it takes no more steps, so that two stores never
+    /// both take steps on one pathway. The step wrote nothing; reading the database (`rpr
+    /// status`, `rpr verify`, `rpr-mcp`) still works.
+    #[error(
+        "this database was moved to {to} (rpr copy-to-postgres): it takes no more steps and this one wrote nothing; take the next steps on that store (reading this one still works)"
+    )]
+    Moved {
+        /// Where it was moved, as the copy recorded it (the target without its password).
+        to: String,
+    },
     /// No changed binding with this digest was seen for this tool (nothing to pin).
     #[error(
         "no changed binding {digest} was seen for tool `{tool}` of server `{server}`; nothing pinned (list the pins to see what is waiting)"

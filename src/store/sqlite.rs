@@ -80,6 +80,9 @@ impl<'c> Unit<'c> {
                 "internal: a step ran outside its batch's transaction".into(),
             ));
         }
+        // Inside the batch's transaction: a database moved to another store takes no step
+        // (one primary-key read of `meta`, a page every step writes anyway).
+        refuse_if_moved(conn)?;
         if backend.solo.get() {
             // Alone in its batch: the batch's transaction is the step's, and a refused step
             // makes the batch roll back instead of commit. No savepoint to pay for.
@@ -197,6 +200,8 @@ impl SqliteBackend {
             )
             .optional()?
             .ok_or_else(|| StoreError::Corrupt("meta has no database_id".into()))?;
+        // A moved database is not opened for steps (reading it is `ReadStore`'s).
+        refuse_if_moved(backend.conn())?;
         Ok(backend)
     }
 
@@ -341,6 +346,37 @@ impl SqliteBackend {
         )?
         .execute(params![format!("{seq}:{hash}")])?;
         Ok(())
+    }
+}
+
+/// Refuses with [`StoreError::Moved`] when the database was moved: `meta.moved_to`, written
+/// by `store::pg::copy_from_sqlite` (JSON with `to`, where, without a password; `at`, ms;
+/// `finished`, whether the target's copy is known to be committed). Read inside the caller's
+/// transaction, so a step and the mark cannot pass each other.
+pub(crate) fn refuse_if_moved(conn: &Connection) -> Result<(), StoreError> {
+    let moved: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE key = 'moved_to'")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    moved.map_or(Ok(()), |value| Err(moved_error(&value)))
+}
+
+/// [`StoreError::Moved`] for the value of the `meta.moved_to` row.
+pub(crate) fn moved_error(value: &str) -> StoreError {
+    let marker = serde_json::from_str::<serde_json::Value>(value).ok();
+    let to = marker
+        .as_ref()
+        .and_then(|m| m.get("to")?.as_str())
+        .unwrap_or(value);
+    let unfinished = marker.as_ref().and_then(|m| m.get("finished")?.as_bool()) == Some(false);
+    StoreError::Moved {
+        to: if unfinished {
+            format!(
+                "{to} (the copy is unfinished: run the same rpr copy-to-postgres again to finish it)"
+            )
+        } else {
+            to.to_owned()
+        },
     }
 }
 

@@ -5,7 +5,8 @@
 //! configuration (`mcpServers` JSON) under a small JSON policy; the other commands take the
 //! next step of a pathway (`approve`, `deny`, `reconcile`, `repair`, `resume`, `hold`,
 //! `release`, `escalate`, `stop`, `abort`, `attest`, `require-repair`) or read a database
-//! (`unresolved`, `status`, `verify`). `gate` governs an MCP server as a stdio proxy. See
+//! (`unresolved`, `status`, `verify`). `gate` governs an MCP server as a stdio proxy;
+//! `copy-to-postgres` moves a database into PostgreSQL (feature `postgres`). See
 //! `docs/host.md`; `rpr help COMMAND` says what each command takes.
 //!
 //! The example host (`cargo run --example host -- demo`) tells the same story on real
@@ -34,6 +35,7 @@ macro_rules! say {
 
 mod commands;
 mod config;
+mod copy;
 mod flow;
 mod gate;
 mod keeping;
@@ -71,8 +73,8 @@ without --approve-as/--deny-as it leaves the pathway at the gate and prints how 
 #[derive(Debug, Parser)]
 #[command(name = "rpr", version, after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
-    /// Print one JSON document on stdout (`unresolved`, `status`, `verify`, `pin`, and the
-    /// steps on a pathway: its state and next step after the command; their text goes to stderr).
+    /// Print one JSON document on stdout (`unresolved`, `status`, `verify`, `pin`,
+    /// `copy-to-postgres`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -117,6 +119,8 @@ enum Command {
     Gate(gate::GateArgs),
     /// List the gate's tool pins and the changes waiting, or pin a changed tool by its digest.
     Pin(gate::PinArgs),
+    /// Copy a SQLite database into an empty PostgreSQL store, then mark it moved (no more steps).
+    CopyToPostgres(copy::CopyArgs),
 }
 
 impl Command {
@@ -139,12 +143,16 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
     let json = cli.json;
     let reads = matches!(
         cli.command,
-        Command::Unresolved(_) | Command::Status(_) | Command::Verify(_) | Command::Pin(_)
+        Command::Unresolved(_)
+            | Command::Status(_)
+            | Command::Verify(_)
+            | Command::Pin(_)
+            | Command::CopyToPostgres(_)
     );
     if json && !reads {
         let Some(step) = cli.command.step() else {
             return Err(Usage(
-                "`--json` applies to `unresolved`, `status`, `verify`, `pin` and the steps on a pathway, not to `call` or `gate`".into(),
+                "`--json` applies to `unresolved`, `status`, `verify`, `pin`, `copy-to-postgres` and the steps on a pathway, not to `call` or `gate`".into(),
             )
             .into());
         };
@@ -176,6 +184,7 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::Status(a) => commands::status(a, json),
         Command::Gate(a) => gate::run(a),
         Command::Pin(a) => gate::pin(a, json),
+        Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),
     }
 }
 

@@ -41,6 +41,7 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 use super::StoreError;
 
 mod check;
+mod copy;
 mod ledger;
 mod migrate;
 mod pins;
@@ -49,6 +50,9 @@ mod step;
 mod types;
 mod verify;
 
+pub use copy::{
+    CopyError, CopyOutcome, CopyReport, InFlight, Progress, RowCounts, copy_from_sqlite,
+};
 pub use types::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PinCandidate, Step};
 
 /// Now by the database's clock, in ms since the Unix epoch, as an SQL expression (a macro,
