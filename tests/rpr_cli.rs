@@ -270,7 +270,10 @@ fn copy_to_postgres_without_the_feature_says_the_build_lacks_it() {
     ]);
     let out = text(&output);
     assert_eq!(output.status.code(), Some(1), "{out}");
-    assert!(out.contains("built without the `postgres` feature"), "{out}");
+    assert!(
+        out.contains("built without the `postgres` feature"),
+        "{out}"
+    );
     assert!(!out.contains("secret"), "{out}");
     assert!(!dir.join("absent.db").exists());
 }
