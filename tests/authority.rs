@@ -240,7 +240,7 @@ impl Env {
             .unwrap()
     }
     fn state(&self, id: &str) -> State {
-        self.rt.reader().pathway(id).unwrap().unwrap().state
+        self.rt.pathway_record(id).unwrap().unwrap().state
     }
 }
 
@@ -413,7 +413,7 @@ fn resumed_dispatch_needs_the_execution_actor_or_the_resume_authority() {
             panic!("{who} may resume")
         };
         assert_eq!(ex.executed, 1);
-        let attempts = env.rt.reader().attempts(p.id()).unwrap();
+        let attempts = env.rt.attempt_records(p.id()).unwrap();
         assert_eq!(attempts.len(), 2);
         assert_eq!(
             attempts[1].previous_attempt.as_deref(),
@@ -639,19 +639,11 @@ fn an_approval_is_marked_used_once_in_the_database() {
         .rt
         .grant_approval(&p, &actor("approval_authority"))
         .unwrap();
-    let conn = rusqlite::Connection::open(env.db()).unwrap();
-    let used_at = |conn: &rusqlite::Connection| -> Vec<Option<i64>> {
-        let mut stmt = conn
-            .prepare("SELECT used_at FROM approvals ORDER BY id")
-            .unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
-    assert_eq!(used_at(&conn), vec![None, None]);
+    let db = env.db();
+    let used_at = || ints(&db, "SELECT used_at FROM approvals ORDER BY id");
+    assert_eq!(used_at(), vec![None, None]);
     let p = p.approve(&env.rt, used).unwrap();
-    let after = used_at(&conn);
+    let after = used_at();
     assert!(
         after[0].is_some(),
         "the consumed approval is marked used: {after:?}"
@@ -671,8 +663,10 @@ fn an_approval_is_marked_used_once_in_the_database() {
         .rt
         .grant_approval(&p, &actor("approval_authority"))
         .unwrap();
-    conn.execute("UPDATE approvals SET used_at = 1 WHERE used_at IS NULL", [])
-        .unwrap();
+    hand_edit(
+        &db,
+        "UPDATE approvals SET used_at = 1 WHERE used_at IS NULL",
+    );
     let before = db_dump(&env.db());
     let r = p.approve(&env.rt, again).unwrap_err();
     assert!(

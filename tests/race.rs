@@ -63,6 +63,11 @@ fn load(rt: &Runtime, id: &str, via_recover: bool) -> StoredPathway {
     }
 }
 
+/// The children's lease, renewed by their heartbeat while they live. On SQLite a dead
+/// owner is seen at once (its process is gone); on PostgreSQL, where an owner may be on any
+/// machine, only the lapse of its lease by the database's clock lets another take over.
+const CHILD_LEASE: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// A child process. `RPR_RACE_MODE`: `race` (bind, wait for the start signal,
 /// dispatch, report) or `hold` (dispatch and block inside the executor until killed).
 #[test]
@@ -72,7 +77,10 @@ fn child_entry() {
     };
     let id = env("RPR_RACE_PATHWAY");
     let via_recover = env("RPR_RACE_VIA") == "recover";
-    let rt = Runtime::open(env("RPR_RACE_DB")).unwrap();
+    let rt = Runtime::builder(env("RPR_RACE_DB"))
+        .lease(CHILD_LEASE)
+        .open()
+        .unwrap();
     let mut ex = CountingFile::new(env("RPR_RACE_ROOT").as_ref(), env("RPR_RACE_LOG").as_ref());
     let StoredPathway::Approved(p) = load(&rt, &id, via_recover) else {
         panic!("expected an approved pathway")
@@ -190,12 +198,11 @@ fn two_processes_racing_to_dispatch_send_exactly_once() {
             "round {round}: exactly one effect"
         );
         let rt = Runtime::open(s.dir.db()).unwrap();
-        let attempts = rt.reader().attempts(&s.id).unwrap();
+        let attempts = rt.attempt_records(&s.id).unwrap();
         assert_eq!(attempts.len(), 1, "round {round}: exactly one attempt row");
         assert_eq!(attempts[0].status, AttemptStatus::Returned);
         let started = rt
-            .reader()
-            .events(&s.id, 0, usize::MAX)
+            .pathway_events(&s.id)
             .unwrap()
             .iter()
             .filter(|e| e.event.contains("\"kind\":\"attempt_started\""))
@@ -247,8 +254,28 @@ fn live_owner_process_keeps_its_attempt_in_flight() {
         "recovery wrote nothing while the owner was alive"
     );
 
-    // Once the owner is dead, the same scan reports the attempt as unknown.
+    // Alive past its first lease: the heartbeat renewed it.
+    std::thread::sleep(CHILD_LEASE * 2);
+    assert!(
+        matches!(
+            rt.recover().unwrap().as_slice(),
+            [StoredPathway::InFlightElsewhere { .. }]
+        ),
+        "a live owner keeps its attempt past its first lease"
+    );
+    // Once the owner is dead, the same scan reports the attempt as unknown (on
+    // PostgreSQL once its lease has lapsed).
     holder.kill();
+    if common::pg::on() {
+        assert!(
+            matches!(
+                rt.recover().unwrap().as_slice(),
+                [StoredPathway::InFlightElsewhere { .. }]
+            ),
+            "on PostgreSQL not taken over while the lease runs"
+        );
+        std::thread::sleep(CHILD_LEASE + std::time::Duration::from_millis(300));
+    }
     let all = rt.recover().unwrap();
     assert!(
         matches!(all.as_slice(), [StoredPathway::Unknown(_)]),

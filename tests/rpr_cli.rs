@@ -277,3 +277,23 @@ fn copy_to_postgres_without_the_feature_says_the_build_lacks_it() {
     assert!(!out.contains("secret"), "{out}");
     assert!(!dir.join("absent.db").exists());
 }
+
+#[test]
+fn a_postgres_url_as_database_is_refused_without_its_password() {
+    for command in ["status", "verify", "unresolved"] {
+        let output = run([command, "--database", "postgres://u:secret@127.0.0.1:1/rpr"]);
+        let out = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{command}: {out}");
+        assert!(out.contains("takes a SQLite file"), "{command}: {out}");
+        assert!(!out.contains("secret"), "{command}: {out}");
+    }
+    let mcp = std::process::Command::new(env!("CARGO_BIN_EXE_rpr-mcp"))
+        .args(["--database", "postgresql://u:secret@127.0.0.1:1/rpr"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&mcp.stderr);
+    assert_eq!(mcp.status.code(), Some(2), "{err}");
+    assert!(err.contains("takes a SQLite file"), "{err}");
+    assert!(!err.contains("secret") && mcp.stdout.is_empty(), "{err}");
+}

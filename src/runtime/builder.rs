@@ -7,13 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use parking_lot::ReentrantMutex;
-
-use super::Runtime;
 use super::owner::Owner;
+use super::{Runtime, Store};
 use crate::evidence::Bounds;
-use crate::store::batch::Batcher;
-use crate::store::{Backend, SqliteBackend, StoreError};
+use crate::store::{SqliteBackend, StoreError};
 
 /// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
 ///
@@ -103,6 +100,7 @@ pub struct RuntimeBuilder {
     hook: Option<Hook>,
     bounds: Bounds,
     read_durability: crate::store::ReadDurability,
+    schema: Option<String>,
 }
 
 /// How long a step waits for another connection's write lock by default (10 s): see
@@ -112,7 +110,7 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RuntimeBuilder")
-            .field("path", &self.path)
+            .field("location", &super::store::shown(&self.path))
             .field("lease", &self.lease)
             .finish_non_exhaustive()
     }
@@ -131,7 +129,31 @@ impl RuntimeBuilder {
             hook: None,
             bounds: Bounds::DEFAULT,
             read_durability: crate::store::ReadDurability::Synced,
+            schema: None,
         }
+    }
+
+    /// For a `postgres://` location: keep this runtime's tables in `schema` (created if
+    /// missing), so that one PostgreSQL database can hold several independent rpr stores.
+    /// A plain lowercase identifier (`[a-z_][a-z0-9_]*`). Ignored for a SQLite file.
+    #[must_use]
+    pub fn schema(mut self, schema: &str) -> Self {
+        self.schema = Some(schema.to_owned());
+        self
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres(location: &std::path::Path, schema: Option<&str>) -> Result<Store, StoreError> {
+        let url = location.to_str().unwrap_or_default();
+        Store::postgres(url, schema)
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn postgres(location: &std::path::Path, _: Option<&str>) -> Result<Store, StoreError> {
+        Err(StoreError::Unsupported(format!(
+            "{}: a PostgreSQL location, but this build of rpr has no PostgreSQL support (build with the `postgres` feature)",
+            super::store::shown(location)
+        )))
     }
 
     /// Uses `clock` instead of the system clock.
@@ -195,11 +217,14 @@ impl RuntimeBuilder {
 
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
-        let backend = SqliteBackend::open(&self.path, self.busy_timeout)?;
-        let database: Arc<str> = Arc::from(backend.database_id());
+        let store = if super::store::is_postgres_url(&self.path) {
+            Self::postgres(&self.path, self.schema.as_deref())?
+        } else {
+            Store::sqlite(SqliteBackend::open(&self.path, self.busy_timeout)?)
+        };
+        let database: Arc<str> = Arc::from(store.with(|b| b.database_id().to_owned()));
         Ok(Runtime {
-            backend: ReentrantMutex::new(backend),
-            batcher: Batcher::default(),
+            store,
             read_durability: self.read_durability,
             database,
             path: self.path,

@@ -5,20 +5,22 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use parking_lot::{MappedReentrantMutexGuard, ReentrantMutex, ReentrantMutexGuard};
+use parking_lot::{MappedReentrantMutexGuard, ReentrantMutexGuard};
 use serde_json::{Value, json};
 
 use crate::evidence::{self, Bounds};
 use crate::executor::Carrier;
-use crate::ledger::{self, Report};
+use crate::ledger::Report;
 use crate::pathway::{Actor, Core, PathwayError};
-use crate::store::batch::Batcher;
-use crate::store::{Backend, ReadStore, SqliteBackend, StoreError, WriteStats};
+use crate::store::{
+    AttemptRecord, Backend, LedgerRow, PathwayRecord, ReadStore, StoreError, WriteStats,
+};
 
 mod builder;
 mod owner;
 mod propose;
 mod recovery;
+mod store;
 mod tokens;
 
 use builder::Hook;
@@ -30,6 +32,7 @@ pub use builder::{
 pub(crate) use owner::{CarrierRecord, Tracked};
 use owner::{Heartbeat, IN_FLIGHT, Owner};
 pub use propose::{Decided, Proposal, Ready};
+pub(crate) use store::Store;
 /// How often `load` reads a pathway again when what it read went stale before its
 /// recovery step could be recorded (the step is refused by compare-and-set, never misapplied).
 pub(crate) const RELOADS: usize = 8;
@@ -51,13 +54,12 @@ pub(crate) const RELOADS: usize = 8;
 /// from (its identity is created with the schema): used with a runtime on another
 /// database it is refused with [`PathwayError::ForeignPathway`] and nothing is written.
 pub struct Runtime {
-    /// The step connection. Reentrant, so that a thread holding [`Runtime::reader`] can
-    /// still step; steps of other threads wait for it (one SQLite connection, one
-    /// transaction at a time). No step holds it while an executor or readback runs.
-    backend: ReentrantMutex<SqliteBackend>,
+    /// The step connection and how steps reach it: for SQLite, reentrant, so that a thread
+    /// holding [`Runtime::reader`] can still step, with steps of concurrent callers
+    /// committed together (`store::batch`); for PostgreSQL, one transaction per step. No
+    /// step holds it while an executor or readback runs.
     // Same shape as RuntimeBuilder's fields: the builder's settings become these.
-    /// Steps waiting for a commit: every write goes through it (`store::batch`).
-    batcher: Batcher,
+    store: Store,
     /// How the steps of read-only pathways are committed.
     read_durability: crate::store::ReadDurability,
     database: Arc<str>,
@@ -126,36 +128,78 @@ impl Runtime {
         RuntimeBuilder::new(path.as_ref())
     }
 
-    /// Read access to the same database, through the runtime's connection.
+    /// Read access to the same SQLite database, through the runtime's connection.
     ///
     /// While the returned guard lives, other threads' steps on this runtime wait (this
     /// thread's do not): keep it for a read, not across a tool call.
+    ///
+    /// # Panics
+    ///
+    /// On a runtime opened on PostgreSQL, whose rows [`ReadStore`] cannot read: use
+    /// [`Runtime::pathway_record`], [`Runtime::attempt_records`], [`Runtime::verify`] and
+    /// [`Runtime::recover`], which read either store ([`Runtime::is_postgres`] tells which).
     #[must_use]
     pub fn reader(&self) -> Reader<'_> {
-        Reader(ReentrantMutexGuard::map(self.backend.lock(), |b| {
-            b.reader()
-        }))
+        match &self.store {
+            Store::Sqlite { backend, .. } => {
+                Reader(ReentrantMutexGuard::map(backend.lock(), |b| b.reader()))
+            }
+            #[cfg(feature = "postgres")]
+            Store::Pg { .. } => panic!(
+                "Runtime::reader reads SQLite only; this runtime is on PostgreSQL: use Runtime::pathway_record, attempt_records, verify or recover"
+            ),
+        }
     }
 
-    /// Verifies the ledger and the stored state; see [`ledger::verify`].
+    /// Whether this runtime's database is PostgreSQL (opened from a `postgres://` location).
+    #[must_use]
+    pub fn is_postgres(&self) -> bool {
+        !matches!(self.store, Store::Sqlite { .. })
+    }
+
+    /// One pathway's stored row, on either store (`None` if there is no such pathway).
+    pub fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        self.store.pathway(id)
+    }
+
+    /// One pathway's attempts, oldest first, on either store.
+    pub fn attempt_records(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        self.store.attempts(id)
+    }
+
+    /// A page of the whole ledger with `seq > after`, in order, on either store.
+    pub fn ledger_rows(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
+        self.store.ledger(after, limit)
+    }
+
+    /// One pathway's ledger events, oldest first, on either store.
+    pub fn pathway_events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        self.store.events(id)
+    }
+
+    /// Verifies the ledger and the stored state; see [`crate::ledger::verify`].
     pub fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
-        ledger::verify(&self.reader(), known_head)
+        self.store.verify(known_head)
     }
 
-    /// The step connection, held until the guard drops (reads; writes go through
-    /// [`Runtime::write`]).
-    pub(crate) fn backend(&self) -> ReentrantMutexGuard<'_, SqliteBackend> {
-        self.backend.lock()
+    /// Runs `f` on the step connection (reads; writes go through [`Runtime::write`]).
+    pub(crate) fn with_backend<T>(&self, f: impl FnOnce(&dyn Backend) -> T) -> T {
+        self.store.with(f)
     }
 
-    /// Runs one step's writes through the group commit; returns once they are durable (or
-    /// refused, or failed with their batch).
+    /// The store, for reads that both backends answer.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs one step's writes (through the group commit on SQLite); returns once they are
+    /// durable (or refused, or failed with their batch).
     pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
     {
-        self.batcher.write(&self.backend, true, op)
+        self.store.write(true, op)
     }
 
     /// [`Runtime::write`] for a step of a pathway of `class`: a read-only pathway's step is
@@ -163,11 +207,11 @@ impl Runtime {
     pub(crate) fn write_for<T, F>(&self, class: crate::ActionClass, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&SqliteBackend) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
     {
         let synced = class != crate::ActionClass::ReadOnly
             || self.read_durability == crate::store::ReadDurability::Synced;
-        self.batcher.write(&self.backend, synced, op)
+        self.store.write(synced, op)
     }
 
     /// Checks the binding of `tool` on the server a governing proxy calls `server` against
@@ -214,7 +258,7 @@ impl Runtime {
     /// previous one was syncing (docs/storage.md, "Group commit").
     #[must_use]
     pub fn write_stats(&self) -> WriteStats {
-        self.batcher.stats()
+        self.store.stats()
     }
     pub(crate) fn now(&self) -> i64 {
         self.clock.now_ms()

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::process::{self};
-use crate::store::{AttemptRecord, Backend, StoreError};
+use crate::store::{AttemptRecord, StoreError};
 
 /// A source of time, in milliseconds since the Unix epoch. Inject one for deterministic tests.
 ///
@@ -59,7 +59,7 @@ struct HeartbeatShared {
 }
 
 impl Heartbeat {
-    fn start(path: PathBuf, owner: String, lease_ms: i64) -> Option<Self> {
+    fn start(renewal: Renewal, owner: String, lease_ms: i64) -> Option<Self> {
         let shared = Arc::new(HeartbeatShared::default());
         let theirs = Arc::clone(&shared);
         let every =
@@ -67,7 +67,7 @@ impl Heartbeat {
         let thread = std::thread::Builder::new()
             .name("rpr-lease".into())
             .spawn(move || {
-                let mut conn: Option<rusqlite::Connection> = None;
+                let mut conn: Option<Renewer> = None;
                 let mut stop = theirs.stop.lock().unwrap_or_else(PoisonError::into_inner);
                 loop {
                     // Asked to stop before this thread first took the lock (a runtime
@@ -95,10 +95,10 @@ impl Heartbeat {
                         continue;
                     }
                     if conn.is_none() {
-                        conn = crate::store::open_side_connection(&path, DEFAULT_BUSY_TIMEOUT).ok();
+                        conn = renewal.connect();
                     }
                     if let Some(c) = &conn
-                        && crate::store::renew_leases(c, &owner, &attempts, lease_ms).is_err()
+                        && c.renew(&owner, &attempts, lease_ms).is_err()
                     {
                         // Reopen next time; the lease runs on meanwhile.
                         conn = None;
@@ -141,6 +141,56 @@ impl Drop for Heartbeat {
 }
 
 /// The recorded carrier of an attempt: the process (on `host`) that may hold its request.
+/// Where the heartbeat renews leases: its own connection to the runtime's database.
+#[derive(Debug)]
+pub(super) enum Renewal {
+    Sqlite(PathBuf),
+    #[cfg(feature = "postgres")]
+    Pg {
+        url: String,
+        schema: Option<String>,
+    },
+}
+
+/// The heartbeat's connection.
+enum Renewer {
+    Sqlite(rusqlite::Connection),
+    #[cfg(feature = "postgres")]
+    Pg(Box<crate::store::pg::PgBackend>),
+}
+
+impl Renewal {
+    fn connect(&self) -> Option<Renewer> {
+        match self {
+            Self::Sqlite(path) => crate::store::open_side_connection(path, DEFAULT_BUSY_TIMEOUT)
+                .ok()
+                .map(Renewer::Sqlite),
+            #[cfg(feature = "postgres")]
+            Self::Pg { url, schema } => match schema {
+                Some(s) => crate::store::pg::PgBackend::open_in_schema(url, s),
+                None => crate::store::pg::PgBackend::open(url),
+            }
+            .ok()
+            .map(|b| Renewer::Pg(Box::new(b))),
+        }
+    }
+}
+
+impl Renewer {
+    /// Renews the leases `owner` still holds. On PostgreSQL, an attempt it no longer holds
+    /// (taken over after a lapse) is simply not renewed: its late outcome is fenced.
+    fn renew(&self, owner: &str, attempts: &[String], lease_ms: i64) -> Result<(), StoreError> {
+        match self {
+            Self::Sqlite(c) => crate::store::renew_leases(c, owner, attempts, lease_ms),
+            #[cfg(feature = "postgres")]
+            Self::Pg(b) => b
+                .renew_leases(owner, attempts, lease_ms)
+                .map(drop)
+                .map_err(Into::into),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CarrierRecord {
     pub(crate) host: String,
@@ -229,7 +279,7 @@ impl Runtime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if heartbeat.is_none() && on && self.path.as_os_str() != ":memory:" {
-            *heartbeat = Heartbeat::start(self.path.clone(), self.owner_id(), self.lease_ms);
+            *heartbeat = Heartbeat::start(self.renewal(), self.owner_id(), self.lease_ms);
         }
         if let Some(h) = heartbeat.as_ref() {
             h.set(attempt, on);
@@ -244,6 +294,20 @@ impl Runtime {
     /// - any other owner (another host, or a platform without process start times) is gone
     ///   only once its lease, renewed while the call is in flight, has lapsed by the
     ///   database's clock.
+    fn renewal(&self) -> Renewal {
+        self.store().renewal(&self.path)
+    }
+
+    /// Whether a thread of this very runtime is dispatching `attempt` now.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "used by the PostgreSQL takeover")
+    )]
+    pub(super) fn carries_here(&self, attempt: &AttemptRecord) -> bool {
+        attempt.owner.as_deref() == Some(self.owner_id().as_str())
+            && in_flight_here(&self.database, &attempt.id, &self.owner.nonce)
+    }
+
     pub(super) fn owner_gone(&self, attempt: &AttemptRecord) -> Result<bool, StoreError> {
         let Some(owner) = attempt.owner.as_deref().and_then(Owner::decode) else {
             // Rows are checked against the chain first: an in-flight attempt always has its owner.
@@ -259,7 +323,7 @@ impl Runtime {
             }
             return Ok(process::process_start(owner.pid).as_deref() != Some(owner.start.as_str()));
         }
-        let now = self.backend().now_ms()?;
+        let now = self.with_backend(|b| b.now_ms())?;
         Ok(attempt.lease_until.is_none_or(|l| l < now))
     }
 }

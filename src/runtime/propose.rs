@@ -13,7 +13,7 @@ use crate::pathway::{
     StoredPathway, request_json,
 };
 use crate::state::State;
-use crate::store::{Backend, EventDraft, NewPathway, StoreError};
+use crate::store::{EventDraft, NewPathway, StoreError};
 
 use super::Runtime;
 
@@ -309,15 +309,7 @@ impl Runtime {
     }
 
     fn existing_for_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        use rusqlite::OptionalExtension;
-        Ok(self
-            .reader()
-            .conn
-            .prepare_cached(
-                "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
-            )?
-            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
+        self.store().with_key(key)
     }
 
     /// The stored pathway of `key`, replayed when its definition is `wanted`; refused

@@ -12,9 +12,7 @@ use crate::pathway::stage::{
 };
 use crate::pathway::{Core, Definition, Pathway, PathwayError, StoredPathway, request_json};
 use crate::state::{AttemptStatus, State};
-use crate::store::{
-    AttemptRecord, AttemptWrite, Backend, EventDraft, PathwayRecord, Step, StoreError,
-};
+use crate::store::{AttemptRecord, AttemptWrite, EventDraft, PathwayRecord, Step, StoreError};
 
 impl Runtime {
     /// Loads one pathway in the stage its stored state allows (see [`StoredPathway`]).
@@ -46,15 +44,7 @@ impl Runtime {
         &self,
         id: &str,
     ) -> Result<(PathwayRecord, String, Vec<AttemptRecord>), StoreError> {
-        self.reader().snapshot(|r| {
-            if crate::store::check::check_pathway(&r.conn, id)?.is_none() {
-                return Err(StoreError::NoSuchPathway(id.to_owned()));
-            }
-            let record = r
-                .pathway(id)?
-                .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))?;
-            Ok((record, r.definition_digest(id)?, r.attempts(id)?))
-        })
+        self.store().read_checked(id)
     }
 
     /// Every unresolved (non-terminal) pathway, re-hydrated; see [`Runtime::load`].
@@ -65,7 +55,7 @@ impl Runtime {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let page = self.reader().list_unresolved(after.as_deref(), 1000)?;
+            let page = self.store().unresolved(after.as_deref(), 1000)?;
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for record in page {
@@ -135,13 +125,7 @@ impl Runtime {
                             _private: (),
                         },
                     }),
-                    AttemptStatus::InFlight if !self.owner_gone(attempt)? => {
-                        StoredPathway::InFlightElsewhere {
-                            pathway: Box::new(record.clone()),
-                            attempt: Box::new(attempt.clone()),
-                        }
-                    }
-                    AttemptStatus::InFlight => self.recovered_unknown(core, &record, attempt)?,
+                    AttemptStatus::InFlight => self.in_flight(core, &record, attempt)?,
                     other @ (AttemptStatus::NotSent
                     | AttemptStatus::Succeeded
                     | AttemptStatus::Failed
@@ -214,6 +198,61 @@ impl Runtime {
                 stage: Aborted { _private: () },
             }),
         })
+    }
+
+    /// A `running` pathway whose attempt is in flight: still in flight elsewhere while its
+    /// owner lives, else taken over as unknown.
+    ///
+    /// On SQLite (one machine) the owner's liveness is its process (or, for an owner on
+    /// another host name, its lease). On PostgreSQL the owner may be on any machine, so
+    /// only the lease counts, judged by the database's clock inside the takeover's own
+    /// transaction (the row locked): a host name or a process id seen from here proves
+    /// nothing about another machine.
+    fn in_flight(
+        &self,
+        core: Box<Core>,
+        record: &PathwayRecord,
+        attempt: &AttemptRecord,
+    ) -> Result<StoredPathway, PathwayError> {
+        let elsewhere = || StoredPathway::InFlightElsewhere {
+            pathway: Box::new(record.clone()),
+            attempt: Box::new(attempt.clone()),
+        };
+        #[cfg(feature = "postgres")]
+        if let super::Store::Pg { backend, .. } = self.store() {
+            use crate::store::pg::PgError;
+            if self.carries_here(attempt) {
+                return Ok(elsewhere());
+            }
+            return match backend.take_over(&record.id, &attempt.id, &self.owner_id(), self.now()) {
+                Ok(version) => {
+                    let _ = self.settle_carrier(&record.id, &attempt.id);
+                    let mut core = core;
+                    core.version = version;
+                    Ok(StoredPathway::Unknown(Pathway {
+                        core,
+                        stage: Unknown {
+                            attempt: attempt.id.clone(),
+                            _private: (),
+                        },
+                    }))
+                }
+                Err(PgError::LeaseHeld { .. }) => Ok(elsewhere()),
+                // Settled since it was read: read again.
+                Err(PgError::NotInFlight { .. }) => Err(StoreError::Conflict {
+                    pathway: record.id.clone(),
+                    expected: State::Running,
+                    version: record.version,
+                }
+                .into()),
+                Err(e) => Err(StoreError::from(e).into()),
+            };
+        }
+        if self.owner_gone(attempt)? {
+            self.recovered_unknown(core, record, attempt)
+        } else {
+            Ok(elsewhere())
+        }
     }
 
     /// An in-flight attempt whose owner is gone becomes unknown (recorded). Its carrier,

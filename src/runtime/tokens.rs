@@ -15,7 +15,7 @@ use crate::pathway::token::{
 };
 use crate::pathway::{Act, Actor, Pathway, PathwayError};
 use crate::process::{self, GroupFate};
-use crate::store::{Backend, EventDraft, StoreError};
+use crate::store::{EventDraft, StoreError};
 
 use super::{CarrierRecord, Runtime, StepPoint};
 
@@ -138,7 +138,7 @@ impl Runtime {
         pathway: &str,
         attempt: &str,
     ) -> Result<CarrierFate, PathwayError> {
-        let replay = self.backend().check_pathway(pathway)?;
+        let replay = self.with_backend(|b| b.check_pathway(pathway))?;
         let Some(text) = replay.unanswered_carrier(attempt) else {
             // Answered, or carried in-process by an owner that is gone or is us.
             return Ok(CarrierFate::Settled);

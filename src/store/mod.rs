@@ -135,6 +135,33 @@ pub enum StoreError {
         /// Its status.
         status: String,
     },
+    /// The outcome of an attempt that is no longer in flight was refused (PostgreSQL: its
+    /// lease lapsed by the database's clock and another host took it over as unknown).
+    /// The refusal, with the late evidence, is the ledger event at `recorded_seq`; the
+    /// pathway is settled by reconciliation like any other unknown.
+    #[error(
+        "pathway {pathway}: the late outcome of attempt {attempt} was refused: the attempt is {status} now (its lease lapsed and it was taken over); the refusal is ledger event {recorded_seq}"
+    )]
+    Fenced {
+        /// The pathway.
+        pathway: String,
+        /// The attempt.
+        attempt: String,
+        /// The attempt's stored status.
+        status: String,
+        /// The ledger event that records the refusal.
+        recorded_seq: i64,
+    },
+    /// PostgreSQL reported an error. Where it ended a step's `COMMIT`, whether the step was
+    /// committed is unknown: a dispatch whose attempt record failed so sends nothing (if the
+    /// record did commit, its lease lapses and the attempt is taken over as unknown).
+    #[cfg(feature = "postgres")]
+    #[error("postgres: {0}")]
+    Postgres(postgres::Error),
+    /// What was asked needs something this build or this store does not have (a
+    /// `postgres://` location without the `postgres` feature, say).
+    #[error("{0}")]
+    Unsupported(String),
     /// The database was moved to another store (`rpr copy-to-postgres`, see
     /// `rpr::store::pg::copy_from_sqlite`): it takes no more steps, so that two stores never
     /// both take steps on one pathway. The step wrote nothing; reading the database (`rpr
@@ -188,8 +215,14 @@ impl StoreError {
 
     /// Whether a unique constraint refused the write (an idempotency key already stored).
     pub(crate) fn is_unique_violation(&self) -> bool {
-        matches!(self, Self::Sqlite(rusqlite::Error::SqliteFailure(f, _))
-            if f.code == rusqlite::ErrorCode::ConstraintViolation)
+        match self {
+            Self::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => {
+                f.code == rusqlite::ErrorCode::ConstraintViolation
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(e) => e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
+            _ => false,
+        }
     }
 }
 
@@ -333,8 +366,22 @@ pub(crate) trait Backend {
         at: i64,
         event: EventDraft,
     ) -> Result<(), StoreError>;
-    /// The read side.
-    fn reader(&self) -> &ReadStore;
+    /// Checks a tool's binding against its pin (see [`crate::Runtime::check_pin`]).
+    fn check_pin(
+        &self,
+        candidate: &pins::Candidate,
+        by: &str,
+        at: i64,
+    ) -> Result<PinCheck, StoreError>;
+    /// Accepts a changed binding as the tool's pin (see [`crate::Runtime::accept_pin`]).
+    fn accept_pin(
+        &self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+        at: i64,
+    ) -> Result<PinRecord, StoreError>;
     /// This database's identity, created with the schema.
     fn database_id(&self) -> &str;
     /// Checks one pathway's rows against its own ledger events, in one read snapshot.

@@ -129,36 +129,6 @@ impl Drop for Unit<'_> {
 const STATEMENT_CACHE: usize = 64;
 
 impl SqliteBackend {
-    /// Checks a binding against its tool pin, in its own unit of the batch.
-    pub(crate) fn check_pin(
-        &self,
-        candidate: &super::pins::Candidate,
-        by: &str,
-        at: i64,
-    ) -> Result<super::PinCheck, StoreError> {
-        let tx = Unit::begin(self)?;
-        let found = super::pins::check(&tx, candidate, by, at)?;
-        tx.commit()?;
-        Ok(found)
-    }
-
-    /// Pins the seen binding `digest` of `server`/`tool`, in its own unit of the batch.
-    pub(crate) fn accept_pin(
-        &self,
-        server: &str,
-        tool: &str,
-        digest: &str,
-        by: &str,
-        at: i64,
-    ) -> Result<super::PinRecord, StoreError> {
-        let tx = Unit::begin(self)?;
-        let pin = super::pins::accept(&tx, server, tool, digest, by, at)?;
-        tx.commit()?;
-        Ok(pin)
-    }
-}
-
-impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,
     /// keeping the `-wal` and `-shm` files when it closes ([`keep_wal_files`]), and migrates
     /// it to [`SCHEMA_VERSION`].
@@ -207,6 +177,11 @@ impl SqliteBackend {
 
     fn conn(&self) -> &Connection {
         &self.read.conn
+    }
+
+    /// The read side, on this connection.
+    pub(crate) fn reader(&self) -> &ReadStore {
+        &self.read
     }
 
     /// The database file.

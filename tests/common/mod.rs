@@ -12,8 +12,14 @@ use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal,
 use rpr::{ActionClass, Actor, Authority, Clock, Definition, Runtime, SequentialIds};
 use serde_json::{Value, json};
 
-/// A fresh directory (the `tempfile` crate's), removed on drop.
-pub struct TempDir(tempfile::TempDir);
+/// A fresh directory (the `tempfile` crate's), removed on drop, and the database a test
+/// uses: a SQLite file in it, or, when `RPR_TEST_BACKEND=postgres`, a fresh schema of the
+/// PostgreSQL database at `RPR_PG_URL` (see [`pg`]).
+pub struct TempDir {
+    dir: tempfile::TempDir,
+    tag: String,
+    schema: std::sync::OnceLock<String>,
+}
 
 impl TempDir {
     /// Under the system temp dir.
@@ -25,14 +31,224 @@ impl TempDir {
         tempfile::Builder::new()
             .prefix(&format!("rpr-test-{tag}-"))
             .tempdir_in(parent)
-            .map(Self)
+            .map(|dir| Self {
+                dir,
+                tag: tag.to_owned(),
+                schema: std::sync::OnceLock::new(),
+            })
     }
     pub fn path(&self) -> &std::path::Path {
-        self.0.path()
+        self.dir.path()
     }
+    /// The test's database location: the backend under test (`RPR_TEST_BACKEND`).
     pub fn db(&self) -> PathBuf {
-        self.0.path().join("rpr.db")
+        if pg::on() {
+            PathBuf::from(pg::location(
+                self.schema.get_or_init(|| pg::schema(&self.tag)),
+            ))
+        } else {
+            self.sqlite_db()
+        }
     }
+    /// A SQLite file, whatever the backend under test: for tests of the file itself.
+    pub fn sqlite_db(&self) -> PathBuf {
+        self.dir.path().join("rpr.db")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(schema) = self.schema.get() {
+            pg::drop_schema(schema);
+        }
+    }
+}
+
+/// The PostgreSQL side of the suites that run on both stores: `RPR_TEST_BACKEND=postgres`
+/// (with the `postgres` feature and `RPR_PG_URL`, from `eval "$(bash .ci/postgres)"`) runs
+/// them on a real server, each database a schema of its own, dropped when its test passed
+/// and kept for a look when it failed.
+pub mod pg {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Whether the suites run on PostgreSQL.
+    pub fn on() -> bool {
+        match std::env::var("RPR_TEST_BACKEND").as_deref() {
+            Ok("postgres") => true,
+            Ok("sqlite") | Err(_) => false,
+            Ok(other) => panic!("RPR_TEST_BACKEND={other}: expected sqlite or postgres"),
+        }
+    }
+
+    fn url() -> String {
+        std::env::var("RPR_PG_URL").unwrap_or_else(|_| {
+            panic!(
+                "RPR_TEST_BACKEND=postgres needs RPR_PG_URL: start a server with `eval \"$(bash .ci/postgres)\"`"
+            )
+        })
+    }
+
+    /// The location of the store in `schema`: the server's URL with `search_path` set to it.
+    pub fn location(schema: &str) -> String {
+        let url = url();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}options=-csearch_path%3D{schema}")
+    }
+
+    /// A new, migrated schema for one test database.
+    #[cfg(feature = "postgres")]
+    pub fn schema(tag: &str) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let clean: String = tag
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .take(30)
+            .collect();
+        let name = format!(
+            "t_{}_{}_{clean}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        rpr::store::pg::PgBackend::open_in_schema(&url(), &name)
+            .unwrap_or_else(|e| panic!("creating schema {name}: {e}"));
+        name
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    pub fn schema(_: &str) -> String {
+        let _ = (AtomicU64::new(0), Ordering::Relaxed);
+        panic!(
+            "RPR_TEST_BACKEND=postgres needs the `postgres` feature: cargo test --features postgres"
+        )
+    }
+
+    /// `db_dump` of a PostgreSQL location (`None` for a SQLite file): every row of every
+    /// rpr table as text, in a stable order, read by a connection of its own.
+    pub fn dump(location: &std::path::Path) -> Option<String> {
+        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
+        Some(dump_url(url))
+    }
+
+    #[cfg(feature = "postgres")]
+    fn dump_url(url: &str) -> String {
+        use std::fmt::Write;
+        let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        let mut out = String::new();
+        for table in ["meta", "pathways", "attempts", "approvals", "ledger"] {
+            writeln!(out, "== {table}").unwrap();
+            for row in c
+                .query(&format!("SELECT t::text FROM {table} t ORDER BY 1"), &[])
+                .unwrap()
+            {
+                writeln!(out, "{}", row.get::<_, String>(0)).unwrap();
+            }
+        }
+        out
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn dump_url(_: &str) -> String {
+        panic!("a PostgreSQL location needs the `postgres` feature")
+    }
+
+    /// `ints` of a PostgreSQL location (`None` for a SQLite file).
+    pub fn ints(location: &std::path::Path, sql: &str) -> Option<Vec<Option<i64>>> {
+        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
+        #[cfg(feature = "postgres")]
+        {
+            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            Some(
+                c.query(sql, &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get::<_, Option<i64>>(0))
+                    .collect(),
+            )
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = (url, sql);
+            panic!("a PostgreSQL location needs the `postgres` feature")
+        }
+    }
+
+    /// `texts` of a PostgreSQL location (`None` for a SQLite file).
+    pub fn texts(location: &std::path::Path, sql: &str) -> Option<Vec<String>> {
+        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
+        #[cfg(feature = "postgres")]
+        {
+            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            Some(
+                c.query(sql, &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect(),
+            )
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = (url, sql);
+            panic!("a PostgreSQL location needs the `postgres` feature")
+        }
+    }
+
+    /// `hand_edit` on a PostgreSQL location (`false` for a SQLite file).
+    pub fn hand_edit(location: &std::path::Path, sql: &str) -> bool {
+        let Some(url) = location.to_str().filter(|l| l.starts_with("postgres://")) else {
+            return false;
+        };
+        #[cfg(feature = "postgres")]
+        {
+            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            c.batch_execute(sql).unwrap();
+            true
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = (url, sql);
+            panic!("a PostgreSQL location needs the `postgres` feature")
+        }
+    }
+
+    /// `row_count` of a PostgreSQL location (`None` for a SQLite file).
+    pub fn row_count(location: &std::path::Path, table: &str) -> Option<i64> {
+        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
+        #[cfg(feature = "postgres")]
+        {
+            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            Some(
+                c.query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                    .unwrap()
+                    .get(0),
+            )
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = (url, table);
+            panic!("a PostgreSQL location needs the `postgres` feature")
+        }
+    }
+
+    /// Drops a test's schema, unless the test is failing (kept for a look).
+    #[cfg(feature = "postgres")]
+    pub fn drop_schema(schema: &str) {
+        if std::thread::panicking() {
+            eprintln!("kept PostgreSQL schema {schema} of a failing test");
+        } else if let Ok(mut c) = postgres::Client::connect(&url(), postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+        }
+    }
+
+    /// Without the feature no schema was made (`schema` refuses).
+    #[cfg(not(feature = "postgres"))]
+    pub fn drop_schema(_: &str) {}
 }
 
 /// A clock that ticks one millisecond per reading, from a fixed start.
@@ -145,8 +361,7 @@ impl Readback for Sees {
 
 /// All `(from, to)` transitions recorded in the ledger.
 pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
-    rt.reader()
-        .ledger(0, usize::MAX)
+    rt.ledger_rows(0, usize::MAX)
         .unwrap()
         .into_iter()
         .filter_map(|row| {
@@ -165,6 +380,9 @@ pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
 /// separate read-only connection, so it sees exactly what is committed.
 pub fn db_dump(path: &std::path::Path) -> String {
     use std::fmt::Write;
+    if let Some(dump) = pg::dump(path) {
+        return dump;
+    }
     let conn =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
@@ -186,8 +404,58 @@ pub fn db_dump(path: &std::path::Path) -> String {
     out
 }
 
+/// The one integer column of `sql`'s rows (NULL as `None`), on either store, read by a
+/// connection of its own.
+pub fn ints(location: &std::path::Path, sql: &str) -> Vec<Option<i64>> {
+    if let Some(v) = pg::ints(location, sql) {
+        return v;
+    }
+    let conn =
+        rusqlite::Connection::open_with_flags(location, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The one text column of `sql`'s rows, on either store, read by a connection of its own.
+pub fn texts(location: &std::path::Path, sql: &str) -> Vec<String> {
+    if let Some(v) = pg::texts(location, sql) {
+        return v;
+    }
+    let conn =
+        rusqlite::Connection::open_with_flags(location, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The ids of every stored pathway, in order.
+pub fn pathway_ids(location: &std::path::Path) -> Vec<String> {
+    texts(location, "SELECT id FROM pathways ORDER BY id")
+}
+
+/// A hand edit behind rpr's back (SQL both stores accept), by a connection of its own.
+pub fn hand_edit(location: &std::path::Path, sql: &str) {
+    if pg::hand_edit(location, sql) {
+        return;
+    }
+    rusqlite::Connection::open(location)
+        .unwrap()
+        .execute_batch(sql)
+        .unwrap();
+}
+
 /// The number of rows in `table`.
 pub fn row_count(path: &std::path::Path, table: &str) -> i64 {
+    if let Some(n) = pg::row_count(path, table) {
+        return n;
+    }
     let conn =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();

@@ -67,6 +67,15 @@ fn main() -> ExitCode {
         }
     };
     exit_cleanly_on_sigterm();
+    if path
+        .to_str()
+        .is_some_and(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
+    {
+        eprintln!(
+            "rpr-mcp: --database takes a SQLite file: inspecting a PostgreSQL database is not built yet; try --help"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let store = match ReadStore::open_read_only(&path) {
         Ok(s) => s,
         Err(e) => {

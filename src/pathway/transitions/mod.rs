@@ -13,7 +13,7 @@ use super::stage::Stage;
 use super::{Actor, Pathway, PathwayError, PendingInsert, Refused};
 use crate::runtime::Runtime;
 use crate::state::{AttemptStatus, State};
-use crate::store::{ApprovalWrite, AttemptWrite, Backend, EventDraft, Step, StoreError};
+use crate::store::{ApprovalWrite, AttemptWrite, EventDraft, Step, StoreError};
 
 mod admission;
 mod dispatch;
@@ -88,7 +88,7 @@ impl<S: Stage> Pathway<S> {
                     // one is not the stored one, as for a step on a stale handle.
                     Err(e)
                         if e.is_unique_violation()
-                            && matches!(rt.reader().pathway(&self.core.id), Ok(Some(_))) =>
+                            && matches!(rt.pathway_record(&self.core.id), Ok(Some(_))) =>
                     {
                         self.core.pending = Some(pending);
                         Err(StoreError::Conflict {

@@ -40,6 +40,7 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 
 use super::StoreError;
 
+mod backend;
 mod check;
 mod copy;
 mod ledger;

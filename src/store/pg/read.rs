@@ -3,7 +3,7 @@
 use postgres::Row;
 use serde_json::Value;
 
-use super::{PgBackend, PgError, ledger::parse_head};
+use super::{PgBackend, PgError, Tx, ledger::parse_head};
 use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, StoreError};
 
 fn json(text: &str, what: &str) -> Result<Value, StoreError> {
@@ -52,33 +52,94 @@ fn attempt_record(r: &Row) -> Result<AttemptRecord, StoreError> {
     })
 }
 
+fn pathway_tx(tx: &mut Tx<'_>, id: &str) -> Result<Option<PathwayRecord>, PgError> {
+    let row = tx.query_opt(
+        "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
+                created_at, updated_at FROM pathways WHERE id = $1",
+        &[&id],
+    )?;
+    Ok(row.as_ref().map(pathway_record).transpose()?)
+}
+
+fn attempts_tx(tx: &mut Tx<'_>, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
+    let rows = tx.query(
+        "SELECT id, pathway_id, seq, previous_attempt, request, request_digest, binding, binding_digest,
+                status, owner, lease_until, outcome, created_at, updated_at
+         FROM attempts WHERE pathway_id = $1 ORDER BY seq",
+        &[&pathway],
+    )?;
+    Ok(rows
+        .iter()
+        .map(attempt_record)
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
 impl PgBackend {
     /// One pathway by id.
     pub fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, PgError> {
-        self.read(|tx| {
-            let row = tx.query_opt(
-                "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
-                        created_at, updated_at FROM pathways WHERE id = $1",
-                &[&id],
-            )?;
-            Ok(row.as_ref().map(pathway_record).transpose()?)
-        })
+        self.read(|tx| pathway_tx(tx, id))
     }
 
     /// The attempts of one pathway, oldest first (with their owner and lease, which the
     /// database's clock wrote).
     pub fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
+        self.read(|tx| attempts_tx(tx, pathway))
+    }
+
+    /// One pathway's row, definition digest and attempts, checked against its own events,
+    /// all in one snapshot (`REPEATABLE READ`): `Ok(None)` when there is no such pathway.
+    pub(crate) fn read_checked(
+        &self,
+        id: &str,
+    ) -> Result<Option<(PathwayRecord, String, Vec<AttemptRecord>)>, PgError> {
+        self.read(|tx| {
+            if super::check::check_pathway(tx, id)?.is_none() {
+                return Ok(None);
+            }
+            let Some(record) = pathway_tx(tx, id)? else {
+                return Ok(None);
+            };
+            let digest: String = tx
+                .query_one(
+                    "SELECT definition_digest FROM pathways WHERE id = $1",
+                    &[&id],
+                )?
+                .get(0);
+            Ok(Some((record, digest, attempts_tx(tx, id)?)))
+        })
+    }
+
+    /// A page of pathways in a non-terminal state, ordered by id, after `after`.
+    pub fn list_unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, PgError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|tx| {
             let rows = tx.query(
-                "SELECT id, pathway_id, seq, previous_attempt, request, request_digest, binding, binding_digest,
-                        status, owner, lease_until, outcome, created_at, updated_at
-                 FROM attempts WHERE pathway_id = $1 ORDER BY seq",
-                &[&pathway],
+                "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
+                        created_at, updated_at FROM pathways
+                 WHERE state NOT IN ('completed', 'denied', 'aborted') AND id > $1
+                 ORDER BY id LIMIT $2",
+                &[&after.unwrap_or(""), &limit],
             )?;
             Ok(rows
                 .iter()
-                .map(attempt_record)
+                .map(pathway_record)
                 .collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// The pathway stored under an idempotency key: its id and definition digest.
+    pub(crate) fn with_key(&self, key: &str) -> Result<Option<(String, String)>, PgError> {
+        self.read(|tx| {
+            Ok(tx
+                .query_opt(
+                    "SELECT id, definition_digest FROM pathways WHERE idempotency_key = $1",
+                    &[&key],
+                )?
+                .map(|r| (r.get(0), r.get(1))))
         })
     }
 
@@ -88,6 +149,27 @@ impl PgBackend {
             let rows = tx.query(
                 "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger WHERE pathway_id = $1 ORDER BY seq",
                 &[&pathway],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| LedgerRow {
+                    seq: r.get(0),
+                    pathway_id: r.get(1),
+                    event: r.get(2),
+                    prev_hash: r.get(3),
+                    hash: r.get(4),
+                })
+                .collect())
+        })
+    }
+
+    /// A page of the global ledger with `seq > after`, in order.
+    pub fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, PgError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|tx| {
+            let rows = tx.query(
+                "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&after, &limit],
             )?;
             Ok(rows
                 .iter()

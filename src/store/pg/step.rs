@@ -14,7 +14,11 @@ use crate::store::check::SETTLED;
 
 /// Refuses events that do not walk allowed edges from `start` to `end` (as the SQLite store
 /// does: even a bug in a transition could not store another edge).
-fn walk_edges(start: State, events: &[EventDraft], end: State) -> Result<(), StoreError> {
+pub(super) fn walk_edges(
+    start: State,
+    events: &[EventDraft],
+    end: State,
+) -> Result<(), StoreError> {
     let mut at = start;
     for e in events {
         let from = e.from.unwrap_or(at);
@@ -67,38 +71,7 @@ impl PgBackend {
     /// allowed edges from `proposed` to `new.state`. A second pathway with the same
     /// idempotency key fails with a unique violation ([`PgError::is_unique_violation`]).
     pub fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), PgError> {
-        match events.split_first() {
-            Some((first, rest)) if first.from.is_none() && first.to == State::Proposed => {
-                walk_edges(State::Proposed, rest, new.state)?;
-            }
-            _ => {
-                return Err(StoreError::IllegalEdge {
-                    from: State::Proposed,
-                    to: new.state,
-                }
-                .into());
-            }
-        }
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state,
-                                       version, proposer, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
-                &[
-                    &new.id,
-                    &new.idempotency_key,
-                    &new.definition,
-                    &new.definition_digest,
-                    &new.request_digest,
-                    &new.state.as_str(),
-                    &new.version,
-                    &new.proposer,
-                    &new.at,
-                ],
-            )?;
-            ledger::append(tx, &new.id, new.at, events)?;
-            Ok(())
-        })
+        self.write(|tx| insert_tx(tx, &new, events))
     }
 
     /// Applies one step in one transaction; returns the new version.
@@ -120,34 +93,7 @@ impl PgBackend {
             &step.events,
             step.to.unwrap_or(step.expected_state),
         )?;
-        let fenced = self.write(|tx| {
-            let (state, _) = lock_pathway(tx, &step.pathway)?;
-            check_pathway(tx, &step.pathway)?;
-            if let Some((attempt, status, outcome, actor)) = dispatch_outcome(&step) {
-                let now: Option<String> = tx
-                    .query_opt(
-                        "SELECT status FROM attempts WHERE id = $1 AND pathway_id = $2 FOR UPDATE",
-                        &[&attempt, &step.pathway],
-                    )?
-                    .map(|r| r.get(0));
-                // An attempt this pathway never had: refused, and nothing recorded (an event
-                // naming it would leave the pathway's chain unexplained).
-                let now = now.ok_or_else(|| {
-                    StoreError::Corrupt(format!(
-                        "attempt {attempt} of pathway {} is missing",
-                        step.pathway
-                    ))
-                })?;
-                if now != AttemptStatus::InFlight.as_str() {
-                    let seq = refuse_late_outcome(
-                        tx, &step, &state, attempt, status, outcome, actor, &now,
-                    )?;
-                    return Ok(Some((attempt.to_owned(), now, seq)));
-                }
-            }
-            write_step(tx, &step)?;
-            Ok(None)
-        })?;
+        let fenced = self.write(|tx| apply_tx(tx, &step))?;
         match fenced {
             None => Ok(step.expected_version + 1),
             Some((attempt, status, recorded_seq)) => Err(PgError::Fenced {
@@ -499,4 +445,80 @@ fn refuse_late_outcome(
         }),
     };
     ledger::append(tx, &step.pathway, step.at, vec![event])
+}
+
+/// Refuses a first set of events that does not start with `proposed` and walk allowed
+/// edges to `state` (checked before any transaction).
+fn check_insert(events: &[EventDraft], state: State) -> Result<(), StoreError> {
+    match events.split_first() {
+        Some((first, rest)) if first.from.is_none() && first.to == State::Proposed => {
+            walk_edges(State::Proposed, rest, state)?;
+        }
+        _ => {
+            return Err(StoreError::IllegalEdge {
+                from: State::Proposed,
+                to: state,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The new pathway's row and its first events, inside the caller's transaction.
+pub(super) fn insert_tx(
+    tx: &mut Tx<'_>,
+    new: &NewPathway,
+    events: Vec<EventDraft>,
+) -> Result<(), PgError> {
+    check_insert(&events, new.state)?;
+    tx.execute(
+        "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state,
+                               version, proposer, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+        &[
+            &new.id,
+            &new.idempotency_key,
+            &new.definition,
+            &new.definition_digest,
+            &new.request_digest,
+            &new.state.as_str(),
+            &new.version,
+            &new.proposer,
+            &new.at,
+        ],
+    )?;
+    ledger::append(tx, &new.id, new.at, events)?;
+    Ok(())
+}
+
+/// One step inside the caller's transaction: the row lock and check, the fence, the writes.
+/// `Some((attempt, status, seq))` when a late outcome was refused and recorded instead.
+pub(super) fn apply_tx(
+    tx: &mut Tx<'_>,
+    step: &Step,
+) -> Result<Option<(String, String, i64)>, PgError> {
+    let (state, _) = lock_pathway(tx, &step.pathway)?;
+    check_pathway(tx, &step.pathway)?;
+    if let Some((attempt, status, outcome, actor)) = dispatch_outcome(step) {
+        let now: Option<String> = tx
+            .query_opt(
+                "SELECT status FROM attempts WHERE id = $1 AND pathway_id = $2 FOR UPDATE",
+                &[&attempt, &step.pathway],
+            )?
+            .map(|r| r.get(0));
+        // An attempt this pathway never had: refused, and nothing recorded (an event
+        // naming it would leave the pathway's chain unexplained).
+        let now = now.ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "attempt {attempt} of pathway {} is missing",
+                step.pathway
+            ))
+        })?;
+        if now != AttemptStatus::InFlight.as_str() {
+            let seq = refuse_late_outcome(tx, step, &state, attempt, status, outcome, actor, &now)?;
+            return Ok(Some((attempt.to_owned(), now, seq)));
+        }
+    }
+    write_step(tx, step)?;
+    Ok(None)
 }

@@ -5,7 +5,6 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::super::check::{Replay, SETTLED, check_pathway};
-use super::super::read::ReadStore;
 use super::super::{
     ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, NewPathway, Step, StoreError,
 };
@@ -128,10 +127,6 @@ impl Backend for SqliteBackend {
         Ok(())
     }
 
-    fn reader(&self) -> &ReadStore {
-        &self.read
-    }
-
     fn database_id(&self) -> &str {
         &self.database_id
     }
@@ -147,6 +142,34 @@ impl Backend for SqliteBackend {
         Ok(self
             .conn()
             .query_row(&format!("SELECT {DB_NOW_MS}"), [], |r| r.get(0))?)
+    }
+
+    /// Checks a binding against its tool pin, in its own unit of the batch.
+    fn check_pin(
+        &self,
+        candidate: &crate::store::pins::Candidate,
+        by: &str,
+        at: i64,
+    ) -> Result<crate::store::PinCheck, StoreError> {
+        let tx = Unit::begin(self)?;
+        let found = crate::store::pins::check(&tx, candidate, by, at)?;
+        tx.commit()?;
+        Ok(found)
+    }
+
+    /// Pins the seen binding `digest` of `server`/`tool`, in its own unit of the batch.
+    fn accept_pin(
+        &self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+        at: i64,
+    ) -> Result<crate::store::PinRecord, StoreError> {
+        let tx = Unit::begin(self)?;
+        let pin = crate::store::pins::accept(&tx, server, tool, digest, by, at)?;
+        tx.commit()?;
+        Ok(pin)
     }
 }
 

@@ -1,0 +1,261 @@
+//! Where a runtime keeps its pathways: a SQLite file (steps of concurrent callers committed
+//! together) or, with the `postgres` feature, a PostgreSQL database (one transaction per
+//! step, hosts on many machines).
+
+use std::path::Path;
+#[cfg(feature = "postgres")]
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::ReentrantMutex;
+
+use crate::store::batch::Batcher;
+#[cfg(feature = "postgres")]
+use crate::store::pg::PgBackend;
+use crate::store::{
+    AttemptRecord, Backend, LedgerRow, PathwayRecord, SqliteBackend, StoreError, WriteStats,
+};
+
+/// A database location names PostgreSQL when it is a `postgres://` or `postgresql://` URL.
+pub(crate) fn is_postgres_url(location: &Path) -> bool {
+    location
+        .to_str()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// A location fit to print: a URL's password replaced by `***`.
+pub(crate) fn shown(location: &Path) -> String {
+    let text = location.to_string_lossy();
+    if !is_postgres_url(location) {
+        return text.into_owned();
+    }
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.into_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:***{}", &rest[at..])
+        }
+        None => text.into_owned(),
+    }
+}
+
+/// The store of one runtime.
+pub(crate) enum Store {
+    /// One SQLite connection; steps go through the group commit.
+    Sqlite {
+        backend: Box<ReentrantMutex<SqliteBackend>>,
+        batcher: Batcher,
+    },
+    /// One PostgreSQL connection; each step is its own transaction.
+    #[cfg(feature = "postgres")]
+    Pg {
+        backend: Box<PgBackend>,
+        /// Where to connect again (the lease heartbeat opens its own connection).
+        url: String,
+        schema: Option<String>,
+        steps: AtomicU64,
+        commits: AtomicU64,
+        submitted: AtomicU64,
+    },
+}
+
+impl Store {
+    pub(crate) fn sqlite(backend: SqliteBackend) -> Self {
+        Self::Sqlite {
+            backend: Box::new(ReentrantMutex::new(backend)),
+            batcher: Batcher::default(),
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let backend = match schema {
+            Some(s) => PgBackend::open_in_schema(url, s)?,
+            None => PgBackend::open(url)?,
+        };
+        Ok(Self::Pg {
+            backend: Box::new(backend),
+            url: url.to_owned(),
+            schema: schema.map(str::to_owned),
+            steps: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+        })
+    }
+
+    /// Runs `f` on the backend (for SQLite, holding its connection).
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&dyn Backend) -> T) -> T {
+        match self {
+            Self::Sqlite { backend, .. } => f(&*backend.lock()),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => f(&**backend),
+        }
+    }
+
+    /// One step's writes, durable when this returns `Ok` (synced unless `synced` is false
+    /// and the SQLite batch carries only such steps; PostgreSQL always commits durably).
+    pub(crate) fn write<T, F>(&self, synced: bool, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
+    {
+        match self {
+            Self::Sqlite { backend, batcher } => {
+                batcher.write(backend, synced, move |b: &SqliteBackend| op(b))
+            }
+            #[cfg(feature = "postgres")]
+            Self::Pg {
+                backend,
+                steps,
+                commits,
+                submitted,
+                ..
+            } => {
+                let _ = synced;
+                submitted.fetch_add(1, Ordering::Relaxed);
+                let out = op(&**backend);
+                if out.is_ok() {
+                    steps.fetch_add(1, Ordering::Relaxed);
+                    commits.fetch_add(1, Ordering::Relaxed);
+                }
+                out
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> WriteStats {
+        match self {
+            Self::Sqlite { batcher, .. } => batcher.stats(),
+            #[cfg(feature = "postgres")]
+            Self::Pg {
+                steps,
+                commits,
+                submitted,
+                ..
+            } => WriteStats {
+                submitted: submitted.load(Ordering::Relaxed),
+                steps: steps.load(Ordering::Relaxed),
+                commits: commits.load(Ordering::Relaxed),
+                unsynced_commits: 0,
+            },
+        }
+    }
+
+    /// Where the lease heartbeat connects.
+    pub(super) fn renewal(&self, path: &Path) -> super::owner::Renewal {
+        match self {
+            Self::Sqlite { .. } => super::owner::Renewal::Sqlite(path.to_owned()),
+            #[cfg(feature = "postgres")]
+            Self::Pg { url, schema, .. } => super::owner::Renewal::Pg {
+                url: url.clone(),
+                schema: schema.clone(),
+            },
+        }
+    }
+
+    /// One pathway's row.
+    pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => backend.lock().reader().pathway(id),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.pathway(id)?),
+        }
+    }
+
+    /// One pathway's attempts, oldest first.
+    pub(crate) fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => backend.lock().reader().attempts(id),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.attempts(id)?),
+        }
+    }
+
+    /// A page of the global ledger with `seq > after`, in order.
+    pub(crate) fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => backend.lock().reader().ledger(after, limit),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.ledger(after, limit)?),
+        }
+    }
+
+    /// One pathway's ledger events, oldest first.
+    pub(crate) fn events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => backend.lock().reader().events(id, 0, usize::MAX),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.events(id)?),
+        }
+    }
+
+    /// A page of unresolved pathways after `after`, by id.
+    pub(crate) fn unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => backend.lock().reader().list_unresolved(after, limit),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.list_unresolved(after, limit)?),
+        }
+    }
+
+    /// The pathway stored under an idempotency key: its id and definition digest.
+    pub(crate) fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => {
+                use rusqlite::OptionalExtension;
+                Ok(backend
+                    .lock()
+                    .reader()
+                    .conn
+                    .prepare_cached(
+                        "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
+                    )?
+                    .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?)
+            }
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.with_key(key)?),
+        }
+    }
+
+    /// One pathway's row, definition digest and attempts, checked against its own ledger
+    /// events, in one read snapshot. [`StoreError::NoSuchPathway`] if there is none.
+    pub(crate) fn read_checked(
+        &self,
+        id: &str,
+    ) -> Result<(PathwayRecord, String, Vec<AttemptRecord>), StoreError> {
+        let missing = || StoreError::NoSuchPathway(id.to_owned());
+        match self {
+            Self::Sqlite { backend, .. } => backend.lock().reader().snapshot(|r| {
+                if crate::store::check::check_pathway(&r.conn, id)?.is_none() {
+                    return Err(missing());
+                }
+                let record = r.pathway(id)?.ok_or_else(missing)?;
+                Ok((record, r.definition_digest(id)?, r.attempts(id)?))
+            }),
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => backend.read_checked(id)?.ok_or_else(missing),
+        }
+    }
+
+    /// The whole ledger checked (see [`crate::ledger::verify`]).
+    pub(crate) fn verify(
+        &self,
+        known_head: Option<&str>,
+    ) -> Result<crate::ledger::Report, StoreError> {
+        match self {
+            Self::Sqlite { backend, .. } => {
+                crate::ledger::verify(backend.lock().reader(), known_head)
+            }
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => Ok(backend.verify(known_head)?),
+        }
+    }
+}
