@@ -18,11 +18,14 @@ use crate::state::AttemptStatus;
 
 mod raw;
 mod replay;
+pub(crate) mod walk;
 
 pub(crate) use raw::{
-    APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt, raw_approval,
-    raw_attempt, raw_pathway,
+    APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, raw_approval, raw_attempt, raw_pathway,
 };
+// The PostgreSQL store reads its rows into these.
+#[cfg(feature = "postgres")]
+pub(crate) use raw::{RawApproval, RawAttempt};
 pub(crate) use replay::{Finding, Replay};
 
 /// The stored names of the attempt statuses after which the request certainly did not take

@@ -19,6 +19,10 @@ pub(crate) struct RawPathway {
 #[derive(Debug)]
 pub(crate) struct RawAttempt {
     pub(crate) id: String,
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "the PostgreSQL check groups rows by it")
+    )]
     pub(crate) pathway_id: String,
     pub(crate) seq: i64,
     pub(crate) previous_attempt: Option<String>,
@@ -37,6 +41,10 @@ pub(crate) struct RawAttempt {
 #[derive(Debug)]
 pub(crate) struct RawApproval {
     pub(crate) id: String,
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "the PostgreSQL check groups rows by it")
+    )]
     pub(crate) pathway_id: String,
     pub(crate) request_digest: String,
     pub(crate) approver: String,
@@ -91,5 +99,336 @@ pub(crate) fn raw_approval(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawApprova
         granted_at: r.get(4)?,
         used_at: r.get(5)?,
         revoked_at: r.get(6)?,
+    })
+}
+
+// Same shape as RawPathway, RawAttempt and RawApproval: the same rows, borrowed.
+/// A pathway row as the comparison reads it: borrowed from a [`RawPathway`] or from
+/// [`Rows`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathwayRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) idempotency_key: &'a str,
+    pub(crate) definition: &'a str,
+    /// The sha256 (lowercase hex) of `definition`, when the reader computed it.
+    pub(crate) definition_sha256: Option<&'a str>,
+    pub(crate) definition_digest: &'a str,
+    pub(crate) request_digest: &'a str,
+    pub(crate) state: &'a str,
+    pub(crate) proposer: &'a str,
+    pub(crate) created_at: i64,
+}
+
+/// An attempt row as the comparison reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttemptRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) seq: i64,
+    pub(crate) previous_attempt: Option<&'a str>,
+    pub(crate) request: &'a str,
+    /// The sha256 (lowercase hex) of `request`, when the reader computed it.
+    pub(crate) request_sha256: Option<&'a str>,
+    pub(crate) request_digest: &'a str,
+    pub(crate) binding: &'a str,
+    /// The sha256 (lowercase hex) of `binding`, when the reader computed it.
+    pub(crate) binding_sha256: Option<&'a str>,
+    pub(crate) binding_digest: &'a str,
+    pub(crate) status: &'a str,
+    pub(crate) owner: Option<&'a str>,
+    pub(crate) outcome: Option<&'a str>,
+    pub(crate) carrier: Option<&'a str>,
+    pub(crate) created_at: i64,
+}
+
+/// An approval row as the comparison reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ApprovalRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) request_digest: &'a str,
+    pub(crate) approver: &'a str,
+    pub(crate) granted_at: i64,
+    pub(crate) used_at: Option<i64>,
+    pub(crate) revoked_at: Option<i64>,
+}
+
+impl RawPathway {
+    pub(crate) fn view(&self) -> PathwayRow<'_> {
+        PathwayRow {
+            id: &self.id,
+            idempotency_key: &self.idempotency_key,
+            definition: &self.definition,
+            definition_sha256: None,
+            definition_digest: &self.definition_digest,
+            request_digest: &self.request_digest,
+            state: &self.state,
+            proposer: &self.proposer,
+            created_at: self.created_at,
+        }
+    }
+}
+
+impl RawAttempt {
+    pub(crate) fn view(&self) -> AttemptRow<'_> {
+        AttemptRow {
+            id: &self.id,
+            seq: self.seq,
+            previous_attempt: self.previous_attempt.as_deref(),
+            request: &self.request,
+            request_sha256: None,
+            request_digest: &self.request_digest,
+            binding: &self.binding,
+            binding_sha256: None,
+            binding_digest: &self.binding_digest,
+            status: &self.status,
+            owner: self.owner.as_deref(),
+            outcome: self.outcome.as_deref(),
+            carrier: self.carrier.as_deref(),
+            created_at: self.created_at,
+        }
+    }
+}
+
+impl RawApproval {
+    pub(crate) fn view(&self) -> ApprovalRow<'_> {
+        ApprovalRow {
+            id: &self.id,
+            request_digest: &self.request_digest,
+            approver: &self.approver,
+            granted_at: self.granted_at,
+            used_at: self.used_at,
+            revoked_at: self.revoked_at,
+        }
+    }
+}
+
+/// One stored value copied out of a row: a number, or where its bytes are in [`Rows`].
+#[derive(Debug, Clone, Copy)]
+enum Cell {
+    Null,
+    Integer(i64),
+    Real,
+    Text(usize, usize),
+    Blob(usize, usize),
+}
+
+/// Rows copied out of SQLite so that another thread can read them: every text and blob
+/// into one buffer, every value into one list, `width` values a row. Two allocations
+/// for a whole batch of rows (none once reused), where reading each row into owned
+/// strings makes one per text.
+///
+/// The readers ([`Copied::text`] and the others) refuse a value of another type, or text
+/// that is not UTF-8, with the error `rusqlite` gives for the same read from the row.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    /// Values copied from each row.
+    columns: usize,
+    /// Values each row has here: its columns, then the digests [`Rows::push_sha256`] adds.
+    width: usize,
+    bytes: Vec<u8>,
+    cells: Vec<Cell>,
+}
+
+impl Rows {
+    /// Empties the rows (keeping their memory) for rows of `columns` values and `digests`
+    /// digests.
+    pub(crate) fn reset(&mut self, columns: usize, digests: usize) {
+        self.columns = columns;
+        self.width = columns + digests;
+        self.bytes.clear();
+        self.cells.clear();
+    }
+
+    /// Copies the first `columns` values of `row`.
+    pub(crate) fn push(&mut self, row: &rusqlite::Row<'_>) -> rusqlite::Result<()> {
+        use rusqlite::types::ValueRef;
+        for index in 0..self.columns {
+            let cell = match row.get_ref(index)? {
+                ValueRef::Null => Cell::Null,
+                ValueRef::Integer(i) => Cell::Integer(i),
+                ValueRef::Real(_) => Cell::Real,
+                ValueRef::Text(t) => {
+                    let start = self.bytes.len();
+                    self.bytes.extend_from_slice(t);
+                    Cell::Text(start, self.bytes.len())
+                }
+                ValueRef::Blob(b) => {
+                    let start = self.bytes.len();
+                    self.bytes.extend_from_slice(b);
+                    Cell::Blob(start, self.bytes.len())
+                }
+            };
+            self.cells.push(cell);
+        }
+        Ok(())
+    }
+
+    /// Adds to the row being copied the sha256 (lowercase hex) of its text value `column`
+    /// (`NULL` when that value is not text), read back by [`Copied::added`] at
+    /// the index after the row's columns and the digests added before it.
+    pub(crate) fn push_sha256(&mut self, column: usize) {
+        use sha2::{Digest, Sha256};
+        let row = self.cells.len() - self.cells.len() % self.width.max(1);
+        let cell = match self.cells.get(row + column) {
+            Some(&Cell::Text(start, end)) => {
+                let hex =
+                    crate::canonical::digest_hex(&Sha256::digest(&self.bytes[start..end]).into());
+                let start = self.bytes.len();
+                self.bytes.extend_from_slice(&hex);
+                Cell::Text(start, self.bytes.len())
+            }
+            _ => Cell::Null,
+        };
+        self.cells.push(cell);
+    }
+
+    /// How many rows.
+    pub(crate) fn len(&self) -> usize {
+        self.cells.len().checked_div(self.width).unwrap_or(0)
+    }
+
+    /// How many bytes of text and blobs.
+    pub(crate) fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Row `index`.
+    pub(crate) fn row(&self, index: usize) -> Copied<'_> {
+        Copied {
+            bytes: &self.bytes,
+            cells: &self.cells[index * self.width..(index + 1) * self.width],
+        }
+    }
+}
+
+/// One row of [`Rows`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Copied<'a> {
+    bytes: &'a [u8],
+    cells: &'a [Cell],
+}
+
+impl<'a> Copied<'a> {
+    fn invalid(index: usize, cell: Cell) -> rusqlite::Error {
+        use rusqlite::types::Type;
+        let found = match cell {
+            Cell::Null => Type::Null,
+            Cell::Integer(_) => Type::Integer,
+            Cell::Real => Type::Real,
+            Cell::Text(..) => Type::Text,
+            Cell::Blob(..) => Type::Blob,
+        };
+        rusqlite::Error::InvalidColumnType(index, String::new(), found)
+    }
+
+    /// The bytes of a text or blob value (as `ValueRef::as_bytes` reads them).
+    pub(crate) fn bytes(self, index: usize) -> rusqlite::Result<&'a [u8]> {
+        match self.cells[index] {
+            Cell::Text(start, end) | Cell::Blob(start, end) => Ok(&self.bytes[start..end]),
+            other => Err(Self::invalid(index, other)),
+        }
+    }
+
+    /// A text value (as `row.get::<_, String>` reads it).
+    pub(crate) fn text(self, index: usize) -> rusqlite::Result<&'a str> {
+        match self.cells[index] {
+            Cell::Text(start, end) => std::str::from_utf8(&self.bytes[start..end]).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    index,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            }),
+            other => Err(Self::invalid(index, other)),
+        }
+    }
+
+    /// A text value or `NULL`.
+    pub(crate) fn optional_text(self, index: usize) -> rusqlite::Result<Option<&'a str>> {
+        match self.cells[index] {
+            Cell::Null => Ok(None),
+            _ => self.text(index).map(Some),
+        }
+    }
+
+    /// A value [`Rows::push_sha256`] added at `index`, if the row has one.
+    pub(crate) fn added(self, index: usize) -> Option<&'a str> {
+        match self.cells.get(index) {
+            Some(&Cell::Text(start, end)) => std::str::from_utf8(&self.bytes[start..end]).ok(),
+            _ => None,
+        }
+    }
+
+    /// An integer value (as `row.get::<_, i64>` reads it).
+    pub(crate) fn integer(self, index: usize) -> rusqlite::Result<i64> {
+        match self.cells[index] {
+            Cell::Integer(i) => Ok(i),
+            other => Err(Self::invalid(index, other)),
+        }
+    }
+
+    /// An integer value or `NULL`.
+    pub(crate) fn optional_integer(self, index: usize) -> rusqlite::Result<Option<i64>> {
+        match self.cells[index] {
+            Cell::Null => Ok(None),
+            _ => self.integer(index).map(Some),
+        }
+    }
+}
+
+/// Widths of the rows [`PATHWAY_COLUMNS`], [`ATTEMPT_COLUMNS`] and [`APPROVAL_COLUMNS`]
+/// select.
+pub(crate) const PATHWAY_WIDTH: usize = 8;
+pub(crate) const ATTEMPT_WIDTH: usize = 13;
+pub(crate) const APPROVAL_WIDTH: usize = 7;
+
+/// The columns whose sha256 the reader adds to a copied row ([`Rows::push_sha256`]), in
+/// order: a pathway's definition; an attempt's request and binding.
+pub(crate) const PATHWAY_HASHED: &[usize] = &[2];
+pub(crate) const ATTEMPT_HASHED: &[usize] = &[4, 6];
+
+// Same shape as raw_pathway: the same columns by position, borrowed from copied rows.
+pub(crate) fn pathway_row(r: Copied<'_>) -> rusqlite::Result<PathwayRow<'_>> {
+    Ok(PathwayRow {
+        id: r.text(0)?,
+        idempotency_key: r.text(1)?,
+        definition: r.text(2)?,
+        definition_sha256: r.added(PATHWAY_WIDTH),
+        definition_digest: r.text(3)?,
+        request_digest: r.text(4)?,
+        state: r.text(5)?,
+        proposer: r.text(6)?,
+        created_at: r.integer(7)?,
+    })
+}
+
+// Same shape as raw_attempt: the same columns by position, borrowed from copied rows.
+pub(crate) fn attempt_row(r: Copied<'_>) -> rusqlite::Result<AttemptRow<'_>> {
+    Ok(AttemptRow {
+        id: r.text(0)?,
+        seq: r.integer(2)?,
+        previous_attempt: r.optional_text(3)?,
+        request: r.text(4)?,
+        request_sha256: r.added(ATTEMPT_WIDTH),
+        request_digest: r.text(5)?,
+        binding: r.text(6)?,
+        binding_sha256: r.added(ATTEMPT_WIDTH + 1),
+        binding_digest: r.text(7)?,
+        status: r.text(8)?,
+        owner: r.optional_text(9)?,
+        outcome: r.optional_text(10)?,
+        carrier: r.optional_text(11)?,
+        created_at: r.integer(12)?,
+    })
+}
+
+// Same shape as raw_approval: the same columns by position, borrowed from copied rows.
+pub(crate) fn approval_row(r: Copied<'_>) -> rusqlite::Result<ApprovalRow<'_>> {
+    Ok(ApprovalRow {
+        id: r.text(0)?,
+        request_digest: r.text(2)?,
+        approver: r.text(3)?,
+        granted_at: r.integer(4)?,
+        used_at: r.optional_integer(5)?,
+        revoked_at: r.optional_integer(6)?,
     })
 }

@@ -4,9 +4,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use sha2::{Digest, Sha256};
+
 use super::SETTLED;
-use super::raw::{RawApproval, RawAttempt, RawPathway};
-use crate::canonical::sha256_hex_bytes;
+use super::raw::{ApprovalRow, AttemptRow, PathwayRow, RawApproval, RawAttempt, RawPathway};
+use crate::canonical::digest_hex;
 use crate::ledger::ProblemKind;
 use crate::state::State;
 use crate::store::event::Event;
@@ -283,8 +285,21 @@ impl Replay {
         approvals: &[RawApproval],
         out: &mut Vec<Finding>,
     ) {
+        let attempts: Vec<_> = attempts.iter().map(RawAttempt::view).collect();
+        let approvals: Vec<_> = approvals.iter().map(RawApproval::view).collect();
+        self.check_views(&row.view(), &attempts, &approvals, out);
+    }
+
+    /// [`Replay::check_rows`] over borrowed rows.
+    pub(crate) fn check_views(
+        &self,
+        row: &PathwayRow<'_>,
+        attempts: &[AttemptRow<'_>],
+        approvals: &[ApprovalRow<'_>],
+        out: &mut Vec<Finding>,
+    ) {
         let mismatch = |what: &str| (ProblemKind::Unexplained, what.to_owned());
-        if self.state.map(State::as_str) != Some(row.state.as_str()) {
+        if self.state.map(State::as_str) != Some(row.state) {
             out.push((
                 ProblemKind::StateMismatch,
                 format!("stored state {}, events end in {:?}", row.state, self.state),
@@ -293,13 +308,13 @@ impl Replay {
         match &self.proposal {
             None => out.push(mismatch("pathway has no proposal event")),
             Some(p) => {
-                if p.idempotency_key.as_deref() != Some(row.idempotency_key.as_str()) {
+                if p.idempotency_key.as_deref() != Some(row.idempotency_key) {
                     out.push(mismatch("stored idempotency key is not the proposal's"));
                 }
-                if p.definition_digest.as_deref() != Some(row.definition_digest.as_str()) {
+                if p.definition_digest.as_deref() != Some(row.definition_digest) {
                     out.push(mismatch("stored definition digest is not the proposal's"));
                 }
-                if p.request_digest.as_deref() != Some(row.request_digest.as_str()) {
+                if p.request_digest.as_deref() != Some(row.request_digest) {
                     out.push(mismatch("stored request digest is not the proposal's"));
                 }
                 if p.actor != row.proposer {
@@ -309,7 +324,7 @@ impl Replay {
                     out.push(mismatch("stored creation time is not the proposal's"));
                 }
                 if let Some(d) = &p.definition_text_digest
-                    && *d != sha256_hex_bytes(row.definition.as_bytes())
+                    && !is_sha256_of(d, row.definition, row.definition_sha256)
                 {
                     out.push(mismatch("stored definition is not the one proposed"));
                 }
@@ -338,40 +353,42 @@ impl Replay {
                     ),
                 ));
             }
-            if f.seq != Some(a.seq) || f.previous != a.previous_attempt {
+            if f.seq != Some(a.seq) || f.previous.as_deref() != a.previous_attempt {
                 out.push(bad(
                     "stored sequence or previous attempt is not the chain's",
                 ));
             }
-            if f.request_digest.as_deref() != Some(a.request_digest.as_str()) {
+            if f.request_digest.as_deref() != Some(a.request_digest) {
                 out.push(bad("stored request digest is not the chain's"));
             }
-            if f.binding_digest.as_deref() != Some(a.binding_digest.as_str())
-                || sha256_hex_bytes(a.binding.as_bytes()) != a.binding_digest
+            if f.binding_digest.as_deref() != Some(a.binding_digest)
+                || !is_sha256_of(a.binding_digest, a.binding, a.binding_sha256)
             {
                 out.push(bad("stored binding is not the one the chain recorded"));
             }
-            if f.outcome != a.outcome {
+            if f.outcome.as_deref() != a.outcome {
                 out.push(bad("stored outcome is not the chain's evidence"));
             }
             if f.at != a.created_at {
                 out.push(bad("stored creation time is not the chain's"));
             }
             if f.v2 {
-                if f.request_text_digest.as_deref()
-                    != Some(sha256_hex_bytes(a.request.as_bytes()).as_str())
+                if !f
+                    .request_text_digest
+                    .as_deref()
+                    .is_some_and(|d| is_sha256_of(d, a.request, a.request_sha256))
                 {
                     out.push(bad("stored request is not the one the chain recorded"));
                 }
                 let owner_ok = if a.status == "in_flight" {
-                    a.owner == f.owner
+                    a.owner == f.owner.as_deref()
                 } else {
                     a.owner.is_none()
                 };
                 if !owner_ok {
                     out.push(bad("stored owner is not the chain's"));
                 }
-                if a.carrier != f.carrier {
+                if a.carrier != f.carrier.as_deref() {
                     out.push(bad("stored carrier is not the chain's"));
                 }
             }
@@ -385,14 +402,14 @@ impl Replay {
             }
         }
         for a in approvals {
-            let Some(f) = self.approvals.get(&a.id) else {
+            let Some(f) = self.approvals.get(a.id) else {
                 out.push(mismatch(&format!(
                     "approval {} is stored but the chain never granted it",
                     a.id
                 )));
                 continue;
             };
-            if f.request_digest.as_deref() != Some(a.request_digest.as_str())
+            if f.request_digest.as_deref() != Some(a.request_digest)
                 || f.approver != a.approver
                 || f.granted_at != a.granted_at
                 || f.used_at != a.used_at
@@ -405,11 +422,20 @@ impl Replay {
             }
         }
         for id in self.approvals.keys() {
-            if !approvals.iter().any(|a| &a.id == id) {
+            if !approvals.iter().any(|a| a.id == id) {
                 out.push(mismatch(&format!(
                     "approval {id} is in the chain but its row is missing"
                 )));
             }
         }
+    }
+}
+
+/// Whether `hex` is the lowercase hex sha256 of `text`: compared with `computed` (that
+/// hash, computed already) when given, else hashed here on the stack.
+fn is_sha256_of(hex: &str, text: &str, computed: Option<&str>) -> bool {
+    match computed {
+        Some(computed) => computed == hex,
+        None => digest_hex(&Sha256::digest(text.as_bytes()).into()) == hex.as_bytes(),
     }
 }

@@ -1,0 +1,956 @@
+//! The whole-store check behind [`crate::ledger::verify`], as a pipeline of two parts.
+//!
+//! The *reader* is the only code that touches the database: on the caller's connection,
+//! inside the caller's read snapshot, it steps through the ledger in `seq` order and then
+//! through the `attempts`, `approvals` and `pathways` tables, copying each row's values
+//! into [`Rows`] (a few large buffers a batch, reused), and hands the batches on in that
+//! order. The *checker* does everything else, in the order the rows came: the links, the
+//! chain hashes, each event's canonical form and fields, the replay of every pathway, and
+//! the comparison of every stored row with what its pathway's events establish.
+//!
+//! With two or more cores the checker runs on a second thread while the reader reads on
+//! the caller's: one connection, one snapshot, and the two halves of the work overlap.
+//! The chain hash of a row is the one piece of the checker's work that needs nothing but
+//! the row, so the reader computes it for a batch whenever the checker is behind (at least
+//! [`HASH_WHEN_BEHIND`] batches waiting), and the checker for the others: whichever side
+//! would otherwise wait does it. With one core both parts run on the caller's thread, one
+//! batch at a time. Every way gives the same report (the tests run each).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use rusqlite::types::Type;
+
+use super::raw::{
+    APPROVAL_COLUMNS, APPROVAL_WIDTH, ATTEMPT_COLUMNS, ATTEMPT_HASHED, ATTEMPT_WIDTH, AttemptRow,
+    Copied, PATHWAY_COLUMNS, PATHWAY_HASHED, PATHWAY_WIDTH, Rows, approval_row, attempt_row,
+    pathway_row,
+};
+use super::{Finding, Replay};
+use crate::ledger::{GENESIS, Problem, ProblemKind, Report, StoredRow, check_stored_row};
+use crate::store::{ReadStore, StoreError};
+
+/// The ledger's columns as the checker reads them.
+const LEDGER_SELECT: &str =
+    "SELECT seq, pathway_id, prev_hash, hash, event FROM ledger ORDER BY seq";
+const LEDGER_WIDTH: usize = 5;
+/// A batch is handed on when it holds this many rows…
+const BATCH_ROWS: usize = 1024;
+/// …or this many bytes of values.
+const BATCH_BYTES: usize = 256 * 1024;
+/// Batches on their way to the checker thread, at most; the reader waits beyond that.
+const QUEUE: usize = 8;
+/// The reader hashes a ledger batch itself when at least this many are waiting.
+pub(crate) const HASH_WHEN_BEHIND: usize = 2;
+
+/// Who computes the chain hashes of the ledger rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hashing {
+    /// The checker, always.
+    Checker,
+    /// The reader, always.
+    Reader,
+    /// The reader when the checker is behind, else the checker.
+    WhenBehind,
+}
+
+/// How the check runs: on the caller's thread only, or with the checker on a second one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) threads: bool,
+    pub(crate) hashing: Hashing,
+    /// Rows a batch holds at most.
+    pub(crate) batch_rows: usize,
+}
+
+impl Plan {
+    /// Two threads when the machine has two cores, the hashes where they cost least.
+    pub(crate) fn for_this_machine() -> Self {
+        let threads = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        Self {
+            threads,
+            hashing: if threads {
+                Hashing::WhenBehind
+            } else {
+                Hashing::Checker
+            },
+            batch_rows: BATCH_ROWS,
+        }
+    }
+}
+
+/// Rows handed from the reader to the checker.
+#[derive(Debug, Default)]
+struct Batch {
+    rows: Rows,
+    /// For a ledger batch the reader hashed: whether each row's stored hash is its chain
+    /// hash. Empty when the checker is to hash them.
+    hashed: Vec<bool>,
+}
+
+impl Batch {
+    fn reset(&mut self, columns: usize, digests: usize) {
+        self.rows.reset(columns, digests);
+        self.hashed.clear();
+    }
+
+    fn full(&self, rows: usize) -> bool {
+        self.rows.len() >= rows || self.rows.bytes_len() >= BATCH_BYTES
+    }
+
+    /// Computes every row's chain hash (reader side). Leaves `hashed` empty if a row's
+    /// values are not all text, for the checker to report.
+    fn hash(&mut self) {
+        self.hashed.clear();
+        for index in 0..self.rows.len() {
+            let row = self.rows.row(index);
+            let (Ok(prev), Ok(hash), Ok(text)) = (row.bytes(2), row.bytes(3), row.bytes(4)) else {
+                self.hashed.clear();
+                return;
+            };
+            self.hashed
+                .push(crate::ledger::chain_hash_hex(prev, text) == hash);
+        }
+    }
+}
+
+/// What the reader hands the checker, in this order.
+#[derive(Debug)]
+enum Part {
+    /// Ledger rows in `seq` order ([`LEDGER_SELECT`]).
+    Ledger(Batch),
+    /// The head recorded in `meta`, read after the last ledger row.
+    Head(Option<(i64, String)>),
+    /// Attempt rows ([`ATTEMPT_COLUMNS`]), in storage order.
+    Attempts(Batch),
+    /// Approval rows ([`APPROVAL_COLUMNS`]).
+    Approvals(Batch),
+    /// Pathway rows ([`PATHWAY_COLUMNS`]).
+    Pathways(Batch),
+    /// Nothing more.
+    End,
+}
+
+/// Where the reader's parts go.
+trait Sink {
+    /// Hands a part on; `false` when the checker has stopped (it has an error to give).
+    fn send(&mut self, part: Part) -> bool;
+    /// A batch the checker is done with, to fill again.
+    fn spent(&mut self) -> Option<Batch>;
+    /// Whether the reader hashes the ledger batch it is about to hand on.
+    fn reader_hashes(&self) -> bool;
+}
+
+/// Runs the whole check over `store` (already inside its snapshot).
+pub(crate) fn run(
+    store: &ReadStore,
+    known_head: Option<&str>,
+    plan: Plan,
+) -> Result<Report, StoreError> {
+    // Sized once: growing a map of every pathway rehashes large tables.
+    let stored_pathways: i64 = store
+        .conn
+        .query_row("SELECT count(*) FROM pathways", [], |r| r.get(0))?;
+    let checker = Checker::new(known_head, usize::try_from(stored_pathways).unwrap_or(0));
+    if !plan.threads {
+        let mut sink = Inline {
+            checker,
+            spent: None,
+            error: None,
+            hashing: plan.hashing,
+        };
+        read(store, &mut sink, plan.batch_rows)?;
+        if let Some(error) = sink.error {
+            return Err(error);
+        }
+        return sink.checker.finish();
+    }
+    let behind = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let (parts, received) = mpsc::sync_channel::<Part>(QUEUE);
+        let (spent, returned) = mpsc::channel::<Batch>();
+        let behind = &behind;
+        let checking = scope.spawn(move || {
+            let mut checker = checker;
+            for part in received {
+                let ledger = matches!(part, Part::Ledger(_));
+                let done = checker.part(part)?;
+                if ledger {
+                    behind.fetch_sub(1, Ordering::Relaxed);
+                }
+                if let Some(batch) = done {
+                    // The reader may have finished; then nobody needs it back.
+                    let _ = spent.send(batch);
+                }
+            }
+            checker.finish()
+        });
+        let mut sink = Threads {
+            parts,
+            returned,
+            behind,
+            hashing: plan.hashing,
+        };
+        let read = read(store, &mut sink, plan.batch_rows);
+        // Closes the channel: the checker ends after the parts it has.
+        drop(sink);
+        let report = checking
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        read?;
+        report
+    })
+}
+
+/// The checker on the caller's thread.
+struct Inline<'k> {
+    checker: Checker<'k>,
+    spent: Option<Batch>,
+    error: Option<StoreError>,
+    hashing: Hashing,
+}
+
+impl Sink for Inline<'_> {
+    fn send(&mut self, part: Part) -> bool {
+        match self.checker.part(part) {
+            Ok(spent) => {
+                self.spent = spent;
+                true
+            }
+            Err(error) => {
+                self.error = Some(error);
+                false
+            }
+        }
+    }
+
+    fn spent(&mut self) -> Option<Batch> {
+        self.spent.take()
+    }
+
+    fn reader_hashes(&self) -> bool {
+        self.hashing == Hashing::Reader
+    }
+}
+
+/// The checker on a second thread, behind a bounded channel.
+struct Threads<'a> {
+    parts: mpsc::SyncSender<Part>,
+    returned: mpsc::Receiver<Batch>,
+    /// Ledger batches sent and not yet checked.
+    behind: &'a AtomicUsize,
+    hashing: Hashing,
+}
+
+impl Sink for Threads<'_> {
+    fn send(&mut self, part: Part) -> bool {
+        if matches!(part, Part::Ledger(_)) {
+            self.behind.fetch_add(1, Ordering::Relaxed);
+        }
+        self.parts.send(part).is_ok()
+    }
+
+    fn spent(&mut self) -> Option<Batch> {
+        self.returned.try_recv().ok()
+    }
+
+    fn reader_hashes(&self) -> bool {
+        match self.hashing {
+            Hashing::Checker => false,
+            Hashing::Reader => true,
+            Hashing::WhenBehind => self.behind.load(Ordering::Relaxed) >= HASH_WHEN_BEHIND,
+        }
+    }
+}
+
+/// The reader: every row the check needs, copied in batches, in the order the checker
+/// wants them. Returns early (`Ok`) when the checker stops.
+fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(), StoreError> {
+    {
+        let mut stmt = store.conn.prepare(LEDGER_SELECT)?;
+        let mut rows = stmt.query([])?;
+        let mut batch = fresh(sink, LEDGER_WIDTH, 0);
+        while let Some(row) = rows.next()? {
+            batch.rows.push(row)?;
+            if batch.full(batch_rows) {
+                if sink.reader_hashes() {
+                    batch.hash();
+                }
+                if !sink.send(Part::Ledger(batch)) {
+                    return Ok(());
+                }
+                batch = fresh(sink, LEDGER_WIDTH, 0);
+            }
+        }
+        if batch.rows.len() > 0 {
+            if sink.reader_hashes() {
+                batch.hash();
+            }
+            if !sink.send(Part::Ledger(batch)) {
+                return Ok(());
+            }
+        }
+    }
+    if !sink.send(Part::Head(store.recorded_head()?)) {
+        return Ok(());
+    }
+    let attempts = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts");
+    let approvals = format!("SELECT {APPROVAL_COLUMNS} FROM approvals");
+    let pathways = format!("SELECT {PATHWAY_COLUMNS} FROM pathways");
+    let tables: [Table<'_>; 3] = [
+        Table {
+            select: &attempts,
+            columns: ATTEMPT_WIDTH,
+            hashed: ATTEMPT_HASHED,
+            part: Part::Attempts,
+        },
+        Table {
+            select: &approvals,
+            columns: APPROVAL_WIDTH,
+            hashed: &[],
+            part: Part::Approvals,
+        },
+        Table {
+            select: &pathways,
+            columns: PATHWAY_WIDTH,
+            hashed: PATHWAY_HASHED,
+            part: Part::Pathways,
+        },
+    ];
+    for table in tables {
+        if !copy_table(store, sink, batch_rows, &table)? {
+            return Ok(());
+        }
+    }
+    sink.send(Part::End);
+    Ok(())
+}
+
+/// A table the reader copies after the ledger.
+struct Table<'s> {
+    select: &'s str,
+    /// Values a row of `select` has.
+    columns: usize,
+    /// The columns whose sha256 the reader adds to each row ([`Rows::push_sha256`]).
+    hashed: &'static [usize],
+    part: fn(Batch) -> Part,
+}
+
+/// Copies every row of `table` to the sink in batches. `Ok(false)` when the checker
+/// stopped.
+fn copy_table(
+    store: &ReadStore,
+    sink: &mut dyn Sink,
+    batch_rows: usize,
+    table: &Table<'_>,
+) -> Result<bool, StoreError> {
+    let mut stmt = store.conn.prepare(table.select)?;
+    let mut rows = stmt.query([])?;
+    let fresh = |sink: &mut dyn Sink| fresh(sink, table.columns, table.hashed.len());
+    let mut batch = fresh(sink);
+    while let Some(row) = rows.next()? {
+        batch.rows.push(row)?;
+        for &column in table.hashed {
+            batch.rows.push_sha256(column);
+        }
+        if batch.full(batch_rows) {
+            if !sink.send((table.part)(batch)) {
+                return Ok(false);
+            }
+            batch = fresh(sink);
+        }
+    }
+    Ok(batch.rows.len() == 0 || sink.send((table.part)(batch)))
+}
+
+/// An empty batch for rows of `columns` values and `digests` digests: one the checker is
+/// done with, if any.
+fn fresh(sink: &mut dyn Sink, columns: usize, digests: usize) -> Batch {
+    let mut batch = sink.spent().unwrap_or_default();
+    batch.reset(columns, digests);
+    batch
+}
+
+/// What the chain and the stored rows say about one pathway.
+#[derive(Debug, Default)]
+struct Found {
+    /// The facts its events establish (none if it has no events).
+    replay: Option<Replay>,
+    /// Its attempt rows: (batch, row) in the kept attempt batches.
+    attempts: Vec<(usize, usize)>,
+    /// Its approval rows: (batch, row) in the kept approval batches.
+    approvals: Vec<(usize, usize)>,
+}
+
+/// Every pathway named by an event or a row, in the order first named.
+#[derive(Debug, Default)]
+struct Pathways {
+    index: HashMap<Box<str>, usize>,
+    found: Vec<Found>,
+    /// The last pathway looked up (runs of events of one pathway are common).
+    last: Option<usize>,
+    last_id: String,
+}
+
+impl Pathways {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            index: HashMap::with_capacity(n),
+            found: Vec::with_capacity(n),
+            ..Self::default()
+        }
+    }
+
+    /// The entry of `id`, made if there is none.
+    fn get(&mut self, id: &str) -> &mut Found {
+        let at = match self.last {
+            Some(at) if self.last_id == id => at,
+            _ => {
+                let at = if let Some(&at) = self.index.get(id) {
+                    at
+                } else {
+                    let at = self.found.len();
+                    self.index.insert(id.into(), at);
+                    self.found.push(Found::default());
+                    at
+                };
+                self.last = Some(at);
+                self.last_id.clear();
+                self.last_id.push_str(id);
+                at
+            }
+        };
+        &mut self.found[at]
+    }
+
+    /// Takes what is known of `id` (what is left is empty).
+    fn take(&mut self, id: &str) -> Found {
+        self.index
+            .get(id)
+            .map(|&at| std::mem::take(&mut self.found[at]))
+            .unwrap_or_default()
+    }
+
+    /// What was not taken (and is not empty), in the order first named.
+    fn rest(self) -> Vec<(Box<str>, Found)> {
+        let left =
+            |f: &Found| f.replay.is_some() || !f.attempts.is_empty() || !f.approvals.is_empty();
+        if !self.found.iter().any(left) {
+            return Vec::new();
+        }
+        let mut found = self.found;
+        let mut rest: Vec<_> = self
+            .index
+            .into_iter()
+            .filter(|&(_, at)| left(&found[at]))
+            .map(|(id, at)| (at, id))
+            .collect();
+        rest.sort_unstable_by_key(|&(at, _)| at);
+        rest.into_iter()
+            .map(|(at, id)| (id, std::mem::take(&mut found[at])))
+            .collect()
+    }
+}
+
+/// The checker's running state.
+struct Checker<'k> {
+    problems: Vec<Problem>,
+    findings: Vec<Finding>,
+    pathways: Pathways,
+    /// The previous ledger row's stored hash.
+    prev_hash: Vec<u8>,
+    expected_seq: i64,
+    last_seq: i64,
+    any: bool,
+    known_head: Option<&'k [u8]>,
+    known_seen: bool,
+    /// Attempt and approval rows, kept until the pathway rows are compared.
+    attempts: Vec<Batch>,
+    approvals: Vec<Batch>,
+    /// Whether the reader handed on everything.
+    ended: bool,
+}
+
+fn not_utf8(index: usize, e: std::str::Utf8Error) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e))
+}
+
+impl<'k> Checker<'k> {
+    fn new(known_head: Option<&'k str>, pathways: usize) -> Self {
+        Self {
+            problems: Vec::new(),
+            findings: Vec::new(),
+            pathways: Pathways::with_capacity(pathways),
+            prev_hash: GENESIS.as_bytes().to_vec(),
+            expected_seq: 1,
+            last_seq: 0,
+            any: false,
+            known_head: known_head.map(str::as_bytes),
+            known_seen: known_head.is_none(),
+            attempts: Vec::new(),
+            approvals: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// Checks one part; returns its batch when it is done with it.
+    fn part(&mut self, part: Part) -> Result<Option<Batch>, StoreError> {
+        match part {
+            Part::Ledger(batch) => {
+                for index in 0..batch.rows.len() {
+                    let hashed = batch.hashed.get(index).copied();
+                    self.ledger_row(batch.rows.row(index), hashed)?;
+                }
+                Ok(Some(batch))
+            }
+            Part::Head(recorded) => {
+                self.head(recorded);
+                Ok(None)
+            }
+            Part::Attempts(batch) => {
+                let at = self.attempts.len();
+                for index in 0..batch.rows.len() {
+                    let row = batch.rows.row(index);
+                    let pathway = std::str::from_utf8(row.bytes(1)?).map_err(|e| not_utf8(1, e))?;
+                    self.pathways.get(pathway).attempts.push((at, index));
+                }
+                self.attempts.push(batch);
+                Ok(None)
+            }
+            Part::Approvals(batch) => {
+                let at = self.approvals.len();
+                for index in 0..batch.rows.len() {
+                    let row = batch.rows.row(index);
+                    let pathway = std::str::from_utf8(row.bytes(1)?).map_err(|e| not_utf8(1, e))?;
+                    self.pathways.get(pathway).approvals.push((at, index));
+                }
+                self.approvals.push(batch);
+                Ok(None)
+            }
+            Part::Pathways(batch) => {
+                for index in 0..batch.rows.len() {
+                    self.pathway_row(batch.rows.row(index))?;
+                }
+                Ok(Some(batch))
+            }
+            Part::End => {
+                self.ended = true;
+                Ok(None)
+            }
+        }
+    }
+
+    fn ledger_row(&mut self, row: Copied<'_>, hashed: Option<bool>) -> Result<(), StoreError> {
+        let seq = row.integer(0)?;
+        let pathway = std::str::from_utf8(row.bytes(1)?).map_err(|e| not_utf8(1, e))?;
+        let stored = StoredRow {
+            seq,
+            pathway,
+            prev_hash: row.bytes(2)?,
+            hash: row.bytes(3)?,
+            text: row.bytes(4)?,
+        };
+        self.any = true;
+        self.last_seq = seq;
+        let at = |kind, detail: String| Problem {
+            kind,
+            seq: Some(seq),
+            pathway: Some(pathway.to_owned()),
+            detail,
+        };
+        if seq != self.expected_seq {
+            let expected = self.expected_seq;
+            self.problems.push(at(
+                ProblemKind::Sequence,
+                format!("expected seq {expected}, found {seq}"),
+            ));
+        }
+        self.expected_seq = seq + 1;
+        let event = check_stored_row(&stored, Some(&self.prev_hash), hashed, &mut self.findings);
+        self.prev_hash.clear();
+        self.prev_hash.extend_from_slice(stored.hash);
+        if self.known_head == Some(stored.hash) {
+            self.known_seen = true;
+        }
+        if let Some(event) = event {
+            self.pathways
+                .get(pathway)
+                .replay
+                .get_or_insert_default()
+                .event(&event, &mut self.findings);
+        }
+        self.problems.extend(
+            self.findings
+                .drain(..)
+                .map(|(kind, detail)| at(kind, detail)),
+        );
+        Ok(())
+    }
+
+    /// The head of the walked chain, if it had any row.
+    fn walked_head(&self) -> Option<String> {
+        self.any
+            .then(|| String::from_utf8_lossy(&self.prev_hash).into_owned())
+    }
+
+    /// After the last ledger row: the known head and the recorded one.
+    fn head(&mut self, recorded: Option<(i64, String)>) {
+        if !self.known_seen {
+            self.problems.push(Problem {
+                kind: ProblemKind::Truncated,
+                seq: None,
+                pathway: None,
+                detail: "the known head hash is not in the chain: the tail was cut or rewritten"
+                    .into(),
+            });
+        }
+        let last_seq = self.last_seq;
+        match (recorded, self.walked_head()) {
+            (None, None) => {}
+            (Some((seq, hash)), Some(h)) if seq == last_seq && hash == h => {}
+            (recorded, _) => self.problems.push(Problem {
+                kind: ProblemKind::Truncated,
+                seq: Some(last_seq),
+                pathway: None,
+                detail: format!(
+                    "recorded head {recorded:?} is not the last event (seq {last_seq})"
+                ),
+            }),
+        }
+    }
+
+    /// Compares one stored pathway row, and its attempt and approval rows, with what its
+    /// events establish.
+    fn pathway_row(&mut self, row: Copied<'_>) -> Result<(), StoreError> {
+        let row = pathway_row(row)?;
+        let found = self.pathways.take(row.id);
+        let Some(replay) = found.replay else {
+            self.problems.push(Problem {
+                kind: ProblemKind::Unexplained,
+                seq: None,
+                pathway: Some(row.id.to_owned()),
+                detail: "pathway has no ledger events".into(),
+            });
+            return Ok(());
+        };
+        let attempts = found
+            .attempts
+            .iter()
+            .map(|&(batch, index)| attempt_row(self.attempts[batch].rows.row(index)))
+            .collect::<Result<Vec<AttemptRow<'_>>, _>>()?;
+        let approvals = found
+            .approvals
+            .iter()
+            .map(|&(batch, index)| approval_row(self.approvals[batch].rows.row(index)))
+            .collect::<Result<Vec<_>, _>>()?;
+        replay.check_views(&row, &attempts, &approvals, &mut self.findings);
+        self.problems
+            .extend(self.findings.drain(..).map(|(kind, detail)| Problem {
+                kind,
+                seq: None,
+                pathway: Some(row.id.to_owned()),
+                detail,
+            }));
+        Ok(())
+    }
+
+    /// The report, once every part came (an error if the reader stopped early, which it
+    /// only does with an error of its own, returned instead of this one).
+    fn finish(self) -> Result<Report, StoreError> {
+        if !self.ended {
+            return Err(StoreError::Corrupt(
+                "the ledger check ended before the reader finished".into(),
+            ));
+        }
+        let head = self.walked_head();
+        let Checker {
+            mut problems,
+            pathways,
+            last_seq,
+            attempts,
+            approvals,
+            ..
+        } = self;
+        // What is left names a pathway that is not stored.
+        for (id, found) in pathways.rest() {
+            if found.replay.is_some() {
+                problems.push(Problem {
+                    kind: ProblemKind::Unexplained,
+                    seq: None,
+                    pathway: Some(id.to_string()),
+                    detail: "events name a pathway that is not stored".into(),
+                });
+            }
+            for (batch, index) in found.attempts {
+                let attempt = attempts[batch].rows.row(index).text(0)?;
+                problems.push(Problem {
+                    kind: ProblemKind::AttemptMismatch,
+                    seq: None,
+                    pathway: Some(id.to_string()),
+                    detail: format!("attempt {attempt} names a pathway that is not stored"),
+                });
+            }
+            for (batch, index) in found.approvals {
+                let approval = approvals[batch].rows.row(index).text(0)?;
+                problems.push(Problem {
+                    kind: ProblemKind::Unexplained,
+                    seq: None,
+                    pathway: Some(id.to_string()),
+                    detail: format!("approval {approval} names a pathway that is not stored"),
+                });
+            }
+        }
+        Ok(Report {
+            events: last_seq,
+            head,
+            problems,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every way of running the check gives the same report, on a clean store and on
+    //! stores changed behind the runtime's back (the detections themselves are tested in
+    //! `tests/ledger.rs` through the public API).
+
+    use std::path::{Path, PathBuf};
+
+    use rusqlite::Connection;
+    use serde_json::json;
+
+    use super::{BATCH_ROWS, Hashing, Plan, run};
+    use crate::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
+    use crate::ledger::Report;
+    use crate::store::ReadStore;
+    use crate::{
+        ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome,
+        Proposal, Role, Runtime,
+    };
+
+    struct Scripted;
+
+    impl Executor for Scripted {
+        fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+            Ok(Binding::new("test", json!({"tool": request.action}))
+                .expect("a small binding")
+                .read_only())
+        }
+        fn prepare(&mut self, _: &Request, _: &Binding) -> Result<(), Refusal> {
+            Ok(())
+        }
+        fn execute(&mut self, _: &Request) -> Delivery {
+            Delivery::Succeeded {
+                reply: json!({"content": [{"type": "text", "text": "ok"}], "isError": false}),
+            }
+        }
+    }
+
+    struct Applied;
+
+    impl Readback for Applied {
+        fn observe(&mut self, _: &Request) -> Observation {
+            Observation::Applied {
+                evidence: json!({"seen": "applied"}),
+            }
+        }
+    }
+
+    /// A store of twelve pathways (allowed and completed, held for an approval, in front
+    /// of a Human Gate, denied), checkpointed into one file.
+    fn written(dir: &Path) -> PathBuf {
+        let path = dir.join("walk.db");
+        {
+            let rt = Runtime::open(&path).unwrap();
+            let (proposer, decision, approval, execution, evidence) = (
+                Actor::new("agent:p"),
+                Actor::new("policy:d"),
+                Actor::new("human:a"),
+                Actor::new("agent:x"),
+                Actor::new("service:e"),
+            );
+            let authority = Authority::single(&decision)
+                .with(Role::ApprovalAuthority, &approval)
+                .with(Role::ExecutionActor, &execution)
+                .with(Role::EvidenceOwner, &evidence);
+            for i in 0..12 {
+                let definition = Definition::new(
+                    Request::new(
+                        "write_file",
+                        json!({"path": format!("/tmp/{i}"), "x": "\u{e9}"}),
+                    ),
+                    ActionClass::Mutating,
+                    format!("walk-{i}"),
+                    authority.clone(),
+                );
+                let Proposal::New(p) = rt.propose(&proposer, definition).unwrap() else {
+                    panic!("proposed twice");
+                };
+                let decide = move |_: &Definition| match i % 4 {
+                    1 => Decision::Hold,
+                    2 => Decision::HumanGate,
+                    3 => Decision::Deny("no".into()),
+                    _ => Decision::Allow,
+                };
+                let approved = match p.admit(&rt, &decision, &decide).unwrap() {
+                    Admission::Approved(p) => p,
+                    Admission::AwaitingApproval(p) => {
+                        let granted = rt.grant_approval(&p, &approval).unwrap();
+                        p.approve(&rt, granted).unwrap()
+                    }
+                    Admission::HumanGate(_) | Admission::Denied(_) => continue,
+                };
+                let bound = approved.bind(&mut Scripted).unwrap();
+                let Outcome::Returned(returned) = bound.dispatch(&rt, &execution, &mut Scripted)
+                else {
+                    panic!("not returned");
+                };
+                if i % 8 != 4 {
+                    let Confirmed::Completed(_) =
+                        returned.confirm(&rt, &evidence, &mut Applied).unwrap()
+                    else {
+                        panic!("not confirmed");
+                    };
+                }
+            }
+        }
+        let copy = dir.join("walk-clean.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
+            .unwrap();
+        copy
+    }
+
+    fn plans() -> Vec<Plan> {
+        let mut plans = Vec::new();
+        for threads in [false, true] {
+            for hashing in [Hashing::Checker, Hashing::Reader, Hashing::WhenBehind] {
+                for batch_rows in [1, 3, BATCH_ROWS] {
+                    plans.push(Plan {
+                        threads,
+                        hashing,
+                        batch_rows,
+                    });
+                }
+            }
+        }
+        plans
+    }
+
+    fn reports(path: &Path, known_head: Option<&str>) -> Vec<(Plan, Report)> {
+        let store = ReadStore::open_read_only(path).unwrap();
+        plans()
+            .into_iter()
+            .map(|plan| {
+                let report = store.snapshot(|s| run(s, known_head, plan)).unwrap();
+                (plan, report)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_plan_gives_the_same_report_on_clean_and_changed_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let clean = written(dir.path());
+        let (_, first) = reports(&clean, None).remove(0);
+        assert!(first.is_ok(), "{:#?}", first.problems);
+        assert!(first.events > 40, "{} events", first.events);
+        let head = first.head.clone().unwrap();
+        let bogus = "f".repeat(64);
+        let changes: &[(&str, Option<&str>)] = &[
+            ("", Some(&head)),
+            ("", Some(&bogus)),
+            ("UPDATE ledger SET hash = ?1 WHERE seq = 5", None),
+            ("UPDATE ledger SET event = ' ' || event WHERE seq = 2", None),
+            ("UPDATE ledger SET event = 'not json' WHERE seq = 4", None),
+            (
+                "UPDATE ledger SET event = CAST(X'FF22' AS TEXT) WHERE seq = 6",
+                None,
+            ),
+            (
+                "UPDATE ledger SET event = replace(event, '\"seq\":9', '\"seq\":90') WHERE seq = 9",
+                None,
+            ),
+            (
+                "UPDATE ledger SET pathway_id = 'pw_nowhere' WHERE seq = 11",
+                None,
+            ),
+            ("DELETE FROM ledger WHERE seq = 7", None),
+            (
+                "DELETE FROM ledger WHERE seq = (SELECT max(seq) FROM ledger)",
+                None,
+            ),
+            (
+                "UPDATE meta SET value = '1:x' WHERE key = 'ledger_head'",
+                None,
+            ),
+            (
+                "UPDATE pathways SET state = 'aborted' WHERE rowid = 2",
+                None,
+            ),
+            (
+                "UPDATE pathways SET definition = definition || ' ' WHERE rowid = 3",
+                None,
+            ),
+            (
+                "UPDATE attempts SET status = 'failed' WHERE rowid = 1",
+                None,
+            ),
+            (
+                "UPDATE attempts SET binding = binding || ' ' WHERE rowid = 2",
+                None,
+            ),
+            ("UPDATE attempts SET outcome = NULL WHERE rowid = 3", None),
+            (
+                "UPDATE attempts SET request = request || ' ' WHERE rowid = 1",
+                None,
+            ),
+            ("DELETE FROM attempts WHERE rowid = 2", None),
+            (
+                "UPDATE attempts SET pathway_id = 'pw_gone' WHERE rowid = 4",
+                None,
+            ),
+            (
+                "UPDATE approvals SET approver = 'human:b' WHERE rowid = 1",
+                None,
+            ),
+            (
+                "UPDATE approvals SET pathway_id = 'pw_gone' WHERE rowid = 1",
+                None,
+            ),
+            ("DELETE FROM approvals", None),
+            ("DELETE FROM pathways WHERE rowid = 5", None),
+            (
+                "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version, proposer, created_at, updated_at) VALUES ('pw_forged', 'k', '{}', 'd', 'r', 'proposed', 1, 'p', 0, 0)",
+                None,
+            ),
+        ];
+        for (i, (change, known)) in changes.iter().enumerate() {
+            let path = dir.path().join(format!("changed-{i}.db"));
+            std::fs::copy(&clean, &path).unwrap();
+            if !change.is_empty() {
+                let conn = Connection::open(&path).unwrap();
+                conn.pragma_update(None, "foreign_keys", false).unwrap();
+                let mut stmt = conn.prepare(change).unwrap();
+                if stmt.parameter_count() == 1 {
+                    stmt.execute([&bogus]).unwrap();
+                } else {
+                    stmt.execute([]).unwrap();
+                }
+            }
+            let all = reports(&path, *known);
+            let (_, expected) = &all[0];
+            assert_eq!(
+                expected.is_ok(),
+                i == 0,
+                "change {change:?}: {:#?}",
+                expected.problems
+            );
+            for (plan, report) in &all {
+                assert_eq!(report, expected, "change {change:?}, {plan:?}");
+            }
+        }
+    }
+}
