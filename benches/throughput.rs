@@ -3,8 +3,15 @@
 //!
 //! ```sh
 //! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]
-//!                                   [--in-flight 1,4,16,64]
+//!                                   [--in-flight 1,4,16,64] [--form steps|bound|both]
+//! cargo bench --bench throughput --features postgres -- --store sqlite,postgres --postgres URL …
 //! ```
+//!
+//! `--form bound` measures the other whole call the README shows: `propose_and_bind` then
+//! `dispatch_and_confirm` (the pathway stored with its attempt record, the reply with its
+//! readback: 2 durable steps). `--store postgres` runs the governed side on the PostgreSQL
+//! database at `--postgres URL` (default `$RPR_PG_URL`), each cell in a fresh schema, dropped
+//! after it; `--store sqlite,postgres` runs both in one run, side by side.
 //!
 //! One *governed call* is the README's separate steps, each a durable step: `propose`,
 //! `admit` (allow), `bind`, `dispatch`, `confirm` by readback; the readback answers "applied"
@@ -34,7 +41,7 @@ use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal,
 use rpr::mcp::{McpClient, McpExecutor, ServerCommand, SessionConfig};
 use rpr::{
     ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome, Proposal,
-    Runtime,
+    Ready, Runtime,
 };
 use serde_json::json;
 
@@ -81,12 +88,48 @@ enum Kind {
     Mcp,
 }
 
+/// Which whole call a governed cell makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// `propose`, `admit`, `bind`, `dispatch`, `confirm`: 5 durable steps.
+    Steps,
+    /// `propose_and_bind`, `dispatch_and_confirm`: 2 durable steps.
+    Bound,
+}
+
+impl Form {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Steps => "steps",
+            Self::Bound => "bound",
+        }
+    }
+}
+
+/// Where the governed side keeps its pathways.
+#[derive(Clone, PartialEq, Eq)]
+enum Store {
+    Sqlite,
+    Postgres(String),
+}
+
+impl Store {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Sqlite => "SQLite",
+            Self::Postgres(_) => "PostgreSQL",
+        }
+    }
+}
+
 struct Options {
     seconds: f64,
     dir: PathBuf,
     executor_ms: u64,
     kinds: Vec<Kind>,
     in_flight: Vec<usize>,
+    forms: Vec<Form>,
+    stores: Vec<Store>,
 }
 
 /// One session with a fresh `rpr-fault-server` (no fault).
@@ -148,7 +191,11 @@ fn options() -> Result<Options, String> {
         executor_ms: 1,
         kinds: vec![Kind::Sleeper, Kind::Mcp],
         in_flight: vec![1, 4, 16, 64],
+        forms: vec![Form::Steps],
+        stores: vec![Store::Sqlite],
     };
+    let mut store_names = vec!["sqlite".to_owned()];
+    let mut url = std::env::var("RPR_PG_URL").ok();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -175,14 +222,40 @@ fn options() -> Result<Options, String> {
                     other => return Err(format!("--only takes sleeper or mcp, not {other}")),
                 };
             }
+            "--form" => {
+                o.forms = match value()?.as_str() {
+                    "steps" => vec![Form::Steps],
+                    "bound" => vec![Form::Bound],
+                    "both" => vec![Form::Steps, Form::Bound],
+                    other => return Err(format!("--form takes steps, bound or both, not {other}")),
+                };
+            }
+            "--store" => store_names = value()?.split(',').map(|s| s.trim().to_owned()).collect(),
+            "--postgres" => url = Some(value()?),
             "--help" | "-h" => {
-                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64]".into());
+                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64] [--form steps|bound|both] [--store sqlite,postgres] [--postgres URL]".into());
             }
             other => return Err(format!("unexpected argument {other}")),
         }
     }
     if o.seconds.is_nan() || o.seconds <= 0.0 {
         return Err("--seconds must be above 0".into());
+    }
+    o.stores = Vec::new();
+    for name in store_names {
+        o.stores.push(match name.as_str() {
+            "sqlite" => Store::Sqlite,
+            "postgres" if cfg!(feature = "postgres") => Store::Postgres(
+                url.clone()
+                    .ok_or("--store postgres needs --postgres URL (or RPR_PG_URL)")?,
+            ),
+            "postgres" => {
+                return Err(
+                    "--store postgres needs the bench built with --features postgres".into(),
+                );
+            }
+            other => return Err(format!("--store takes sqlite and/or postgres, not {other}")),
+        });
     }
     Ok(o)
 }
@@ -227,19 +300,127 @@ struct Governed {
     p99_ms: f64,
 }
 
-/// Whole governed calls on `threads` threads through one runtime on a fresh database.
-fn governed(kind: Kind, threads: usize, run: Duration, executor: Duration, dir: &Path) -> Governed {
-    let db = dir.join(format!(
-        "rpr-throughput-{}-{threads}.db",
-        std::process::id()
-    ));
-    let remove = || {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+/// A fresh database for one cell: a SQLite file in `dir`, or a new schema of the PostgreSQL
+/// database. Removed (the file) or dropped (the schema) on drop.
+struct Fresh {
+    store: Store,
+    location: String,
+    schema: String,
+}
+
+impl Fresh {
+    fn new(store: &Store, dir: &Path, threads: usize, form: Form) -> Self {
+        let tag = format!("{}_{threads}_{}", std::process::id(), form.name());
+        let location = match store {
+            Store::Sqlite => dir
+                .join(format!("rpr-throughput-{tag}.db"))
+                .display()
+                .to_string(),
+            Store::Postgres(url) => url.clone(),
+        };
+        let fresh = Self {
+            store: store.clone(),
+            location,
+            schema: format!("rpr_throughput_{tag}"),
+        };
+        fresh.remove();
+        fresh
+    }
+
+    fn open(&self) -> Runtime {
+        match self.store {
+            Store::Sqlite => Runtime::open(&self.location),
+            Store::Postgres(_) => Runtime::builder(&self.location).schema(&self.schema).open(),
         }
-    };
-    remove();
-    let rt = Runtime::open(&db).expect("open the database");
+        .expect("open the database")
+    }
+
+    fn remove(&self) {
+        match &self.store {
+            Store::Sqlite => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", self.location));
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Store::Postgres(url) => {
+                if let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls) {
+                    let _ =
+                        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+                }
+            }
+            #[cfg(not(feature = "postgres"))]
+            Store::Postgres(_) => {}
+        }
+    }
+}
+
+impl Drop for Fresh {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// One whole governed call, in `form`; the durations of the steps it timed.
+fn governed_call(
+    rt: &Runtime,
+    me: &Actor,
+    form: Form,
+    definition: Definition,
+    ex: &mut dyn Executor,
+    steps: &mut Vec<Duration>,
+) {
+    match form {
+        Form::Steps => {
+            let t = Instant::now();
+            let Ok(Proposal::New(p)) = rt.propose(me, definition) else {
+                panic!("propose failed")
+            };
+            steps.push(t.elapsed());
+            let t = Instant::now();
+            let Ok(Admission::Approved(approved)) = p.admit(rt, me, &allow) else {
+                panic!("admit failed")
+            };
+            steps.push(t.elapsed());
+            let bound = approved.bind(ex).expect("bind");
+            let t = Instant::now();
+            let Outcome::Returned(returned) = bound.dispatch(rt, me, ex) else {
+                panic!("dispatch failed")
+            };
+            steps.push(t.elapsed());
+            let t = Instant::now();
+            let Ok(Confirmed::Completed(_)) = returned.confirm(rt, me, &mut SeesApplied) else {
+                panic!("confirm failed")
+            };
+            steps.push(t.elapsed());
+        }
+        Form::Bound => {
+            let t = Instant::now();
+            let Ok(Ready::Bound(bound)) = rt.propose_and_bind(me, me, definition, &allow, ex)
+            else {
+                panic!("propose_and_bind failed")
+            };
+            steps.push(t.elapsed());
+            let t = Instant::now();
+            let Outcome::Completed(_) = bound.dispatch_and_confirm(rt, me, ex, &mut SeesApplied)
+            else {
+                panic!("dispatch_and_confirm failed")
+            };
+            steps.push(t.elapsed());
+        }
+    }
+}
+
+/// Whole governed calls on `threads` threads through one runtime on a fresh database.
+fn governed(
+    kind: Kind,
+    threads: usize,
+    run: Duration,
+    executor: Duration,
+    (store, dir, form): (&Store, &Path, Form),
+) -> Governed {
+    let fresh = Fresh::new(store, dir, threads, form);
+    let rt = fresh.open();
     let stop = AtomicBool::new(false);
     let next = AtomicU64::new(0);
     let ready = Barrier::new(threads + 1);
@@ -264,29 +445,7 @@ fn governed(kind: Kind, threads: usize, run: Duration, executor: Duration, dir: 
                             format!("call-{n}"),
                             Authority::single(&me),
                         );
-                        let t = Instant::now();
-                        let Ok(Proposal::New(p)) = rt.propose(&me, definition) else {
-                            panic!("propose failed")
-                        };
-                        steps.push(t.elapsed());
-                        let t = Instant::now();
-                        let Ok(Admission::Approved(approved)) = p.admit(rt, &me, &allow) else {
-                            panic!("admit failed")
-                        };
-                        steps.push(t.elapsed());
-                        let bound = approved.bind(&mut *ex).expect("bind");
-                        let t = Instant::now();
-                        let Outcome::Returned(returned) = bound.dispatch(rt, &me, &mut *ex) else {
-                            panic!("dispatch failed")
-                        };
-                        steps.push(t.elapsed());
-                        let t = Instant::now();
-                        let Ok(Confirmed::Completed(_)) =
-                            returned.confirm(rt, &me, &mut SeesApplied)
-                        else {
-                            panic!("confirm failed")
-                        };
-                        steps.push(t.elapsed());
+                        governed_call(rt, &me, form, definition, &mut *ex, &mut steps);
                         calls += 1;
                     }
                     (steps, calls)
@@ -306,7 +465,7 @@ fn governed(kind: Kind, threads: usize, run: Duration, executor: Duration, dir: 
     let elapsed = started.elapsed().as_secs_f64();
     let after = rt.write_stats();
     drop(rt);
-    remove();
+    drop(fresh);
     let calls: u64 = results.iter().map(|r| r.1).sum();
     let mut steps: Vec<Duration> = results.into_iter().flat_map(|r| r.0).collect();
     steps.sort_unstable();
@@ -356,25 +515,31 @@ fn main() -> ExitCode {
             ),
         }
         println!(
-            "| in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
+            "| store | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
         );
-        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
         for &threads in &o.in_flight {
             eprintln!("{threads} in flight…");
             let bare = ungoverned(kind, threads, run, executor);
-            let g = governed(kind, threads, run, executor, &o.dir);
-            println!(
-                "| {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                g.calls_per_s,
-                g.calls_per_s / bare,
-                g.commits_per_call,
-                g.p50_ms,
-                g.p99_ms
-            );
+            for store in &o.stores {
+                for &form in &o.forms {
+                    let g = governed(kind, threads, run, executor, (store, &o.dir, form));
+                    println!(
+                        "| {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                        store.name(),
+                        form.name(),
+                        g.calls_per_s,
+                        g.calls_per_s / bare,
+                        g.commits_per_call,
+                        g.p50_ms,
+                        g.p99_ms
+                    );
+                }
+            }
         }
     }
     println!(
-        "\nA governed call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls. Database in {} (WAL, synchronous=FULL).",
+        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL); PostgreSQL one transaction per step on the runtime's one connection, each cell in a fresh schema.",
         o.dir.display()
     );
     ExitCode::SUCCESS

@@ -196,13 +196,28 @@ fn drive(rt: &Runtime, id: &str, ex: &mut Append) -> bool {
     false
 }
 
+/// A host's clock, off by a fixed amount (an hour either way in the kill test): it stamps
+/// the host's events and decides nothing.
+struct Skewed(i64);
+
+impl rpr::Clock for Skewed {
+    fn now_ms(&self) -> i64 {
+        rpr::SystemClock::default().now_ms() + self.0
+    }
+}
+
 /// A host of the kill test: drives every pathway until all are completed.
 #[test]
 fn host_entry() {
     let Ok(db) = std::env::var("RPR_PG_HOST_DB") else {
         return;
     };
-    let rt = Runtime::builder(&db).lease(HOST_LEASE).open().unwrap();
+    let skew: i64 = env("RPR_PG_SKEW_MS").parse().unwrap();
+    let rt = Runtime::builder(&db)
+        .lease(HOST_LEASE)
+        .clock(Skewed(skew))
+        .open()
+        .unwrap();
     let mut ex = Append(env("RPR_PG_ROOT").into());
     let ids: Vec<String> = env("RPR_PG_IDS").split(',').map(str::to_owned).collect();
     let start: usize = env("RPR_PG_START").parse().unwrap();
@@ -354,7 +369,8 @@ fn a_postgres_location_opens_one_shared_database_and_hides_its_password() {
 /// one PostgreSQL database while the parent SIGKILLs a random host at random moments and
 /// starts another: every pathway completes, each file is written exactly once (a second
 /// dispatch only after a recorded not-applied verdict), nothing is lost, the ledger
-/// verifies, and every takeover happened after the lease lapsed by the database's clock.
+/// verifies, and every takeover happened after the lease lapsed by the database's clock,
+/// though the hosts' own clocks are an hour behind, on time, or an hour ahead.
 #[test]
 fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     let schema = pg::schema("four_hosts");
@@ -386,6 +402,11 @@ fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
                 ("RPR_PG_ROOT", dir.path().join("root").display().to_string()),
                 ("RPR_PG_IDS", ids.join(",")),
                 ("RPR_PG_START", (n * 4).to_string()),
+                // Hosts an hour behind, on time, an hour ahead.
+                (
+                    "RPR_PG_SKEW_MS",
+                    ((i64::try_from(n % 3).unwrap() - 1) * 3_600_000).to_string(),
+                ),
             ],
         )
     };
