@@ -2,7 +2,8 @@
 //! admission, approval, dispatch, unknown, reconciliation, repair, resume, readback
 //! and hold) is written, then changed behind the runtime's back with plain SQL; each
 //! change must make `verify` report a problem. After each change the original rows
-//! are restored and the ledger verifies again.
+//! are restored and the ledger verifies again. On either store (`RPR_TEST_BACKEND`): the
+//! same edits, the same findings.
 
 mod common;
 
@@ -12,13 +13,12 @@ use rpr::ledger::{GENESIS, ProblemKind, Report, chain_hash};
 use rpr::store::LedgerRow;
 use rpr::token::Reconciled;
 use rpr::{ActionClass, Admission, Confirmed, Decision, Outcome, Proposal, Runtime, State};
-use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
 struct Fixture {
     _dir: TempDir,
     rt: Runtime,
-    conn: Connection,
+    conn: Sql,
     rows: Vec<Row>,
     head: String,
     /// The pathway whose events are exactly the tail of the ledger.
@@ -121,8 +121,7 @@ fn build() -> Fixture {
     let report = rt.verify(None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     let rows: Vec<Row> = rt
-        .reader()
-        .ledger(0, usize::MAX)
+        .ledger_rows(0, usize::MAX)
         .unwrap()
         .into_iter()
         .map(Row::from)
@@ -130,9 +129,13 @@ fn build() -> Fixture {
     let head = report.head.clone().unwrap();
     assert!(rows.len() >= 25, "a ledger of {} events", rows.len());
 
-    let conn = Connection::open(dir.db()).unwrap();
+    let conn = Sql::open(&dir.db());
     // Tampering needs no durability; it keeps the thousands of flips fast.
-    conn.pragma_update(None, "synchronous", "OFF").unwrap();
+    conn.batch(if conn.is_postgres() {
+        "SET synchronous_commit = off"
+    } else {
+        "PRAGMA synchronous = OFF"
+    });
     Fixture {
         _dir: dir,
         rt,
@@ -152,34 +155,24 @@ impl Fixture {
         assert!(r.is_ok(), "the restore left problems: {:?}", r.problems);
     }
     fn set(&self, seq: i64, col: &str, value: &str) {
-        let n = self
-            .conn
-            .prepare_cached(&format!("UPDATE ledger SET {col} = ?1 WHERE seq = ?2"))
-            .unwrap()
-            .execute(params![value, seq])
-            .unwrap();
+        let n = self.conn.execute(
+            &format!("UPDATE ledger SET {col} = $1 WHERE seq = $2"),
+            &[Arg::Text(value), Arg::Int(seq)],
+        );
         assert_eq!(n, 1);
     }
     fn delete(&self, seq: i64) {
         self.conn
-            .execute("DELETE FROM ledger WHERE seq = ?1", [seq])
-            .unwrap();
+            .execute("DELETE FROM ledger WHERE seq = $1", &[Arg::Int(seq)]);
     }
     fn insert(&self, row: &Row) {
-        self.conn
-            .execute(
-                "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![row.seq, row.pathway_id, row.event, row.prev_hash, row.hash],
-            )
-            .unwrap();
+        self.conn.execute(INSERT_EVENT, &row.args());
     }
     fn set_meta_head(&self, value: &str) {
-        self.conn
-            .execute(
-                "UPDATE meta SET value = ?1 WHERE key = 'ledger_head'",
-                [value],
-            )
-            .unwrap();
+        self.conn.execute(
+            "UPDATE meta SET value = $1 WHERE key = 'ledger_head'",
+            &[Arg::Text(value)],
+        );
     }
     fn original_meta_head(&self) -> String {
         let last = self.rows.last().unwrap();
@@ -187,7 +180,7 @@ impl Fixture {
     }
     /// Replaces the whole ledger with `rows` (and the recorded head with their last).
     fn replace_all(&self, rows: &[Row]) {
-        self.conn.execute("DELETE FROM ledger", []).unwrap();
+        self.conn.execute("DELETE FROM ledger", &[]);
         for r in rows {
             self.insert(r);
         }
@@ -238,6 +231,21 @@ struct Row {
     event: String,
     prev_hash: String,
     hash: String,
+}
+
+const INSERT_EVENT: &str =
+    "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES ($1, $2, $3, $4, $5)";
+
+impl Row {
+    fn args(&self) -> [Arg<'_>; 5] {
+        [
+            Arg::Int(self.seq),
+            Arg::Text(&self.pathway_id),
+            Arg::Text(&self.event),
+            Arg::Text(&self.prev_hash),
+            Arg::Text(&self.hash),
+        ]
+    }
 }
 
 impl From<LedgerRow> for Row {
@@ -373,10 +381,7 @@ fn an_inserted_event_is_detected() {
             prev_hash: prev,
             hash,
         };
-        let refused = f.conn.execute(
-            "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![fork.seq, fork.pathway_id, fork.event, fork.prev_hash, fork.hash],
-        );
+        let refused = f.conn.try_execute(INSERT_EVENT, &fork.args());
         assert!(
             refused.is_err(),
             "a second event after the same predecessor (a fork) must not be storable"
@@ -492,15 +497,12 @@ fn a_consistent_tail_cut_is_detected_only_with_the_known_head() {
             .all(|r| r.pathway_id == f.last),
         "the last pathway is the tail"
     );
+    let last = [Arg::Text(&f.last)];
     f.conn
-        .execute("DELETE FROM ledger WHERE pathway_id = ?1", [&f.last])
-        .unwrap();
+        .execute("DELETE FROM ledger WHERE pathway_id = $1", &last);
     f.conn
-        .execute("DELETE FROM attempts WHERE pathway_id = ?1", [&f.last])
-        .unwrap();
-    f.conn
-        .execute("DELETE FROM pathways WHERE id = ?1", [&f.last])
-        .unwrap();
+        .execute("DELETE FROM attempts WHERE pathway_id = $1", &last);
+    f.conn.execute("DELETE FROM pathways WHERE id = $1", &last);
     let new_last = &f.rows[first_of_last - 1];
     f.set_meta_head(&format!("{}:{}", new_last.seq, new_last.hash));
 
@@ -587,25 +589,16 @@ fn rewritten_and_rechained_history_is_detected_with_the_known_head() {
 #[test]
 fn an_edited_pathway_state_is_detected() {
     let f = build();
-    let pathways: Vec<(String, String)> = {
-        let mut stmt = f
-            .conn
-            .prepare("SELECT id, state FROM pathways ORDER BY id")
-            .unwrap();
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
+    let pathways = f
+        .conn
+        .text_pairs("SELECT id, state FROM pathways ORDER BY id");
     assert_eq!(pathways.len(), 5);
     for (id, original) in &pathways {
         for s in State::ALL.iter().filter(|s| s.as_str() != original) {
-            f.conn
-                .execute(
-                    "UPDATE pathways SET state = ?1 WHERE id = ?2",
-                    [s.as_str(), id],
-                )
-                .unwrap();
+            f.conn.execute(
+                "UPDATE pathways SET state = $1 WHERE id = $2",
+                &[Arg::Text(s.as_str()), Arg::Text(id)],
+            );
             let report = f.verify(None);
             assert!(
                 report
@@ -617,12 +610,10 @@ fn an_edited_pathway_state_is_detected() {
                 report.problems
             );
         }
-        f.conn
-            .execute(
-                "UPDATE pathways SET state = ?1 WHERE id = ?2",
-                [original, id],
-            )
-            .unwrap();
+        f.conn.execute(
+            "UPDATE pathways SET state = $1 WHERE id = $2",
+            &[Arg::Text(original), Arg::Text(id)],
+        );
     }
     f.assert_clean();
 }
@@ -630,16 +621,9 @@ fn an_edited_pathway_state_is_detected() {
 #[test]
 fn an_edited_attempt_status_is_detected() {
     let f = build();
-    let attempts: Vec<(String, String)> = {
-        let mut stmt = f
-            .conn
-            .prepare("SELECT id, status FROM attempts ORDER BY id")
-            .unwrap();
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
+    let attempts = f
+        .conn
+        .text_pairs("SELECT id, status FROM attempts ORDER BY id");
     assert_eq!(attempts.len(), 4);
     let statuses = [
         "in_flight",
@@ -654,12 +638,10 @@ fn an_edited_attempt_status_is_detected() {
     ];
     for (id, original) in &attempts {
         for s in statuses.iter().filter(|s| *s != original) {
-            f.conn
-                .execute(
-                    "UPDATE attempts SET status = ?1 WHERE id = ?2",
-                    [s, id.as_str()],
-                )
-                .unwrap();
+            f.conn.execute(
+                "UPDATE attempts SET status = $1 WHERE id = $2",
+                &[Arg::Text(s), Arg::Text(id)],
+            );
             let report = f.verify(None);
             assert!(
                 has(&report, ProblemKind::AttemptMismatch, None),
@@ -667,12 +649,10 @@ fn an_edited_attempt_status_is_detected() {
                 report.problems
             );
         }
-        f.conn
-            .execute(
-                "UPDATE attempts SET status = ?1 WHERE id = ?2",
-                [original, id],
-            )
-            .unwrap();
+        f.conn.execute(
+            "UPDATE attempts SET status = $1 WHERE id = $2",
+            &[Arg::Text(original), Arg::Text(id)],
+        );
     }
     f.assert_clean();
 }
@@ -680,15 +660,13 @@ fn an_edited_attempt_status_is_detected() {
 #[test]
 fn a_pathway_without_events_or_events_without_a_pathway_are_detected() {
     let f = build();
-    f.conn
-        .execute(
-            "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
-                                   proposer, created_at, updated_at)
-             SELECT 'pw_forged', 'forged', definition, definition_digest, request_digest, 'approved', 1, proposer, 0, 0
-             FROM pathways WHERE id = ?1",
-            [&f.last],
-        )
-        .unwrap();
+    f.conn.execute(
+        "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
+                               proposer, created_at, updated_at)
+         SELECT 'pw_forged', 'forged', definition, definition_digest, request_digest, 'approved', 1, proposer, 0, 0
+         FROM pathways WHERE id = $1",
+        &[Arg::Text(&f.last)],
+    );
     let report = f.verify(None);
     assert!(
         report.problems.iter().any(
@@ -698,17 +676,21 @@ fn a_pathway_without_events_or_events_without_a_pathway_are_detected() {
         report.problems
     );
     f.conn
-        .execute("DELETE FROM pathways WHERE id = 'pw_forged'", [])
-        .unwrap();
+        .execute("DELETE FROM pathways WHERE id = 'pw_forged'", &[]);
     f.assert_clean();
 
-    f.conn.execute("PRAGMA foreign_keys = OFF", []).unwrap();
-    f.conn
-        .execute(
-            "UPDATE pathways SET id = 'pw_renamed' WHERE id = ?1",
-            [&f.last],
-        )
-        .unwrap();
+    // The rows that name the pathway are left dangling: the foreign keys are switched off
+    // (SQLite's per connection; PostgreSQL's dropped by the tables' owner).
+    f.conn.batch(if f.conn.is_postgres() {
+        "ALTER TABLE attempts DROP CONSTRAINT attempts_pathway_id_fkey;
+         ALTER TABLE approvals DROP CONSTRAINT approvals_pathway_id_fkey"
+    } else {
+        "PRAGMA foreign_keys = OFF"
+    });
+    f.conn.execute(
+        "UPDATE pathways SET id = 'pw_renamed' WHERE id = $1",
+        &[Arg::Text(&f.last)],
+    );
     let report = f.verify(None);
     assert!(
         report
@@ -749,15 +731,11 @@ fn a_reply_holding_a_double_above_two_to_the_53_verifies() {
         matches!(confirmed, Confirmed::Completed(_)),
         "{confirmed:?}"
     );
-    let conn = Connection::open(dir.db()).unwrap();
-    let holding: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM ledger WHERE event LIKE '%11097577120315846%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(holding, 1, "the reply is in the outcome event");
+    let holding = ints(
+        &dir.db(),
+        "SELECT count(*) FROM ledger WHERE event LIKE '%11097577120315846%'",
+    );
+    assert_eq!(holding, [Some(1)], "the reply is in the outcome event");
     let report = rt.verify(None).unwrap();
     assert!(report.is_ok(), "{:#?}", report.problems);
 }

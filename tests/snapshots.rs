@@ -3,6 +3,10 @@
 //! digest is reproducible. The owner of each attempt (host, pid, process start) is in
 //! the chain and varies between runs; it is redacted, and with it the hashes that
 //! cover it (tests/ledger.rs recomputes every hash).
+//!
+//! The ledgers are the same on either store (`RPR_TEST_BACKEND`), but for the event of a
+//! takeover, which on PostgreSQL names the lapsed lease (its own snapshot). The schema is
+//! SQLite's DDL, on SQLite whatever the backend under test.
 
 mod common;
 
@@ -40,8 +44,7 @@ fn ledger(rt: &Runtime) -> Value {
     let report = rt.verify(None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     Value::Array(
-        rt.reader()
-            .ledger(0, usize::MAX)
+        rt.ledger_rows(0, usize::MAX)
             .unwrap()
             .into_iter()
             .map(|r| {
@@ -60,7 +63,7 @@ fn ledger(rt: &Runtime) -> Value {
 #[test]
 fn schema() {
     let dir = TempDir::new("snap-schema");
-    let rt = runtime(&dir.db());
+    let rt = runtime(&dir.sqlite_db());
     insta::assert_snapshot!("schema", rt.reader().schema().unwrap().join(";\n\n"));
 }
 
@@ -194,6 +197,7 @@ fn ledger_abandoned_attempt_recovered_as_unknown() {
     let host_a = Runtime::builder(dir.db())
         .clock(TickClock::at(start))
         .ids(SequentialIds::default())
+        .lease(HOST_A_LEASE)
         .step_hook(|point| {
             // The host stops here (simulated by unwinding out of dispatch).
             assert_ne!(
@@ -221,6 +225,15 @@ fn ledger_abandoned_attempt_recovered_as_unknown() {
         .open()
         .unwrap();
     let mut all = host_b.recover().unwrap();
+    if host_b.is_postgres() {
+        // On PostgreSQL liveness is the lease alone, judged by the database's clock.
+        assert!(
+            matches!(all[..], [StoredPathway::InFlightElsewhere { .. }]),
+            "not taken over while the lease runs: {all:?}"
+        );
+        std::thread::sleep(HOST_A_LEASE + std::time::Duration::from_millis(200));
+        all = host_b.recover().unwrap();
+    }
     let Some(StoredPathway::Unknown(unknown)) = all.pop() else {
         panic!("{all:?}")
     };
@@ -236,9 +249,24 @@ fn ledger_abandoned_attempt_recovered_as_unknown() {
         panic!()
     };
     unknown.complete(&host_b, token).unwrap();
-    insta::assert_json_snapshot!("ledger_abandoned_attempt_recovered_as_unknown", ledger(&host_b), {
-        "[].event.data.owner" => "[owner: host/pid/start/nonce]",
-        "[].hash" => "[hash]",
-        "[].prev_hash" => "[hash]",
-    });
+    if host_b.is_postgres() {
+        // The takeover names the lapsed lease, the database's time and the new owner.
+        insta::assert_json_snapshot!("ledger_abandoned_attempt_recovered_as_unknown_postgres", ledger(&host_b), {
+            "[].event.data.owner" => "[owner: host/pid/start/nonce]",
+            "[].event.data.taken_over_by" => "[owner: host/pid/start/nonce]",
+            "[].event.data.lease_until" => "[database time]",
+            "[].event.data.database_now" => "[database time]",
+            "[].hash" => "[hash]",
+            "[].prev_hash" => "[hash]",
+        });
+    } else {
+        insta::assert_json_snapshot!("ledger_abandoned_attempt_recovered_as_unknown", ledger(&host_b), {
+            "[].event.data.owner" => "[owner: host/pid/start/nonce]",
+            "[].hash" => "[hash]",
+            "[].prev_hash" => "[hash]",
+        });
+    }
 }
+
+/// Host A's lease: on PostgreSQL, host B takes its attempt over once this has lapsed.
+const HOST_A_LEASE: std::time::Duration = std::time::Duration::from_millis(500);

@@ -137,8 +137,13 @@ pub mod pg {
 
     #[cfg(feature = "postgres")]
     fn dump_url(url: &str) -> String {
+        dump_client(&mut postgres::Client::connect(url, postgres::NoTls).unwrap())
+    }
+
+    /// `db_dump` through an open connection.
+    #[cfg(feature = "postgres")]
+    pub fn dump_client(c: &mut postgres::Client) -> String {
         use std::fmt::Write;
-        let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
         let mut out = String::new();
         for table in ["meta", "pathways", "attempts", "approvals", "ledger"] {
             writeln!(out, "== {table}").unwrap();
@@ -379,18 +384,23 @@ pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
 /// Every row of every rpr table, as text, in a stable order. Read through a
 /// separate read-only connection, so it sees exactly what is committed.
 pub fn db_dump(path: &std::path::Path) -> String {
-    use std::fmt::Write;
     if let Some(dump) = pg::dump(path) {
         return dump;
     }
     let conn =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
+    sqlite_dump(&conn)
+}
+
+/// `db_dump` of a SQLite database through an open connection.
+fn sqlite_dump(conn: &rusqlite::Connection) -> String {
+    use std::fmt::Write;
     let mut out = String::new();
     for table in ["meta", "pathways", "attempts", "approvals", "ledger"] {
         writeln!(out, "== {table}").unwrap();
         let mut stmt = conn
-            .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
+            .prepare_cached(&format!("SELECT * FROM {table} ORDER BY rowid"))
             .unwrap();
         let n = stmt.column_count();
         let mut rows = stmt.query([]).unwrap();
@@ -461,6 +471,204 @@ pub fn row_count(path: &std::path::Path, table: &str) -> i64 {
             .unwrap();
     conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .unwrap()
+}
+
+/// A parameter of a [`Sql`] statement.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Int(i64),
+    Text(&'a str),
+}
+
+/// A connection of its own to a test database, on either store, kept open for many hand
+/// edits and queries (a tamper test's thousands of edits): a SQLite path through
+/// `rusqlite`, a `postgres://` location through a `postgres::Client` (in the test's schema).
+/// Parameters are written `$1`, `$2`… (SQLite reads them as `?1`, `?2`…); statements are
+/// prepared once per connection.
+pub struct Sql(SqlConn);
+
+enum SqlConn {
+    Sqlite(rusqlite::Connection),
+    #[cfg(feature = "postgres")]
+    Pg(Box<PgConn>),
+}
+
+/// A PostgreSQL connection with the statements it prepared.
+#[cfg(feature = "postgres")]
+type PgConn = std::cell::RefCell<(
+    postgres::Client,
+    std::collections::HashMap<String, postgres::Statement>,
+)>;
+
+impl Sql {
+    pub fn open(location: &std::path::Path) -> Self {
+        match location.to_str().filter(|l| l.starts_with("postgres://")) {
+            None => Self(SqlConn::Sqlite(
+                rusqlite::Connection::open(location).unwrap(),
+            )),
+            #[cfg(feature = "postgres")]
+            Some(url) => Self(SqlConn::Pg(Box::new(std::cell::RefCell::new((
+                postgres::Client::connect(url, postgres::NoTls).unwrap(),
+                std::collections::HashMap::new(),
+            ))))),
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => panic!("a PostgreSQL location needs the `postgres` feature"),
+        }
+    }
+
+    /// As [`Sql::open`], read-only (SQLite's flag; PostgreSQL's `default_transaction_read_only`).
+    pub fn open_read_only(location: &std::path::Path) -> Self {
+        let sql = match location.to_str().filter(|l| l.starts_with("postgres://")) {
+            None => {
+                return Self(SqlConn::Sqlite(
+                    rusqlite::Connection::open_with_flags(
+                        location,
+                        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                    )
+                    .unwrap(),
+                ));
+            }
+            Some(_) => Self::open(location),
+        };
+        sql.batch("SET default_transaction_read_only = on");
+        sql
+    }
+
+    /// [`db_dump`] through this connection.
+    pub fn dump(&self) -> String {
+        match &self.0 {
+            SqlConn::Sqlite(c) => sqlite_dump(c),
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(c) => pg::dump_client(&mut c.borrow_mut().0),
+        }
+    }
+
+    /// SQLite's `PRAGMA data_version` (it changes whenever another connection commits);
+    /// `None` on PostgreSQL, which has no such counter (compare dumps instead).
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(
+            clippy::unnecessary_wraps,
+            reason = "`None` is PostgreSQL's, built with the feature"
+        )
+    )]
+    pub fn data_version(&self) -> Option<i64> {
+        match &self.0 {
+            SqlConn::Sqlite(c) => Some(
+                c.query_row("PRAGMA data_version", [], |r| r.get(0))
+                    .unwrap(),
+            ),
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(_) => None,
+        }
+    }
+
+    /// The one text column of `sql`'s rows (no parameters).
+    pub fn texts(&self, sql: &str) -> Vec<String> {
+        match &self.0 {
+            SqlConn::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql).unwrap();
+                stmt.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(c) => c
+                .borrow_mut()
+                .0
+                .query(sql, &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+        }
+    }
+
+    /// Whether this is a PostgreSQL connection.
+    pub fn is_postgres(&self) -> bool {
+        !matches!(self.0, SqlConn::Sqlite(_))
+    }
+
+    /// Runs `sql` (several statements, no parameters); panics on an error.
+    pub fn batch(&self, sql: &str) {
+        match &self.0 {
+            SqlConn::Sqlite(c) => c.execute_batch(sql).unwrap(),
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(c) => c.borrow_mut().0.batch_execute(sql).unwrap(),
+        }
+    }
+
+    /// Runs one statement; the number of rows it changed, or the store's error as text.
+    pub fn try_execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, String> {
+        match &self.0 {
+            SqlConn::Sqlite(c) => {
+                let mut stmt = c
+                    .prepare_cached(&sql.replace('$', "?"))
+                    .map_err(|e| e.to_string())?;
+                let params: Vec<&dyn rusqlite::ToSql> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Int(i) => i as &dyn rusqlite::ToSql,
+                        Arg::Text(t) => t as &dyn rusqlite::ToSql,
+                    })
+                    .collect();
+                stmt.execute(params.as_slice())
+                    .map(|n| u64::try_from(n).unwrap())
+                    .map_err(|e| e.to_string())
+            }
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(c) => {
+                let mut c = c.borrow_mut();
+                let (client, cache) = &mut *c;
+                let stmt = if let Some(s) = cache.get(sql) {
+                    s.clone()
+                } else {
+                    let s = client.prepare(sql).map_err(|e| e.to_string())?;
+                    cache.insert(sql.to_owned(), s.clone());
+                    s
+                };
+                let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Int(i) => i as &(dyn postgres::types::ToSql + Sync),
+                        Arg::Text(t) => t as &(dyn postgres::types::ToSql + Sync),
+                    })
+                    .collect();
+                client
+                    .execute(&stmt, params.as_slice())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Runs one statement; the number of rows it changed (panics on an error).
+    pub fn execute(&self, sql: &str, args: &[Arg<'_>]) -> u64 {
+        self.try_execute(sql, args)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The rows of `sql` (no parameters) whose two columns are texts.
+    pub fn text_pairs(&self, sql: &str) -> Vec<(String, String)> {
+        match &self.0 {
+            SqlConn::Sqlite(c) => {
+                let mut stmt = c.prepare(sql).unwrap();
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(c) => c
+                .borrow_mut()
+                .0
+                .query(sql, &[])
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
