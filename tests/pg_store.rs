@@ -651,13 +651,23 @@ fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found
     let (seq, pathway): (i64, String) = {
         let r = s
             .admin
-            .query_one("SELECT seq, pathway_id FROM ledger WHERE seq = 400", &[])
+            // An event in the middle of the chain that the edit below changes (which kind
+            // lands at a given seq depends on how the hosts interleaved).
+            .query_one(
+                "SELECT seq, pathway_id FROM ledger WHERE seq >= 400 AND event LIKE '%\"actor\":\"agent\"%' ORDER BY seq LIMIT 1",
+                &[],
+            )
             .unwrap();
         (r.get(0), r.get(1))
     };
-    s.admin
-        .batch_execute("UPDATE ledger SET event = replace(event, '\"actor\":\"agent\"', '\"actor\":\"mallory\"') WHERE seq = 400")
+    let changed = s
+        .admin
+        .execute(
+            "UPDATE ledger SET event = replace(event, '\"actor\":\"agent\"', '\"actor\":\"mallory\"') WHERE seq = $1",
+            &[&seq],
+        )
         .unwrap();
+    assert_eq!(changed, 1);
     let tampered = b.verify(Some(&head)).unwrap();
     assert!(
         tampered
@@ -688,7 +698,10 @@ fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found
         Err(StoreError::Unexplained { .. })
     ));
     s.admin
-        .batch_execute("UPDATE ledger SET event = replace(event, '\"actor\":\"mallory\"', '\"actor\":\"agent\"') WHERE seq = 400")
+        .execute(
+            "UPDATE ledger SET event = replace(event, '\"actor\":\"mallory\"', '\"actor\":\"agent\"') WHERE seq = $1",
+            &[&seq],
+        )
         .unwrap();
     assert_verifies(b);
 
