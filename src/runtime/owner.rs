@@ -145,18 +145,16 @@ impl Drop for Heartbeat {
 #[derive(Debug)]
 pub(super) enum Renewal {
     Sqlite(PathBuf),
+    /// The runtime's own connection, shared.
     #[cfg(feature = "postgres")]
-    Pg {
-        url: String,
-        schema: Option<String>,
-    },
+    Pg(Arc<crate::store::pg::PgBackend>),
 }
 
 /// The heartbeat's connection.
 enum Renewer {
     Sqlite(rusqlite::Connection),
     #[cfg(feature = "postgres")]
-    Pg(Box<crate::store::pg::PgBackend>),
+    Pg(Arc<crate::store::pg::PgBackend>),
 }
 
 impl Renewal {
@@ -166,12 +164,7 @@ impl Renewal {
                 .ok()
                 .map(Renewer::Sqlite),
             #[cfg(feature = "postgres")]
-            Self::Pg { url, schema } => match schema {
-                Some(s) => crate::store::pg::PgBackend::open_in_schema(url, s),
-                None => crate::store::pg::PgBackend::open(url),
-            }
-            .ok()
-            .map(|b| Renewer::Pg(Box::new(b))),
+            Self::Pg(backend) => Some(Renewer::Pg(Arc::clone(backend))),
         }
     }
 }

@@ -52,10 +52,9 @@ pub(crate) enum Store {
     /// One PostgreSQL connection; each step is its own transaction.
     #[cfg(feature = "postgres")]
     Pg {
-        backend: Box<PgBackend>,
-        /// Where to connect again (the lease heartbeat opens its own connection).
-        url: String,
-        schema: Option<String>,
+        /// Shared with the lease heartbeat, which renews on this connection between steps
+        /// (a second connection would cost its own start, and the first renewal with it).
+        backend: std::sync::Arc<PgBackend>,
         steps: AtomicU64,
         commits: AtomicU64,
         submitted: AtomicU64,
@@ -77,9 +76,7 @@ impl Store {
             None => PgBackend::open(url)?,
         };
         Ok(Self::Pg {
-            backend: Box::new(backend),
-            url: url.to_owned(),
-            schema: schema.map(str::to_owned),
+            backend: std::sync::Arc::new(backend),
             steps: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
@@ -149,10 +146,7 @@ impl Store {
         match self {
             Self::Sqlite { .. } => super::owner::Renewal::Sqlite(path.to_owned()),
             #[cfg(feature = "postgres")]
-            Self::Pg { url, schema, .. } => super::owner::Renewal::Pg {
-                url: url.clone(),
-                schema: schema.clone(),
-            },
+            Self::Pg { backend, .. } => super::owner::Renewal::Pg(std::sync::Arc::clone(backend)),
         }
     }
 
