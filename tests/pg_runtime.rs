@@ -485,3 +485,66 @@ fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     drop(rt);
     pg::drop_schema(&schema);
 }
+
+/// A step that waits for a row another connection holds (a host stuck in its transaction)
+/// waits the runtime's busy timeout, then fails as `StoreError::Busy`: retryable, nothing
+/// written, nothing sent; taken again once the row is free, it goes through.
+#[test]
+fn a_step_blocked_by_another_connections_row_lock_is_busy_and_writes_nothing() {
+    use rpr::PathwayError;
+    use rpr::store::StoreError;
+    let schema = pg::schema("row_lock");
+    let db = pg::location(&schema);
+    let rt = Runtime::builder(&db)
+        .busy_timeout(Duration::from_millis(300))
+        .open()
+        .unwrap();
+    let Decided::New(rpr::Admission::Approved(p)) = rt
+        .propose_and_admit(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            append_definition(0),
+            &allow,
+        )
+        .unwrap()
+    else {
+        panic!("admitted at once")
+    };
+    let id = p.id().to_owned();
+    let before = db_dump(db.as_ref());
+    let mut holder = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.execute("SELECT 1 FROM pathways WHERE id = $1 FOR UPDATE", &[&id])
+        .unwrap();
+    let dir = TempDir::new("pg-row-lock");
+    let mut ex = Append(dir.path().to_owned());
+    let started = Instant::now();
+    let bound = p.bind(&mut ex).unwrap();
+    let Outcome::NotSent(n) = bound.dispatch(&rt, &actor("execution_actor"), &mut ex) else {
+        panic!("the attempt record could not be written: nothing may be sent")
+    };
+    let waited = started.elapsed();
+    assert!(
+        matches!(n.error(), PathwayError::Store(e @ StoreError::Busy { .. }) if e.is_retryable()),
+        "{:?}",
+        n.error()
+    );
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(!dir.path().join("out_0.txt").exists(), "nothing was sent");
+    tx.rollback().unwrap();
+    assert_eq!(db_dump(db.as_ref()), before, "nothing was written");
+    // Free again: the same stage goes through.
+    let Outcome::Returned(_) = n
+        .into_pathway()
+        .dispatch(&rt, &actor("execution_actor"), &mut ex)
+    else {
+        panic!("dispatched once the row was free")
+    };
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out_0.txt")).unwrap(),
+        "c0\n"
+    );
+    drop(rt);
+    pg::drop_schema(&schema);
+}

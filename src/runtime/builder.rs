@@ -143,16 +143,16 @@ impl RuntimeBuilder {
     }
 
     #[cfg(feature = "postgres")]
-    fn postgres(location: &std::path::Path, schema: Option<&str>) -> Result<Store, StoreError> {
-        let url = location.to_str().unwrap_or_default();
-        Store::postgres(url, schema)
+    fn postgres(&self) -> Result<Store, StoreError> {
+        let url = self.path.to_str().unwrap_or_default();
+        Store::postgres(url, self.schema.as_deref(), self.busy_timeout)
     }
 
     #[cfg(not(feature = "postgres"))]
-    fn postgres(location: &std::path::Path, _: Option<&str>) -> Result<Store, StoreError> {
+    fn postgres(&self) -> Result<Store, StoreError> {
         Err(StoreError::Unsupported(format!(
             "{}: a PostgreSQL location, but this build of rpr has no PostgreSQL support (build with the `postgres` feature)",
-            super::store::shown(location)
+            super::store::shown(&self.path)
         )))
     }
 
@@ -183,7 +183,9 @@ impl RuntimeBuilder {
         self
     }
     /// How long a step waits for the write lock while another connection (another process,
-    /// or a second runtime on the same file) holds it; default [`DEFAULT_BUSY_TIMEOUT`].
+    /// or a second runtime on the same file) holds it; default [`DEFAULT_BUSY_TIMEOUT`]. On
+    /// PostgreSQL, how long a statement waits for a row or the ledger head another
+    /// connection holds (`lock_timeout`).
     /// Threads sharing this runtime never wait on each other this way: their steps share a
     /// batch. When the wait runs out the step fails with [`StoreError::Busy`], naming the
     /// holder where the platform can (Linux); it wrote and sent nothing and can be retried.
@@ -218,7 +220,7 @@ impl RuntimeBuilder {
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
         let store = if super::store::is_postgres_url(&self.path) {
-            Self::postgres(&self.path, self.schema.as_deref())?
+            self.postgres()?
         } else {
             Store::sqlite(SqliteBackend::open(&self.path, self.busy_timeout)?)
         };

@@ -55,6 +55,8 @@ pub(crate) enum Store {
         /// Shared with the lease heartbeat, which renews on this connection between steps
         /// (a second connection would cost its own start, and the first renewal with it).
         backend: std::sync::Arc<PgBackend>,
+        /// How long a step waits for a lock (`lock_timeout`), named in its `Busy` error.
+        busy_timeout: std::time::Duration,
         steps: AtomicU64,
         commits: AtomicU64,
         submitted: AtomicU64,
@@ -70,12 +72,18 @@ impl Store {
     }
 
     #[cfg(feature = "postgres")]
-    pub(crate) fn postgres(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+    pub(crate) fn postgres(
+        url: &str,
+        schema: Option<&str>,
+        busy_timeout: std::time::Duration,
+    ) -> Result<Self, StoreError> {
         let backend = match schema {
             Some(s) => PgBackend::open_in_schema(url, s)?,
             None => PgBackend::open(url)?,
         };
+        backend.set_lock_timeout(busy_timeout)?;
         Ok(Self::Pg {
+            busy_timeout,
             backend: std::sync::Arc::new(backend),
             steps: AtomicU64::new(0),
             commits: AtomicU64::new(0),
@@ -106,14 +114,23 @@ impl Store {
             #[cfg(feature = "postgres")]
             Self::Pg {
                 backend,
+                busy_timeout,
                 steps,
                 commits,
                 submitted,
-                ..
             } => {
                 let _ = synced;
                 submitted.fetch_add(1, Ordering::Relaxed);
-                let out = op(&**backend);
+                let out = op(&**backend).map_err(|e| match e {
+                    StoreError::Busy {
+                        timeout: None,
+                        holder,
+                    } => StoreError::Busy {
+                        timeout: Some(*busy_timeout),
+                        holder,
+                    },
+                    other => other,
+                });
                 if out.is_ok() {
                     steps.fetch_add(1, Ordering::Relaxed);
                     commits.fetch_add(1, Ordering::Relaxed);

@@ -16,6 +16,15 @@ impl From<PgError> for StoreError {
     fn from(e: PgError) -> Self {
         match e {
             PgError::Store(e) => e,
+            // `lock_timeout` ran out: the statement and its transaction were rolled back.
+            PgError::Postgres(e)
+                if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+            {
+                Self::Busy {
+                    timeout: None,
+                    holder: None,
+                }
+            }
             PgError::Postgres(e) => Self::Postgres(e),
             PgError::Fenced {
                 pathway,

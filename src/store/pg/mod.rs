@@ -261,6 +261,19 @@ impl PgBackend {
         self.read(|tx| Ok(tx.query_one(concat!("SELECT ", db_now_ms!()), &[])?.get(0)))
     }
 
+    /// How long a statement waits for a lock another connection holds (a pathway's row,
+    /// the ledger head) before the step fails: `SET lock_timeout` on this connection. The
+    /// step then rolls back whole and fails as [`StoreError::Busy`] (retryable: it wrote
+    /// nothing). Without it a step waits as long as the holder holds.
+    pub fn set_lock_timeout(&self, wait: std::time::Duration) -> Result<(), PgError> {
+        let ms = wait.as_millis().clamp(1, i32::MAX as u128);
+        self.conn
+            .lock()
+            .client
+            .batch_execute(&format!("SET lock_timeout = {ms}"))?;
+        Ok(())
+    }
+
     /// The schema version recorded in `meta`, and the migrations applied, oldest first
     /// (`version`, what it did).
     pub fn migrations(&self) -> Result<(i64, Vec<(i64, String)>), PgError> {
