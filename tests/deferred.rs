@@ -12,7 +12,6 @@ use rpr::{
     ActionClass, Admission, Decision, Definition, Outcome, Ready, Runtime, State, StepPoint,
     StoredPathway,
 };
-use serde_json::Value;
 
 fn allow(_: &Definition) -> Decision {
     Decision::Allow
@@ -34,18 +33,6 @@ fn bound(ready: Ready) -> rpr::Pathway<rpr::stage::Bound> {
         Ready::Bound(p) => p,
         other => panic!("not bound: {other:?}"),
     }
-}
-
-/// The event kinds of `id`, in ledger order.
-fn kinds(rt: &Runtime, id: &str) -> Vec<String> {
-    rt.pathway_events(id)
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let e: Value = serde_json::from_str(&row.event).unwrap();
-            e["kind"].as_str().unwrap().to_owned()
-        })
-        .collect()
 }
 
 #[test]
@@ -78,7 +65,7 @@ fn the_pathway_is_stored_with_its_attempt_record_in_one_commit() {
         "the attempt record (with the pathway) and the outcome"
     );
     assert_eq!(
-        kinds(&rt, &id),
+        event_kinds(&rt, &id),
         [
             "proposed",
             "admitted",
@@ -224,7 +211,7 @@ fn a_refused_dispatch_stores_the_pathway_with_its_refusal_and_sends_nothing() {
     assert!(matches!(outcome, Outcome::NotSent(_)), "{outcome:?}");
     assert_eq!(executor.executed, 0);
     assert_eq!(
-        kinds(&rt, &id),
+        event_kinds(&rt, &id),
         ["proposed", "admitted", "dispatch_refused"]
     );
     let Ok(StoredPathway::Approved(stored)) = rt.load(&id) else {
@@ -265,7 +252,7 @@ fn a_refused_bind_stores_the_approved_pathway() {
     };
     let id = refused.into_pathway().id().to_owned();
     assert!(matches!(rt.load(&id), Ok(StoredPathway::Approved(_))));
-    assert_eq!(kinds(&rt, &id), ["proposed", "admitted"]);
+    assert_eq!(event_kinds(&rt, &id), ["proposed", "admitted"]);
     assert_eq!(effects(&dir.path().join("effects.log")), 0);
 }
 
@@ -395,7 +382,10 @@ fn killed_after_the_commit_the_attempt_is_unknown_and_never_resent() {
     let stored = pathway_ids(&dir.db());
     assert_eq!(stored.len(), 1, "stored with its attempt: {stored:?}");
     let id = stored[0].clone();
-    assert_eq!(kinds(&rt, &id), ["proposed", "admitted", "attempt_started"]);
+    assert_eq!(
+        event_kinds(&rt, &id),
+        ["proposed", "admitted", "attempt_started"]
+    );
     let mut recovered = rt.recover().unwrap();
     if common::pg::on() {
         assert!(

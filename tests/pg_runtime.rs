@@ -31,6 +31,7 @@ fn allow(_: &rpr::Definition) -> rpr::Decision {
     rpr::Decision::Allow
 }
 
+// Same shape as tests/race.rs's: each test binary waits on its own signal files.
 fn wait_for_file(path: &str) {
     let deadline = Instant::now() + Duration::from_mins(1);
     while !std::path::Path::new(path).exists() {
@@ -147,6 +148,22 @@ fn append_definition(i: usize) -> rpr::Definition {
     d
 }
 
+/// Append pathway `i`, proposed and admitted (an allow policy) in one step.
+fn admitted(rt: &Runtime, i: usize) -> rpr::Pathway<rpr::stage::Approved> {
+    let Decided::New(rpr::Admission::Approved(p)) = rt
+        .propose_and_admit(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            append_definition(i),
+            &allow,
+        )
+        .unwrap()
+    else {
+        panic!("admitted at once")
+    };
+    p
+}
+
 /// Takes one step of pathway `id` as far as this host can, whatever stage it is in.
 /// Refusals (another host took the step first, the call is in flight elsewhere) are fine:
 /// the next round loads it again. Returns whether it is completed.
@@ -247,17 +264,6 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
-fn kinds(rt: &Runtime, id: &str) -> Vec<String> {
-    rt.pathway_events(id)
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let e: Value = serde_json::from_str(&row.event).unwrap();
-            e["kind"].as_str().unwrap().to_owned()
-        })
-        .collect()
-}
-
 /// The partition case: the owner is alive but cannot reach the database (here: stopped
 /// with SIGSTOP, so its heartbeat stops renewing). Another host sees the call in flight and
 /// leaves it while the lease runs; after the lease lapses by the database's clock it takes
@@ -296,7 +302,7 @@ fn a_host_cut_off_mid_call_is_taken_over_only_after_its_lease_and_its_late_outco
         "not taken over while the lease runs: {seen:?}"
     );
     assert_eq!(
-        kinds(&host_b, &id),
+        event_kinds(&host_b, &id),
         ["proposed", "admitted", "attempt_started"]
     );
 
@@ -325,7 +331,7 @@ fn a_host_cut_off_mid_call_is_taken_over_only_after_its_lease_and_its_late_outco
     host_a.finish();
     assert_eq!(effects(&log), 1, "one send in all");
     assert_eq!(
-        kinds(&host_b, &id),
+        event_kinds(&host_b, &id),
         [
             "proposed",
             "admitted",
@@ -380,19 +386,7 @@ fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     let rt = Runtime::open(&db).unwrap();
     let mut ids = Vec::new();
     for i in 0..PATHWAYS {
-        let definition = append_definition(i);
-        let Decided::New(rpr::Admission::Approved(p)) = rt
-            .propose_and_admit(
-                &actor("proposer"),
-                &actor("decision_owner"),
-                definition,
-                &allow,
-            )
-            .unwrap()
-        else {
-            panic!("admitted at once")
-        };
-        ids.push(p.id().to_owned());
+        ids.push(admitted(&rt, i).id().to_owned());
     }
     let spawn = |n: usize| {
         ChildProc::spawn(
@@ -499,17 +493,7 @@ fn a_step_blocked_by_another_connections_row_lock_is_busy_and_writes_nothing() {
         .busy_timeout(Duration::from_millis(300))
         .open()
         .unwrap();
-    let Decided::New(rpr::Admission::Approved(p)) = rt
-        .propose_and_admit(
-            &actor("proposer"),
-            &actor("decision_owner"),
-            append_definition(0),
-            &allow,
-        )
-        .unwrap()
-    else {
-        panic!("admitted at once")
-    };
+    let p = admitted(&rt, 0);
     let id = p.id().to_owned();
     let before = db_dump(db.as_ref());
     let mut holder = postgres::Client::connect(&db, postgres::NoTls).unwrap();

@@ -225,18 +225,7 @@ impl Runtime {
                 return Ok(elsewhere());
             }
             return match backend.take_over(&record.id, &attempt.id, &self.owner_id(), self.now()) {
-                Ok(version) => {
-                    let _ = self.settle_carrier(&record.id, &attempt.id);
-                    let mut core = core;
-                    core.version = version;
-                    Ok(StoredPathway::Unknown(Pathway {
-                        core,
-                        stage: Unknown {
-                            attempt: attempt.id.clone(),
-                            _private: (),
-                        },
-                    }))
-                }
+                Ok(version) => Ok(self.taken_unknown(core, version, &record.id, &attempt.id)),
                 Err(PgError::LeaseHeld { .. }) => Ok(elsewhere()),
                 // Settled since it was read: read again.
                 Err(PgError::NotInFlight { .. }) => Err(StoreError::Conflict {
@@ -291,17 +280,28 @@ impl Runtime {
             at: self.now(),
         };
         let version = self.write(move |b| b.apply(step))?;
-        // Best effort now (reconcile checks again and refuses a not-applied verdict while
-        // the carrier cannot be shown gone).
-        let _ = self.settle_carrier(&record.id, &attempt.id);
-        let mut core = core;
+        Ok(self.taken_unknown(core, version, &record.id, &attempt.id))
+    }
+
+    /// The unknown stage of a pathway whose in-flight attempt was just taken over (stored
+    /// at `version`). Its carrier, if it outlived its owner, is killed now, best effort:
+    /// reconcile checks again and refuses a not-applied verdict while the carrier cannot
+    /// be shown gone.
+    fn taken_unknown(
+        &self,
+        mut core: Box<Core>,
+        version: i64,
+        pathway: &str,
+        attempt: &str,
+    ) -> StoredPathway {
+        let _ = self.settle_carrier(pathway, attempt);
         core.version = version;
-        Ok(StoredPathway::Unknown(Pathway {
+        StoredPathway::Unknown(Pathway {
             core,
             stage: Unknown {
-                attempt: attempt.id.clone(),
+                attempt: attempt.to_owned(),
                 _private: (),
             },
-        }))
+        })
     }
 }

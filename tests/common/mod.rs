@@ -364,6 +364,18 @@ impl Readback for Sees {
     }
 }
 
+/// The event kinds of pathway `id`, in ledger order, on either store.
+pub fn event_kinds(rt: &Runtime, id: &str) -> Vec<String> {
+    rt.pathway_events(id)
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let e: Value = serde_json::from_str(&row.event).unwrap();
+            e["kind"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
 /// All `(from, to)` transitions recorded in the ledger.
 pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
     rt.ledger_rows(0, usize::MAX)
@@ -431,6 +443,8 @@ pub fn ints(location: &std::path::Path, sql: &str) -> Vec<Option<i64>> {
 }
 
 /// The one text column of `sql`'s rows, on either store, read by a connection of its own.
+// Same shape as `ints`: the same read for another column type (rusqlite and postgres each
+// need the type named; one generic would carry both crates' bounds behind the feature).
 pub fn texts(location: &std::path::Path, sql: &str) -> Vec<String> {
     if let Some(v) = pg::texts(location, sql) {
         return v;

@@ -46,6 +46,8 @@ impl From<PgError> for StoreError {
     }
 }
 
+// Same shape as `PgBackend::apply` (step.rs) and SQLite's `insert_and_apply`: the same edge
+// walk and fence result around another unit of work.
 impl PgBackend {
     /// Inserts a new pathway and applies its first step in **one** transaction: a refused
     /// step leaves no pathway behind. Returns the version after the step.
@@ -82,6 +84,8 @@ fn drafts(events: Vec<EventDraft>) -> Vec<super::EventDraft> {
     events.into_iter().map(Into::into).collect()
 }
 
+// Same shape as the trait's declaration (src/store/mod.rs) and SQLite's implementation: the
+// signatures are the trait's; each body hands the crate's records to `PgBackend`'s own.
 impl Backend for PgBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         Ok(PgBackend::insert_pathway(self, new.into(), drafts(events))?)

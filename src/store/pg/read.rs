@@ -110,6 +110,7 @@ impl PgBackend {
     }
 
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.
+    // Same shape as `pathway_tx` and `attempts_tx`: one query, its rows mapped.
     pub fn list_unresolved(
         &self,
         after: Option<&str>,
