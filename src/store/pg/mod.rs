@@ -43,6 +43,7 @@ use super::StoreError;
 mod backend;
 mod check;
 mod copy;
+mod lease;
 mod ledger;
 mod migrate;
 mod pins;

@@ -1,12 +1,12 @@
-//! The writes: a new pathway, a step, a granted approval, a takeover, lease renewal. Each is
-//! one transaction that first locks the pathway's row.
+//! The writes: a new pathway, a step, a granted approval. Each is one transaction that first
+//! locks the pathway's row (the takeover and lease renewal are in `lease.rs`).
 
 use serde_json::{Value, json};
 
 use super::check::check_pathway;
 use super::{
     ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PgBackend, PgError, Step, Tx,
-    db_clock_ms, db_now_ms, ledger,
+    db_clock_ms, ledger,
 };
 use crate::state::{AttemptStatus, State};
 use crate::store::StoreError;
@@ -36,7 +36,7 @@ pub(super) fn walk_edges(
 }
 
 /// Locks the pathway's row for the rest of the transaction; its stored state and version.
-fn lock_pathway(tx: &mut Tx<'_>, id: &str) -> Result<(String, i64), PgError> {
+pub(super) fn lock_pathway(tx: &mut Tx<'_>, id: &str) -> Result<(String, i64), PgError> {
     let row = tx.query_opt(
         "SELECT state, version FROM pathways WHERE id = $1 FOR UPDATE",
         &[&id],
@@ -147,114 +147,6 @@ impl PgBackend {
             )?;
             ledger::append(tx, pathway, at, vec![event])?;
             Ok(())
-        })
-    }
-
-    /// Takes over the in-flight `attempt` of `pathway` once its lease has lapsed by the
-    /// database's clock: the attempt becomes `unknown` and the pathway
-    /// `write_status_unknown` (only a reconciliation moves it on: nothing is resent), with
-    /// a `recovered_unknown` event naming the old owner, the lease, the database's time and
-    /// `by`. `at` is the caller's time for the event; it decides nothing. Returns the new
-    /// version. [`PgError::LeaseHeld`] while the lease runs; [`PgError::NotInFlight`] when
-    /// there is nothing to take over. The owner's late outcome is then refused
-    /// ([`PgError::Fenced`]), and its lease renewal finds the attempt lost.
-    // Same shape as accept_pin's signature (pins.rs): names and a time, by the caller's clock.
-    pub fn take_over(
-        &self,
-        pathway: &str,
-        attempt: &str,
-        by: &str,
-        at: i64,
-    ) -> Result<i64, PgError> {
-        self.write(|tx| {
-            let (state, version) = lock_pathway(tx, pathway)?;
-            check_pathway(tx, pathway)?;
-            let row = tx.query_opt(
-                concat!(
-                    "SELECT status, owner, lease_until, ",
-                    db_now_ms!(),
-                    " FROM attempts WHERE id = $1 AND pathway_id = $2 FOR UPDATE"
-                ),
-                &[&attempt, &pathway],
-            )?;
-            let (status, owner, lease_until, database_now): (String, Option<String>, Option<i64>, i64) =
-                match &row {
-                    Some(r) => (r.get(0), r.get(1), r.get(2), r.get(3)),
-                    None => ("none".into(), None, None, 0),
-                };
-            if state != State::Running.as_str() || status != AttemptStatus::InFlight.as_str() {
-                return Err(PgError::NotInFlight {
-                    pathway: pathway.to_owned(),
-                    state,
-                    attempt: attempt.to_owned(),
-                    status,
-                });
-            }
-            let lease_until = lease_until.ok_or_else(|| {
-                StoreError::Corrupt(format!("in-flight attempt {attempt} has no lease"))
-            })?;
-            if lease_until >= database_now {
-                return Err(PgError::LeaseHeld {
-                    pathway: pathway.to_owned(),
-                    attempt: attempt.to_owned(),
-                    lease_until,
-                    database_now,
-                });
-            }
-            tx.execute(
-                "UPDATE attempts SET status = $1, owner = NULL, lease_until = NULL, updated_at = $2 WHERE id = $3",
-                &[&AttemptStatus::Unknown.as_str(), &at, &attempt],
-            )?;
-            tx.execute(
-                "UPDATE pathways SET state = $1, version = version + 1, updated_at = $2 WHERE id = $3",
-                &[&State::WriteStatusUnknown.as_str(), &at, &pathway],
-            )?;
-            let event = EventDraft {
-                kind: "recovered_unknown",
-                actor: "rpr-recovery".into(),
-                from: Some(State::Running),
-                to: State::WriteStatusUnknown,
-                attempt: Some(attempt.to_owned()),
-                attempt_status: Some(AttemptStatus::Unknown.as_str()),
-                data: json!({
-                    "owner": owner,
-                    "reason": "in-flight attempt whose lease lapsed by the database's clock",
-                    "lease_until": lease_until,
-                    "database_now": database_now,
-                    "taken_over_by": by,
-                }),
-            };
-            ledger::append(tx, pathway, at, vec![event])?;
-            Ok(version + 1)
-        })
-    }
-
-    /// Renews, by the database's clock, the leases of `attempts` that `owner` still holds
-    /// in flight. Returns the attempts it no longer holds (finished, or taken over after a
-    /// lapse): their owner must not record a dispatch outcome for them as if it still did
-    /// (it would be refused with [`PgError::Fenced`]).
-    pub fn renew_leases(
-        &self,
-        owner: &str,
-        attempts: &[String],
-        lease_ms: i64,
-    ) -> Result<Vec<String>, PgError> {
-        self.write(|tx| {
-            let mut lost = Vec::new();
-            for a in attempts {
-                let n = tx.execute(
-                    concat!(
-                        "UPDATE attempts SET lease_until = ",
-                        db_clock_ms!(),
-                        " + $1 WHERE id = $2 AND owner = $3 AND status = 'in_flight'"
-                    ),
-                    &[&lease_ms, a, &owner],
-                )?;
-                if n != 1 {
-                    lost.push(a.clone());
-                }
-            }
-            Ok(lost)
         })
     }
 }
