@@ -1,11 +1,12 @@
-//! Durable storage: one SQLite database, one atomic unit per pathway step, steps of concurrent callers committed together.
+//! Durable storage: one atomic unit per pathway step, in a SQLite database (steps of
+//! concurrent callers committed together) or, with the `postgres` feature, a PostgreSQL one.
 //!
 //! The typestate layer ([`crate::pathway`]) talks to storage only through the
 //! narrow, crate-internal `Backend` trait: insert a pathway, apply one step, grant an
-//! approval, read rows back. A second backend (PostgreSQL, for hosts on many machines)
-//! would implement the same trait without touching the stage types; only SQLite exists.
+//! approval, read rows back. SQLite and PostgreSQL (`store::pg`, for hosts on many machines)
+//! both implement it; the stage types do not know which one they write to.
 //!
-//! Every step is one `BEGIN IMMEDIATE` transaction that compare-and-sets the
+//! On SQLite every step is one `BEGIN IMMEDIATE` transaction that compare-and-sets the
 //! pathway's state and version, writes the attempt or approval row, appends the
 //! ledger event (chained to the current head) and moves the recorded head. A
 //! crash between any two statements rolls the whole step back.

@@ -1,4 +1,4 @@
-//! The PostgreSQL store (cargo feature `postgres`; issue 11, first slice): the SQLite
+//! The PostgreSQL store (cargo feature `postgres`; issue 11): the SQLite
 //! store's schema concepts, steps and ledger on PostgreSQL, for hosts on several machines
 //! sharing one database.
 //!
@@ -7,8 +7,9 @@
 //! tool pins) as inherent methods, plus what several machines need: [`PgBackend::take_over`]
 //! (an in-flight attempt whose lease lapsed by the **database's** clock becomes unknown, in
 //! the ledger) and the fence that refuses, and records, the late outcome of an attempt that
-//! was taken over. It is not yet selectable through [`crate::Runtime`]; the records it takes
-//! ([`Step`], [`NewPathway`], …) are public for `tests/pg_store.rs` until it is.
+//! was taken over. A [`crate::Runtime`] opened on a `postgres://` location writes through it
+//! (behind the crate's `Backend` trait); the records it takes directly ([`Step`],
+//! [`NewPathway`], …) are public for `tests/pg_store.rs`.
 //!
 //! **Connection.** A `postgres://user:password@host:port/database` URL (or libpq's
 //! `key=value` form), without TLS: the tests and CI run on loopback. A server on another
