@@ -128,18 +128,6 @@ pub mod pg {
         )
     }
 
-    /// `db_dump` of a PostgreSQL location (`None` for a SQLite file): every row of every
-    /// rpr table as text, in a stable order, read by a connection of its own.
-    pub fn dump(location: &std::path::Path) -> Option<String> {
-        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
-        Some(dump_url(url))
-    }
-
-    #[cfg(feature = "postgres")]
-    fn dump_url(url: &str) -> String {
-        dump_client(&mut postgres::Client::connect(url, postgres::NoTls).unwrap())
-    }
-
     /// `db_dump` through an open connection.
     #[cfg(feature = "postgres")]
     pub fn dump_client(c: &mut postgres::Client) -> String {
@@ -155,90 +143,6 @@ pub mod pg {
             }
         }
         out
-    }
-
-    #[cfg(not(feature = "postgres"))]
-    fn dump_url(_: &str) -> String {
-        panic!("a PostgreSQL location needs the `postgres` feature")
-    }
-
-    /// `ints` of a PostgreSQL location (`None` for a SQLite file).
-    pub fn ints(location: &std::path::Path, sql: &str) -> Option<Vec<Option<i64>>> {
-        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
-        #[cfg(feature = "postgres")]
-        {
-            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-            Some(
-                c.query(sql, &[])
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.get::<_, Option<i64>>(0))
-                    .collect(),
-            )
-        }
-        #[cfg(not(feature = "postgres"))]
-        {
-            let _ = (url, sql);
-            panic!("a PostgreSQL location needs the `postgres` feature")
-        }
-    }
-
-    /// `texts` of a PostgreSQL location (`None` for a SQLite file).
-    pub fn texts(location: &std::path::Path, sql: &str) -> Option<Vec<String>> {
-        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
-        #[cfg(feature = "postgres")]
-        {
-            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-            Some(
-                c.query(sql, &[])
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.get::<_, String>(0))
-                    .collect(),
-            )
-        }
-        #[cfg(not(feature = "postgres"))]
-        {
-            let _ = (url, sql);
-            panic!("a PostgreSQL location needs the `postgres` feature")
-        }
-    }
-
-    /// `hand_edit` on a PostgreSQL location (`false` for a SQLite file).
-    pub fn hand_edit(location: &std::path::Path, sql: &str) -> bool {
-        let Some(url) = location.to_str().filter(|l| l.starts_with("postgres://")) else {
-            return false;
-        };
-        #[cfg(feature = "postgres")]
-        {
-            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-            c.batch_execute(sql).unwrap();
-            true
-        }
-        #[cfg(not(feature = "postgres"))]
-        {
-            let _ = (url, sql);
-            panic!("a PostgreSQL location needs the `postgres` feature")
-        }
-    }
-
-    /// `row_count` of a PostgreSQL location (`None` for a SQLite file).
-    pub fn row_count(location: &std::path::Path, table: &str) -> Option<i64> {
-        let url = location.to_str().filter(|l| l.starts_with("postgres://"))?;
-        #[cfg(feature = "postgres")]
-        {
-            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-            Some(
-                c.query_one(&format!("SELECT count(*) FROM {table}"), &[])
-                    .unwrap()
-                    .get(0),
-            )
-        }
-        #[cfg(not(feature = "postgres"))]
-        {
-            let _ = (url, table);
-            panic!("a PostgreSQL location needs the `postgres` feature")
-        }
     }
 
     /// Drops a test's schema, unless the test is failing (kept for a look).
@@ -396,13 +300,7 @@ pub fn ledger_edges(rt: &Runtime) -> Vec<(String, String)> {
 /// Every row of every rpr table, as text, in a stable order. Read through a
 /// separate read-only connection, so it sees exactly what is committed.
 pub fn db_dump(path: &std::path::Path) -> String {
-    if let Some(dump) = pg::dump(path) {
-        return dump;
-    }
-    let conn =
-        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    sqlite_dump(&conn)
+    Sql::open_read_only(path).dump()
 }
 
 /// `db_dump` of a SQLite database through an open connection.
@@ -429,34 +327,12 @@ fn sqlite_dump(conn: &rusqlite::Connection) -> String {
 /// The one integer column of `sql`'s rows (NULL as `None`), on either store, read by a
 /// connection of its own.
 pub fn ints(location: &std::path::Path, sql: &str) -> Vec<Option<i64>> {
-    if let Some(v) = pg::ints(location, sql) {
-        return v;
-    }
-    let conn =
-        rusqlite::Connection::open_with_flags(location, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    stmt.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    Sql::open_read_only(location).ints(sql)
 }
 
 /// The one text column of `sql`'s rows, on either store, read by a connection of its own.
-// Same shape as `ints`: the same read for another column type (rusqlite and postgres each
-// need the type named; one generic would carry both crates' bounds behind the feature).
 pub fn texts(location: &std::path::Path, sql: &str) -> Vec<String> {
-    if let Some(v) = pg::texts(location, sql) {
-        return v;
-    }
-    let conn =
-        rusqlite::Connection::open_with_flags(location, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    stmt.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    Sql::open_read_only(location).texts(sql)
 }
 
 /// The ids of every stored pathway, in order.
@@ -466,25 +342,12 @@ pub fn pathway_ids(location: &std::path::Path) -> Vec<String> {
 
 /// A hand edit behind rpr's back (SQL both stores accept), by a connection of its own.
 pub fn hand_edit(location: &std::path::Path, sql: &str) {
-    if pg::hand_edit(location, sql) {
-        return;
-    }
-    rusqlite::Connection::open(location)
-        .unwrap()
-        .execute_batch(sql)
-        .unwrap();
+    Sql::open(location).batch(sql);
 }
 
 /// The number of rows in `table`.
 pub fn row_count(path: &std::path::Path, table: &str) -> i64 {
-    if let Some(n) = pg::row_count(path, table) {
-        return n;
-    }
-    let conn =
-        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
+    ints(path, &format!("SELECT count(*) FROM {table}"))[0].expect("a count")
 }
 
 /// A parameter of a [`Sql`] statement.
@@ -579,6 +442,30 @@ impl Sql {
 
     /// The one text column of `sql`'s rows (no parameters).
     pub fn texts(&self, sql: &str) -> Vec<String> {
+        match &self.0 {
+            SqlConn::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql).unwrap();
+                stmt.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+            #[cfg(feature = "postgres")]
+            SqlConn::Pg(c) => c
+                .borrow_mut()
+                .0
+                .query(sql, &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+        }
+    }
+
+    /// The one integer column of `sql`'s rows, NULL as `None` (no parameters).
+    // Same shape as `texts`: the same read for another column type (each driver needs the
+    // type named).
+    pub fn ints(&self, sql: &str) -> Vec<Option<i64>> {
         match &self.0 {
             SqlConn::Sqlite(c) => {
                 let mut stmt = c.prepare_cached(sql).unwrap();
