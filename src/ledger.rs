@@ -131,6 +131,10 @@ impl Report {
 /// snapshot holds) and checked on a second one, in the order read; the report is the
 /// same either way.
 pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = store.postgres() {
+        return pg.verify(known_head);
+    }
     store.snapshot(|store| walk::run(store, known_head, Plan::for_this_machine()))
 }
 

@@ -110,7 +110,7 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RuntimeBuilder")
-            .field("location", &super::store::shown(&self.path))
+            .field("location", &crate::store::shown_location(&self.path))
             .field("lease", &self.lease)
             .finish_non_exhaustive()
     }
@@ -150,10 +150,7 @@ impl RuntimeBuilder {
 
     #[cfg(not(feature = "postgres"))]
     fn postgres(&self) -> Result<Store, StoreError> {
-        Err(StoreError::Unsupported(format!(
-            "{}: a PostgreSQL location, but this build of rpr has no PostgreSQL support (build with the `postgres` feature)",
-            super::store::shown(&self.path)
-        )))
+        Err(crate::store::postgres_unsupported(&self.path))
     }
 
     /// Uses `clock` instead of the system clock.
@@ -219,7 +216,7 @@ impl RuntimeBuilder {
 
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
-        let store = if super::store::is_postgres_url(&self.path) {
+        let store = if crate::store::is_postgres_location(&self.path) {
             self.postgres()?
         } else {
             Store::sqlite(SqliteBackend::open(&self.path, self.busy_timeout)?)

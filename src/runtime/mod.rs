@@ -128,16 +128,12 @@ impl Runtime {
         RuntimeBuilder::new(path.as_ref())
     }
 
-    /// Read access to the same SQLite database, through the runtime's connection.
+    /// Read access to the same database.
     ///
-    /// While the returned guard lives, other threads' steps on this runtime wait (this
-    /// thread's do not): keep it for a read, not across a tool call.
-    ///
-    /// # Panics
-    ///
-    /// On a runtime opened on PostgreSQL, whose rows [`ReadStore`] cannot read: use
-    /// [`Runtime::pathway_record`], [`Runtime::attempt_records`], [`Runtime::verify`] and
-    /// [`Runtime::recover`], which read either store ([`Runtime::is_postgres`] tells which).
+    /// On SQLite it reads through the runtime's connection: while the returned guard
+    /// lives, other threads' steps on this runtime wait (this thread's do not), so keep it
+    /// for a read, not across a tool call. On PostgreSQL it reads through a connection of
+    /// its own, opened with the runtime, that can only read; other threads' reads wait.
     #[must_use]
     pub fn reader(&self) -> Reader<'_> {
         match &self.store {
@@ -145,9 +141,7 @@ impl Runtime {
                 Reader(ReentrantMutexGuard::map(backend.lock(), |b| b.reader()))
             }
             #[cfg(feature = "postgres")]
-            Store::Pg { .. } => panic!(
-                "Runtime::reader reads SQLite only; this runtime is on PostgreSQL: use Runtime::pathway_record, attempt_records, verify or recover"
-            ),
+            Store::Pg { reader, .. } => Reader(ReentrantMutexGuard::map(reader.lock(), |r| r)),
         }
     }
 

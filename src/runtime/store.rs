@@ -8,39 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::ReentrantMutex;
 
+#[cfg(feature = "postgres")]
+use crate::store::ReadStore;
 use crate::store::batch::Batcher;
 #[cfg(feature = "postgres")]
 use crate::store::pg::PgBackend;
 use crate::store::{
     AttemptRecord, Backend, LedgerRow, PathwayRecord, SqliteBackend, StoreError, WriteStats,
 };
-
-/// A database location names PostgreSQL when it is a `postgres://` or `postgresql://` URL.
-pub(crate) fn is_postgres_url(location: &Path) -> bool {
-    location
-        .to_str()
-        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-}
-
-/// A location fit to print: a URL's password replaced by `***`.
-pub(crate) fn shown(location: &Path) -> String {
-    let text = location.to_string_lossy();
-    if !is_postgres_url(location) {
-        return text.into_owned();
-    }
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return text.into_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:***{}", &rest[at..])
-        }
-        None => text.into_owned(),
-    }
-}
 
 /// The store of one runtime.
 pub(crate) enum Store {
@@ -55,6 +30,8 @@ pub(crate) enum Store {
         /// Shared with the lease heartbeat, which renews on this connection between steps
         /// (a second connection would cost its own start, and the first renewal with it).
         backend: std::sync::Arc<PgBackend>,
+        /// [`crate::Runtime::reader`]'s store: a connection of its own that can only read.
+        reader: Box<ReentrantMutex<ReadStore>>,
         /// How long a step waits for a lock (`lock_timeout`), named in its `Busy` error.
         busy_timeout: std::time::Duration,
         steps: AtomicU64,
@@ -82,7 +59,9 @@ impl Store {
             None => PgBackend::open(url)?,
         };
         backend.set_lock_timeout(busy_timeout)?;
+        let reader = ReadStore::postgres_in(url, schema)?;
         Ok(Self::Pg {
+            reader: Box::new(ReentrantMutex::new(reader)),
             busy_timeout,
             backend: std::sync::Arc::new(backend),
             steps: AtomicU64::new(0),
@@ -118,6 +97,7 @@ impl Store {
                 steps,
                 commits,
                 submitted,
+                ..
             } => {
                 let _ = synced;
                 submitted.fetch_add(1, Ordering::Relaxed);
@@ -224,7 +204,7 @@ impl Store {
                 Ok(backend
                     .lock()
                     .reader()
-                    .conn
+                    .conn()
                     .prepare_cached(
                         "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
                     )?
@@ -245,7 +225,7 @@ impl Store {
         let missing = || StoreError::NoSuchPathway(id.to_owned());
         match self {
             Self::Sqlite { backend, .. } => backend.lock().reader().snapshot(|r| {
-                if crate::store::check::check_pathway(&r.conn, id)?.is_none() {
+                if crate::store::check::check_pathway(r.conn(), id)?.is_none() {
                     return Err(missing());
                 }
                 let record = r.pathway(id)?.ok_or_else(missing)?;

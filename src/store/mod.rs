@@ -15,6 +15,7 @@ pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod event;
 mod holder;
+mod location;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub(crate) mod pins;
@@ -24,6 +25,9 @@ mod sqlite;
 pub use batch::{ReadDurability, WriteStats};
 pub use holder::LockHolder;
 pub(crate) use holder::write_lock_holder;
+#[cfg(not(feature = "postgres"))]
+pub(crate) use location::postgres_unsupported;
+pub use location::{is_postgres_location, shown_location};
 pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};

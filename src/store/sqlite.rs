@@ -153,7 +153,7 @@ impl SqliteBackend {
             conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         }
         let mut backend = Self {
-            read: ReadStore { conn },
+            read: ReadStore::from_sqlite(conn),
             path: path.to_owned(),
             busy_timeout,
             database_id: String::new(),
@@ -176,7 +176,7 @@ impl SqliteBackend {
     }
 
     fn conn(&self) -> &Connection {
-        &self.read.conn
+        self.read.conn()
     }
 
     /// The read side, on this connection.

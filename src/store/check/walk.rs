@@ -147,9 +147,10 @@ pub(crate) fn run(
     plan: Plan,
 ) -> Result<Report, StoreError> {
     // Sized once: growing a map of every pathway rehashes large tables.
-    let stored_pathways: i64 = store
-        .conn
-        .query_row("SELECT count(*) FROM pathways", [], |r| r.get(0))?;
+    let stored_pathways: i64 =
+        store
+            .conn()
+            .query_row("SELECT count(*) FROM pathways", [], |r| r.get(0))?;
     let checker = Checker::new(known_head, usize::try_from(stored_pathways).unwrap_or(0));
     if !plan.threads {
         let mut sink = Inline {
@@ -266,7 +267,7 @@ impl Sink for Threads<'_> {
 /// wants them. Returns early (`Ok`) when the checker stops.
 fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(), StoreError> {
     {
-        let mut stmt = store.conn.prepare(LEDGER_SELECT)?;
+        let mut stmt = store.conn().prepare(LEDGER_SELECT)?;
         let mut rows = stmt.query([])?;
         let mut batch = fresh(sink, LEDGER_WIDTH, 0);
         while let Some(row) = rows.next()? {
@@ -343,7 +344,7 @@ fn copy_table(
     batch_rows: usize,
     table: &Table<'_>,
 ) -> Result<bool, StoreError> {
-    let mut stmt = store.conn.prepare(table.select)?;
+    let mut stmt = store.conn().prepare(table.select)?;
     let mut rows = stmt.query([])?;
     let fresh = |sink: &mut dyn Sink| fresh(sink, table.columns, table.hashed.len());
     let mut batch = fresh(sink);

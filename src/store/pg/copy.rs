@@ -26,7 +26,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Value, json};
 
-use super::{Conn, PgBackend, PgError, Tx};
+use super::{Conn, Inner, PgBackend, PgError, Tx};
 use crate::ledger;
 use crate::store::{ReadStore, SCHEMA_VERSION, StoreError, open_side_connection};
 
@@ -131,18 +131,16 @@ pub fn copy_from_sqlite(
         error: Box::new(error),
     };
 
-    let store = ReadStore {
-        conn: open_side_connection(source, LOCK_WAIT)?,
-    };
+    let store = ReadStore::from_sqlite(open_side_connection(source, LOCK_WAIT)?);
     // The write lock for the whole copy: no step lands between the read and the mark.
-    let lite = rusqlite::Transaction::new_unchecked(&store.conn, TransactionBehavior::Immediate)
+    let lite = rusqlite::Transaction::new_unchecked(store.conn(), TransactionBehavior::Immediate)
         .map_err(|e| match StoreError::from(e) {
-            StoreError::Busy { .. } => StoreError::Busy {
-                timeout: Some(LOCK_WAIT),
-                holder: crate::store::write_lock_holder(source),
-            },
-            other => other,
-        })?;
+        StoreError::Busy { .. } => StoreError::Busy {
+            timeout: Some(LOCK_WAIT),
+            holder: crate::store::write_lock_holder(source),
+        },
+        other => other,
+    })?;
     let version: Option<String> = lite
         .query_row(
             "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -201,7 +199,7 @@ pub fn copy_from_sqlite(
         shim,
     } = &mut *conn;
     let mut tx = Tx {
-        inner: client.transaction().map_err(|e| pg_err(e.into()))?,
+        inner: Inner::Own(client.transaction().map_err(|e| pg_err(e.into()))?),
         statements,
         shim,
     };
@@ -229,7 +227,7 @@ pub fn copy_from_sqlite(
                 let outcome = if m.finished {
                     CopyOutcome::AlreadyMoved
                 } else {
-                    finish_mark(&store.conn).map_err(|error| CopyError::FinishUnrecorded {
+                    finish_mark(store.conn()).map_err(|error| CopyError::FinishUnrecorded {
                         target: desc.clone(),
                         error: Box::new(error),
                     })?;
@@ -303,7 +301,7 @@ pub fn copy_from_sqlite(
         .commit()
         .map_err(|error| CopyError::CommitUnknown { error })?;
     progress(Progress::TargetCommitted);
-    finish_mark(&store.conn).map_err(|error| CopyError::FinishUnrecorded {
+    finish_mark(store.conn()).map_err(|error| CopyError::FinishUnrecorded {
         target: desc.clone(),
         error: Box::new(error),
     })?;

@@ -36,8 +36,7 @@ use std::fmt;
 
 use parking_lot::Mutex;
 use postgres::error::SqlState;
-use postgres::types::ToSql;
-use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
+use postgres::{Client, IsolationLevel, NoTls, Statement};
 
 use super::StoreError;
 
@@ -49,13 +48,18 @@ mod ledger;
 mod migrate;
 mod pins;
 mod read;
+mod reader;
 mod step;
+mod tx;
 mod types;
 mod verify;
+
+use tx::{Inner, Tx};
 
 pub use copy::{
     CopyError, CopyOutcome, CopyReport, InFlight, Progress, RowCounts, copy_from_sqlite,
 };
+pub(crate) use reader::PgReader;
 pub use types::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PinCandidate, Step};
 
 /// Now by the database's clock, in ms since the Unix epoch, as an SQL expression (a macro,
@@ -291,7 +295,7 @@ impl PgBackend {
             shim,
         } = &mut *conn;
         let mut tx = Tx {
-            inner: client.transaction()?,
+            inner: Inner::Own(client.transaction()?),
             statements,
             shim,
         };
@@ -309,17 +313,60 @@ impl PgBackend {
             shim,
         } = &mut *conn;
         let mut tx = Tx {
-            inner: client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()?,
+            inner: Inner::Own(
+                client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()?,
+            ),
             statements,
             shim,
         };
         let out = f(&mut tx)?;
         tx.inner.commit()?;
         Ok(out)
+    }
+}
+
+impl PgBackend {
+    /// Runs `f` on the connection's session, outside any transaction of its own: its
+    /// statements run in the snapshot the session has open ([`PgBackend::begin_snapshot`]),
+    /// or each in its own when none is open.
+    fn session<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, PgError> {
+        let mut conn = self.conn.lock();
+        let Conn {
+            client,
+            statements,
+            shim,
+        } = &mut *conn;
+        let mut tx = Tx {
+            inner: Inner::Session(client),
+            statements,
+            shim,
+        };
+        f(&mut tx)
+    }
+
+    /// Opens a read-only `REPEATABLE READ` transaction on the session, for
+    /// [`PgBackend::session`] reads that must see one snapshot; ended by
+    /// [`PgBackend::end_snapshot`].
+    fn begin_snapshot(&self) -> Result<(), PgError> {
+        self.conn
+            .lock()
+            .client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        Ok(())
+    }
+
+    /// Ends the session's snapshot: `COMMIT` after reads that succeeded, `ROLLBACK` after
+    /// an error (which may have aborted the transaction).
+    fn end_snapshot(&self, ok: bool) -> Result<(), PgError> {
+        self.conn
+            .lock()
+            .client
+            .batch_execute(if ok { "COMMIT" } else { "ROLLBACK" })?;
+        Ok(())
     }
 }
 
@@ -330,54 +377,4 @@ struct Conn {
     /// An in-memory SQLite connection that turns rows into the check's raw pathway row
     /// (see `check::raw_pathway!`).
     shim: rusqlite::Connection,
-}
-
-/// A transaction whose statements are prepared once per connection.
-struct Tx<'a> {
-    inner: Transaction<'a>,
-    statements: &'a mut HashMap<&'static str, Statement>,
-    shim: &'a rusqlite::Connection,
-}
-
-type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
-
-// Same shape, method after method: one thin wrapper per `postgres` call, each preparing
-// its statement through the cache.
-impl Tx<'_> {
-    fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = self.inner.prepare(sql)?;
-        self.statements.insert(sql, s.clone());
-        Ok(s)
-    }
-
-    fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<u64, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.inner.execute(&s, params)
-    }
-
-    fn query(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Vec<Row>, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.inner.query(&s, params)
-    }
-
-    fn query_opt(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Option<Row>, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.inner.query_opt(&s, params)
-    }
-
-    fn query_one(&mut self, sql: &'static str, params: Params<'_>) -> Result<Row, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.inner.query_one(&s, params)
-    }
 }

@@ -18,7 +18,7 @@ fn json(text: &str, what: &str) -> Result<Value, StoreError> {
 }
 
 // Same shape as `store::pins::record`: the same record, from a PostgreSQL row.
-fn pin_record(r: &Row) -> Result<PinRecord, StoreError> {
+pub(super) fn pin_record(r: &Row) -> Result<PinRecord, StoreError> {
     let seen = match (
         r.get::<_, Option<String>>(7),
         r.get::<_, Option<&str>>(8),

@@ -1,4 +1,6 @@
 //! Reads: one pathway, its attempts, its events, the ledger's head; each in one snapshot.
+//! The statements are functions of a [`Tx`], so [`super::reader`] runs them in its own
+//! snapshots too.
 
 use postgres::Row;
 use serde_json::Value;
@@ -52,16 +54,59 @@ fn attempt_record(r: &Row) -> Result<AttemptRecord, StoreError> {
     })
 }
 
-fn pathway_tx(tx: &mut Tx<'_>, id: &str) -> Result<Option<PathwayRecord>, PgError> {
-    let row = tx.query_opt(
-        "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
-                created_at, updated_at FROM pathways WHERE id = $1",
-        &[&id],
-    )?;
+/// `SELECT` of the columns [`pathway_record`] reads, then `$tail`.
+macro_rules! pathway_select {
+    ($tail:literal) => {
+        concat!(
+            "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
+                    created_at, updated_at FROM pathways ",
+            $tail
+        )
+    };
+}
+
+/// `SELECT` of the columns [`ledger_row`] reads, then `$tail`.
+macro_rules! ledger_select {
+    ($tail:literal) => {
+        concat!(
+            "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger ",
+            $tail
+        )
+    };
+}
+
+pub(super) use pathway_select;
+
+pub(super) fn pathways(rows: &[Row]) -> Result<Vec<PathwayRecord>, PgError> {
+    Ok(rows
+        .iter()
+        .map(pathway_record)
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+pub(super) fn ledger_rows(rows: &[Row]) -> Vec<LedgerRow> {
+    rows.iter()
+        .map(|r| LedgerRow {
+            seq: r.get(0),
+            pathway_id: r.get(1),
+            event: r.get(2),
+            prev_hash: r.get(3),
+            hash: r.get(4),
+        })
+        .collect()
+}
+
+/// A row count as the `LIMIT` PostgreSQL takes.
+pub(super) fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+pub(super) fn pathway_tx(tx: &mut Tx<'_>, id: &str) -> Result<Option<PathwayRecord>, PgError> {
+    let row = tx.query_opt(pathway_select!("WHERE id = $1"), &[&id])?;
     Ok(row.as_ref().map(pathway_record).transpose()?)
 }
 
-fn attempts_tx(tx: &mut Tx<'_>, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
+pub(super) fn attempts_tx(tx: &mut Tx<'_>, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
     let rows = tx.query(
         "SELECT id, pathway_id, seq, previous_attempt, request, request_digest, binding, binding_digest,
                 status, owner, lease_until, outcome, created_at, updated_at
@@ -72,6 +117,60 @@ fn attempts_tx(tx: &mut Tx<'_>, pathway: &str) -> Result<Vec<AttemptRecord>, PgE
         .iter()
         .map(attempt_record)
         .collect::<Result<Vec<_>, _>>()?)
+}
+
+pub(super) fn unresolved_tx(
+    tx: &mut Tx<'_>,
+    after: Option<&str>,
+    n: usize,
+) -> Result<Vec<PathwayRecord>, PgError> {
+    let rows = tx.query(
+        pathway_select!(
+            "WHERE state NOT IN ('completed', 'denied', 'aborted') AND id > $1 ORDER BY id LIMIT $2"
+        ),
+        &[&after.unwrap_or(""), &limit(n)],
+    )?;
+    pathways(&rows)
+}
+
+pub(super) fn events_tx(
+    tx: &mut Tx<'_>,
+    pathway: &str,
+    after: i64,
+    n: usize,
+) -> Result<Vec<LedgerRow>, PgError> {
+    let rows = tx.query(
+        ledger_select!("WHERE pathway_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"),
+        &[&pathway, &after, &limit(n)],
+    )?;
+    Ok(ledger_rows(&rows))
+}
+
+pub(super) fn ledger_tx(tx: &mut Tx<'_>, after: i64, n: usize) -> Result<Vec<LedgerRow>, PgError> {
+    let rows = tx.query(
+        ledger_select!("WHERE seq > $1 ORDER BY seq LIMIT $2"),
+        &[&after, &limit(n)],
+    )?;
+    Ok(ledger_rows(&rows))
+}
+
+pub(super) fn ledger_head_tx(tx: &mut Tx<'_>) -> Result<Option<(i64, String)>, PgError> {
+    Ok(tx
+        .query_opt(
+            "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
+            &[],
+        )?
+        .map(|r| (r.get(0), r.get(1))))
+}
+
+pub(super) fn recorded_head_tx(tx: &mut Tx<'_>) -> Result<Option<(i64, String)>, PgError> {
+    let text: Option<String> = tx
+        .query_opt("SELECT value FROM meta WHERE key = 'ledger_head'", &[])?
+        .map(|r| r.get(0));
+    match text.as_deref() {
+        None | Some("") => Ok(None),
+        Some(t) => parse_head(t).map(Some),
+    }
 }
 
 impl PgBackend {
@@ -110,26 +209,12 @@ impl PgBackend {
     }
 
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.
-    // Same shape as `pathway_tx` and `attempts_tx`: one query, its rows mapped.
     pub fn list_unresolved(
         &self,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PathwayRecord>, PgError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(|tx| {
-            let rows = tx.query(
-                "SELECT id, idempotency_key, definition, request_digest, state, version, proposer,
-                        created_at, updated_at FROM pathways
-                 WHERE state NOT IN ('completed', 'denied', 'aborted') AND id > $1
-                 ORDER BY id LIMIT $2",
-                &[&after.unwrap_or(""), &limit],
-            )?;
-            Ok(rows
-                .iter()
-                .map(pathway_record)
-                .collect::<Result<Vec<_>, _>>()?)
-        })
+        self.read(|tx| unresolved_tx(tx, after, limit))
     }
 
     /// The pathway stored under an idempotency key: its id and definition digest.
@@ -146,67 +231,21 @@ impl PgBackend {
 
     /// One pathway's ledger events, oldest first.
     pub fn events(&self, pathway: &str) -> Result<Vec<LedgerRow>, PgError> {
-        self.read(|tx| {
-            let rows = tx.query(
-                "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger WHERE pathway_id = $1 ORDER BY seq",
-                &[&pathway],
-            )?;
-            Ok(rows
-                .iter()
-                .map(|r| LedgerRow {
-                    seq: r.get(0),
-                    pathway_id: r.get(1),
-                    event: r.get(2),
-                    prev_hash: r.get(3),
-                    hash: r.get(4),
-                })
-                .collect())
-        })
+        self.read(|tx| events_tx(tx, pathway, 0, usize::MAX))
     }
 
     /// A page of the global ledger with `seq > after`, in order.
     pub fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, PgError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(|tx| {
-            let rows = tx.query(
-                "SELECT seq, pathway_id, event, prev_hash, hash FROM ledger WHERE seq > $1 ORDER BY seq LIMIT $2",
-                &[&after, &limit],
-            )?;
-            Ok(rows
-                .iter()
-                .map(|r| LedgerRow {
-                    seq: r.get(0),
-                    pathway_id: r.get(1),
-                    event: r.get(2),
-                    prev_hash: r.get(3),
-                    hash: r.get(4),
-                })
-                .collect())
-        })
+        self.read(|tx| ledger_tx(tx, after, limit))
     }
 
     /// The newest event's position and hash, read from the chain itself.
     pub fn ledger_head(&self) -> Result<Option<(i64, String)>, PgError> {
-        self.read(|tx| {
-            Ok(tx
-                .query_opt(
-                    "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
-                    &[],
-                )?
-                .map(|r| (r.get(0), r.get(1))))
-        })
+        self.read(ledger_head_tx)
     }
 
     /// The head recorded in `meta.ledger_head` (`None` before the first event).
     pub fn recorded_head(&self) -> Result<Option<(i64, String)>, PgError> {
-        self.read(|tx| {
-            let text: Option<String> = tx
-                .query_opt("SELECT value FROM meta WHERE key = 'ledger_head'", &[])?
-                .map(|r| r.get(0));
-            match text.as_deref() {
-                None | Some("") => Ok(None),
-                Some(t) => parse_head(t).map(Some),
-            }
-        })
+        self.read(recorded_head_tx)
     }
 }

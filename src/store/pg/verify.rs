@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::ToSql;
 
 use super::check::{
     ALL_APPROVALS, ALL_ATTEMPTS, ALL_PATHWAYS, raw_approval, raw_attempt, raw_pathway,
@@ -58,8 +57,7 @@ pub(super) fn verify_tx(tx: &mut Tx<'_>, known_head: Option<&str>) -> Result<Rep
     let mut known_seen = known_head.is_none();
     let st =
         tx.statement("SELECT seq, pathway_id, prev_hash, hash, event FROM ledger ORDER BY seq")?;
-    let none: [&(dyn ToSql + Sync); 0] = [];
-    let mut rows = tx.inner.query_raw(&st, none)?;
+    let mut rows = tx.inner.query_raw(&st, &[])?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0);
         let pathway: &str = row.get(1);

@@ -6,7 +6,9 @@ use std::path::Path;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::{Connection, OpenFlags};
 
-use super::ReadStore;
+#[cfg(feature = "postgres")]
+use super::Source;
+use super::{ReadStore, on_postgres};
 use crate::store::{SCHEMA_VERSION, StoreError};
 
 fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
@@ -46,6 +48,9 @@ impl ReadStore {
     /// writers keep them); the second, when a writer that has just opened has not yet
     /// rebuilt the WAL index. See `docs/storage.md`, "The -wal and -shm files".
     pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        if crate::store::is_postgres_location(path) {
+            return Self::open_postgres(path);
+        }
         let mut pause = std::time::Duration::from_millis(2);
         let mut attempt = 1;
         loop {
@@ -58,6 +63,27 @@ impl ReadStore {
                 other => return other,
             }
         }
+    }
+
+    #[cfg(feature = "postgres")]
+    fn open_postgres(location: &Path) -> Result<Self, StoreError> {
+        let url = location.to_str().ok_or_else(|| {
+            StoreError::Unsupported("a PostgreSQL location that is not UTF-8".into())
+        })?;
+        Self::postgres_in(url, None)
+    }
+
+    /// A read-only store on the PostgreSQL database at `url`, in `schema` when given.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres_in(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        Ok(Self {
+            src: Source::Pg(Box::new(crate::store::pg::PgReader::open(url, schema)?)),
+        })
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn open_postgres(location: &Path) -> Result<Self, StoreError> {
+        Err(crate::store::postgres_unsupported(location))
     }
 
     fn open_read_only_once(path: &Path) -> Result<Self, StoreError> {
@@ -83,7 +109,7 @@ impl ReadStore {
         conn.pragma_update(None, "query_only", true)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.authorizer(Some(deny_writes))?;
-        let store = Self { conn };
+        let store = Self::from_sqlite(conn);
         let name = path.display().to_string();
         store
             .snapshot(|s| s.check_schema(&name))
@@ -116,19 +142,20 @@ impl ReadStore {
     where
         E: From<StoreError>,
     {
+        on_postgres!(self, pg => pg.snapshot(|| f(self)));
         self.begin_snapshot().map_err(E::from)?;
         let mut guard = SnapshotGuard {
-            conn: &self.conn,
+            conn: self.conn(),
             open: true,
         };
         let out = f(self);
         guard.open = false;
         if out.is_ok() {
-            self.conn
+            self.conn()
                 .execute_batch("RELEASE rpr_snapshot")
                 .map_err(|e| E::from(e.into()))?;
         } else {
-            end_snapshot_after_error(&self.conn);
+            end_snapshot_after_error(self.conn());
         }
         out
     }
@@ -140,7 +167,10 @@ impl ReadStore {
     /// authorizer is not asked about).
     #[must_use]
     pub fn would_refuse(&self, sql: &str) -> bool {
-        self.conn.prepare(sql).map_or(true, |stmt| !stmt.readonly())
+        on_postgres!(self, pg => pg.would_refuse(sql));
+        self.conn()
+            .prepare(sql)
+            .map_or(true, |stmt| !stmt.readonly())
     }
 
     /// Opens the `rpr_snapshot` savepoint and, outside any other transaction, takes the
@@ -148,17 +178,17 @@ impl ReadStore {
     /// answers `SQLITE_READONLY_RECOVERY`: a read-only connection cannot rebuild the WAL
     /// index, and a writer that has just opened the database rebuilds it in a moment.
     fn begin_snapshot(&self) -> Result<(), StoreError> {
-        let outermost = self.conn.is_autocommit();
+        let outermost = self.conn().is_autocommit();
         let mut pause = std::time::Duration::from_millis(2);
         let mut attempt = 1;
         loop {
-            self.conn.execute_batch("SAVEPOINT rpr_snapshot")?;
+            self.conn().execute_batch("SAVEPOINT rpr_snapshot")?;
             if !outermost {
                 return Ok(());
             }
             // Any read starts the read transaction, which fixes the snapshot.
             let taken = self
-                .conn
+                .conn()
                 .query_row("SELECT count(*) FROM sqlite_master", [], |r| {
                     r.get::<_, i64>(0)
                 })
@@ -166,7 +196,7 @@ impl ReadStore {
             match taken {
                 Ok(_) => return Ok(()),
                 Err(e) => {
-                    end_snapshot_after_error(&self.conn);
+                    end_snapshot_after_error(self.conn());
                     if attempt >= Self::OPEN_ATTEMPTS || !is_transient(&e) {
                         return Err(e);
                     }
@@ -180,7 +210,7 @@ impl ReadStore {
 
     pub(crate) fn check_schema(&self, name: &str) -> Result<(), StoreError> {
         let has_meta: bool = self
-            .conn
+            .conn()
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
                 [],

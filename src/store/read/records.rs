@@ -105,6 +105,34 @@ pub struct Status {
     pub ledger_head: Option<String>,
 }
 
+impl Status {
+    /// The status of a store with `per_state` pathways in each state (states absent from
+    /// it have none) and the ledger head `head`.
+    pub(crate) fn new(
+        schema_version: i64,
+        per_state: impl IntoIterator<Item = (String, i64)>,
+        head: Option<(i64, String)>,
+    ) -> Self {
+        let mut counts: BTreeMap<String, i64> = State::ALL
+            .iter()
+            .map(|s| (s.as_str().to_owned(), 0))
+            .collect();
+        counts.extend(per_state);
+        let unresolved = State::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| counts.get(s.as_str()).copied().unwrap_or(0))
+            .sum();
+        Self {
+            schema_version,
+            counts,
+            unresolved,
+            ledger_len: head.as_ref().map_or(0, |h| h.0),
+            ledger_head: head.map(|h| h.1),
+        }
+    }
+}
+
 pub(super) const PATHWAY_SELECT: &str = "SELECT id, idempotency_key, definition, request_digest, state, version, proposer, \
      created_at, updated_at FROM pathways";
 

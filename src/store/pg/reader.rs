@@ -1,0 +1,272 @@
+//! [`crate::store::ReadStore`] on PostgreSQL: the same reads, on a connection that can
+//! only read.
+//!
+//! The connection is opened with `default_transaction_read_only = on` and no migration
+//! ([`PgBackend::open_read_only`]); inspection connects through a role without write
+//! privileges as well (`.ci/postgres` makes `rpr_reader`), because a session may turn the
+//! setting off and no session can grant itself a privilege.
+//!
+//! A snapshot is a `REPEATABLE READ READ ONLY` transaction on the session; reads made
+//! while one is open see it, and each read outside one opens its own.
+
+use std::cell::Cell;
+
+use postgres::Row;
+
+use super::read::{
+    attempts_tx, events_tx, ledger_head_tx, ledger_tx, limit, pathway_select, pathway_tx, pathways,
+    recorded_head_tx, unresolved_tx,
+};
+use super::verify::verify_tx;
+use super::{PgBackend, PgError, Tx};
+use crate::ledger::Report;
+use crate::state::State;
+use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, PinRecord, Status, StoreError};
+
+/// The PostgreSQL side of a `ReadStore`.
+pub(crate) struct PgReader {
+    backend: PgBackend,
+    /// How many snapshots are open, nested; the outermost one owns the transaction.
+    depth: Cell<u32>,
+}
+
+/// One level of [`PgReader::snapshot`]: leaving it (even by a panic) closes the level, and
+/// the outermost level's transaction with it if it is still open.
+struct Level<'a> {
+    reader: &'a PgReader,
+    outermost: bool,
+    ended: bool,
+}
+
+impl Drop for Level<'_> {
+    fn drop(&mut self) {
+        self.reader.depth.set(self.reader.depth.get() - 1);
+        if self.outermost && !self.ended {
+            // Only read; nothing to undo, and the error that got here is the caller's.
+            let _ = self.reader.backend.end_snapshot(false);
+        }
+    }
+}
+
+impl PgReader {
+    pub(crate) fn open(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        Ok(Self {
+            backend: PgBackend::open_read_only(url, schema)?,
+            depth: Cell::new(0),
+        })
+    }
+
+    /// Runs `f` with one snapshot open (the enclosing one when nested).
+    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let outermost = self.depth.get() == 0;
+        if outermost {
+            self.backend
+                .begin_snapshot()
+                .map_err(|e| E::from(e.into()))?;
+        }
+        self.depth.set(self.depth.get() + 1);
+        let mut level = Level {
+            reader: self,
+            outermost,
+            ended: false,
+        };
+        let out = f();
+        if outermost {
+            level.ended = true;
+            let end = self.backend.end_snapshot(out.is_ok());
+            if let (Ok(_), Err(e)) = (&out, end) {
+                return Err(E::from(e.into()));
+            }
+        }
+        out
+    }
+
+    /// Runs the statements of `f` in one snapshot.
+    fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, StoreError> {
+        self.snapshot(|| self.backend.session(f).map_err(StoreError::from))
+    }
+
+    pub(crate) fn status(&self) -> Result<Status, StoreError> {
+        self.read(|tx| {
+            let per_state = tx
+                .query("SELECT state, count(*) FROM pathways GROUP BY state", &[])?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect::<Vec<_>>();
+            let version: String = tx
+                .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])?
+                .get(0);
+            let version = version
+                .parse()
+                .map_err(|_| StoreError::Corrupt("meta.schema_version is not an integer".into()))?;
+            Ok(Status::new(version, per_state, ledger_head_tx(tx)?))
+        })
+    }
+
+    pub(crate) fn ledger_head(&self) -> Result<Option<(i64, String)>, StoreError> {
+        self.read(ledger_head_tx)
+    }
+
+    pub(crate) fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
+        self.read(recorded_head_tx)
+    }
+
+    pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        self.read(|tx| pathway_tx(tx, id))
+    }
+
+    pub(crate) fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        self.read(|tx| attempts_tx(tx, pathway))
+    }
+
+    pub(crate) fn list_unresolved(
+        &self,
+        after: Option<&str>,
+        n: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        self.read(|tx| unresolved_tx(tx, after, n))
+    }
+
+    pub(crate) fn list_pathways(
+        &self,
+        after: Option<&str>,
+        n: usize,
+        state: Option<State>,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        let after = after.unwrap_or("");
+        self.read(|tx| {
+            let rows = match state {
+                Some(state) => tx.query(
+                    pathway_select!("WHERE state = $1 AND id > $2 ORDER BY id LIMIT $3"),
+                    &[&state.as_str(), &after, &limit(n)],
+                )?,
+                None => tx.query(
+                    pathway_select!("WHERE id > $1 ORDER BY id LIMIT $2"),
+                    &[&after, &limit(n)],
+                )?,
+            };
+            pathways(&rows)
+        })
+    }
+
+    pub(crate) fn open_with_request(
+        &self,
+        request_digest: &str,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        // Each open state by equality (`= ANY`), as on SQLite: the index
+        // `pathways_by_request (request_digest, state)` seeks them.
+        let open: Vec<&str> = State::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        self.read(|tx| {
+            let rows = tx.query(
+                pathway_select!("WHERE request_digest = $1 AND state = ANY($2) ORDER BY id"),
+                &[&request_digest, &open],
+            )?;
+            pathways(&rows)
+        })
+    }
+
+    pub(crate) fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError> {
+        self.read(|tx| {
+            let n: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM pathways WHERE request_digest = $1",
+                    &[&request_digest],
+                )?
+                .get(0);
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    pub(crate) fn events(
+        &self,
+        pathway: &str,
+        after: i64,
+        n: usize,
+    ) -> Result<Vec<LedgerRow>, StoreError> {
+        self.read(|tx| events_tx(tx, pathway, after, n))
+    }
+
+    pub(crate) fn ledger(&self, after: i64, n: usize) -> Result<Vec<LedgerRow>, StoreError> {
+        self.read(|tx| ledger_tx(tx, after, n))
+    }
+
+    pub(crate) fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
+        self.read(|tx| {
+            tx.query_opt(
+                "SELECT definition_digest FROM pathways WHERE id = $1",
+                &[&id],
+            )?
+            .map(|r| r.get(0))
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()).into())
+        })
+    }
+
+    pub(crate) fn pins(&self) -> Result<Vec<PinRecord>, StoreError> {
+        self.read(|tx| {
+            tx.query(PIN_SELECT_ALL, &[])?
+                .iter()
+                .map(|r| Ok(super::pins::pin_record(r)?))
+                .collect()
+        })
+    }
+
+    pub(crate) fn pin(&self, server: &str, tool: &str) -> Result<Option<PinRecord>, StoreError> {
+        self.read(|tx| {
+            let row: Option<Row> = tx.query_opt(PIN_SELECT_ONE, &[&server, &tool])?;
+            Ok(row.as_ref().map(super::pins::pin_record).transpose()?)
+        })
+    }
+
+    /// Each table as `TABLE name (column type, …)` and each index's definition, in the
+    /// store's schema, sorted.
+    pub(crate) fn schema(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|tx| {
+            Ok(tx
+                .query(SCHEMA_OBJECTS, &[])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect())
+        })
+    }
+
+    /// Whether `sql` fails on this connection. It is run inside a savepoint of a read-only
+    /// transaction, which is then rolled back: a write fails there before it changes
+    /// anything (and the role's missing privileges would stop it even if it did not).
+    pub(crate) fn would_refuse(&self, sql: &str) -> bool {
+        self.read(|tx| {
+            tx.inner.batch_execute("SAVEPOINT rpr_probe")?;
+            let ran = tx.inner.batch_execute(sql);
+            tx.inner
+                .batch_execute("ROLLBACK TO SAVEPOINT rpr_probe; RELEASE SAVEPOINT rpr_probe")?;
+            Ok(ran.is_err())
+        })
+        .unwrap_or(true)
+    }
+
+    /// `ledger::verify` on this connection, in one snapshot.
+    pub(crate) fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
+        self.read(|tx| verify_tx(tx, known_head))
+    }
+}
+
+const PIN_SELECT_ALL: &str = "SELECT server, tool, digest, binding, definition, pinned_by, pinned_at, \
+     seen_digest, seen_binding, seen_definition, seen_at FROM pins ORDER BY server, tool";
+
+const PIN_SELECT_ONE: &str = "SELECT server, tool, digest, binding, definition, pinned_by, pinned_at, \
+     seen_digest, seen_binding, seen_definition, seen_at FROM pins WHERE server = $1 AND tool = $2";
+
+const SCHEMA_OBJECTS: &str = "SELECT 'TABLE ' || c.relname || ' (' || string_agg(a.attname || ' ' \
+     || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END, \
+     ', ' ORDER BY a.attnum) || ')' AS sql \
+     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid \
+     WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' \
+       AND a.attnum > 0 AND NOT a.attisdropped GROUP BY c.relname \
+     UNION ALL SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() \
+     ORDER BY 1";
