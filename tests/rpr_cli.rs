@@ -278,13 +278,17 @@ fn copy_to_postgres_without_the_feature_says_the_build_lacks_it() {
     assert!(!dir.join("absent.db").exists());
 }
 
+/// Without the `postgres` feature a URL as `--database` is refused by both binaries, with
+/// an error that names what the build lacks and does not repeat the password; nothing is
+/// created under its name.
+#[cfg(not(feature = "postgres"))]
 #[test]
-fn a_postgres_url_as_database_is_refused_without_its_password() {
+fn a_postgres_url_as_database_needs_the_feature_and_its_password_is_not_repeated() {
     for command in ["status", "verify", "unresolved"] {
         let output = run([command, "--database", "postgres://u:secret@127.0.0.1:1/rpr"]);
         let out = text(&output);
-        assert_eq!(output.status.code(), Some(2), "{command}: {out}");
-        assert!(out.contains("takes a SQLite file"), "{command}: {out}");
+        assert_eq!(output.status.code(), Some(1), "{command}: {out}");
+        assert!(out.contains("no PostgreSQL support"), "{command}: {out}");
         assert!(!out.contains("secret"), "{command}: {out}");
     }
     let mcp = std::process::Command::new(env!("CARGO_BIN_EXE_rpr-mcp"))
@@ -293,7 +297,166 @@ fn a_postgres_url_as_database_is_refused_without_its_password() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&mcp.stderr);
-    assert_eq!(mcp.status.code(), Some(2), "{err}");
-    assert!(err.contains("takes a SQLite file"), "{err}");
+    assert_eq!(mcp.status.code(), Some(1), "{err}");
+    assert!(err.contains("no PostgreSQL support"), "{err}");
     assert!(!err.contains("secret") && mcp.stdout.is_empty(), "{err}");
+    assert!(!std::path::Path::new("postgres:").exists());
+}
+
+/// The commands on PostgreSQL (`--database postgres://…`, a schema of its own), the same
+/// story as on a file: `call` creates the store and stops at the Human Gate, a second call
+/// is lost after its effect; `status`, `unresolved` and `verify` read it; `approve` sends the
+/// gated call once and `reconcile` settles the lost one by readback, nothing re-sent. Through
+/// the read-only role the reads give the same answers and a step is refused, writing
+/// nothing. No output carries a password.
+#[cfg(feature = "postgres")]
+#[test]
+fn the_commands_run_on_postgres_and_the_read_only_role_only_reads() {
+    let owner_url = std::env::var("RPR_PG_URL").expect("RPR_PG_URL: eval \"$(bash .ci/postgres)\"");
+    let reader_url = std::env::var("RPR_PG_READER_URL").expect("RPR_PG_READER_URL");
+    let schema = format!("cli_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&owner_url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+        ))
+        .unwrap();
+    let db = format!("{owner_url}?options=-csearch_path%3D{schema}");
+    let read_only = format!("{reader_url}?options=-csearch_path%3D{schema}");
+    let dir = Scratch::new("cli-postgres");
+    let policy = dir.policy();
+    let printed = std::cell::RefCell::new(String::new());
+    let step = |args: &[&str], code: i32| -> String {
+        let output = run(args);
+        let out = text(&output);
+        assert_eq!(output.status.code(), Some(code), "{args:?}:\n{out}");
+        printed.borrow_mut().push_str(&out);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let as_json = |out: String| -> Value { serde_json::from_str(&out).unwrap() };
+
+    // Stopped at the Human Gate: nothing sent.
+    let config = dir.fault_config("none");
+    let gated = call_args(
+        &config,
+        &policy,
+        &db,
+        "put",
+        r#"{"key": "g", "value": "1"}"#,
+    );
+    let mut gated: Vec<&str> = gated[..gated.len() - 2].to_vec();
+    gated.extend(["--key", "gated"]);
+    step(&gated, 3);
+    // Lost: the server died after the effect, before its reply.
+    let crash = dir.fault_config("crash-after-effect");
+    let mut lost = call_args(&crash, &policy, &db, "put", r#"{"key": "l", "value": "2"}"#);
+    lost.extend(["--key", "lost"]);
+    step(&lost, 3);
+    assert_eq!(dir.effects(), 1);
+
+    let status = as_json(step(&["status", "--database", &db, "--json"], 0));
+    assert_eq!(status["counts"]["human_gate"], 1, "{status:#}");
+    assert_eq!(status["counts"]["write_status_unknown"], 1, "{status:#}");
+    assert_eq!(status["unresolved_count"], 2, "{status:#}");
+    let unresolved = as_json(step(&["unresolved", "--database", &db, "--json"], 0));
+    assert_eq!(unresolved["count"], 2, "{unresolved:#}");
+
+    // Through the read-only role: the same answers, and a step is refused.
+    let dump = |admin: &mut postgres::Client| -> Vec<String> {
+        ["pathways", "attempts", "approvals", "ledger", "meta"]
+            .iter()
+            .flat_map(|t| {
+                admin
+                    .query(
+                        &format!("SELECT t::text FROM {schema}.{t} t ORDER BY 1"),
+                        &[],
+                    )
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let before = dump(&mut admin);
+    assert_eq!(
+        as_json(step(&["status", "--database", &read_only, "--json"], 0)),
+        status
+    );
+    let verified = as_json(step(&["verify", "--database", &read_only, "--json"], 0));
+    assert_eq!(verified["verified"], true, "{verified:#}");
+    let refused = [
+        "approve",
+        "--config",
+        &config,
+        "--policy",
+        &policy,
+        "--database",
+        &read_only,
+        "--key",
+        "gated",
+        "--as",
+        "alice",
+    ];
+    let out = step(&refused, 1);
+    assert!(out.is_empty() || !out.contains("COMPLETED"), "{out}");
+    assert!(
+        printed.borrow().contains("read-only transaction"),
+        "{}",
+        printed.borrow()
+    );
+    assert_eq!(dump(&mut admin), before, "the read-only role wrote");
+    assert_eq!(dir.effects(), 1, "nothing sent through the read-only role");
+
+    // The owner approves (one send) and reconciles by readback (no send).
+    step(
+        &[
+            "approve",
+            "--config",
+            &config,
+            "--policy",
+            &policy,
+            "--database",
+            &db,
+            "--key",
+            "gated",
+            "--as",
+            "alice",
+        ],
+        0,
+    );
+    assert_eq!(dir.effects(), 2);
+    step(
+        &[
+            "reconcile",
+            "--config",
+            &config,
+            "--policy",
+            &policy,
+            "--database",
+            &db,
+            "--key",
+            "lost",
+        ],
+        0,
+    );
+    assert_eq!(dir.effects(), 2, "reconcile re-sent nothing");
+    let status = as_json(step(&["status", "--database", &read_only, "--json"], 0));
+    assert_eq!(status["counts"]["completed"], 2, "{status:#}");
+    assert_eq!(status["unresolved_count"], 0, "{status:#}");
+    let verified = as_json(step(&["verify", "--database", &db, "--json"], 0));
+    assert_eq!(verified["verified"], true, "{verified:#}");
+    assert_eq!(verified["problems"], Value::Array(vec![]), "{verified:#}");
+
+    let printed = printed.into_inner();
+    for password in ["rpr_owner_pw", "rpr_reader_pw"] {
+        assert!(
+            !printed.contains(password),
+            "a password was printed:\n{printed}"
+        );
+    }
+    assert!(printed.contains(":***@"), "{printed}");
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
 }

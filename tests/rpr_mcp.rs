@@ -265,13 +265,7 @@ fn not_an_rpr_database_exits_4() {
 #[test]
 fn newer_schema_exits_5() {
     let (_dir, db) = scripted_db();
-    rusqlite::Connection::open(&db)
-        .unwrap()
-        .execute(
-            "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
-            [],
-        )
-        .unwrap();
+    Sql::open(&db).batch("UPDATE meta SET value = '99' WHERE key = 'schema_version'");
     let (code, out, err) = run(&[os("--database"), db.as_os_str()]);
     assert_eq!(code, 5, "{err}");
     assert!(out.is_empty());
@@ -1085,16 +1079,22 @@ fn pages_follow_cursors_to_the_end() {
 #[test]
 fn evidence_reports_a_tampered_event() {
     let (_dir, db) = scripted_db();
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let (seq, event): (i64, String) = conn
-        .query_row("SELECT seq, event FROM ledger WHERE pathway_id = 'pw_000005' ORDER BY seq LIMIT 1 OFFSET 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap();
-    conn.execute(
-        "UPDATE ledger SET event = ?1 WHERE seq = ?2",
-        rusqlite::params![event.replace("decision_owner", "mallory"), seq],
-    )
+    let sql = Sql::open(&db);
+    let seq = sql.ints(
+        "SELECT seq FROM ledger WHERE pathway_id = 'pw_000005' ORDER BY seq LIMIT 1 OFFSET 1",
+    )[0]
     .unwrap();
-    drop(conn);
+    let event = sql.texts(&format!("SELECT event FROM ledger WHERE seq = {seq}"))[0].clone();
+    let tampered = event.replace("decision_owner", "mallory");
+    assert_ne!(tampered, event);
+    assert_eq!(
+        sql.execute(
+            "UPDATE ledger SET event = $1 WHERE seq = $2",
+            &[Arg::Text(&tampered), Arg::Int(seq)],
+        ),
+        1
+    );
+    drop(sql);
     let page = structured(&call(
         &db,
         "rpr.get_evidence",
@@ -1185,4 +1185,73 @@ fn large_records_are_paged_and_truncated_under_10_mib() {
         pages >= 3,
         "2 MiB events must be split over pages, got {pages}"
     );
+}
+
+/// On PostgreSQL (`RPR_TEST_BACKEND=postgres`) the server reads through the read-only role
+/// `rpr_reader`: every tool answers exactly as through the owner, nothing in the database
+/// changes, and neither password reaches stdout or stderr. A wrong password, and a schema
+/// without an rpr store, end it with a one-line error (exit 1 and 4) that does not repeat
+/// the password either.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_postgres_database_is_served_through_the_read_only_role() {
+    if !pg::on() {
+        return; // the SQLite run of this suite; `.ci/run` runs it again on PostgreSQL.
+    }
+    let (_dir, db) = scripted_db();
+    let owner = db.to_str().unwrap().to_owned();
+    let reader = PathBuf::from(pg::reader_location(&owner));
+    let before = db_dump(&db);
+    let mut input = init(0);
+    let tools = tools_list(&db)["tools"].as_array().unwrap().clone();
+    assert!(tools.len() >= 5, "{tools:?}");
+    for (i, args) in [
+        ("rpr.get_status", json!({})),
+        ("rpr.list_pathways", json!({"limit": 3})),
+        ("rpr.list_unresolved", json!({})),
+        ("rpr.get_pathway", json!({"pathway_id": "pw_000005"})),
+        ("rpr.get_evidence", json!({"pathway_id": "pw_000005"})),
+        ("rpr.get_pathway", json!({"pathway_id": "pw_nope"})),
+    ]
+    .iter()
+    .enumerate()
+    {
+        input += &call_line(i + 1, args.0, args.1.clone());
+    }
+    let through_owner = session(&db, input.as_bytes());
+    let through_reader = session(&reader, input.as_bytes());
+    assert_eq!(through_reader.lines.len(), 7, "{}", through_reader.stderr);
+    for line in &through_reader.lines[1..6] {
+        assert_eq!(line["result"]["isError"], false, "{line}");
+    }
+    assert_eq!(through_reader.lines, through_owner.lines);
+    assert_eq!(through_reader.status.code(), Some(0));
+    for out in [&through_owner, &through_reader] {
+        let all = format!("{}{}", String::from_utf8_lossy(&out.raw), out.stderr);
+        assert!(!all.contains("_pw@"), "a password was printed: {all}");
+    }
+    assert_eq!(db_dump(&db), before, "the database changed");
+
+    let wrong = reader
+        .to_str()
+        .unwrap()
+        .replace("rpr_reader_pw", "not-the-password");
+    let (code, out, err) = run(&[os("--database"), os(&wrong)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert_one_line_error(&err);
+    assert!(
+        err.contains("28P01") && !err.contains("not-the-password"),
+        "{err}"
+    );
+
+    let empty = pg::schema("mcp_empty");
+    let empty_location = pg::reader_location(&pg::location(&empty));
+    Sql::open(Path::new(&pg::location(&empty)))
+        .batch("DROP TABLE meta, rpr_migrations, ledger, approvals, attempts, pathways, pins");
+    let (code, out, err) = run(&[os("--database"), os(&empty_location)]);
+    assert_eq!(code, 4, "{err}");
+    assert!(out.is_empty());
+    assert_one_line_error(&err);
+    pg::drop_schema(&empty);
 }

@@ -161,7 +161,7 @@ pub enum StoreError {
     /// committed is unknown: a dispatch whose attempt record failed so sends nothing (if the
     /// record did commit, its lease lapses and the attempt is taken over as unknown).
     #[cfg(feature = "postgres")]
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", pg::error_text(.0))]
     Postgres(postgres::Error),
     /// What was asked needs something this build or this store does not have (a
     /// `postgres://` location without the `postgres` feature, say).

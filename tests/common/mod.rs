@@ -95,6 +95,21 @@ pub mod pg {
         format!("{url}{sep}options=-csearch_path%3D{schema}")
     }
 
+    /// `location` (from [`location`]) through the read-only role instead of the owner:
+    /// `RPR_PG_READER_URL` with the same `search_path`.
+    pub fn reader_location(location: &str) -> String {
+        let owner = url();
+        let reader = std::env::var("RPR_PG_READER_URL").unwrap_or_else(|_| {
+            panic!(
+                "RPR_PG_READER_URL is not set: start a server with `eval \"$(bash .ci/postgres)\"`"
+            )
+        });
+        let tail = location
+            .strip_prefix(&owner)
+            .unwrap_or_else(|| panic!("{location} is not a location under RPR_PG_URL"));
+        format!("{reader}{tail}")
+    }
+
     /// A new, migrated schema for one test database.
     #[cfg(feature = "postgres")]
     pub fn schema(tag: &str) -> String {

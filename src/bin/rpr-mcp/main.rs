@@ -37,10 +37,13 @@ const EXIT_OTHER: u8 = 1;
 const HELP: &str =
     "rpr-mcp: read-only MCP inspection server for an rpr database (MCP 2025-11-25 over stdio)
 
-Usage: rpr-mcp --database PATH
+Usage: rpr-mcp --database PATH|URL
 
 Options:
-  --database PATH  the rpr database file to inspect (required; opened read-only)
+  --database PATH  the rpr database file to inspect (required; opened read-only), or a
+                   postgres://user:password@host:port/db URL (builds with the `postgres`
+                   feature; connect as a role without write privileges, e.g. rpr_reader;
+                   the session is read-only too)
   -h, --help       print this help and exit
   -V, --version    print the version and exit
 
@@ -67,15 +70,6 @@ fn main() -> ExitCode {
         }
     };
     exit_cleanly_on_sigterm();
-    if path
-        .to_str()
-        .is_some_and(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
-    {
-        eprintln!(
-            "rpr-mcp: --database takes a SQLite file: inspecting a PostgreSQL database is not built yet; try --help"
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
     let store = match ReadStore::open_read_only(&path) {
         Ok(s) => s,
         Err(e) => {

@@ -448,7 +448,11 @@ impl ReadbackRule {
 /// Whether `path` names an existing database (every command but `call` needs one).
 pub(crate) fn existing_database(path: &str) -> Result<&Path, Failure> {
     let p = Path::new(path);
-    if p.is_file() {
+    if rpr::store::is_postgres_location(p) {
+        // An rpr store in that database (and, for the steps, migrated by `Runtime::open`).
+        rpr::store::ReadStore::open_read_only(p)?;
+        Ok(p)
+    } else if p.is_file() {
         // Only an rpr database: a command that needs one never creates or migrates one
         // (a 0-byte file would otherwise become an empty rpr database).
         rpr::store::ReadStore::open_read_only(p)?;

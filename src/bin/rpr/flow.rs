@@ -44,7 +44,14 @@ pub(crate) fn runtime_with(db: &Path, bounds: rpr::evidence::Bounds) -> Result<R
             _ => {}
         })
         .open()
-        .map_err(|e| format!("cannot open database {}: {e}", db.display()))?)
+        .map_err(|e| match e {
+            // It names the location already.
+            rpr::store::StoreError::Unsupported(_) => e.to_string(),
+            e => format!(
+                "cannot open database {}: {e}",
+                rpr::store::shown_location(db)
+            ),
+        })?)
 }
 
 pub(crate) fn short(v: &Value) -> String {
@@ -135,8 +142,11 @@ impl Live {
 pub(crate) struct Hint(Option<[String; 3]>);
 
 impl Hint {
+    /// The database is shown as [`rpr::store::shown_location`] shows it: a URL's password
+    /// is never printed.
     pub(crate) fn new(config: &str, policy: &str, database: &str) -> Self {
-        Self(Some([config, policy, database].map(str::to_owned)))
+        let database = rpr::store::shown_location(Path::new(database));
+        Self(Some([config, policy, &database].map(str::to_owned)))
     }
     /// `rpr VERB … --pathway ID TAIL`, with the config and policy when VERB needs them.
     pub(crate) fn command(&self, verb: &str, id: &str, tail: &str) -> Option<String> {

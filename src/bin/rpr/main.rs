@@ -164,32 +164,7 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
     dispatch(cli, json)
 }
 
-/// The commands keep their records in a SQLite file; a PostgreSQL database is opened through
-/// the library (`Runtime::open("postgres://…")`) and reached from here only by
-/// `copy-to-postgres --to`. A URL given as `--database` gets this error, never a file
-/// named after it, and its password is not repeated.
-fn refuse_postgres_database() -> Result<(), Failure> {
-    let mut args = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned());
-    while let Some(a) = args.next() {
-        let value = match a.strip_prefix("--database=") {
-            Some(v) => Some(v.to_owned()),
-            None if a == "--database" => args.next(),
-            None => None,
-        };
-        if value.is_some_and(|v| v.starts_with("postgres://") || v.starts_with("postgresql://")) {
-            return Err(Usage(
-                "--database takes a SQLite file: the rpr commands do not run on PostgreSQL yet (a host uses it through the library, Runtime::open(\"postgres://…\"); `rpr copy-to-postgres --to` moves a file there)".into(),
-            )
-            .into());
-        }
-    }
-    Ok(())
-}
-
 fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
-    refuse_postgres_database()?;
     match &cli.command {
         Command::Call(a) => commands::call(a),
         Command::Approve(a) => commands::approve(a),

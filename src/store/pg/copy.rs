@@ -101,6 +101,13 @@ pub fn copy_from_sqlite(
     schema: Option<&str>,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CopyReport, CopyError> {
+    if crate::store::is_postgres_location(source) {
+        return Err(StoreError::Unsupported(format!(
+            "{}: the source of a copy is a SQLite file, not a PostgreSQL location",
+            crate::store::shown_location(source)
+        ))
+        .into());
+    }
     let path = source.display().to_string();
     // The source is an rpr database (a read-only look first: nothing is created or locked).
     ReadStore::open_read_only(source)?;

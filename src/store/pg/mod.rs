@@ -94,7 +94,7 @@ pub enum PgError {
     /// whether the step was committed is unknown: a dispatch whose attempt record failed so
     /// must not send (if the record did commit, its lease lapses and the attempt is taken
     /// over as unknown, never resent).
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", error_text(.0))]
     Postgres(#[from] postgres::Error),
     /// The attempt's lease has not lapsed by the database's clock: it is not taken over.
     #[error(
@@ -160,6 +160,24 @@ impl PgError {
             Self::Postgres(e) => e.code(),
             _ => None,
         }
+    }
+}
+
+/// `e` with the server's own words when the server refused something (the `postgres`
+/// crate's `Display` says only "db error" then): severity, SQLSTATE, message and detail.
+#[must_use]
+pub fn error_text(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+            if let Some(detail) = db.detail() {
+                text.push_str(" (");
+                text.push_str(detail);
+                text.push(')');
+            }
+            text
+        }
+        None => e.to_string(),
     }
 }
 

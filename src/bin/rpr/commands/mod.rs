@@ -24,8 +24,9 @@ use crate::{Exit, Failure};
 /// `--database`: the pathway database.
 #[derive(Debug, Args)]
 pub(crate) struct Database {
-    /// The pathway database (SQLite). Only `call` creates one; the other commands need an
-    /// existing one.
+    /// The pathway database: a SQLite file, or a `postgres://user:password@host:port/db`
+    /// URL (builds with the `postgres` feature). Only `call` creates one; the other
+    /// commands need an existing one.
     #[arg(long, value_name = "DB")]
     database: String,
 }

@@ -98,7 +98,8 @@ fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
         let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
         println!(
             "    to admit it: repeat the same `rpr call` (same --key {key:?}, same --args); \
-             to refuse it: rpr deny --database {database} --pathway {} --as {decision_owner}",
+             to refuse it: rpr deny --database {} --pathway {} --as {decision_owner}",
+            rpr::store::shown_location(std::path::Path::new(database)),
             s.pathway_id
         );
     }
