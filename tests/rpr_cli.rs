@@ -37,7 +37,7 @@ fn help_lists_every_subcommand_and_documents_the_exit_statuses() {
     assert!(
         out.contains(
             "Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);\n\
-             1 error; 2 bad usage."
+             1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`)."
         ),
         "{out}"
     );
@@ -251,6 +251,32 @@ fn a_step_with_json_prints_how_it_ended_and_the_pathway_after_it() {
     );
     args.push("--json");
     assert_eq!(run(&args).status.code(), Some(2));
+}
+
+/// `rpr status | head -1`: when the reader of stdout has gone, a command ends with status 141
+/// (what a shell reports for SIGPIPE) and says nothing, instead of panicking.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly_instead_of_panicking() {
+    let dir = Scratch::new("cli-epipe");
+    let db = database(&dir);
+    for args in [
+        vec!["status", "--database", &db],
+        vec!["status", "--database", &db, "--json"],
+        vec!["unresolved", "--database", &db],
+        vec!["verify", "--database", &db, "--json"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = std::process::Command::new(host_support::rpr())
+            .args(&args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(141), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 /// Without the `postgres` feature `copy-to-postgres` exists (the same `--help` on every

@@ -71,7 +71,7 @@ pub(crate) fn copy_to_postgres(args: &CopyArgs, json: bool) -> Result<Exit, Fail
         Ok(report) => report,
         Err(e) => {
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
                         "copied": false,
@@ -86,7 +86,7 @@ pub(crate) fn copy_to_postgres(args: &CopyArgs, json: bool) -> Result<Exit, Fail
     if json {
         let mut doc = serde_json::to_value(&report)?;
         doc["copied"] = true.into();
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(Exit::Done);
     }
     let what = match report.outcome {
@@ -97,17 +97,21 @@ pub(crate) fn copy_to_postgres(args: &CopyArgs, json: bool) -> Result<Exit, Fail
         _ => "copied",
     };
     let r = &report.rows;
-    println!("{}: {what}: {}", report.source, report.target);
-    println!(
+    outln!("{}: {what}: {}", report.source, report.target);
+    outln!(
         "database {}: {} pathways, {} attempts, {} approvals, {} pins",
-        report.database_id, r.pathways, r.attempts, r.approvals, r.pins
+        report.database_id,
+        r.pathways,
+        r.attempts,
+        r.approvals,
+        r.pins
     );
-    println!(
+    outln!(
         "ledger: {} events, head {} (verified in the target)",
         report.events,
         report.head.as_deref().unwrap_or("-")
     );
-    println!(
+    outln!(
         "{} is marked moved: steps on it are refused; status and verify still read it",
         report.source
     );

@@ -23,12 +23,35 @@ pub(crate) fn json_out() -> bool {
 
 /// `println!` for the text a step command prints for people: on stderr under `--json`, where
 /// stdout carries the one JSON document.
+/// `println!` for the commands' output. When whoever reads stdout has gone (`rpr status |
+/// head -1`), the program ends at once with status 141, what a shell reports for a program
+/// ended by SIGPIPE, instead of panicking; any other write error ends it with status 1 and a
+/// message on stderr. A step cut short so is a crash like any other: its attempt record, if
+/// written, is recovered as unknown, never resent; a server it started dies with it.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_stdout_line(format_args!($($arg)*))
+    };
+}
+
+pub(crate) fn write_stdout_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("rpr: writing stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 macro_rules! say {
     ($($arg:tt)*) => {
         if crate::json_out() {
             eprintln!($($arg)*);
         } else {
-            println!($($arg)*);
+            outln!($($arg)*);
         }
     };
 }
@@ -64,7 +87,7 @@ impl std::error::Error for Usage {}
 
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);
-1 error; 2 bad usage.
+1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`).
 --args takes the tool's arguments as JSON text, as @FILE (read from a file), or as - (stdin).
 `call` asks at the terminal when a Human Gate needs a decision; without a terminal and
 without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";

@@ -49,7 +49,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     let hint = hint(Some(&args.files), &args.db);
     let p = match rt.propose(&proposer, definition)? {
         Proposal::New(p) => {
-            println!(
+            outln!(
                 "proposed by {proposer}: pathway {} ({} on {}, key {key:?})",
                 p.id(),
                 tool,
@@ -60,7 +60,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         // Left proposed by a host that stopped between propose and admit (a crash, a full
         // disk): nothing was ever sent, so the repeated call finishes the admission.
         Proposal::Existing(StoredPathway::Proposed(p)) => {
-            println!(
+            outln!(
                 "idempotency key {key:?} is pathway {}, left proposed (never admitted): admitting it now",
                 p.id()
             );
@@ -69,7 +69,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         Proposal::Existing(stored) => {
             let id = stored.id().to_owned();
             drop(stored);
-            println!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
+            outln!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
             return show_next(&rt, &id);
         }
         other => return Err(format!("unexpected proposal {other:?}").into()),
@@ -78,7 +78,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     let executor = p.definition().authority.execution_actor.clone();
     match p.admit(&rt, &decision_owner, &|_| live.plan.decision())? {
         Admission::Approved(p) => {
-            println!(
+            outln!(
                 "admitted by {decision_owner}: no Human Gate, because {}",
                 live.plan.why
             );
@@ -96,11 +96,11 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             }
         }
         Admission::Denied(p) => {
-            println!("pathway {} is DENIED by policy", p.id());
+            outln!("pathway {} is DENIED by policy", p.id());
             Ok(Exit::Denied)
         }
         Admission::AwaitingApproval(p) => {
-            println!(
+            outln!(
                 "pathway {} is AWAITING_APPROVAL: the policy holds it for the approval authority ({}); nothing was sent",
                 p.id(),
                 p.definition().authority.approval_authority

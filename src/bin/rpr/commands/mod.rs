@@ -316,7 +316,7 @@ pub(crate) fn print_step_json(
         Err(e) if result.is_ok() => doc["pathway_error"] = e.to_string().into(),
         Err(_) => {}
     }
-    println!("{}", serde_json::to_string_pretty(&doc)?);
+    outln!("{}", serde_json::to_string_pretty(&doc)?);
     Ok(())
 }
 

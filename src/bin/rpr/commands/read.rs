@@ -31,7 +31,7 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
         if matches!(stored, StoredPathway::Unknown(_)) && running.iter().any(|id| id == stored.id())
         {
             if !as_json {
-                println!(
+                outln!(
                     "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
                     stored.id()
                 );
@@ -67,7 +67,7 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
     if as_json {
         print_json(&json!({"recovered": recovered, "unresolved": listed, "count": count}))?;
     } else {
-        println!("{count} unresolved pathway(s)");
+        outln!("{count} unresolved pathway(s)");
     }
     Ok(Exit::Done)
 }
@@ -75,13 +75,13 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
 /// One unresolved pathway for people: what it is, and who must act next.
 fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
     let roles: Vec<&str> = s.next.roles.iter().map(|r| r.as_str()).collect();
-    println!(
+    outln!(
         "{}  {}  {}  key {key:?}",
         s.pathway_id,
         s.state,
         s.action.as_deref().unwrap_or("?")
     );
-    println!(
+    outln!(
         "    next: {} by {} ({}) — {}",
         s.next.action,
         if roles.is_empty() {
@@ -96,7 +96,7 @@ fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
         // Stopped between propose and admit: nothing was sent; `abort` is no edge
         // from `proposed`, so the way out is the admission, allowing or denying.
         let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
-        println!(
+        outln!(
             "    to admit it: repeat the same `rpr call` (same --key {key:?}, same --args); \
              to refuse it: rpr deny --database {} --pathway {} --as {decision_owner}",
             rpr::store::shown_location(std::path::Path::new(database)),
@@ -107,7 +107,7 @@ fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
 
 /// Prints one JSON document on stdout.
 fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -119,14 +119,14 @@ pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
         print_json(&status)?;
         return Ok(Exit::Done);
     }
-    println!("schema version {}", status.schema_version);
+    outln!("schema version {}", status.schema_version);
     let counts: Vec<String> = status
         .counts
         .iter()
         .filter(|(_, n)| **n > 0)
         .map(|(state, n)| format!("{state} {n}"))
         .collect();
-    println!(
+    outln!(
         "pathways: {} ({})",
         status.counts.values().sum::<i64>(),
         if counts.is_empty() {
@@ -135,8 +135,8 @@ pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
             counts.join(", ")
         }
     );
-    println!("{} unresolved pathway(s)", status.unresolved_count);
-    println!(
+    outln!("{} unresolved pathway(s)", status.unresolved_count);
+    outln!(
         "ledger: {} events, head {}",
         status.ledger_length,
         status.ledger_head.as_deref().unwrap_or("-")
@@ -156,21 +156,24 @@ pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> 
             "problems": report.problems,
         }))?;
     } else {
-        println!(
+        outln!(
             "ledger: {} events, head {}",
             report.events,
             report.head.as_deref().unwrap_or("-")
         );
         for p in &report.problems {
-            println!(
+            outln!(
                 "  problem {:?} at seq {:?} pathway {:?}: {}",
-                p.kind, p.seq, p.pathway, p.detail
+                p.kind,
+                p.seq,
+                p.pathway,
+                p.detail
             );
         }
     }
     if report.is_ok() {
         if !as_json {
-            println!("chain and states verified: true");
+            outln!("chain and states verified: true");
         }
         Ok(Exit::Done)
     } else {

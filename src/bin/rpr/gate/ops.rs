@@ -43,7 +43,7 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
             .map_err(|e| format!("cannot open database {}: {e}", args.database))?;
         let pin = rt.accept_pin(server, tool, digest, &Actor::new(actor))?;
         if json_out {
-            println!("{}", serde_json::to_string(&pin)?);
+            outln!("{}", serde_json::to_string(&pin)?);
         } else {
             say!(
                 "pinned `{tool}` of `{server}`: binding {} (by {actor}); the gate accepts calls to it again",
@@ -55,7 +55,7 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
     let store = rpr::store::ReadStore::open_read_only(db)?;
     let pins = store.pins()?;
     if json_out {
-        println!("{}", json!({ "pins": pins }));
+        outln!("{}", json!({ "pins": pins }));
         return Ok(Exit::Done);
     }
     for p in &pins {
