@@ -223,25 +223,23 @@ fn child_slow_owner() {
     say("RPR-RESULT", "returned");
 }
 
-/// Now by the database's clock (the one leases are written and judged by), ms.
-fn db_now(db: &std::path::Path) -> i64 {
+/// The in-flight attempt's lease and then now by the database's clock (the one leases are
+/// written and judged by), in ms, read one right after the other on one connection (a new
+/// connection between them takes longer than a lease on PostgreSQL: SCRAM in a debug build).
+fn in_flight_lease(db: &std::path::Path) -> Option<(i64, i64)> {
     let conn = Sql::open_read_only(db);
-    let now = if conn.is_postgres() {
+    let lease = conn
+        .ints("SELECT lease_until FROM attempts WHERE status = 'in_flight'")
+        .first()
+        .copied()
+        .flatten()?;
+    let now = conn.ints(if conn.is_postgres() {
         "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
     } else {
         "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-    };
-    conn.ints(now)[0].expect("a time")
-}
-
-fn in_flight_lease(db: &std::path::Path) -> Option<i64> {
-    ints(
-        db,
-        "SELECT lease_until FROM attempts WHERE status = 'in_flight'",
-    )
-    .first()
-    .copied()
-    .flatten()
+    })[0]
+        .expect("a time");
+    Some((lease, now))
 }
 
 #[test]
@@ -270,7 +268,7 @@ fn hole2_a_live_owner_past_its_first_lease_is_never_taken_over() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let first = first.expect("the child's attempt is in flight");
+    let (first, _) = first.expect("the child's attempt is in flight");
     // Six leases later, while the owner is still inside its executor.
     std::thread::sleep(Duration::from_millis(600));
     let rt = Runtime::open(dir.db()).unwrap();
@@ -287,11 +285,11 @@ fn hole2_a_live_owner_past_its_first_lease_is_never_taken_over() {
         ));
     }
     // The owner renews its lease while the call is in flight (by the database's clock).
-    let renewed = in_flight_lease(&dir.db()).unwrap();
+    let (renewed, now) = in_flight_lease(&dir.db()).unwrap();
     assert!(renewed > first, "lease renewed: {first} -> {renewed}");
     assert!(
-        renewed >= db_now(&dir.db()),
-        "the lease has not lapsed while its owner works"
+        renewed >= now,
+        "the lease has not lapsed while its owner works: {renewed} < {now}"
     );
     std::fs::write(&release, "go").unwrap();
     assert_eq!(child.expect("RPR-RESULT"), "returned");
