@@ -2,6 +2,7 @@
 //! (issue 8), one per hole, each named after it. Each failed on the code before the fix
 //! (a foreign handle dispatched, a live owner past its lease was taken over, a stopped
 //! reply was resent after a bare repair, edited rows passed `verify` and were sent).
+//! On either store (`RPR_TEST_BACKEND`): the same holes, the same hand edits.
 
 mod common;
 
@@ -145,7 +146,7 @@ fn hole1_approvals_and_reconciliations_from_another_database_are_refused() {
     assert!(foreign(r.error()), "{:?}", r.error());
     assert_eq!(dbs.dumps(), before, "B's gated pathway stays at the gate");
     assert_eq!(
-        dbs.b.reader().pathway(gate_a.id()).unwrap().unwrap().state,
+        dbs.b.pathway_record(gate_a.id()).unwrap().unwrap().state,
         State::HumanGate
     );
 
@@ -199,16 +200,20 @@ fn wait_for_release() {
     panic!("never released");
 }
 
-/// A child host with a 100 ms lease whose executor blocks until released.
+/// The slow owner's lease: 100 ms on SQLite; 400 ms on PostgreSQL, where the lease is the
+/// only sign of life (no same-host process check) and so must outlast the heartbeat's delays
+/// on a loaded machine (100 ms lapsed once in 6 runs at load 12 on 2 cores).
+fn owner_lease() -> Duration {
+    Duration::from_millis(if common::pg::on() { 400 } else { 100 })
+}
+
+/// A child host with a short lease ([`owner_lease`]) whose executor blocks until released.
 #[test]
 fn child_slow_owner() {
     let Ok(db) = std::env::var("RPR_AMO_DB") else {
         return;
     };
-    let rt = Runtime::builder(&db)
-        .lease(Duration::from_millis(100))
-        .open()
-        .unwrap();
+    let rt = Runtime::builder(&db).lease(owner_lease()).open().unwrap();
     let mut ex = CountingFile::new(env("RPR_AMO_ROOT").as_ref(), env("RPR_AMO_LOG").as_ref());
     ex.before_write = Some(wait_for_release);
     let StoredPathway::Approved(p) = rt.load(&env("RPR_AMO_PATHWAY")).unwrap() else {
@@ -222,26 +227,23 @@ fn child_slow_owner() {
     say("RPR-RESULT", "returned");
 }
 
-fn db_now(db: &std::path::Path) -> i64 {
-    rusqlite::Connection::open(db)
-        .unwrap()
-        .query_row(
-            "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap()
-}
-
-fn in_flight_lease(db: &std::path::Path) -> Option<i64> {
-    rusqlite::Connection::open(db)
-        .unwrap()
-        .query_row(
-            "SELECT lease_until FROM attempts WHERE status = 'in_flight'",
-            [],
-            |r| r.get(0),
-        )
-        .ok()
+/// The in-flight attempt's lease and then now by the database's clock (the one leases are
+/// written and judged by), in ms, read one right after the other on one connection (a new
+/// connection between them takes longer than a lease on PostgreSQL: SCRAM in a debug build).
+fn in_flight_lease(db: &std::path::Path) -> Option<(i64, i64)> {
+    let conn = Sql::open_read_only(db);
+    let lease = conn
+        .ints("SELECT lease_until FROM attempts WHERE status = 'in_flight'")
+        .first()
+        .copied()
+        .flatten()?;
+    let now = conn.ints(if conn.is_postgres() {
+        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    } else {
+        "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    })[0]
+        .expect("a time");
+    Some((lease, now))
 }
 
 #[test]
@@ -270,9 +272,9 @@ fn hole2_a_live_owner_past_its_first_lease_is_never_taken_over() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let first = first.expect("the child's attempt is in flight");
+    let (first, _) = first.expect("the child's attempt is in flight");
     // Six leases later, while the owner is still inside its executor.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(owner_lease() * 6);
     let rt = Runtime::open(dir.db()).unwrap();
     for _ in 0..3 {
         let loaded = rt.load(&id).unwrap();
@@ -287,11 +289,11 @@ fn hole2_a_live_owner_past_its_first_lease_is_never_taken_over() {
         ));
     }
     // The owner renews its lease while the call is in flight (by the database's clock).
-    let renewed = in_flight_lease(&dir.db()).unwrap();
+    let (renewed, now) = in_flight_lease(&dir.db()).unwrap();
     assert!(renewed > first, "lease renewed: {first} -> {renewed}");
     assert!(
-        renewed >= db_now(&dir.db()),
-        "the lease has not lapsed while its owner works"
+        renewed >= now,
+        "the lease has not lapsed while its owner works: {renewed} < {now}"
     );
     std::fs::write(&release, "go").unwrap();
     assert_eq!(child.expect("RPR-RESULT"), "returned");
@@ -370,9 +372,7 @@ fn hole3_a_partial_result_needs_a_not_applied_verdict_and_a_hand_edit_cannot_ski
     let id = p.id().to_owned();
     drop(p);
     // Someone with write access marks the partial attempt as failed (a settled status).
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
-    conn.execute("UPDATE attempts SET status = 'failed'", [])
-        .unwrap();
+    hand_edit(&dir.db(), "UPDATE attempts SET status = 'failed'");
     let before = db_dump(&dir.db());
     let e = rt.load(&id).unwrap_err();
     assert!(
@@ -381,8 +381,7 @@ fn hole3_a_partial_result_needs_a_not_applied_verdict_and_a_hand_edit_cannot_ski
     );
     assert!(!rt.verify(None).unwrap().is_ok());
     assert_eq!(db_dump(&dir.db()), before);
-    conn.execute("UPDATE attempts SET status = 'partial'", [])
-        .unwrap();
+    hand_edit(&dir.db(), "UPDATE attempts SET status = 'partial'");
     // The accountable way: the repair owner attests it not applied (after compensating).
     let StoredPathway::RepairUnsettled(p) = rt.load(&id).unwrap() else {
         panic!()
@@ -434,56 +433,70 @@ fn scripted_db(tag: &str) -> TempDir {
     dir
 }
 
-/// Whether `verify` passes on the file (a database that no longer opens as an rpr
-/// database does not pass).
+/// Whether `verify` passes on the database, opened read-only as inspection opens it (a
+/// database that no longer opens as an rpr database does not pass).
 fn verifies(db: &std::path::Path) -> bool {
     ReadStore::open_read_only(db)
         .and_then(|store| rpr::ledger::verify(&store, None))
         .is_ok_and(|r| r.is_ok())
 }
 
+/// [`verifies`] for many checks of one database: on PostgreSQL through one kept read-only
+/// connection (a new one costs a SCRAM handshake, about 0.1 s in a debug build: the byte
+/// flips would take a minute). The only edits that a new connection would find and a kept
+/// one does not are those that stop the database from opening (its schema version and
+/// identity), listed in [`HARMLESS`] either way.
+fn verifier(db: &std::path::Path) -> Box<dyn Fn() -> bool> {
+    if rpr::store::is_postgres_location(db) {
+        let store = ReadStore::open_read_only(db).unwrap();
+        return Box::new(move || rpr::ledger::verify(&store, None).is_ok_and(|r| r.is_ok()));
+    }
+    let db = db.to_owned();
+    Box::new(move || verifies(&db))
+}
+
 #[test]
 fn hole5_every_named_edit_is_caught_by_verify() {
+    // Rows are named by their ids (sequential, so in insertion order): SQL both stores run.
     let edits: &[(&str, &str)] = &[
         (
             "approvals.approver",
-            "UPDATE approvals SET approver = 'mallory' WHERE rowid = (SELECT min(rowid) FROM approvals)",
+            "UPDATE approvals SET approver = 'mallory' WHERE id = (SELECT min(id) FROM approvals)",
         ),
         (
             "the stored request in the definition",
-            "UPDATE pathways SET definition = replace(definition, '\"value\":\"v\"', '\"value\":\"w\"') WHERE rowid = 4",
+            "UPDATE pathways SET definition = replace(definition, '\"value\":\"v\"', '\"value\":\"w\"') WHERE idempotency_key = 's04'",
         ),
         (
             "attempts.request",
-            "UPDATE attempts SET request = replace(request, '\"value\":\"v\"', '\"value\":\"w\"') WHERE rowid = 1",
+            "UPDATE attempts SET request = replace(request, '\"value\":\"v\"', '\"value\":\"w\"') WHERE id = (SELECT min(id) FROM attempts)",
         ),
         (
             "attempts.outcome",
-            "UPDATE attempts SET outcome = '{\"ok\":false}' WHERE rowid = (SELECT min(rowid) FROM attempts WHERE outcome IS NOT NULL)",
+            "UPDATE attempts SET outcome = '{\"ok\":false}' WHERE id = (SELECT min(id) FROM attempts WHERE outcome IS NOT NULL)",
         ),
         (
             "pathways.request_digest",
-            "UPDATE pathways SET request_digest = (SELECT request_digest FROM pathways WHERE rowid = 2) WHERE rowid = 4",
+            "UPDATE pathways SET request_digest = (SELECT request_digest FROM pathways WHERE idempotency_key = 's02') WHERE idempotency_key = 's04'",
         ),
         (
             "a deleted attempt row",
-            "DELETE FROM attempts WHERE rowid = (SELECT max(rowid) FROM attempts)",
+            "DELETE FROM attempts WHERE id = (SELECT max(id) FROM attempts)",
         ),
         (
             "two swapped idempotency keys",
-            "UPDATE pathways SET idempotency_key = 'swap' WHERE rowid = 1;
-             UPDATE pathways SET idempotency_key = 's01' WHERE rowid = 2;
-             UPDATE pathways SET idempotency_key = 's02' WHERE rowid = 1",
+            "UPDATE pathways SET idempotency_key = 'swap' WHERE idempotency_key = 's01';
+             UPDATE pathways SET idempotency_key = 's01' WHERE idempotency_key = 's02';
+             UPDATE pathways SET idempotency_key = 's02' WHERE idempotency_key = 'swap'",
         ),
     ];
     for (what, sql) in edits {
         let dir = scripted_db("hole5-named");
-        let conn = rusqlite::Connection::open(dir.db()).unwrap();
-        let before = conn.total_changes();
-        let changed = conn.execute_batch(&format!("BEGIN; {sql}; COMMIT;"));
-        assert!(changed.is_ok(), "{what}: {changed:?}");
-        assert!(
-            conn.total_changes() > before,
+        let before = db_dump(&dir.db());
+        hand_edit(&dir.db(), &format!("BEGIN; {sql}; COMMIT;"));
+        assert_ne!(
+            db_dump(&dir.db()),
+            before,
             "{what}: the edit changed nothing"
         );
         assert!(!verifies(&dir.db()), "{what} passed verify");
@@ -493,18 +506,17 @@ fn hole5_every_named_edit_is_caught_by_verify() {
 #[test]
 fn hole5_a_rewritten_request_and_digest_are_never_sent() {
     let (dir, id) = admitted_file_pathway("hole5-send", "rewrite", "a.txt", "approved text");
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
     // Rewrite the stored request and its digest consistently, as the review did.
     let forged = rpr::canonical::sha256_hex(&json!({
         "action": rpr::executor::file::WRITE_FILE,
         "arguments": {"path": "a.txt", "content": "nobody approved this"}
     }))
     .unwrap();
-    conn.execute(
-        "UPDATE pathways SET definition = replace(definition, 'approved text', 'nobody approved this'), request_digest = ?1",
-        [&forged],
-    )
-    .unwrap();
+    let changed = Sql::open(&dir.db()).execute(
+        "UPDATE pathways SET definition = replace(definition, 'approved text', 'nobody approved this'), request_digest = $1",
+        &[Arg::Text(&forged)],
+    );
+    assert_eq!(changed, 1);
     let rt = Runtime::open(dir.db()).unwrap();
     let e = rt.load(&id).unwrap_err();
     assert!(
@@ -536,99 +548,168 @@ const HARMLESS: &[(&str, &str)] = &[
     ("meta", "key:database_id"),
 ];
 
-fn flipped(v: &rusqlite::types::Value) -> rusqlite::types::Value {
-    use rusqlite::types::Value as V;
+/// A cell's value (the stores' tables hold text and integers only: SQLite's are STRICT).
+#[derive(Clone, Debug, PartialEq)]
+enum Cell {
+    Int(i64),
+    Text(String),
+    Null,
+}
+
+fn flipped(v: &Cell) -> Cell {
     match v {
-        V::Integer(i) => V::Integer(i ^ 1),
-        V::Text(s) if s.is_empty() => V::Text("x".into()),
-        V::Text(s) => {
+        Cell::Int(i) => Cell::Int(i ^ 1),
+        Cell::Text(s) if s.is_empty() => Cell::Text("x".into()),
+        Cell::Text(s) => {
             let mut b = s.clone().into_bytes();
             let i = b.len() / 2;
             b[i] = if b[i] == b'a' { b'b' } else { b'a' };
-            V::Text(String::from_utf8_lossy(&b).into_owned())
+            Cell::Text(String::from_utf8_lossy(&b).into_owned())
         }
-        V::Null => V::Text("x".into()),
-        V::Real(r) => V::Real(r + 1.0),
-        V::Blob(b) => V::Blob(b.iter().map(|x| x ^ 1).collect()),
+        Cell::Null => Cell::Text("x".into()),
+    }
+}
+
+/// Each table's primary key (a row is named by it on both stores; SQLite's rowid is its
+/// own, and `ledger.seq` is it).
+const KEYS: &[(&str, &str)] = &[
+    ("meta", "key"),
+    ("pathways", "id"),
+    ("attempts", "id"),
+    ("approvals", "id"),
+    ("ledger", "seq"),
+];
+
+/// `(name, is an integer)` of every column of `table`, in order.
+fn columns(conn: &Sql, table: &str) -> Vec<(String, bool)> {
+    let sql = if conn.is_postgres() {
+        format!(
+            "SELECT column_name::text, data_type::text FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = '{table}' ORDER BY ordinal_position"
+        )
+    } else {
+        format!("SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid")
+    };
+    conn.text_pairs(&sql)
+        .into_iter()
+        .map(|(name, ty)| {
+            let int = matches!(ty.to_ascii_lowercase().as_str(), "integer" | "bigint");
+            (name, int)
+        })
+        .collect()
+}
+
+/// One cell, by its row's key.
+fn cell(conn: &Sql, table: &str, column: &str, key: &str, at: &Cell, int: bool) -> Cell {
+    let at = match at {
+        Cell::Int(i) => i.to_string(),
+        Cell::Text(t) => format!("'{}'", t.replace('\'', "''")),
+        Cell::Null => unreachable!("a key is never NULL"),
+    };
+    if int {
+        conn.ints(&format!("SELECT {column} FROM {table} WHERE {key} = {at}"))[0]
+            .map_or(Cell::Null, Cell::Int)
+    } else {
+        conn.texts(&format!(
+            "SELECT {column} FROM {table} WHERE {key} = {at} AND {column} IS NOT NULL"
+        ))
+        .pop()
+        .map_or(Cell::Null, Cell::Text)
+    }
+}
+
+fn arg(c: &Cell) -> Arg<'_> {
+    match c {
+        Cell::Int(i) => Arg::Int(*i),
+        Cell::Text(t) => Arg::Text(t),
+        Cell::Null => unreachable!("NULL is written as a literal"),
+    }
+}
+
+/// Sets one cell, by its row's key; the store's refusal (a constraint, a type) as text.
+fn set_cell(
+    conn: &Sql,
+    table: &str,
+    column: &str,
+    key: &str,
+    at: &Cell,
+    value: &Cell,
+) -> Result<u64, String> {
+    match value {
+        Cell::Null => conn.try_execute(
+            &format!("UPDATE {table} SET {column} = NULL WHERE {key} = $1"),
+            &[arg(at)],
+        ),
+        v => conn.try_execute(
+            &format!("UPDATE {table} SET {column} = $1 WHERE {key} = $2"),
+            &[arg(v), arg(at)],
+        ),
     }
 }
 
 #[test]
 fn hole5_a_byte_flip_in_any_column_of_any_table_is_caught_or_harmless() {
     let dir = scripted_db("hole5-flips");
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    let conn = Sql::open(&dir.db());
+    let verifies = verifier(&dir.db());
+    // Foreign keys hold on both stores (rusqlite's SQLite enforces them by default), so a
+    // flipped key that other rows name is refused alike.
+    if !conn.is_postgres() {
+        assert_eq!(conn.ints("PRAGMA foreign_keys"), [Some(1)]);
+    }
     let mut checked = 0;
     let mut harmless = 0;
-    for table in ["meta", "pathways", "attempts", "approvals", "ledger"] {
-        let columns: Vec<String> = conn
-            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let rowids: Vec<i64> = conn
-            .prepare(&format!("SELECT rowid FROM {table}"))
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        for column in &columns {
-            for rowid in &rowids {
-                let old: rusqlite::types::Value = conn
-                    .query_row(
-                        &format!("SELECT {column} FROM {table} WHERE rowid = ?1"),
-                        [rowid],
-                        |r| r.get(0),
-                    )
-                    .unwrap();
-                let key = if table == "meta" {
-                    let k: String = conn
-                        .query_row("SELECT key FROM meta WHERE rowid = ?1", [rowid], |r| {
-                            r.get(0)
-                        })
-                        .unwrap();
+    for &(table, key) in KEYS {
+        let columns = columns(&conn, table);
+        let key_is_int = columns.iter().any(|(c, int)| c == key && *int);
+        let rows: Vec<Cell> = if key_is_int {
+            conn.ints(&format!("SELECT {key} FROM {table} ORDER BY {key}"))
+                .into_iter()
+                .map(|k| Cell::Int(k.expect("a key")))
+                .collect()
+        } else {
+            conn.texts(&format!("SELECT {key} FROM {table} ORDER BY {key}"))
+                .into_iter()
+                .map(Cell::Text)
+                .collect()
+        };
+        assert!(!rows.is_empty(), "{table} has rows");
+        for (column, int) in &columns {
+            for row in &rows {
+                let old = cell(&conn, table, column, key, row, *int);
+                let name = if table == "meta" {
+                    let Cell::Text(k) = row else { unreachable!() };
                     format!("{column}:{k}")
                 } else {
                     column.clone()
                 };
                 let new = flipped(&old);
-                let set = conn.execute(
-                    &format!("UPDATE {table} SET {column} = ?1 WHERE rowid = ?2"),
-                    rusqlite::params![new, rowid],
-                );
-                if set.is_err() {
-                    // A constraint (NOT NULL, UNIQUE, STRICT type) refused the edit itself.
-                    continue;
+                match set_cell(&conn, table, column, key, row, &new) {
+                    // A constraint (NOT NULL, UNIQUE, the column's type) refused the edit.
+                    Err(_) => continue,
+                    Ok(n) => assert_eq!(n, 1, "{table}.{name} of row {row:?}"),
                 }
-                let caught = !verifies(&dir.db());
-                // `ledger.seq` is the rowid itself.
-                let now_at = match (&new, table, column.as_str()) {
-                    (rusqlite::types::Value::Integer(i), "ledger", "seq") => *i,
-                    _ => *rowid,
-                };
-                conn.execute(
-                    &format!("UPDATE {table} SET {column} = ?1 WHERE rowid = ?2"),
-                    rusqlite::params![old, now_at],
-                )
-                .unwrap();
+                let caught = !verifies();
+                // A flipped key names its row by the new value.
+                let now_at = if column == key { &new } else { row };
+                let restored = set_cell(&conn, table, column, key, now_at, &old);
+                assert_eq!(restored, Ok(1), "{table}.{name} of row {row:?} restored");
                 let listed = HARMLESS
                     .iter()
-                    .any(|(t, c)| *t == table && (*c == key || *c == column));
+                    .any(|(t, c)| *t == table && (*c == name || *c == column));
                 if listed {
                     harmless += 1;
                 } else {
                     assert!(
                         caught,
-                        "{table}.{key} of row {rowid} changed from {old:?} to {new:?} and verify passed"
+                        "{table}.{name} of row {row:?} changed from {old:?} to {new:?} and verify passed"
                     );
                     checked += 1;
                 }
             }
         }
     }
-    assert!(verifies(&dir.db()), "every flip was undone");
+    assert!(verifies(), "every flip was undone");
     // One flip per cell is enough for the text columns: each is covered by a sha256 in
     // the chain (or is the chain), so any changed byte changes the digest.
     assert!(
@@ -653,10 +734,7 @@ fn item6_a_row_edited_to_approved_after_an_unknown_is_not_loaded() {
     };
     let id = u.id().to_owned();
     drop(u);
-    rusqlite::Connection::open(dir.db())
-        .unwrap()
-        .execute("UPDATE pathways SET state = 'approved'", [])
-        .unwrap();
+    hand_edit(&dir.db(), "UPDATE pathways SET state = 'approved'");
     let e = rt.load(&id).unwrap_err();
     assert!(
         matches!(e, PathwayError::Store(StoreError::Unexplained { .. })),

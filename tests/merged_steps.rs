@@ -2,7 +2,7 @@
 //! admission in one commit, `Pathway<Bound>::dispatch_and_confirm` records a reply and
 //! its readback in one commit. Each must record exactly what the separate steps record,
 //! refuse what they refuse without writing anything, and never send twice.
-//! Their crash boundaries are in tests/crash.rs.
+//! Their crash boundaries are in tests/crash.rs. On either store (`RPR_TEST_BACKEND`).
 
 mod common;
 
@@ -18,8 +18,7 @@ use serde_json::{Value, json};
 /// (it differs by the number of clock readings) but checked separately where it matters,
 /// and so is the attempt's owner.
 fn events(rt: &rpr::Runtime) -> Vec<(String, Value, Value, Value, Value)> {
-    rt.reader()
-        .ledger(0, usize::MAX)
+    rt.ledger_rows(0, usize::MAX)
         .unwrap()
         .into_iter()
         .map(|row| {
@@ -40,8 +39,7 @@ fn events(rt: &rpr::Runtime) -> Vec<(String, Value, Value, Value, Value)> {
 }
 
 fn at_of(rt: &rpr::Runtime) -> Vec<i64> {
-    rt.reader()
-        .ledger(0, usize::MAX)
+    rt.ledger_rows(0, usize::MAX)
         .unwrap()
         .into_iter()
         .map(|row| {
@@ -110,7 +108,7 @@ fn propose_and_admit_records_what_propose_then_admit_records() {
             ats.windows(2).all(|w| w[0] == w[1]),
             "{state}: one step, one time: {ats:?}"
         );
-        let row = merged.reader().pathway("pw_000001").unwrap().unwrap();
+        let row = merged.pathway_record("pw_000001").unwrap().unwrap();
         assert_eq!(row.state, state);
         assert!(merged.verify(None).unwrap().is_ok(), "{state}");
         // What is stored loads as the stage the policy decided.
@@ -251,12 +249,12 @@ fn dispatch_and_confirm_records_the_reply_and_readback_of_dispatch_then_confirm_
         ats[n - 3],
         "the attempt record is its own, earlier step"
     );
-    let attempts = merged.reader().attempts(done.id()).unwrap();
+    let attempts = merged.attempt_records(done.id()).unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].status, AttemptStatus::Applied);
     assert_eq!(
         attempts[0].outcome,
-        separate.reader().attempts("pw_000001").unwrap()[0].outcome,
+        separate.attempt_records("pw_000001").unwrap()[0].outcome,
         "the reply is kept as the attempt's outcome"
     );
     assert!(merged.verify(None).unwrap().is_ok());
@@ -279,7 +277,7 @@ fn dispatch_and_confirm_leaves_an_unverified_effect_unknown_and_never_resends() 
             panic!("{seen}: a success reply without a verified effect is unknown")
         };
         assert_eq!(ex.0.executed, 1);
-        let attempts = rt.reader().attempts(u.id()).unwrap();
+        let attempts = rt.attempt_records(u.id()).unwrap();
         assert_eq!(attempts[0].status, AttemptStatus::Unknown, "{seen}");
         assert!(rt.verify(None).unwrap().is_ok(), "{seen}");
         // It comes back unknown: reconciliation, not a second send.
