@@ -2075,6 +2075,9 @@ impl World {
             } else {
                 "execution_actor"
             });
+            // A handle `propose_and_bind` made and never stored: its dispatch would store it,
+            // and finds the key stored by the other proposal first.
+            let unstored = !bound.is_stored();
             match bound.dispatch(&self.rt(rt), &by, &mut ex) {
                 Outcome::NotSent(n) => {
                     if matches!(
@@ -2082,6 +2085,8 @@ impl World {
                         PathwayError::Store(StoreError::Conflict { .. })
                     ) {
                         self.cover("stale dispatch refused while in flight");
+                    } else if unstored && matches!(n.error(), PathwayError::KeyTaken { .. }) {
+                        self.cover("stale unstored handle's key taken while in flight");
                     } else {
                         self.fail(format!(
                             "[inside execute] a stale dispatch of {} through {} was refused, but not as a conflict: {}",
