@@ -1043,6 +1043,59 @@ fn a_postgresql_snapshot_holds_one_view_nests_and_ends_on_error_and_panic() {
     assert_eq!(len(&store), 5);
 }
 
+/// `would_refuse` runs its statement on PostgreSQL (SQLite only prepares it), inside the
+/// caller's snapshot when one is open. A statement that ends that transaction (`COMMIT`,
+/// `ROLLBACK`, with or without `AND CHAIN`, or one that releases the probe's savepoint)
+/// ends the snapshot: its later reads fail instead of reading outside it, and the store
+/// reads again once the snapshot is over.
+#[test]
+fn a_probe_that_ends_the_transaction_fails_the_rest_of_the_snapshot_instead_of_leaving_it() {
+    let fresh = Fresh::new("probe_end");
+    let rt = fresh.runtime();
+    let store = fresh.reader();
+    let propose = |key: &str| {
+        let _ = rt
+            .propose(&actor("proposer"), definition(key, ActionClass::Mutating))
+            .unwrap();
+    };
+    propose("a");
+    for (n, probe) in [
+        "COMMIT",
+        "ROLLBACK",
+        "END",
+        "COMMIT AND CHAIN",
+        "ROLLBACK AND CHAIN",
+        "RELEASE SAVEPOINT rpr_probe",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let start = store.status().unwrap().ledger_len;
+        let (refused, nested, later) = store
+            .snapshot(|s| {
+                assert_eq!(s.status()?.ledger_len, start);
+                let refused = s.would_refuse(probe);
+                propose(&format!("p{n}"));
+                let nested = s.snapshot(ReadStore::status).map(|st| st.ledger_len);
+                Ok::<_, StoreError>((refused, nested, s.status().map(|st| st.ledger_len)))
+            })
+            .unwrap();
+        assert!(refused, "{probe}");
+        assert!(
+            later.is_err(),
+            "{probe}: read outside the snapshot: {later:?}"
+        );
+        assert!(
+            nested.is_err(),
+            "{probe}: read outside the snapshot: {nested:?}"
+        );
+        assert_eq!(store.status().unwrap().ledger_len, start + 1, "{probe}");
+        // Outside a snapshot the probe has its own, and the next read is fine.
+        assert!(store.would_refuse(probe), "{probe}");
+        assert_eq!(store.status().unwrap().ledger_len, start + 1, "{probe}");
+    }
+}
+
 #[test]
 fn runtime_reader_on_postgresql_reads_what_the_runtime_wrote_and_cannot_write() {
     let fresh = Fresh::new("rt_reader");

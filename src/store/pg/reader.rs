@@ -28,6 +28,9 @@ pub(crate) struct PgReader {
     backend: PgBackend,
     /// How many snapshots are open, nested; the outermost one owns the transaction.
     depth: Cell<u32>,
+    /// A probe ([`PgReader::would_refuse`]) ended the transaction of the snapshot open
+    /// around it: until that snapshot ends, its reads fail instead of reading outside it.
+    lost: Cell<bool>,
 }
 
 /// One level of [`PgReader::snapshot`]: leaving it (even by a panic) closes the level, and
@@ -41,6 +44,9 @@ struct Level<'a> {
 impl Drop for Level<'_> {
     fn drop(&mut self) {
         self.reader.depth.set(self.reader.depth.get() - 1);
+        if self.outermost {
+            self.reader.lost.set(false);
+        }
         if self.outermost && !self.ended {
             // Only read; nothing to undo, and the error that got here is the caller's.
             let _ = self.reader.backend.end_snapshot(false);
@@ -53,6 +59,7 @@ impl PgReader {
         Ok(Self {
             backend: PgBackend::open_read_only(url, schema)?,
             depth: Cell::new(0),
+            lost: Cell::new(false),
         })
     }
 
@@ -62,6 +69,11 @@ impl PgReader {
         E: From<StoreError>,
     {
         let outermost = self.depth.get() == 0;
+        if self.lost.get() {
+            return Err(E::from(StoreError::Unsupported(
+                "a statement run by ReadStore::would_refuse ended this read snapshot; end it and read in a new one".into(),
+            )));
+        }
         if outermost {
             self.backend
                 .begin_snapshot()
@@ -265,12 +277,22 @@ impl PgReader {
     /// It is run as one statement (the extended protocol; a string of several is refused,
     /// as SQLite's `prepare` refuses one): run as a batch, `COMMIT; BEGIN READ WRITE;
     /// INSERT …` ended the read-only transaction and wrote with a role that may write.
+    ///
+    /// A statement that ends the transaction (`COMMIT`, `ROLLBACK`, `RELEASE SAVEPOINT
+    /// rpr_probe`…) is refused; it ended the caller's snapshot too, if one was open, whose
+    /// later reads then fail (`lost`) instead of reading outside it.
     pub(crate) fn would_refuse(&self, sql: &str) -> bool {
+        let in_callers_snapshot = self.depth.get() > 0;
         self.read(|tx| {
             tx.inner.batch_execute("SAVEPOINT rpr_probe")?;
             let ran = tx.inner.execute(sql, &[]);
-            tx.inner
-                .batch_execute("ROLLBACK TO SAVEPOINT rpr_probe; RELEASE SAVEPOINT rpr_probe")?;
+            let back = tx
+                .inner
+                .batch_execute("ROLLBACK TO SAVEPOINT rpr_probe; RELEASE SAVEPOINT rpr_probe");
+            if back.is_err() {
+                self.lost.set(in_callers_snapshot);
+                return Ok(true);
+            }
             Ok(ran.is_err())
         })
         .unwrap_or(true)

@@ -170,7 +170,9 @@ impl ReadStore {
     /// fails before it changes anything; through a role without write privileges it fails
     /// on those too). A statement that writes nothing passes even if it takes a lock
     /// (`LOCK TABLE … IN EXCLUSIVE MODE` on a role that may take it), which the rollback
-    /// gives back at once.
+    /// gives back at once. One that ends the transaction (`COMMIT`, `ROLLBACK`) is refused,
+    /// and ends the [`ReadStore::snapshot`] it was called in, if any: that snapshot's later
+    /// reads fail (`StoreError::Unsupported`) instead of reading outside it.
     #[must_use]
     pub fn would_refuse(&self, sql: &str) -> bool {
         on_postgres!(self, pg => pg.would_refuse(sql));
