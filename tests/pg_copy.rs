@@ -140,40 +140,6 @@ fn pg_rows(schema: &Schema, db: &Path, table: &str, order: &str) -> Vec<Vec<Opti
         .collect()
 }
 
-/// A database made through the public API: a pathway in each reachable state (completed,
-/// failed, unknown, returned, approvals granted and used, held, denied, aborted, …) and a
-/// tool pin. Returns the runtime, still open.
-fn filled(dir: &TempDir) -> Runtime {
-    let rt = runtime(&dir.path().join("rpr.db"));
-    scripted_states(&rt);
-    // Approvals: one granted and used, one granted and waiting.
-    for (key, used) in [("gated-used", true), ("gated-waiting", false)] {
-        let Proposal::New(p) = propose_new(&rt, key).unwrap() else {
-            panic!()
-        };
-        let Admission::HumanGate(p) = p
-            .admit(&rt, &actor("decision_owner"), &|_| rpr::Decision::HumanGate)
-            .unwrap()
-        else {
-            panic!()
-        };
-        let approval = rt.grant_approval(&p, &actor("approval_authority")).unwrap();
-        if used {
-            p.approve(&rt, approval).unwrap();
-        }
-    }
-    let binding = Binding::new("server-a", json!({"server": "a", "tool": "write"})).unwrap();
-    rt.check_pin(
-        "a",
-        "write",
-        &binding,
-        &json!({"name": "write"}),
-        &actor("gate"),
-    )
-    .unwrap();
-    rt
-}
-
 /// The SQLite ledger's verified head, as `(events, hash)`.
 fn sqlite_head(db: &Path) -> (i64, Option<String>) {
     let store = ReadStore::open_read_only(db).unwrap();

@@ -1200,7 +1200,8 @@ fn a_postgres_database_is_served_through_the_read_only_role() {
     }
     let (_dir, db) = scripted_db();
     let owner = db.to_str().unwrap().to_owned();
-    let reader = PathBuf::from(pg::reader_location(&owner));
+    let schema = owner.rsplit("%3D").next().unwrap();
+    let reader = PathBuf::from(pg::reader_location(schema));
     let before = db_dump(&db);
     let mut input = init(0);
     let tools = tools_list(&db)["tools"].as_array().unwrap().clone();
@@ -1246,7 +1247,7 @@ fn a_postgres_database_is_served_through_the_read_only_role() {
     );
 
     let empty = pg::schema("mcp_empty");
-    let empty_location = pg::reader_location(&pg::location(&empty));
+    let empty_location = pg::reader_location(&empty);
     Sql::open(Path::new(&pg::location(&empty)))
         .batch("DROP TABLE meta, rpr_migrations, ledger, approvals, attempts, pathways, pins");
     let (code, out, err) = run(&[os("--database"), os(&empty_location)]);

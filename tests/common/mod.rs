@@ -90,24 +90,22 @@ pub mod pg {
 
     /// The location of the store in `schema`: the server's URL with `search_path` set to it.
     pub fn location(schema: &str) -> String {
-        let url = url();
-        let sep = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{sep}options=-csearch_path%3D{schema}")
+        in_schema(&url(), schema)
     }
 
-    /// `location` (from [`location`]) through the read-only role instead of the owner:
-    /// `RPR_PG_READER_URL` with the same `search_path`.
-    pub fn reader_location(location: &str) -> String {
-        let owner = url();
-        let reader = std::env::var("RPR_PG_READER_URL").unwrap_or_else(|_| {
+    /// As [`location`], through the read-only role (`RPR_PG_READER_URL`).
+    pub fn reader_location(schema: &str) -> String {
+        let url = std::env::var("RPR_PG_READER_URL").unwrap_or_else(|_| {
             panic!(
                 "RPR_PG_READER_URL is not set: start a server with `eval \"$(bash .ci/postgres)\"`"
             )
         });
-        let tail = location
-            .strip_prefix(&owner)
-            .unwrap_or_else(|| panic!("{location} is not a location under RPR_PG_URL"));
-        format!("{reader}{tail}")
+        in_schema(&url, schema)
+    }
+
+    fn in_schema(url: &str, schema: &str) -> String {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}options=-csearch_path%3D{schema}")
     }
 
     /// A new, migrated schema for one test database.
@@ -994,4 +992,43 @@ pub fn scripted_states(rt: &Runtime) {
     let _ = approved("s14", m)
         .abort(rt, &actor("residual_owner"), &json!({"left": "nothing"}))
         .unwrap();
+}
+
+/// A database made through the public API, in `dir`'s SQLite file whatever the backend under
+/// test: [`scripted_states`] (a pathway in each reachable state), two Human Gate pathways
+/// with a granted approval (`gated-used` approved with it, `gated-waiting` not yet) and a
+/// tool pin (`a`/`write`). Returns the runtime, still open. Deterministic ([`runtime`]).
+pub fn filled(dir: &TempDir) -> Runtime {
+    use rpr::{Admission, Proposal};
+    let rt = runtime(&dir.sqlite_db());
+    scripted_states(&rt);
+    // Approvals: one granted and used, one granted and waiting.
+    for (key, used) in [("gated-used", true), ("gated-waiting", false)] {
+        let Proposal::New(p) = rt
+            .propose(&actor("proposer"), definition(key, ActionClass::Mutating))
+            .unwrap()
+        else {
+            panic!()
+        };
+        let Admission::HumanGate(p) = p
+            .admit(&rt, &actor("decision_owner"), &|_| rpr::Decision::HumanGate)
+            .unwrap()
+        else {
+            panic!()
+        };
+        let approval = rt.grant_approval(&p, &actor("approval_authority")).unwrap();
+        if used {
+            p.approve(&rt, approval).unwrap();
+        }
+    }
+    let binding = Binding::new("server-a", json!({"server": "a", "tool": "write"})).unwrap();
+    rt.check_pin(
+        "a",
+        "write",
+        &binding,
+        &json!({"name": "write"}),
+        &actor("gate"),
+    )
+    .unwrap();
+    rt
 }

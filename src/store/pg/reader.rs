@@ -28,6 +28,9 @@ pub(crate) struct PgReader {
     backend: PgBackend,
     /// How many snapshots are open, nested; the outermost one owns the transaction.
     depth: Cell<u32>,
+    /// A probe ([`PgReader::would_refuse`]) ended the transaction of the snapshot open
+    /// around it: until that snapshot ends, its reads fail instead of reading outside it.
+    lost: Cell<bool>,
 }
 
 /// One level of [`PgReader::snapshot`]: leaving it (even by a panic) closes the level, and
@@ -41,6 +44,9 @@ struct Level<'a> {
 impl Drop for Level<'_> {
     fn drop(&mut self) {
         self.reader.depth.set(self.reader.depth.get() - 1);
+        if self.outermost {
+            self.reader.lost.set(false);
+        }
         if self.outermost && !self.ended {
             // Only read; nothing to undo, and the error that got here is the caller's.
             let _ = self.reader.backend.end_snapshot(false);
@@ -53,6 +59,7 @@ impl PgReader {
         Ok(Self {
             backend: PgBackend::open_read_only(url, schema)?,
             depth: Cell::new(0),
+            lost: Cell::new(false),
         })
     }
 
@@ -62,6 +69,11 @@ impl PgReader {
         E: From<StoreError>,
     {
         let outermost = self.depth.get() == 0;
+        if self.lost.get() {
+            return Err(E::from(StoreError::Unsupported(
+                "a statement run by ReadStore::would_refuse ended this read snapshot; end it and read in a new one".into(),
+            )));
+        }
         if outermost {
             self.backend
                 .begin_snapshot()
@@ -115,10 +127,16 @@ impl PgReader {
     }
 
     pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        if unstorable(id) {
+            return Ok(None);
+        }
         self.read(|tx| pathway_tx(tx, id))
     }
 
     pub(crate) fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        if unstorable(pathway) {
+            return Ok(Vec::new());
+        }
         self.read(|tx| attempts_tx(tx, pathway))
     }
 
@@ -127,6 +145,7 @@ impl PgReader {
         after: Option<&str>,
         n: usize,
     ) -> Result<Vec<PathwayRecord>, StoreError> {
+        let after = after.map(comparable);
         self.read(|tx| unresolved_tx(tx, after, n))
     }
 
@@ -136,7 +155,7 @@ impl PgReader {
         n: usize,
         state: Option<State>,
     ) -> Result<Vec<PathwayRecord>, StoreError> {
-        let after = after.unwrap_or("");
+        let after = comparable(after.unwrap_or(""));
         self.read(|tx| {
             let rows = match state {
                 Some(state) => tx.query(
@@ -156,6 +175,9 @@ impl PgReader {
         &self,
         request_digest: &str,
     ) -> Result<Vec<PathwayRecord>, StoreError> {
+        if unstorable(request_digest) {
+            return Ok(Vec::new());
+        }
         // Each open state by equality (`= ANY`), as on SQLite: the index
         // `pathways_by_request (request_digest, state)` seeks them.
         let open: Vec<&str> = State::ALL
@@ -173,6 +195,9 @@ impl PgReader {
     }
 
     pub(crate) fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError> {
+        if unstorable(request_digest) {
+            return Ok(0);
+        }
         self.read(|tx| {
             let n: i64 = tx
                 .query_one(
@@ -190,6 +215,9 @@ impl PgReader {
         after: i64,
         n: usize,
     ) -> Result<Vec<LedgerRow>, StoreError> {
+        if unstorable(pathway) {
+            return Ok(Vec::new());
+        }
         self.read(|tx| events_tx(tx, pathway, after, n))
     }
 
@@ -198,6 +226,9 @@ impl PgReader {
     }
 
     pub(crate) fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
+        if unstorable(id) {
+            return Err(StoreError::NoSuchPathway(id.to_owned()));
+        }
         self.read(|tx| {
             tx.query_opt(
                 "SELECT definition_digest FROM pathways WHERE id = $1",
@@ -218,6 +249,9 @@ impl PgReader {
     }
 
     pub(crate) fn pin(&self, server: &str, tool: &str) -> Result<Option<PinRecord>, StoreError> {
+        if unstorable(server) || unstorable(tool) {
+            return Ok(None);
+        }
         self.read(|tx| {
             let row: Option<Row> = tx.query_opt(PIN_SELECT_ONE, &[&server, &tool])?;
             Ok(row.as_ref().map(super::pins::pin_record).transpose()?)
@@ -239,12 +273,26 @@ impl PgReader {
     /// Whether `sql` fails on this connection. It is run inside a savepoint of a read-only
     /// transaction, which is then rolled back: a write fails there before it changes
     /// anything (and the role's missing privileges would stop it even if it did not).
+    ///
+    /// It is run as one statement (the extended protocol; a string of several is refused,
+    /// as SQLite's `prepare` refuses one): run as a batch, `COMMIT; BEGIN READ WRITE;
+    /// INSERT …` ended the read-only transaction and wrote with a role that may write.
+    ///
+    /// A statement that ends the transaction (`COMMIT`, `ROLLBACK`, `RELEASE SAVEPOINT
+    /// rpr_probe`…) is refused; it ended the caller's snapshot too, if one was open, whose
+    /// later reads then fail (`lost`) instead of reading outside it.
     pub(crate) fn would_refuse(&self, sql: &str) -> bool {
+        let in_callers_snapshot = self.depth.get() > 0;
         self.read(|tx| {
             tx.inner.batch_execute("SAVEPOINT rpr_probe")?;
-            let ran = tx.inner.batch_execute(sql);
-            tx.inner
-                .batch_execute("ROLLBACK TO SAVEPOINT rpr_probe; RELEASE SAVEPOINT rpr_probe")?;
+            let ran = tx.inner.execute(sql, &[]);
+            let back = tx
+                .inner
+                .batch_execute("ROLLBACK TO SAVEPOINT rpr_probe; RELEASE SAVEPOINT rpr_probe");
+            if back.is_err() {
+                self.lost.set(in_callers_snapshot);
+                return Ok(true);
+            }
             Ok(ran.is_err())
         })
         .unwrap_or(true)
@@ -254,6 +302,18 @@ impl PgReader {
     pub(crate) fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
         self.read(|tx| verify_tx(tx, known_head))
     }
+}
+
+/// Whether `key` holds a NUL byte, which no PostgreSQL text value holds: no row has it, so
+/// a lookup by it finds nothing (as on SQLite) instead of failing with 22021.
+fn unstorable(key: &str) -> bool {
+    key.contains('\0')
+}
+
+/// `after` for `id > after`, up to its first NUL byte: no stored id holds one, and an id
+/// (NUL-free) sorts after `p\0…` exactly when it sorts after `p`, as SQLite compares them.
+fn comparable(after: &str) -> &str {
+    after.split('\0').next().unwrap_or_default()
 }
 
 const PIN_SELECT_ALL: &str = "SELECT server, tool, digest, binding, definition, pinned_by, pinned_at, \

@@ -160,11 +160,19 @@ impl ReadStore {
         out
     }
 
-    /// Whether `sql` would be refused by the read-only guard (it is prepared, never run).
+    /// Whether `sql` would be refused by the read-only guard.
     ///
-    /// A statement is refused when the guard stops it from being prepared, or when
-    /// SQLite reports that it is not read-only (this catches `VACUUM`, which the
-    /// authorizer is not asked about).
+    /// On SQLite it is prepared, never run: a statement is refused when the guard stops it
+    /// from being prepared, or when SQLite reports that it is not read-only (this catches
+    /// `VACUUM`, which the authorizer is not asked about). On PostgreSQL it is run, as one
+    /// statement (a string of several is refused), inside a savepoint of the session's
+    /// read-only transaction that is then rolled back: refused when it fails there (a write
+    /// fails before it changes anything; through a role without write privileges it fails
+    /// on those too). A statement that writes nothing passes even if it takes a lock
+    /// (`LOCK TABLE … IN EXCLUSIVE MODE` on a role that may take it), which the rollback
+    /// gives back at once. One that ends the transaction (`COMMIT`, `ROLLBACK`) is refused,
+    /// and ends the [`ReadStore::snapshot`] it was called in, if any: that snapshot's later
+    /// reads fail (`StoreError::Unsupported`) instead of reading outside it.
     #[must_use]
     pub fn would_refuse(&self, sql: &str) -> bool {
         on_postgres!(self, pg => pg.would_refuse(sql));
