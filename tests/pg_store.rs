@@ -1122,6 +1122,11 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
 
     let mut holder = Client::connect(&url(), NoTls).unwrap();
     let holder_pid = backend_pid(&mut holder);
+    // Were a connection without the lock_timeout, the server ends the holder after 8 s and
+    // its step goes through: the test fails instead of waiting forever.
+    holder
+        .batch_execute("SET idle_in_transaction_session_timeout = '8s'")
+        .unwrap();
     let mut tx = holder.transaction().unwrap();
     tx.batch_execute(&format!(
         "SELECT 1 FROM {0}.pathways WHERE id IN ('{1}', '{2}') FOR UPDATE",
