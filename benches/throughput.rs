@@ -4,14 +4,17 @@
 //! ```sh
 //! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]
 //!                                   [--in-flight 1,4,16,64] [--form steps|bound|both]
-//! cargo bench --bench throughput --features postgres -- --store sqlite,postgres --postgres URL …
+//! cargo bench --bench throughput --features postgres -- --store sqlite,postgres:1,postgres --postgres URL …
 //! ```
 //!
 //! `--form bound` measures the other whole call the README shows: `propose_and_bind` then
 //! `dispatch_and_confirm` (the pathway stored with its attempt record, the reply with its
 //! readback: 2 durable steps). `--store postgres` runs the governed side on the PostgreSQL
 //! database at `--postgres URL` (default `$RPR_PG_URL`), each cell in a fresh schema, dropped
-//! after it; `--store sqlite,postgres` runs both in one run, side by side.
+//! after it; `--store sqlite,postgres` runs both in one run, side by side. `postgres:N` runs
+//! it with a pool of at most N connections (`RuntimeBuilder::pg_connections`; plain
+//! `postgres` is the default pool), so `--store sqlite,postgres:1,postgres` compares one
+//! connection with the pool.
 //!
 //! One *governed call* is the README's separate steps, each a durable step: `propose`,
 //! `admit` (allow), `bind`, `dispatch`, `confirm` by readback; the readback answers "applied"
@@ -110,14 +113,17 @@ impl Form {
 #[derive(Clone, PartialEq, Eq)]
 enum Store {
     Sqlite,
-    Postgres(String),
+    /// The URL and, when not the default, the most connections of the runtime's pool.
+    Postgres(String, Option<usize>),
 }
 
 impl Store {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> String {
         match self {
-            Self::Sqlite => "SQLite",
-            Self::Postgres(_) => "PostgreSQL",
+            Self::Sqlite => "SQLite".into(),
+            Self::Postgres(_, None) => "PostgreSQL (default pool)".into(),
+            Self::Postgres(_, Some(1)) => "PostgreSQL (1 connection)".into(),
+            Self::Postgres(_, Some(n)) => format!("PostgreSQL ({n} connections)"),
         }
     }
 }
@@ -233,7 +239,7 @@ fn options() -> Result<Options, String> {
             "--store" => store_names = value()?.split(',').map(|s| s.trim().to_owned()).collect(),
             "--postgres" => url = Some(value()?),
             "--help" | "-h" => {
-                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64] [--form steps|bound|both] [--store sqlite,postgres] [--postgres URL]".into());
+                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64] [--form steps|bound|both] [--store sqlite,postgres,postgres:N] [--postgres URL]".into());
             }
             other => return Err(format!("unexpected argument {other}")),
         }
@@ -243,18 +249,32 @@ fn options() -> Result<Options, String> {
     }
     o.stores = Vec::new();
     for name in store_names {
+        let (name, connections) = match name.split_once(':') {
+            Some((n, c)) => (
+                n.to_owned(),
+                Some(c.parse().map_err(|_| {
+                    format!("--store {name}: postgres:N takes a number of connections")
+                })?),
+            ),
+            None => (name, None),
+        };
         o.stores.push(match name.as_str() {
             "sqlite" => Store::Sqlite,
             "postgres" if cfg!(feature = "postgres") => Store::Postgres(
                 url.clone()
                     .ok_or("--store postgres needs --postgres URL (or RPR_PG_URL)")?,
+                connections,
             ),
             "postgres" => {
                 return Err(
                     "--store postgres needs the bench built with --features postgres".into(),
                 );
             }
-            other => return Err(format!("--store takes sqlite and/or postgres, not {other}")),
+            other => {
+                return Err(format!(
+                    "--store takes sqlite, postgres and/or postgres:N, not {other}"
+                ));
+            }
         });
     }
     Ok(o)
@@ -310,13 +330,17 @@ struct Fresh {
 
 impl Fresh {
     fn new(store: &Store, dir: &Path, threads: usize, form: Form) -> Self {
-        let tag = format!("{}_{threads}_{}", std::process::id(), form.name());
+        let pool = match store {
+            Store::Postgres(_, Some(n)) => format!("_c{n}"),
+            _ => String::new(),
+        };
+        let tag = format!("{}_{threads}_{}{pool}", std::process::id(), form.name());
         let location = match store {
             Store::Sqlite => dir
                 .join(format!("rpr-throughput-{tag}.db"))
                 .display()
                 .to_string(),
-            Store::Postgres(url) => url.clone(),
+            Store::Postgres(url, _) => url.clone(),
         };
         let fresh = Self {
             store: store.clone(),
@@ -330,7 +354,13 @@ impl Fresh {
     fn open(&self) -> Runtime {
         match self.store {
             Store::Sqlite => Runtime::open(&self.location),
-            Store::Postgres(_) => Runtime::builder(&self.location).schema(&self.schema).open(),
+            Store::Postgres(_, None) => {
+                Runtime::builder(&self.location).schema(&self.schema).open()
+            }
+            Store::Postgres(_, Some(n)) => Runtime::builder(&self.location)
+                .schema(&self.schema)
+                .pg_connections(n)
+                .open(),
         }
         .expect("open the database")
     }
@@ -343,14 +373,14 @@ impl Fresh {
                 }
             }
             #[cfg(feature = "postgres")]
-            Store::Postgres(url) => {
+            Store::Postgres(url, _) => {
                 if let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls) {
                     let _ =
                         c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
                 }
             }
             #[cfg(not(feature = "postgres"))]
-            Store::Postgres(_) => {}
+            Store::Postgres(..) => {}
         }
     }
 }
@@ -539,7 +569,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL); PostgreSQL one transaction per step on the runtime's one connection, each cell in a fresh schema.",
+        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL); PostgreSQL one transaction per step on a connection of the runtime's pool, each cell in a fresh schema.",
         o.dir.display()
     );
     ExitCode::SUCCESS

@@ -1154,3 +1154,56 @@ fn runtime_reader_on_postgresql_reads_what_the_runtime_wrote_and_cannot_write() 
         status.ledger_length + 1
     );
 }
+
+/// A snapshot's connection ended by the server (an administrator, a failover, a cut
+/// network) while the snapshot is open: its later reads fail, never read outside it on the
+/// connection the store opens in its place, and once it ends the store reads again.
+#[test]
+fn a_snapshot_whose_connection_is_lost_fails_its_later_reads_instead_of_reading_outside_it() {
+    let fresh = Fresh::new("snapshot_lost");
+    let rt = fresh.runtime();
+    let name = format!("rpr_lost_{}", std::process::id());
+    // Through the owner role (still a read-only session): the test ends it as that role.
+    let location = format!("{}&application_name={name}", pg::location(&fresh.schema));
+    let store = ReadStore::open_read_only(Path::new(&location)).unwrap();
+    let propose = |key: &str| {
+        rt.propose(&actor("proposer"), definition(key, ActionClass::Mutating))
+            .unwrap()
+            .into_new()
+            .unwrap();
+    };
+    propose("a");
+    let mut admin = Client::connect(&env("RPR_PG_URL"), NoTls).unwrap();
+    let seen = std::cell::RefCell::new(None);
+    let inside = store.snapshot(|s| {
+        let before = s.status()?.ledger_len;
+        propose("b");
+        let ended = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                &[&name],
+            )
+            .unwrap()
+            .get::<_, i64>(0);
+        assert_eq!(ended, 1, "the snapshot's session was found and ended");
+        // The next read fails (the connection is gone); the one after must not read the
+        // new commit on a replacement connection as if it were this snapshot.
+        let first = s.status().map(|st| st.ledger_len);
+        let second = s.status().map(|st| st.ledger_len);
+        seen.replace(Some((before, first, second)));
+        Ok::<_, StoreError>(())
+    });
+    assert!(inside.is_err(), "the lost snapshot could not end well");
+    let (before, first, second) = seen.take().unwrap();
+    assert_eq!(before, 1);
+    assert!(first.is_err(), "read on a lost connection: {first:?}");
+    assert!(
+        second.is_err(),
+        "a later read of the lost snapshot read outside it: {second:?}"
+    );
+    assert_eq!(
+        store.status().unwrap().ledger_len,
+        2,
+        "a new snapshot reads again"
+    );
+}

@@ -1093,3 +1093,124 @@ fn ledger_append_rate_with_1_and_8_connections() {
         eprintln!("pg ledger rate: {line}");
     }
 }
+
+/// The backend pid of `client`'s session.
+fn backend_pid(client: &mut Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// One `PgBackend` with a pool of 3: two steps on two pathways whose rows another session
+/// holds both wait **in the database at once** (two connections of the one backend, each
+/// blocked by the holder), a read meanwhile takes the third, and both steps give up after
+/// the `lock_timeout` set before those connections were opened: it applies to every
+/// connection of the pool. Only one connection was opened until steps overlapped.
+#[test]
+fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_each_connection() {
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let mut s = Schema::new("pool_overlap");
+    let b = s.open().connections(3);
+    b.set_lock_timeout(Duration::from_millis(1500)).unwrap();
+    let (one, two) = (propose(&b, "x"), propose(&b, "y"));
+    assert_eq!(
+        b.open_connections(),
+        1,
+        "opened lazily: one thread, one connection"
+    );
+
+    let mut holder = Client::connect(&url(), NoTls).unwrap();
+    let holder_pid = backend_pid(&mut holder);
+    // Were a connection without the lock_timeout, the server ends the holder after 8 s and
+    // its step goes through: the test fails instead of waiting forever.
+    holder
+        .batch_execute("SET idle_in_transaction_session_timeout = '8s'")
+        .unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute(&format!(
+        "SELECT 1 FROM {0}.pathways WHERE id IN ('{1}', '{2}') FOR UPDATE",
+        s.name, one.id, two.id
+    ))
+    .unwrap();
+    let results: Vec<Result<i64, PgError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = [&one, &two]
+            .into_iter()
+            .enumerate()
+            .map(|(i, pw)| {
+                let b = &b;
+                scope.spawn(move || {
+                    b.apply(start_step(
+                        pw,
+                        &format!("at_{i}"),
+                        1,
+                        None,
+                        "host",
+                        60_000,
+                        wall_ms(),
+                    ))
+                })
+            })
+            .collect();
+        // Both steps wait on the holder's row locks at the same time.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut waiting = 0;
+        while waiting < 2 && Instant::now() < deadline {
+            waiting = s.count(&format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE {holder_pid} = ANY(pg_blocking_pids(pid))"
+            ));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(waiting, 2, "two connections of one backend blocked at once");
+        // A third connection serves a read meanwhile.
+        assert!(b.now_ms().is_ok());
+        assert_eq!(b.open_connections(), 3);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in results {
+        let err = r.unwrap_err();
+        assert_eq!(
+            err.sql_state(),
+            Some(&SqlState::LOCK_NOT_AVAILABLE),
+            "each connection waited its lock_timeout: {err:?}"
+        );
+    }
+    tx.rollback().unwrap();
+    assert_eq!(b.attempts(&one.id).unwrap().len(), 0, "nothing written");
+    assert_eq!(b.attempts(&two.id).unwrap().len(), 0, "nothing written");
+    assert_eq!(b.open_connections(), 3, "healthy connections are kept");
+    assert_verifies(&b);
+}
+
+/// A pooled connection that the server ends (`pg_terminate_backend`, as a failover or an
+/// administrator would) is not given back: at most the one step that was using it fails,
+/// with a connection error; the next step opens a new connection and goes through.
+#[test]
+fn a_connection_the_server_ended_is_replaced_not_reused() {
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let mut s = Schema::new("pool_broken");
+    let app = format!("rpr_pool_broken_{}", wall_ms());
+    let b = PgBackend::open_in_schema(&format!("{}?application_name={app}", url()), &s.name)
+        .unwrap()
+        .connections(1);
+    for round in 0..3 {
+        let ended = s.count(&format!(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{app}'"
+        ));
+        assert_eq!(ended, 1, "round {round}: the pool's one connection");
+        // Give the client a moment to see the end (or not: either way at most one failure).
+        std::thread::sleep(Duration::from_millis(50));
+        if let Err(e) = b.now_ms() {
+            let PgError::Postgres(pg) = &e else {
+                panic!("round {round}: {e:?}")
+            };
+            assert!(
+                pg.is_closed() || pg.as_db_error().is_some_and(|d| d.severity() == "FATAL"),
+                "round {round}: a connection error: {e:?}"
+            );
+        }
+        whole_call(&b, &format!("k{round}"));
+        assert_eq!(b.open_connections(), 1);
+    }
+    assert_verifies(&b);
+}

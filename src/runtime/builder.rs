@@ -101,6 +101,7 @@ pub struct RuntimeBuilder {
     bounds: Bounds,
     read_durability: crate::store::ReadDurability,
     schema: Option<String>,
+    pg_connections: Option<usize>,
 }
 
 /// How long a step waits for another connection's write lock by default (10 s): see
@@ -130,6 +131,7 @@ impl RuntimeBuilder {
             bounds: Bounds::DEFAULT,
             read_durability: crate::store::ReadDurability::Synced,
             schema: None,
+            pg_connections: None,
         }
     }
 
@@ -142,10 +144,30 @@ impl RuntimeBuilder {
         self
     }
 
+    /// For a `postgres://` location: at most `n` connections to the database (at least 1;
+    /// default 4, `rpr::store::pg::DEFAULT_CONNECTIONS`), so that steps of this runtime on different
+    /// pathways (from different threads) run in the database at the same time; steps on one
+    /// pathway still run one after the other. The first connection is opened by
+    /// [`RuntimeBuilder::open`] (a wrong location fails there); the others only when steps
+    /// overlap, so a runtime driven by one thread holds one. With `1`, the runtime's steps
+    /// take turns on one connection. The lease heartbeat renews on a connection of the same
+    /// pool, ahead of waiting steps. Ignored for a SQLite file (its steps share a group
+    /// commit on one connection).
+    #[must_use]
+    pub fn pg_connections(mut self, n: usize) -> Self {
+        self.pg_connections = Some(n.max(1));
+        self
+    }
+
     #[cfg(feature = "postgres")]
     fn postgres(&self) -> Result<Store, StoreError> {
         let url = self.path.to_str().unwrap_or_default();
-        Store::postgres(url, self.schema.as_deref(), self.busy_timeout)
+        Store::postgres(
+            url,
+            self.schema.as_deref(),
+            self.busy_timeout,
+            self.pg_connections,
+        )
     }
 
     #[cfg(not(feature = "postgres"))]

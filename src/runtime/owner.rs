@@ -42,8 +42,8 @@ pub(super) fn in_flight_here(database: &str, attempt: &str, runtime: &str) -> bo
         .contains(&(database.to_owned(), attempt.to_owned(), runtime.to_owned()))
 }
 
-/// The lease renewer: one thread per runtime (started at its first dispatch, with its own
-/// connection), renewing the leases of this runtime's in-flight attempts every third of
+/// The lease renewer: one thread per runtime (started at its first dispatch; on SQLite with
+/// its own connection, on PostgreSQL on the runtime's pool, ahead of waiting steps), renewing the leases of this runtime's in-flight attempts every third of
 /// the lease, by the database's clock, independent of any executor timeout.
 #[derive(Debug)]
 pub(super) struct Heartbeat {
@@ -145,7 +145,8 @@ impl Drop for Heartbeat {
 #[derive(Debug)]
 pub(super) enum Renewal {
     Sqlite(PathBuf),
-    /// The runtime's own connection, shared.
+    /// The runtime's own connections, shared: each renewal takes the next free one of the
+    /// pool ahead of any waiting step (`PgBackend::renew_leases`).
     #[cfg(feature = "postgres")]
     Pg(Arc<crate::store::pg::PgBackend>),
 }

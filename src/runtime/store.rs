@@ -24,11 +24,12 @@ pub(crate) enum Store {
         backend: Box<ReentrantMutex<SqliteBackend>>,
         batcher: Batcher,
     },
-    /// One PostgreSQL connection; each step is its own transaction.
+    /// A pool of PostgreSQL connections; each step is its own transaction on one of them.
     #[cfg(feature = "postgres")]
     Pg {
-        /// Shared with the lease heartbeat, which renews on this connection between steps
-        /// (a second connection would cost its own start, and the first renewal with it).
+        /// Shared with the lease heartbeat, which renews on a connection of the same pool,
+        /// ahead of waiting steps (a connection of its own would cost its own start, and
+        /// the first renewal with it).
         backend: std::sync::Arc<PgBackend>,
         /// [`crate::Runtime::reader`]'s store: a connection of its own that can only read.
         reader: Box<ReentrantMutex<ReadStore>>,
@@ -53,11 +54,13 @@ impl Store {
         url: &str,
         schema: Option<&str>,
         busy_timeout: std::time::Duration,
+        connections: Option<usize>,
     ) -> Result<Self, StoreError> {
         let backend = match schema {
             Some(s) => PgBackend::open_in_schema(url, s)?,
             None => PgBackend::open(url)?,
-        };
+        }
+        .connections(connections.unwrap_or(crate::store::pg::DEFAULT_CONNECTIONS));
         backend.set_lock_timeout(busy_timeout)?;
         let reader = ReadStore::postgres_in(url, schema)?;
         Ok(Self::Pg {

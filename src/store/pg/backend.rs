@@ -37,7 +37,9 @@ impl From<PgError> for StoreError {
                 status,
                 recorded_seq,
             },
-            PgError::SchemaName(_) => Self::Unsupported(e.to_string()),
+            PgError::SchemaName(_) | PgError::OtherDatabase { .. } => {
+                Self::Unsupported(e.to_string())
+            }
             // Only a takeover reports these, and the runtime handles them where it takes over.
             PgError::LeaseHeld { .. } | PgError::NotInFlight { .. } => {
                 Self::Corrupt(format!("internal: unexpected takeover refusal: {e}"))

@@ -26,7 +26,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Value, json};
 
-use super::{Conn, Inner, PgBackend, PgError, Tx};
+use super::pool::Conn;
+use super::{Inner, PgBackend, PgError, Tx};
 use crate::ledger;
 use crate::store::{ReadStore, SCHEMA_VERSION, StoreError, open_side_connection};
 
@@ -199,11 +200,12 @@ pub fn copy_from_sqlite(
     }
     let src = read_source(&lite)?;
 
-    let mut conn = target.conn.lock();
+    let mut conn = target.pool.take(false).map_err(pg_err)?;
     let Conn {
         client,
         statements,
         shim,
+        ..
     } = &mut *conn;
     let mut tx = Tx {
         inner: Inner::Own(client.transaction().map_err(|e| pg_err(e.into()))?),

@@ -93,13 +93,16 @@ impl PgBackend {
     /// in flight. Returns the attempts it no longer holds (finished, or taken over after a
     /// lapse): their owner must not record a dispatch outcome for them as if it still did
     /// (it would be refused with [`PgError::Fenced`]).
+    ///
+    /// It takes the next free connection of the pool ahead of any waiting step, so steps in
+    /// flight delay it by at most one transaction, never starve it.
     pub fn renew_leases(
         &self,
         owner: &str,
         attempts: &[String],
         lease_ms: i64,
     ) -> Result<Vec<String>, PgError> {
-        self.write(|tx| {
+        self.write_urgent(|tx| {
             let mut lost = Vec::new();
             for a in attempts {
                 let n = tx.execute(

@@ -31,12 +31,10 @@
 //! the same way, and judged against `now()` in the transaction that takes over: a caller's
 //! clock never enters a lease.
 
-use std::collections::HashMap;
 use std::fmt;
 
-use parking_lot::Mutex;
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Statement};
+use postgres::{Client, IsolationLevel, NoTls};
 
 use super::StoreError;
 
@@ -47,6 +45,7 @@ mod lease;
 mod ledger;
 mod migrate;
 mod pins;
+mod pool;
 mod read;
 mod reader;
 mod step;
@@ -59,6 +58,7 @@ use tx::{Inner, Tx};
 pub use copy::{
     CopyError, CopyOutcome, CopyReport, InFlight, Progress, RowCounts, copy_from_sqlite,
 };
+pub use pool::DEFAULT_CONNECTIONS;
 pub(crate) use reader::PgReader;
 pub use types::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PinCandidate, Step};
 
@@ -140,6 +140,18 @@ pub enum PgError {
         /// The ledger event that records the refusal.
         recorded_seq: i64,
     },
+    /// A new connection of the pool reached a database with another identity than the one
+    /// the store was opened on (the location now leads elsewhere: a failover to another
+    /// database, a changed DNS name): it is not used.
+    #[error(
+        "a new connection reached database {found}, not {expected} that this store was opened on; it is not used"
+    )]
+    OtherDatabase {
+        /// The identity read at open.
+        expected: String,
+        /// The identity the new connection found.
+        found: String,
+    },
     /// A schema name that is not a plain lowercase identifier.
     #[error("schema name {0:?} is not a lowercase identifier ([a-z_][a-z0-9_]*, at most 63 bytes)")]
     SchemaName(String),
@@ -181,13 +193,14 @@ pub fn error_text(e: &postgres::Error) -> String {
     }
 }
 
-/// The PostgreSQL store: one connection, one transaction per step.
+/// The PostgreSQL store: a small pool of connections, one transaction per step.
 ///
-/// The connection is behind a mutex, so a `PgBackend` is `Send + Sync` and its steps from
-/// several threads run one at a time; open one per thread (or per host) for steps that
-/// overlap in the database.
+/// A `PgBackend` is `Send + Sync`: steps from several threads each take a connection of its
+/// pool (at most [`DEFAULT_CONNECTIONS`] unless [`PgBackend::connections`] says otherwise;
+/// opened as needed) and run in the database at the same time; steps on one pathway still
+/// run one after the other (they lock its row). See `pool.rs` for the rules.
 pub struct PgBackend {
-    conn: Mutex<Conn>,
+    pool: pool::Pool,
     database_id: String,
     schema: Option<String>,
 }
@@ -198,6 +211,7 @@ impl fmt::Debug for PgBackend {
         f.debug_struct("PgBackend")
             .field("database_id", &self.database_id)
             .field("schema", &self.schema)
+            .field("connections", &self.pool.size())
             .finish_non_exhaustive()
     }
 }
@@ -234,10 +248,11 @@ impl PgBackend {
     /// the schema must already be at [`crate::store::SCHEMA_VERSION`]. Inspection connects
     /// so, through a role that also has no write privilege (`.ci/postgres` makes
     /// `rpr_reader`): the setting alone could be turned off by the session, the privileges
-    /// cannot.
+    /// cannot. One connection (a reader's snapshot spans several calls on its session), not
+    /// the pool of [`DEFAULT_CONNECTIONS`].
     pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, PgError> {
         let schema = schema.map(checked_schema).transpose()?;
-        Self::connect(url, schema, true)
+        Ok(Self::connect(url, schema, true)?.connections(1))
     }
 
     fn connect(url: &str, schema: Option<&str>, read_only: bool) -> Result<Self, PgError> {
@@ -257,14 +272,25 @@ impl PgBackend {
             migrate::migrate(&mut client)?
         };
         Ok(Self {
-            conn: Mutex::new(Conn {
-                client,
-                statements: HashMap::new(),
-                shim: rusqlite::Connection::open_in_memory().map_err(StoreError::from)?,
-            }),
+            pool: pool::Pool::new(client, url, schema, read_only, database_id.clone())?,
             database_id,
             schema: schema.map(str::to_owned),
         })
+    }
+
+    /// At most `n` connections (at least 1; default [`DEFAULT_CONNECTIONS`]). Only the first
+    /// is opened at open; the others when steps overlap. With 1, steps from several threads
+    /// take turns on one connection.
+    #[must_use]
+    pub fn connections(mut self, n: usize) -> Self {
+        self.pool.set_size(n);
+        self
+    }
+
+    /// How many connections are open now (at most [`PgBackend::connections`]).
+    #[must_use]
+    pub fn open_connections(&self) -> usize {
+        self.pool.open_count()
     }
 
     /// This database's identity (`meta.database_id`, made by the first migration): every
@@ -286,113 +312,169 @@ impl PgBackend {
     }
 
     /// How long a statement waits for a lock another connection holds (a pathway's row,
-    /// the ledger head) before the step fails: `SET lock_timeout` on this connection. The
-    /// step then rolls back whole and fails as [`StoreError::Busy`] (retryable: it wrote
-    /// nothing). Without it a step waits as long as the holder holds.
+    /// the ledger head; another connection of this same pool included) before the step
+    /// fails: `SET lock_timeout` on every connection of the pool, those opened later too,
+    /// for every step that starts after this returns. The step then rolls back whole and
+    /// fails as [`StoreError::Busy`] (retryable: it wrote nothing). Without it a step waits
+    /// as long as the holder holds.
     pub fn set_lock_timeout(&self, wait: std::time::Duration) -> Result<(), PgError> {
-        let ms = wait.as_millis().clamp(1, i32::MAX as u128);
-        self.conn
-            .lock()
-            .client
-            .batch_execute(&format!("SET lock_timeout = {ms}"))?;
+        self.pool
+            .set_lock_timeout(wait.as_millis().clamp(1, i32::MAX as u128));
+        // Applied now on one connection (and on each other when it is next taken).
+        drop(self.pool.take(false)?);
         Ok(())
     }
 
     /// The schema version recorded in `meta`, and the migrations applied, oldest first
     /// (`version`, what it did).
     pub fn migrations(&self) -> Result<(i64, Vec<(i64, String)>), PgError> {
-        migrate::recorded(&mut self.conn.lock().client)
+        migrate::recorded(&mut self.pool.take(false)?.client)
     }
 
-    /// Runs `f` in one read-write transaction (a step) and commits it; an error rolls it back.
+    /// Runs `f` in one read-write transaction (a step) on a connection of the pool and
+    /// commits it; an error rolls it back.
     fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, PgError> {
-        let mut conn = self.conn.lock();
-        let Conn {
-            client,
-            statements,
-            shim,
-        } = &mut *conn;
-        let mut tx = Tx {
-            inner: Inner::Own(client.transaction()?),
-            statements,
-            shim,
-        };
-        let out = f(&mut tx)?;
-        tx.inner.commit()?;
-        Ok(out)
+        self.transaction(false, false, f)
+    }
+
+    /// Like [`PgBackend::write`], ahead of every waiting step: the lease renewal.
+    fn write_urgent<T>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        self.transaction(true, false, f)
     }
 
     /// Runs `f` in one read-only `REPEATABLE READ` transaction: every read sees one snapshot.
     fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, PgError> {
-        let mut conn = self.conn.lock();
-        let Conn {
+        self.transaction(false, true, f)
+    }
+
+    fn transaction<T>(
+        &self,
+        urgent: bool,
+        read: bool,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        let mut conn = self.pool.take(urgent)?;
+        let pool::Conn {
             client,
             statements,
             shim,
+            ..
         } = &mut *conn;
-        let mut tx = Tx {
-            inner: Inner::Own(
+        let run = || {
+            let inner = if read {
                 client
                     .build_transaction()
                     .isolation_level(IsolationLevel::RepeatableRead)
                     .read_only(true)
-                    .start()?,
-            ),
-            statements,
-            shim,
+                    .start()?
+            } else {
+                client.transaction()?
+            };
+            let mut tx = Tx {
+                inner: Inner::Own(inner),
+                statements,
+                shim,
+            };
+            let out = f(&mut tx)?;
+            tx.inner.commit()?;
+            Ok(out)
         };
-        let out = f(&mut tx)?;
-        tx.inner.commit()?;
-        Ok(out)
+        let out = run();
+        if let Err(e) = &out {
+            conn.saw(e);
+        }
+        out
     }
 }
 
 impl PgBackend {
     /// Runs `f` on the connection's session, outside any transaction of its own: its
     /// statements run in the snapshot the session has open ([`PgBackend::begin_snapshot`]),
-    /// or each in its own when none is open.
-    fn session<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, PgError> {
-        let mut conn = self.conn.lock();
-        let Conn {
+    /// or each in its own when none is open. Only on a backend of one connection (a
+    /// read-only one, [`PgBackend::open_read_only`]): the snapshot is that connection's.
+    fn session<T>(
+        &self,
+        snapshot: u64,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        let mut conn = self.on_snapshot(snapshot)?;
+        let pool::Conn {
             client,
             statements,
             shim,
+            ..
         } = &mut *conn;
         let mut tx = Tx {
             inner: Inner::Session(client),
             statements,
             shim,
         };
-        f(&mut tx)
+        let out = f(&mut tx);
+        drop(tx);
+        if let Err(e) = &out {
+            conn.saw(e);
+        }
+        out
     }
 
     /// Opens a read-only `REPEATABLE READ` transaction on the session, for
     /// [`PgBackend::session`] reads that must see one snapshot; ended by
-    /// [`PgBackend::end_snapshot`].
-    fn begin_snapshot(&self) -> Result<(), PgError> {
-        self.conn
-            .lock()
+    /// [`PgBackend::end_snapshot`]. Returns which connection holds it.
+    fn begin_snapshot(&self) -> Result<u64, PgError> {
+        let mut conn = self.single()?;
+        let began = conn
             .client
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-        Ok(())
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        if let Err(e) = began {
+            let e = PgError::from(e);
+            conn.saw(&e);
+            return Err(e);
+        }
+        Ok(conn.serial())
     }
 
     /// Ends the session's snapshot: `COMMIT` after reads that succeeded, `ROLLBACK` after
     /// an error (which may have aborted the transaction).
-    fn end_snapshot(&self, ok: bool) -> Result<(), PgError> {
-        self.conn
-            .lock()
+    fn end_snapshot(&self, snapshot: u64, ok: bool) -> Result<(), PgError> {
+        let mut conn = self.on_snapshot(snapshot)?;
+        let ended = conn
             .client
-            .batch_execute(if ok { "COMMIT" } else { "ROLLBACK" })?;
+            .batch_execute(if ok { "COMMIT" } else { "ROLLBACK" });
+        if let Err(e) = ended {
+            let e = PgError::from(e);
+            conn.saw(&e);
+            return Err(e);
+        }
         Ok(())
     }
-}
 
-/// The connection and its prepared statements (prepared once, on first use, by their text).
-struct Conn {
-    client: Client,
-    statements: HashMap<&'static str, Statement>,
-    /// An in-memory SQLite connection that turns rows into the check's raw pathway row
-    /// (see `check::raw_pathway!`).
-    shim: rusqlite::Connection,
+    /// The connection `snapshot` began on; an error when it broke and another took its
+    /// place (the snapshot ended with it: reading on would read outside it).
+    fn on_snapshot(&self, snapshot: u64) -> Result<pool::Taken<'_>, PgError> {
+        let conn = self.single()?;
+        if conn.serial() == snapshot {
+            Ok(conn)
+        } else {
+            Err(StoreError::Unsupported(
+                "the connection holding this read snapshot was lost; end it and read in a new one"
+                    .into(),
+            )
+            .into())
+        }
+    }
+
+    /// The one connection of a one-connection backend: a session's snapshot spans several
+    /// calls, so they must all reach the same connection.
+    fn single(&self) -> Result<pool::Taken<'_>, PgError> {
+        if self.pool.size() != 1 {
+            return Err(StoreError::Unsupported(
+                "a session snapshot needs a PostgreSQL store of one connection".into(),
+            )
+            .into());
+        }
+        self.pool.take(false)
+    }
 }

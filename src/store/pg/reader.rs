@@ -31,6 +31,9 @@ pub(crate) struct PgReader {
     /// A probe ([`PgReader::would_refuse`]) ended the transaction of the snapshot open
     /// around it: until that snapshot ends, its reads fail instead of reading outside it.
     lost: Cell<bool>,
+    /// The connection the outermost snapshot began on: if it breaks and the pool opens
+    /// another, the snapshot's later reads fail instead of reading outside it.
+    snapshot_on: Cell<u64>,
 }
 
 /// One level of [`PgReader::snapshot`]: leaving it (even by a panic) closes the level, and
@@ -49,7 +52,10 @@ impl Drop for Level<'_> {
         }
         if self.outermost && !self.ended {
             // Only read; nothing to undo, and the error that got here is the caller's.
-            let _ = self.reader.backend.end_snapshot(false);
+            let _ = self
+                .reader
+                .backend
+                .end_snapshot(self.reader.snapshot_on.get(), false);
         }
     }
 }
@@ -60,6 +66,7 @@ impl PgReader {
             backend: PgBackend::open_read_only(url, schema)?,
             depth: Cell::new(0),
             lost: Cell::new(false),
+            snapshot_on: Cell::new(0),
         })
     }
 
@@ -75,9 +82,11 @@ impl PgReader {
             )));
         }
         if outermost {
-            self.backend
+            let on = self
+                .backend
                 .begin_snapshot()
                 .map_err(|e| E::from(e.into()))?;
+            self.snapshot_on.set(on);
         }
         self.depth.set(self.depth.get() + 1);
         let mut level = Level {
@@ -88,7 +97,9 @@ impl PgReader {
         let out = f();
         if outermost {
             level.ended = true;
-            let end = self.backend.end_snapshot(out.is_ok());
+            let end = self
+                .backend
+                .end_snapshot(self.snapshot_on.get(), out.is_ok());
             if let (Ok(_), Err(e)) = (&out, end) {
                 return Err(E::from(e.into()));
             }
@@ -98,7 +109,11 @@ impl PgReader {
 
     /// Runs the statements of `f` in one snapshot.
     fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, StoreError> {
-        self.snapshot(|| self.backend.session(f).map_err(StoreError::from))
+        self.snapshot(|| {
+            self.backend
+                .session(self.snapshot_on.get(), f)
+                .map_err(StoreError::from)
+        })
     }
 
     pub(crate) fn status(&self) -> Result<Status, StoreError> {
