@@ -6,7 +6,8 @@
 //! feature on and the variable unset every test fails and says so. Each test uses a schema
 //! of its own (see `common::pg`). The core suites run on PostgreSQL too, from their own
 //! sources: `RPR_TEST_BACKEND=postgres cargo test --features postgres --test authority …`
-//! (`.ci/run` lists them).
+//! (`.ci/run` lists them). `tests/pg_netns.rs` runs these hosts on separate network
+//! namespaces and cuts their network.
 #![cfg(feature = "postgres")]
 
 mod common;
@@ -170,10 +171,15 @@ fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     let dir = TempDir::new("pg-four-hosts");
     std::fs::create_dir_all(dir.path().join("root")).unwrap();
     let rt = Runtime::open(&db).unwrap();
-    let run = pg_support::sigkill_hosts(&rt, &dir.path().join("root"), |_, mut envs| {
-        envs.push(("RPR_PG_HOST_DB", db.clone()));
-        ChildProc::spawn("host_entry", &envs)
-    });
+    let run = pg_support::sigkill_hosts(
+        &rt,
+        &dir.path().join("root"),
+        |_, mut envs| {
+            envs.push(("RPR_PG_HOST_DB", db.clone()));
+            ChildProc::spawn("host_entry", &envs)
+        },
+        |_, _| {},
+    );
     eprintln!(
         "{} SIGKILLs, {} host processes, {} takeovers after a lapsed lease",
         run.kills,

@@ -59,6 +59,10 @@ impl Store {
             None => PgBackend::open(url)?,
         };
         backend.set_lock_timeout(busy_timeout)?;
+        // A session idle inside a transaction is a host cut off mid-step: the server ends
+        // it, releasing what it locked, after the busy timeout (at least a second).
+        backend
+            .set_idle_in_transaction_timeout(busy_timeout.max(std::time::Duration::from_secs(1)))?;
         let reader = ReadStore::postgres_in(url, schema)?;
         Ok(Self::Pg {
             reader: Box::new(ReentrantMutex::new(reader)),

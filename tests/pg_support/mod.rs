@@ -256,7 +256,7 @@ pub fn run_host(db: &str) {
 
 /// What a kill run did.
 #[derive(Debug)]
-pub struct Kills {
+pub struct KillRun {
     pub kills: usize,
     pub spawned: usize,
     /// The `recovered_unknown` events: each a takeover after a lapsed lease.
@@ -265,7 +265,8 @@ pub struct Kills {
 
 /// The kill test: [`PATHWAYS`] admitted pathways on `rt`'s database; 4 hosts at a time,
 /// each started by `spawn(slot, environment)` (slot 0 to 3: the place of the host it
-/// replaces; the environment is what [`run_host`] reads, its database URL excepted), while
+/// replaces; the environment is what [`run_host`] reads, its database URL excepted), and
+/// `check(slot, host)` called on each host just before it is killed or waited for, while
 /// this thread SIGKILLs a random host at random moments (a fixed seed) and starts another
 /// in its slot. Then asserts what the kill test's name states: every pathway completed,
 /// each effect exactly once, a second attempt only after a recorded not-applied verdict,
@@ -275,7 +276,8 @@ pub fn sigkill_hosts(
     rt: &Runtime,
     root: &Path,
     mut spawn: impl FnMut(usize, Vec<(&'static str, String)>) -> ChildProc,
-) -> Kills {
+    mut check: impl FnMut(usize, &mut ChildProc),
+) -> KillRun {
     let mut ids = Vec::new();
     for i in 0..PATHWAYS {
         ids.push(admitted(rt, i).id().to_owned());
@@ -309,6 +311,7 @@ pub fn sigkill_hosts(
     for _ in 0..12 {
         std::thread::sleep(Duration::from_millis(40 + next(160)));
         let victim = usize::try_from(next(hosts.len() as u64)).unwrap();
+        check(victim, &mut hosts[victim]);
         let mut old = std::mem::replace(&mut hosts[victim], start(victim, spawned));
         spawned += 1;
         // A host that already finished everything has exited; the others are killed.
@@ -317,7 +320,8 @@ pub fn sigkill_hosts(
             kills += 1;
         }
     }
-    for mut h in hosts {
+    for (slot, mut h) in hosts.into_iter().enumerate() {
+        check(slot, &mut h);
         h.expect("RPR-DONE");
         h.finish();
     }
@@ -363,7 +367,7 @@ pub fn sigkill_hosts(
         !takeovers.is_empty(),
         "no kill landed in the middle of a call: the test proved less than it says"
     );
-    Kills {
+    KillRun {
         kills,
         spawned,
         takeovers,
