@@ -184,8 +184,8 @@ impl RuntimeBuilder {
     /// PostgreSQL, how long a statement waits for a row or the ledger head another
     /// connection holds (`lock_timeout`), and how long the server lets this runtime's
     /// session sit idle inside a transaction (`idle_in_transaction_session_timeout`, at
-    /// least a second) before it ends the session: only a host cut off mid-step does, and
-    /// its locks go with the session.
+    /// least 5 s) before it ends the session: only a host cut off (or stopped) mid-step
+    /// does, and its locks go with the session.
     /// Threads sharing this runtime never wait on each other this way: their steps share a
     /// batch. When the wait runs out the step fails with [`StoreError::Busy`], naming the
     /// holder where the platform can (Linux); it wrote and sent nothing and can be retried.
