@@ -158,12 +158,13 @@ fn a_postgres_location_opens_one_shared_database_and_hides_its_password() {
     pg::drop_schema(&schema);
 }
 
-/// Several hosts (4 processes at a time, each its own runtime and connection) drive 24 pathways on
-/// one PostgreSQL database while the parent SIGKILLs a random host at random moments and
-/// starts another: every pathway completes, each file is written exactly once (a second
-/// dispatch only after a recorded not-applied verdict), nothing is lost, the ledger
-/// verifies, and every takeover happened after the lease lapsed by the database's clock,
-/// though the hosts' own clocks are an hour behind, on time, or an hour ahead.
+/// Several hosts (4 processes at a time, each its own runtime and connection) drive 24
+/// pathways on one PostgreSQL database while the parent SIGKILLs a host at random moments
+/// (every other time one with a call in flight, when there is one) and starts another:
+/// every pathway completes, each file is written exactly once (a second dispatch only after
+/// a recorded not-applied verdict), nothing is lost, the ledger verifies, and every
+/// takeover happened after the lease lapsed by the database's clock, though the hosts' own
+/// clocks are an hour behind, on time, or an hour ahead.
 #[test]
 fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     let schema = pg::schema("four_hosts");
@@ -178,7 +179,7 @@ fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
             envs.push(("RPR_PG_HOST_DB", db.clone()));
             ChildProc::spawn("host_entry", &envs)
         },
-        |_, _| {},
+        |_, _, _| {},
     );
     eprintln!(
         "{} SIGKILLs, {} host processes, {} takeovers after a lapsed lease",

@@ -254,6 +254,24 @@ pub fn run_host(db: &str) {
     }
 }
 
+/// The places of the hosts that own an attempt in flight now (by the pid in its owner,
+/// `host/pid/start/nonce`).
+fn in_flight_hosts(rt: &Runtime, ids: &[String], hosts: &[ChildProc]) -> Vec<usize> {
+    let mut pids = Vec::new();
+    for id in ids {
+        for a in rt.attempt_records(id).unwrap() {
+            if a.status == rpr::AttemptStatus::InFlight
+                && let Some(pid) = a.owner.as_deref().and_then(|o| o.rsplit('/').nth(2))
+            {
+                pids.push(pid.to_owned());
+            }
+        }
+    }
+    (0..hosts.len())
+        .filter(|&i| pids.contains(&hosts[i].pid().to_string()))
+        .collect()
+}
+
 /// What a kill run did.
 #[derive(Debug)]
 pub struct KillRun {
@@ -266,9 +284,10 @@ pub struct KillRun {
 /// The kill test: [`PATHWAYS`] admitted pathways on `rt`'s database; 4 hosts at a time,
 /// each started by `spawn(slot, environment)` (slot 0 to 3: the place of the host it
 /// replaces; the environment is what [`run_host`] reads, its database URL excepted), and
-/// `check(slot, host)` called on each host just before it is killed or waited for, while
-/// this thread SIGKILLs a random host at random moments (a fixed seed) and starts another
-/// in its slot. Then asserts what the kill test's name states: every pathway completed,
+/// `check(slot, host, killed)` called on each host just before it is killed (`killed`: it
+/// may not have got far yet, do not wait for it) or waited for, while
+/// this thread SIGKILLs a host at random moments (a fixed seed; every other time one with
+/// a call in flight, when there is one) and starts another in its slot. Then asserts what the kill test's name states: every pathway completed,
 /// each effect exactly once, a second attempt only after a recorded not-applied verdict,
 /// every takeover after its lease lapsed by the database's clock, at least one takeover
 /// (else the test proved less than it says), `verify` clean.
@@ -276,7 +295,7 @@ pub fn sigkill_hosts(
     rt: &Runtime,
     root: &Path,
     mut spawn: impl FnMut(usize, Vec<(&'static str, String)>) -> ChildProc,
-    mut check: impl FnMut(usize, &mut ChildProc),
+    mut check: impl FnMut(usize, &mut ChildProc, bool),
 ) -> KillRun {
     let mut ids = Vec::new();
     for i in 0..PATHWAYS {
@@ -308,10 +327,21 @@ pub fn sigkill_hosts(
     };
     let mut kills = 0;
     let mut spawned = 4;
-    for _ in 0..12 {
+    for round in 0..12 {
         std::thread::sleep(Duration::from_millis(40 + next(160)));
-        let victim = usize::try_from(next(hosts.len() as u64)).unwrap();
-        check(victim, &mut hosts[victim]);
+        // Every other round the victim is a host with a call in flight, if there is one
+        // (a kill in the middle of a call, which only a takeover settles); else any host.
+        let calling = if round % 2 == 0 {
+            in_flight_hosts(rt, &ids, &hosts)
+        } else {
+            Vec::new()
+        };
+        let victim = if calling.is_empty() {
+            usize::try_from(next(hosts.len() as u64)).unwrap()
+        } else {
+            calling[usize::try_from(next(calling.len() as u64)).unwrap()]
+        };
+        check(victim, &mut hosts[victim], true);
         let mut old = std::mem::replace(&mut hosts[victim], start(victim, spawned));
         spawned += 1;
         // A host that already finished everything has exited; the others are killed.
@@ -321,7 +351,7 @@ pub fn sigkill_hosts(
         }
     }
     for (slot, mut h) in hosts.into_iter().enumerate() {
-        check(slot, &mut h);
+        check(slot, &mut h, false);
         h.expect("RPR-DONE");
         h.finish();
     }
