@@ -237,6 +237,19 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
+        // The server's sessions of hosts that were cut off when they ended: no FIN or RST
+        // from them reaches it any more, and an idle session waits for its client as long
+        // as the server's TCP keepalive lets it (2 hours by default), a connection slot each.
+        let addrs: Vec<String> = self.machines.iter().map(|m| m.addr.clone()).collect();
+        if let Ok(url) = std::env::var("RPR_PG_URL")
+            && let Ok(mut c) = postgres::Client::connect(&url, postgres::NoTls)
+        {
+            let _ = c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE host(client_addr) = ANY($1)",
+                &[&addrs],
+            );
+        }
         for m in &self.machines {
             if let Ok(out) = Command::new("ip").args(["netns", "pids", &m.ns]).output() {
                 for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
