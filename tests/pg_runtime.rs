@@ -6,10 +6,12 @@
 //! feature on and the variable unset every test fails and says so. Each test uses a schema
 //! of its own (see `common::pg`). The core suites run on PostgreSQL too, from their own
 //! sources: `RPR_TEST_BACKEND=postgres cargo test --features postgres --test authority …`
-//! (`.ci/run` lists them).
+//! (`.ci/run` lists them). `tests/pg_netns.rs` runs these hosts on separate network
+//! namespaces and cuts their network.
 #![cfg(feature = "postgres")]
 
 mod common;
+mod pg_support;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -19,36 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
-use rpr::token::Reconciled;
-use rpr::{Decided, Outcome, Ready, Runtime, State, StoredPathway};
+use pg_support::{Append, admitted, drive};
+use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
+use rpr::{Outcome, Runtime, State, StoredPathway};
 use serde_json::{Value, json};
 
 /// The cut-off host's lease. Its heartbeat renews it every third of it while the process runs.
 const LEASE: Duration = Duration::from_millis(1500);
-
-fn env(k: &str) -> String {
-    std::env::var(k).unwrap()
-}
-
-fn allow(_: &rpr::Definition) -> rpr::Decision {
-    rpr::Decision::Allow
-}
-
-// Same shape as tests/race.rs's: each test binary waits on its own signal files.
-fn wait_for_file(path: &str) {
-    let deadline = Instant::now() + Duration::from_mins(1);
-    while !std::path::Path::new(path).exists() {
-        assert!(Instant::now() < deadline, "{path} never appeared");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Inside the executor, before the write: tell the parent, then wait for its release.
-fn stop_before_write() {
-    say("RPR-IN-EXECUTOR", "");
-    wait_for_file(&env("RPR_PG_RELEASE"));
-}
 
 /// A host in a child process: proposes, binds and dispatches one file write, stopping
 /// inside the executor until released, then reports how its outcome was recorded.
@@ -57,175 +36,7 @@ fn child_entry() {
     let Ok(db) = std::env::var("RPR_PG_CHILD_DB") else {
         return;
     };
-    let rt = Runtime::builder(&db).lease(LEASE).open().unwrap();
-    let mut ex = CountingFile::new(env("RPR_PG_ROOT").as_ref(), env("RPR_PG_LOG").as_ref());
-    ex.before_write = Some(stop_before_write);
-    let ready = rt
-        .propose_and_bind(
-            &actor("proposer"),
-            &actor("decision_owner"),
-            file_definition("cut-off", "out.txt", "once"),
-            &allow,
-            &mut ex,
-        )
-        .unwrap();
-    let Ready::Bound(p) = ready else {
-        panic!("{ready:?}")
-    };
-    say("RPR-PATHWAY", p.id());
-    match p.dispatch(&rt, &actor("execution_actor"), &mut ex) {
-        Outcome::Unrecorded(u) => say("RPR-OUTCOME", &format!("unrecorded: {}", u.error)),
-        other => say("RPR-OUTCOME", &format!("recorded: {other:?}")),
-    }
-}
-
-/// The hosts of the kill test: how many pathways, how short their lease.
-const PATHWAYS: usize = 24;
-const HOST_LEASE: Duration = Duration::from_millis(800);
-
-/// The kill test's effect: one line appended to `root/<path>` (one `write(2)` with
-/// `O_APPEND`, which a SIGKILL cannot split), so the lines in the file count exactly the
-/// times the call took effect. Readback: the line is there or it is not.
-struct Append(std::path::PathBuf);
-
-impl Append {
-    fn target(&self, request: &Request) -> (std::path::PathBuf, String) {
-        let path = request.arguments["path"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{request:?}"));
-        let line = request.arguments["line"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{request:?}"));
-        (self.0.join(path), format!("{line}\n"))
-    }
-}
-
-impl Executor for Append {
-    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
-        Ok(Binding::new("append", json!({"tool": request.action, "root": self.0})).unwrap())
-    }
-    fn prepare(&mut self, _: &Request, _: &Binding) -> Result<(), Refusal> {
-        Ok(())
-    }
-    fn execute(&mut self, request: &Request) -> Delivery {
-        use std::io::Write;
-        // Long enough for most kills to land in the middle of a call, before or after the
-        // effect.
-        std::thread::sleep(Duration::from_millis(40));
-        let (file, line) = self.target(request);
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(file)
-            .unwrap();
-        f.write_all(line.as_bytes()).unwrap();
-        f.sync_all().unwrap();
-        std::thread::sleep(Duration::from_millis(40));
-        Delivery::Succeeded {
-            reply: json!({"appended": true}),
-        }
-    }
-}
-
-impl Readback for Append {
-    fn observe(&mut self, request: &Request) -> Observation {
-        let (file, line) = self.target(request);
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if text.contains(&line) {
-            Observation::Applied {
-                evidence: json!({"line": "present"}),
-            }
-        } else {
-            Observation::NotApplied {
-                evidence: json!({"line": "absent"}),
-            }
-        }
-    }
-}
-
-fn append_definition(i: usize) -> rpr::Definition {
-    let mut d = definition(&format!("k{i}"), rpr::ActionClass::Mutating);
-    d.request = Request::new(
-        "append_line",
-        json!({"path": format!("out_{i}.txt"), "line": format!("c{i}")}),
-    );
-    d
-}
-
-/// Append pathway `i`, proposed and admitted (an allow policy) in one step.
-fn admitted(rt: &Runtime, i: usize) -> rpr::Pathway<rpr::stage::Approved> {
-    let Decided::New(rpr::Admission::Approved(p)) = rt
-        .propose_and_admit(
-            &actor("proposer"),
-            &actor("decision_owner"),
-            append_definition(i),
-            &allow,
-        )
-        .unwrap()
-    else {
-        panic!("admitted at once")
-    };
-    p
-}
-
-/// Takes one step of pathway `id` as far as this host can, whatever stage it is in.
-/// Refusals (another host took the step first, the call is in flight elsewhere) are fine:
-/// the next round loads it again. Returns whether it is completed.
-/// `root` is where the readback looks for the line.
-fn drive(rt: &Runtime, id: &str, ex: &mut dyn Executor, root: &std::path::Path) -> bool {
-    let exec = actor("execution_actor");
-    let repair = actor("repair_owner");
-    let checked = json!({"checked": "line absent"});
-    let Ok(stored) = rt.load(id) else {
-        return false;
-    };
-    match stored {
-        StoredPathway::Completed(_) => return true,
-        StoredPathway::Approved(p) => {
-            if let Ok(b) = p.bind(ex) {
-                let _ = b.dispatch(rt, &exec, ex);
-            }
-        }
-        StoredPathway::ReadyToResume(p) => {
-            if let Ok(b) = p.bind(ex) {
-                let _ = b.dispatch(rt, &exec, ex);
-            }
-        }
-        StoredPathway::Returned(p) => {
-            let mut readback = Append(root.to_owned());
-            let _ = p.confirm(rt, &actor("evidence_owner"), &mut readback);
-        }
-        StoredPathway::Unknown(p) => {
-            let mut readback = Append(root.to_owned());
-            match rt.reconcile(&p, &mut readback) {
-                Reconciled::Applied(t) => {
-                    let _ = p.complete(rt, t);
-                }
-                Reconciled::NotApplied(t) => {
-                    if let Ok(p) = p.require_repair(rt, t) {
-                        let _ = p.repair(rt, &repair, &checked, None);
-                    }
-                }
-                _ => {}
-            }
-        }
-        StoredPathway::RepairRequired(p) => {
-            let _ = p.repair(rt, &repair, &checked, None);
-        }
-        StoredPathway::InFlightElsewhere { .. } => {}
-        other => panic!("pathway {id}: a stage this test never makes: {other:?}"),
-    }
-    false
-}
-
-/// A host's clock, off by a fixed amount (an hour either way in the kill test): it stamps
-/// the host's events and decides nothing.
-struct Skewed(i64);
-
-impl rpr::Clock for Skewed {
-    fn now_ms(&self) -> i64 {
-        rpr::SystemClock::default().now_ms() + self.0
-    }
+    pg_support::cut_off_host(&db, LEASE, None);
 }
 
 /// A host of the kill test: drives every pathway until all are completed.
@@ -234,31 +45,7 @@ fn host_entry() {
     let Ok(db) = std::env::var("RPR_PG_HOST_DB") else {
         return;
     };
-    let skew: i64 = env("RPR_PG_SKEW_MS").parse().unwrap();
-    let rt = Runtime::builder(&db)
-        .lease(HOST_LEASE)
-        .clock(Skewed(skew))
-        .open()
-        .unwrap();
-    let mut ex = Append(env("RPR_PG_ROOT").into());
-    let ids: Vec<String> = env("RPR_PG_IDS").split(',').map(str::to_owned).collect();
-    let start: usize = env("RPR_PG_START").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_mins(2);
-    loop {
-        let mut done = 0;
-        for k in 0..ids.len() {
-            let root = ex.0.clone();
-            if drive(&rt, &ids[(start + k) % ids.len()], &mut ex, &root) {
-                done += 1;
-            }
-        }
-        if done == ids.len() {
-            say("RPR-DONE", "");
-            return;
-        }
-        assert!(Instant::now() < deadline, "not all completed: {done}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    pg_support::run_host(&db);
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -382,12 +169,13 @@ fn a_postgres_location_opens_one_shared_database_and_hides_its_password() {
     pg::drop_schema(&schema);
 }
 
-/// Several hosts (4 processes at a time, each its own runtime and connection) drive 24 pathways on
-/// one PostgreSQL database while the parent SIGKILLs a random host at random moments and
-/// starts another: every pathway completes, each file is written exactly once (a second
-/// dispatch only after a recorded not-applied verdict), nothing is lost, the ledger
-/// verifies, and every takeover happened after the lease lapsed by the database's clock,
-/// though the hosts' own clocks are an hour behind, on time, or an hour ahead.
+/// Several hosts (4 processes at a time, each its own runtime and connection) drive 24
+/// pathways on one PostgreSQL database while the parent SIGKILLs a host at random moments
+/// (every other time one with a call in flight, when there is one) and starts another:
+/// every pathway completes, each file is written exactly once (a second dispatch only after
+/// a recorded not-applied verdict), nothing is lost, the ledger verifies, and every
+/// takeover happened after the lease lapsed by the database's clock, though the hosts' own
+/// clocks are an hour behind, on time, or an hour ahead.
 #[test]
 fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     let _heavy = HEAVY
@@ -398,97 +186,20 @@ fn four_hosts_under_random_sigkills_complete_every_call_exactly_once() {
     let dir = TempDir::new("pg-four-hosts");
     std::fs::create_dir_all(dir.path().join("root")).unwrap();
     let rt = Runtime::open(&db).unwrap();
-    let mut ids = Vec::new();
-    for i in 0..PATHWAYS {
-        ids.push(admitted(&rt, i).id().to_owned());
-    }
-    let spawn = |n: usize| {
-        ChildProc::spawn(
-            "host_entry",
-            &[
-                ("RPR_PG_HOST_DB", db.clone()),
-                ("RPR_PG_ROOT", dir.path().join("root").display().to_string()),
-                ("RPR_PG_IDS", ids.join(",")),
-                ("RPR_PG_START", (n * 4).to_string()),
-                // Hosts an hour behind, on time, an hour ahead.
-                (
-                    "RPR_PG_SKEW_MS",
-                    ((i64::try_from(n % 3).unwrap() - 1) * 3_600_000).to_string(),
-                ),
-            ],
-        )
-    };
-    let mut hosts: Vec<ChildProc> = (0..4).map(spawn).collect();
-    // A fixed-seed generator: the same kill schedule each run.
-    let mut seed: u64 = 0x5eed_0011;
-    let mut next = |n: u64| {
-        seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (seed >> 33) % n
-    };
-    let mut kills = 0;
-    let mut spawned = 4;
-    for _ in 0..12 {
-        std::thread::sleep(Duration::from_millis(40 + next(160)));
-        let victim = usize::try_from(next(hosts.len() as u64)).unwrap();
-        let mut old = std::mem::replace(&mut hosts[victim], spawn(spawned));
-        spawned += 1;
-        // A host that already finished everything has exited; the others are killed.
-        if old.child.try_wait().unwrap().is_none() {
-            old.kill();
-            kills += 1;
-        }
-    }
-    for mut h in hosts {
-        h.expect("RPR-DONE");
-        h.finish();
-    }
-
-    for (i, id) in ids.iter().enumerate() {
-        assert_eq!(
-            rt.pathway_record(id).unwrap().unwrap().state,
-            State::Completed,
-            "pathway {i} completed"
-        );
-        let lines = std::fs::read_to_string(dir.path().join(format!("root/out_{i}.txt"))).unwrap();
-        assert_eq!(
-            lines,
-            format!("c{i}\n"),
-            "out_{i}.txt: took effect exactly once"
-        );
-    }
-    let mut takeovers = 0;
-    for row in rt.ledger_rows(0, usize::MAX).unwrap() {
-        let e: Value = serde_json::from_str(&row.event).unwrap();
-        if e["kind"] == "recovered_unknown" {
-            takeovers += 1;
-            let (lease, now) = (&e["data"]["lease_until"], &e["data"]["database_now"]);
-            assert!(
-                lease.as_i64().unwrap() < now.as_i64().unwrap(),
-                "taken over only after its lease lapsed: {e}"
-            );
-        }
-        if e["kind"] == "attempt_started" {
-            // A second attempt of a pathway only after a recorded not-applied verdict.
-            let attempts = rt.attempt_records(e["pathway"].as_str().unwrap()).unwrap();
-            for pair in attempts.windows(2) {
-                assert_eq!(
-                    pair[0].status,
-                    rpr::AttemptStatus::NotApplied,
-                    "{attempts:?}"
-                );
-            }
-        }
-    }
-    let report = rt.verify(None).unwrap();
-    assert!(report.is_ok(), "{report:?}");
-    assert!(
-        takeovers > 0,
-        "no kill landed in the middle of a call: the test proved less than it says"
+    let run = pg_support::sigkill_hosts(
+        &rt,
+        &dir.path().join("root"),
+        |_, mut envs| {
+            envs.push(("RPR_PG_HOST_DB", db.clone()));
+            ChildProc::spawn("host_entry", &envs)
+        },
+        |_, _, _| {},
     );
     eprintln!(
-        "{kills} SIGKILLs, {spawned} host processes, {takeovers} takeovers after a lapsed lease"
+        "{} SIGKILLs, {} host processes, {} takeovers after a lapsed lease",
+        run.kills,
+        run.spawned,
+        run.takeovers.len()
     );
     drop(rt);
     pg::drop_schema(&schema);

@@ -204,7 +204,10 @@ impl RuntimeBuilder {
     /// How long a step waits for the write lock while another connection (another process,
     /// or a second runtime on the same file) holds it; default [`DEFAULT_BUSY_TIMEOUT`]. On
     /// PostgreSQL, how long a statement waits for a row or the ledger head another
-    /// connection holds (`lock_timeout`).
+    /// connection holds (`lock_timeout`), and how long the server lets this runtime's
+    /// session sit idle inside a transaction (`idle_in_transaction_session_timeout`, at
+    /// least 5 s) before it ends the session: only a host cut off (or stopped) mid-step
+    /// does, and its locks go with the session.
     /// Threads sharing this runtime never wait on each other this way: their steps share a
     /// batch. When the wait runs out the step fails with [`StoreError::Busy`], naming the
     /// holder where the platform can (Linux); it wrote and sent nothing and can be retried.

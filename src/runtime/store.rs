@@ -17,6 +17,11 @@ use crate::store::{
     AttemptRecord, Backend, LedgerRow, PathwayRecord, SqliteBackend, StoreError, WriteStats,
 };
 
+/// The least time the server lets a PostgreSQL runtime's session sit idle inside a
+/// transaction (`idle_in_transaction_session_timeout`; otherwise the busy timeout).
+#[cfg(feature = "postgres")]
+const MIN_IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The store of one runtime.
 pub(crate) enum Store {
     /// One SQLite connection; steps go through the group commit.
@@ -62,6 +67,11 @@ impl Store {
         }
         .connections(connections.unwrap_or(crate::store::pg::DEFAULT_CONNECTIONS));
         backend.set_lock_timeout(busy_timeout)?;
+        // A session idle inside a transaction is a host cut off mid-step: the server ends
+        // it, releasing what it locked, after the busy timeout, but never sooner than
+        // MIN_IDLE_IN_TRANSACTION: ending a live host's session (a long stall of its
+        // machine) rolls back the step it was in the middle of.
+        backend.set_idle_in_transaction_timeout(busy_timeout.max(MIN_IDLE_IN_TRANSACTION))?;
         let reader = ReadStore::postgres_in(url, schema)?;
         Ok(Self::Pg {
             reader: Box::new(ReentrantMutex::new(reader)),

@@ -729,9 +729,24 @@ pub const READY: &str = "RPR-READY";
 impl ChildProc {
     /// Starts this test binary with `--exact entry` and the given environment.
     pub fn spawn(entry: &str, envs: &[(&str, String)]) -> Self {
+        Self::spawn_via(&[], entry, envs)
+    }
+
+    /// Like [`ChildProc::spawn`], through a launcher that ends by exec'ing its arguments
+    /// (`ip netns exec NS unshare --uts --`), so the child's pid is still the test
+    /// binary's.
+    pub fn spawn_via(launcher: &[&str], entry: &str, envs: &[(&str, String)]) -> Self {
         use std::io::{BufRead, Read};
         use std::process::{Command, Stdio};
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = match launcher {
+            [] => Command::new(&exe),
+            [program, args @ ..] => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(&exe);
+                cmd
+            }
+        };
         cmd.args(["--exact", entry, "--nocapture", "--test-threads=1"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -12,9 +12,13 @@
 //! [`NewPathway`], …) are public for `tests/pg_store.rs`.
 //!
 //! **Connection.** A `postgres://user:password@host:port/database` URL (or libpq's
-//! `key=value` form), without TLS: the tests and CI run on loopback. A server on another
-//! machine needs a TLS connector (`postgres-native-tls` or `postgres-openssl`), not added in
-//! this slice.
+//! `key=value` form), without TLS: the tests and CI run on loopback and between network
+//! namespaces of one machine. A server on another machine needs a TLS connector
+//! (`postgres-native-tls` or `postgres-openssl`), not added in this slice. A host that may
+//! be cut off from the server should bound how long its connection waits for a vanished
+//! peer with the client's URL parameters `keepalives_idle`, `keepalives_interval`,
+//! `keepalives_retries` and `tcp_user_timeout` (all in seconds here); docs/storage.md has
+//! the cases.
 //!
 //! **Transactions.** Every step is one transaction at `READ COMMITTED` that first locks its
 //! pathway's row (`SELECT … FOR UPDATE`): steps on one pathway, from any machine, run one
@@ -320,6 +324,24 @@ impl PgBackend {
     pub fn set_lock_timeout(&self, wait: std::time::Duration) -> Result<(), PgError> {
         self.pool
             .set_lock_timeout(wait.as_millis().clamp(1, i32::MAX as u128));
+        // Applied now on one connection (and on each other when it is next taken).
+        drop(self.pool.take(false)?);
+        Ok(())
+    }
+
+    /// How long the server lets each connection's session sit idle inside a transaction
+    /// before it ends the session and rolls the transaction back:
+    /// `SET idle_in_transaction_session_timeout`. A step never waits on its client in the
+    /// middle of its transaction, so only a host cut off from the server (or stopped)
+    /// mid-step reaches it; without it such a session holds its pathway's row and, late in a
+    /// step, the ledger head that every step takes, for as long as the server takes to
+    /// notice the dead peer (TCP's retransmissions: about 15 minutes on Linux).
+    pub fn set_idle_in_transaction_timeout(
+        &self,
+        wait: std::time::Duration,
+    ) -> Result<(), PgError> {
+        self.pool
+            .set_idle_in_transaction_timeout(wait.as_millis().clamp(1, i32::MAX as u128));
         // Applied now on one connection (and on each other when it is next taken).
         drop(self.pool.take(false)?);
         Ok(())

@@ -74,8 +74,10 @@ struct State {
     idle: Vec<Conn>,
     /// Connections that exist or are being opened: idle, taken, or opening.
     open: usize,
-    /// `lock_timeout` in ms (`None`: the server's default) and its generation.
+    /// `lock_timeout` and `idle_in_transaction_session_timeout` in ms (`None`: the
+    /// server's default), and their generation.
     lock_timeout: Option<u128>,
+    idle_in_transaction: Option<u128>,
     generation: u64,
     /// Tickets waiting for a connection, in arrival order; renewals before steps.
     urgent: VecDeque<u64>,
@@ -161,6 +163,7 @@ impl Pool {
                 idle: vec![first],
                 open: 1,
                 lock_timeout: None,
+                idle_in_transaction: None,
                 generation: 0,
                 urgent: VecDeque::new(),
                 queue: VecDeque::new(),
@@ -190,6 +193,14 @@ impl Pool {
     pub(super) fn set_lock_timeout(&self, ms: u128) {
         let mut state = self.state.lock();
         state.lock_timeout = Some(ms);
+        state.generation += 1;
+    }
+
+    /// Sets `idle_in_transaction_session_timeout` (ms) for every connection, as
+    /// [`Pool::set_lock_timeout`] does.
+    pub(super) fn set_idle_in_transaction_timeout(&self, ms: u128) {
+        let mut state = self.state.lock();
+        state.idle_in_transaction = Some(ms);
         state.generation += 1;
     }
 
@@ -225,7 +236,11 @@ impl Pool {
         if idle.is_none() {
             state.open += 1;
         }
-        let (lock_timeout, generation) = (state.lock_timeout, state.generation);
+        let (lock_timeout, idle_in_transaction, generation) = (
+            state.lock_timeout,
+            state.idle_in_transaction,
+            state.generation,
+        );
         drop(state);
         // The next in line may find another connection free.
         self.freed.notify_all();
@@ -245,11 +260,16 @@ impl Pool {
             conn: Some(conn),
         };
         if taken.generation != generation {
-            if let Some(ms) = lock_timeout {
-                let set = taken
-                    .client
-                    .batch_execute(&format!("SET lock_timeout = {ms}"))
-                    .map_err(PgError::from);
+            let sets: String = [
+                lock_timeout.map(|ms| format!("SET lock_timeout = {ms};")),
+                idle_in_transaction
+                    .map(|ms| format!("SET idle_in_transaction_session_timeout = {ms};")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !sets.is_empty() {
+                let set = taken.client.batch_execute(&sets).map_err(PgError::from);
                 if let Err(e) = set {
                     taken.saw(&e);
                     return Err(e);
