@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use pg_support::env;
-use rpr::{Runtime, State, StoredPathway};
+use rpr::{Runtime, StoredPathway};
 use serde_json::Value;
 
 /// The server's address on the bridge (`.ci/postgres`).
@@ -474,32 +474,7 @@ fn a_host_whose_network_is_cut_mid_call_is_taken_over_only_after_its_lease_and_i
     // The network comes back; A's call goes out (the one send) and its outcome is refused.
     net.heal(0);
     std::fs::write(&release, b"go").unwrap();
-    let outcome = host_a.expect("RPR-OUTCOME");
-    assert!(
-        outcome.contains("unrecorded") && outcome.contains("late outcome"),
-        "the late outcome is refused: {outcome}"
-    );
-    host_a.finish();
-    assert_eq!(effects(&log), 1, "one send in all");
-    assert_eq!(
-        event_kinds(&host_b, &id),
-        [
-            "proposed",
-            "admitted",
-            "attempt_started",
-            "recovered_unknown",
-            "late_outcome_refused"
-        ]
-    );
-    assert_eq!(
-        host_b.pathway_record(&id).unwrap().unwrap().state,
-        State::WriteStatusUnknown,
-        "still unknown: a reconciliation decides it"
-    );
-    let attempts = host_b.attempt_records(&id).unwrap();
-    assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].status, rpr::AttemptStatus::Unknown);
-    assert!(host_b.verify(None).unwrap().is_ok());
+    pg_support::late_outcome_refused(host_a, &host_b, &id, &log);
     drop(host_b);
     pg::drop_schema(&schema);
 }

@@ -405,3 +405,36 @@ pub fn sigkill_hosts(
         takeovers,
     }
 }
+
+/// After a cut-off host `host_a` (its call taken over by `host_b` while it was away) is back
+/// and has sent its one request: its outcome was refused and recorded as such, the effect
+/// happened once (`log`), the pathway stays unknown for a reconciliation to decide, and the
+/// ledger verifies.
+pub fn late_outcome_refused(mut host_a: ChildProc, host_b: &Runtime, id: &str, log: &Path) {
+    let outcome = host_a.expect("RPR-OUTCOME");
+    assert!(
+        outcome.contains("unrecorded") && outcome.contains("late outcome"),
+        "the late outcome is refused: {outcome}"
+    );
+    host_a.finish();
+    assert_eq!(effects(log), 1, "one send in all");
+    assert_eq!(
+        event_kinds(host_b, id),
+        [
+            "proposed",
+            "admitted",
+            "attempt_started",
+            "recovered_unknown",
+            "late_outcome_refused"
+        ]
+    );
+    assert_eq!(
+        host_b.pathway_record(id).unwrap().unwrap().state,
+        State::WriteStatusUnknown,
+        "still unknown: a reconciliation decides it"
+    );
+    let attempts = host_b.attempt_records(id).unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].status, rpr::AttemptStatus::Unknown);
+    assert!(host_b.verify(None).unwrap().is_ok());
+}
