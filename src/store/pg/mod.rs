@@ -37,7 +37,6 @@
 
 use std::fmt;
 
-use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, NoTls};
 
 use super::StoreError;
@@ -45,6 +44,7 @@ use super::StoreError;
 mod backend;
 mod check;
 mod copy;
+mod error;
 mod lease;
 mod ledger;
 mod migrate;
@@ -62,6 +62,7 @@ use tx::{Inner, Tx};
 pub use copy::{
     CopyError, CopyOutcome, CopyReport, InFlight, Progress, RowCounts, copy_from_sqlite,
 };
+pub use error::{PgError, error_text};
 pub use pool::DEFAULT_CONNECTIONS;
 pub(crate) use reader::PgReader;
 pub use types::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PinCandidate, Step};
@@ -85,117 +86,6 @@ macro_rules! db_clock_ms {
     };
 }
 use db_clock_ms;
-
-/// What can go wrong in the PostgreSQL store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PgError {
-    /// A refusal with the same meaning as on SQLite (conflict, illegal edge, unsettled
-    /// attempt, unexplained rows, …).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The server or the connection reported an error. Where it ended a step's `COMMIT`,
-    /// whether the step was committed is unknown: a dispatch whose attempt record failed so
-    /// must not send (if the record did commit, its lease lapses and the attempt is taken
-    /// over as unknown, never resent).
-    #[error("postgres: {}", error_text(.0))]
-    Postgres(#[from] postgres::Error),
-    /// The attempt's lease has not lapsed by the database's clock: it is not taken over.
-    #[error(
-        "pathway {pathway}: attempt {attempt} is leased until {lease_until} ms and the database's clock says {database_now} ms; it is not taken over"
-    )]
-    LeaseHeld {
-        /// The pathway.
-        pathway: String,
-        /// The attempt.
-        attempt: String,
-        /// Its lease, ms since the epoch by the database's clock.
-        lease_until: i64,
-        /// The database's `now()` when the takeover was refused.
-        database_now: i64,
-    },
-    /// The attempt to take over is not the pathway's in-flight attempt.
-    #[error(
-        "pathway {pathway} in {state}: attempt {attempt} is not in flight ({status}); nothing to take over"
-    )]
-    NotInFlight {
-        /// The pathway.
-        pathway: String,
-        /// Its stored state.
-        state: String,
-        /// The attempt.
-        attempt: String,
-        /// Its stored status (`none` when it does not exist).
-        status: String,
-    },
-    /// The outcome of an attempt that is no longer in flight (its lease lapsed and it was
-    /// taken over, or it was settled otherwise) was refused; the refusal, with the late
-    /// evidence, is the ledger event at `recorded_seq`.
-    #[error(
-        "pathway {pathway}: the late outcome of attempt {attempt} was refused: the attempt is {status} now (taken over); the refusal is ledger event {recorded_seq}"
-    )]
-    Fenced {
-        /// The pathway.
-        pathway: String,
-        /// The attempt.
-        attempt: String,
-        /// The attempt's stored status.
-        status: String,
-        /// The ledger event that records the refusal.
-        recorded_seq: i64,
-    },
-    /// A new connection of the pool reached a database with another identity than the one
-    /// the store was opened on (the location now leads elsewhere: a failover to another
-    /// database, a changed DNS name): it is not used.
-    #[error(
-        "a new connection reached database {found}, not {expected} that this store was opened on; it is not used"
-    )]
-    OtherDatabase {
-        /// The identity read at open.
-        expected: String,
-        /// The identity the new connection found.
-        found: String,
-    },
-    /// A schema name that is not a plain lowercase identifier.
-    #[error("schema name {0:?} is not a lowercase identifier ([a-z_][a-z0-9_]*, at most 63 bytes)")]
-    SchemaName(String),
-}
-
-impl PgError {
-    /// Whether the server refused a duplicate key (two hosts proposing one idempotency key:
-    /// the loser replays the winner, as on SQLite).
-    #[must_use]
-    pub fn is_unique_violation(&self) -> bool {
-        self.sql_state() == Some(&SqlState::UNIQUE_VIOLATION)
-    }
-
-    /// The server's SQLSTATE, when the error is the server's.
-    #[must_use]
-    pub fn sql_state(&self) -> Option<&SqlState> {
-        match self {
-            Self::Postgres(e) => e.code(),
-            _ => None,
-        }
-    }
-}
-
-/// `e` with the server's own words when the server refused something (the `postgres`
-/// crate's `Display` says only "db error" then): severity, SQLSTATE, message and detail.
-#[must_use]
-pub fn error_text(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-            if let Some(detail) = db.detail() {
-                text.push_str(" (");
-                text.push_str(detail);
-                text.push(')');
-            }
-            text
-        }
-        None => e.to_string(),
-    }
-}
 
 /// The PostgreSQL store: a small pool of connections, one transaction per step.
 ///
