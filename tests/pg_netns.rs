@@ -443,24 +443,7 @@ fn a_host_whose_network_is_cut_mid_call_is_taken_over_only_after_its_lease_and_i
     let mut watch = postgres::Client::connect(&db, postgres::NoTls).unwrap();
     let cut_at = cut_between_transactions(&net, 0, &mut watch);
     let host_b = Runtime::open(&db).unwrap();
-    let seen = host_b.recover().unwrap();
-    assert!(
-        matches!(seen.as_slice(), [StoredPathway::InFlightElsewhere { .. }]),
-        "not taken over while the lease runs: {seen:?}"
-    );
-    assert_eq!(
-        event_kinds(&host_b, &id),
-        ["proposed", "admitted", "attempt_started"]
-    );
-
-    // The lease lapses by the database's clock: now it is taken over, as unknown.
-    std::thread::sleep(LEASE + Duration::from_millis(500));
-    let seen = host_b.recover().unwrap();
-    let [StoredPathway::Unknown(unknown)] = seen.as_slice() else {
-        panic!("taken over as unknown after the lease: {seen:?}")
-    };
-    assert!(cut_at.elapsed() >= LEASE);
-    assert_eq!(unknown.id(), id);
+    pg_support::taken_over_only_after_the_lease(&host_b, &id, cut_at, LEASE);
     let taken = host_b.pathway_events(&id).unwrap();
     let e: Value = serde_json::from_str(&taken.last().unwrap().event).unwrap();
     assert_eq!(e["kind"], "recovered_unknown");

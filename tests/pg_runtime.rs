@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use pg_support::{Append, admitted, drive};
 use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
-use rpr::{Outcome, Runtime, State, StoredPathway};
+use rpr::{Outcome, Runtime, State};
 use serde_json::{Value, json};
 
 /// The cut-off host's lease. Its heartbeat renews it every third of it while the process runs.
@@ -89,24 +89,7 @@ fn a_host_cut_off_mid_call_is_taken_over_only_after_its_lease_and_its_late_outco
     signal(pid, "-STOP");
     let host_b = Runtime::open(&db).unwrap();
     let cut_at = Instant::now();
-    let seen = host_b.recover().unwrap();
-    assert!(
-        matches!(seen.as_slice(), [StoredPathway::InFlightElsewhere { .. }]),
-        "not taken over while the lease runs: {seen:?}"
-    );
-    assert_eq!(
-        event_kinds(&host_b, &id),
-        ["proposed", "admitted", "attempt_started"]
-    );
-
-    // The lease lapses by the database's clock: now it is taken over, as unknown.
-    std::thread::sleep(LEASE + Duration::from_millis(500));
-    let seen = host_b.recover().unwrap();
-    let [StoredPathway::Unknown(unknown)] = seen.as_slice() else {
-        panic!("taken over as unknown after the lease: {seen:?}")
-    };
-    assert!(cut_at.elapsed() >= LEASE);
-    assert_eq!(unknown.id(), id);
+    pg_support::taken_over_only_after_the_lease(&host_b, &id, cut_at, LEASE);
     assert_eq!(
         host_b.pathway_record(&id).unwrap().unwrap().state,
         State::WriteStatusUnknown
@@ -284,7 +267,6 @@ impl Executor for Racing {
         Ok(())
     }
     fn execute(&mut self, request: &Request) -> Delivery {
-        use std::io::Write;
         let (file, line) = Append(self.root.clone()).target(request);
         let i: usize = line.trim().trim_start_matches('c').parse().unwrap();
         self.in_call(i, true);
@@ -299,12 +281,7 @@ impl Executor for Racing {
         } else {
             Duration::from_millis(5)
         });
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(file)
-            .unwrap();
-        f.write_all(line.as_bytes()).unwrap();
+        pg_support::append_line(&file, &line);
         self.in_call(i, false);
         if lost {
             resume_unwind(Box::new(OwnerLost));

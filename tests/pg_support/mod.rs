@@ -106,18 +106,11 @@ impl Executor for Append {
         Ok(())
     }
     fn execute(&mut self, request: &Request) -> Delivery {
-        use std::io::Write;
         // Long enough for most kills to land in the middle of a call, before or after the
         // effect.
         std::thread::sleep(Duration::from_millis(40));
         let (file, line) = self.target(request);
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(file)
-            .unwrap();
-        f.write_all(line.as_bytes()).unwrap();
-        f.sync_all().unwrap();
+        append_line(&file, &line);
         std::thread::sleep(Duration::from_millis(40));
         Delivery::Succeeded {
             reply: json!({"appended": true}),
@@ -437,4 +430,46 @@ pub fn late_outcome_refused(mut host_a: ChildProc, host_b: &Runtime, id: &str, l
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].status, rpr::AttemptStatus::Unknown);
     assert!(host_b.verify(None).unwrap().is_ok());
+}
+
+/// A host cut off at `cut_at` with its call `id` in flight under a `lease`: another host
+/// (`host_b`) finds the call in flight elsewhere and takes nothing over while the lease
+/// runs; once it has lapsed by the database's clock, it takes the call over as unknown.
+pub fn taken_over_only_after_the_lease(
+    host_b: &Runtime,
+    id: &str,
+    cut_at: Instant,
+    lease: Duration,
+) {
+    let seen = host_b.recover().unwrap();
+    assert!(
+        matches!(seen.as_slice(), [StoredPathway::InFlightElsewhere { .. }]),
+        "not taken over while the lease runs: {seen:?}"
+    );
+    assert_eq!(
+        event_kinds(host_b, id),
+        ["proposed", "admitted", "attempt_started"]
+    );
+
+    // The lease lapses by the database's clock: now it is taken over, as unknown.
+    std::thread::sleep(lease + Duration::from_millis(500));
+    let seen = host_b.recover().unwrap();
+    let [StoredPathway::Unknown(unknown)] = seen.as_slice() else {
+        panic!("taken over as unknown after the lease: {seen:?}")
+    };
+    assert!(cut_at.elapsed() >= lease);
+    assert_eq!(unknown.id(), id);
+}
+
+/// The effect of [`Append`]: `line` appended to `file` (`O_APPEND`, so lines never mix) and
+/// synced.
+pub fn append_line(file: &Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .unwrap();
+    f.write_all(line.as_bytes()).unwrap();
+    f.sync_all().unwrap();
 }
