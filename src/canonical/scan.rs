@@ -4,7 +4,7 @@
 //!
 //! The ledger verifier runs this over every stored event. It replaces "parse into a
 //! [`serde_json::Value`], write the canonical form again, compare the two texts" and
-//! must give the same answer: [`scan`] returns `Some` exactly when
+//! must give the same answer: [`scan`] returns `true` exactly when
 //! `serde_json::from_str` accepts the text and [`super::to_string`] of the result is the
 //! text itself (a differential property test holds it to that). Any text it refuses
 //! (not JSON, or JSON in another spelling) goes back to the slow path, which says which.
@@ -19,39 +19,38 @@ use std::borrow::Cow;
 /// deeper texts are refused here too.
 const MAX_DEPTH: usize = 127;
 
-/// Members a scan makes room for at first: as many as fit in 1 KiB.
-const MEMBERS: usize = 1024 / std::mem::size_of::<Member<'static>>();
-
 /// A member of the top-level object, or of an object that is a value of one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Member<'a> {
-    /// For a member of a nested object: the index (in the scan's list) of the top-level
-    /// member whose value that object is. `None` for a top-level member.
-    pub(crate) parent: Option<usize>,
+    /// For a member of a nested object: the name (unescaped) of the top-level member
+    /// whose value that object is. `None` for a top-level member.
+    pub(crate) parent: Option<Cow<'a, str>>,
     /// The member's name, unescaped.
     pub(crate) name: Cow<'a, str>,
     /// The member value's text: its canonical form.
     pub(crate) raw: &'a str,
 }
 
-/// The members of a canonical text (see the [module documentation](self)), in text
-/// order, or `None` when the text is not the canonical form of a JSON value.
-#[must_use]
-pub(crate) fn scan(text: &str) -> Option<Vec<Member<'_>>> {
+/// Whether `text` is the canonical form of a JSON value (see the [module
+/// documentation](self)); hands `visit` each member of its top-level object and of the
+/// objects directly inside it as the member's value ends (so a nested object's members
+/// come before the member holding it). Members already handed on when the text turns
+/// out not to be canonical are to be dropped by the caller.
+///
+/// Nothing is collected: a ledger event is scanned without allocating anything but the
+/// stack of open containers (and a name with an escape in it, which a ledger event never
+/// has). A list of members per event, grown past the allocator's per-thread cache, was
+/// once a fifth of the whole check's time.
+pub(crate) fn scan<'a>(text: &'a str, visit: impl FnMut(Member<'a>)) -> bool {
     Scanner {
         text,
         bytes: text.as_bytes(),
         at: 0,
-        // Sized for a ledger event (up to 19 members of its object and its `data`), so a
-        // scan allocates twice and rarely grows; and each allocation is at most 1 KiB,
-        // which the allocator keeps in a per-thread cache when it is freed. A larger one
-        // (32 members was 1.8 KiB) went back to the heap's top on every free, and on a
-        // thread other than the main one the heap gave those pages back to the system
-        // and faulted them in again for the next event: 25% of the checker's time.
-        members: Vec::with_capacity(MEMBERS),
         stack: Vec::with_capacity(8),
+        visit,
     }
     .run()
+    .is_some()
 }
 
 /// The value of a canonical string literal (`raw` includes its quotes), or `None` when
@@ -106,9 +105,6 @@ pub(crate) fn integer_value(raw: &str) -> Option<i64> {
         .filter(|v: &i64| v.unsigned_abs() <= super::MAX_SAFE_MAGNITUDE)
 }
 
-/// Where a frame's pending member value is not recorded.
-const NOT_RECORDED: usize = usize::MAX;
-
 /// An open container.
 struct Frame<'a> {
     object: bool,
@@ -118,24 +114,24 @@ struct Frame<'a> {
     previous: &'a str,
     /// Whether that name holds an escape (then it is compared unescaped).
     previous_escaped: bool,
-    /// For a member being read whose slice is recorded: its index ([`NOT_RECORDED`] if
-    /// none) and where its value starts.
-    pending: usize,
+    /// For a member being read whose slice is recorded: its name (`None` if none) and
+    /// where its value starts.
+    pending: Option<Cow<'a, str>>,
     pending_start: usize,
     /// The top-level member whose value this object is (depth-two objects only).
-    parent: Option<usize>,
+    parent: Option<Cow<'a, str>>,
 }
 
-struct Scanner<'a> {
+struct Scanner<'a, V> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
-    members: Vec<Member<'a>>,
     stack: Vec<Frame<'a>>,
+    visit: V,
 }
 
-impl<'a> Scanner<'a> {
-    fn run(mut self) -> Option<Vec<Member<'a>>> {
+impl<'a, V: FnMut(Member<'a>)> Scanner<'a, V> {
+    fn run(mut self) -> Option<()> {
         loop {
             // A value starts here.
             match *self.bytes.get(self.at)? {
@@ -145,9 +141,7 @@ impl<'a> Scanner<'a> {
                     }
                     let object = open == b'{';
                     let parent = match self.stack.as_slice() {
-                        [root] if object && root.object && root.pending != NOT_RECORDED => {
-                            Some(root.pending)
-                        }
+                        [root] if object && root.object => root.pending.clone(),
                         _ => None,
                     };
                     self.at += 1;
@@ -156,7 +150,7 @@ impl<'a> Scanner<'a> {
                         has_previous: false,
                         previous: "",
                         previous_escaped: false,
-                        pending: NOT_RECORDED,
+                        pending: None,
                         pending_start: 0,
                         parent,
                     });
@@ -182,11 +176,14 @@ impl<'a> Scanner<'a> {
             loop {
                 let end = self.at;
                 let Some(frame) = self.stack.last_mut() else {
-                    return (self.at == self.bytes.len()).then_some(self.members);
+                    return (self.at == self.bytes.len()).then_some(());
                 };
-                if frame.pending != NOT_RECORDED {
-                    self.members[frame.pending].raw = &self.text[frame.pending_start..end];
-                    frame.pending = NOT_RECORDED;
+                if let Some(name) = frame.pending.take() {
+                    (self.visit)(Member {
+                        parent: frame.parent.clone(),
+                        name,
+                        raw: &self.text[frame.pending_start..end],
+                    });
                 }
                 let close = if frame.object { b'}' } else { b']' };
                 match *self.bytes.get(self.at)? {
@@ -238,18 +235,11 @@ impl<'a> Scanner<'a> {
         }
         let record = depth == 1 || (depth == 2 && frame.parent.is_some());
         if record {
-            let parent = if depth == 1 { None } else { frame.parent };
-            frame.pending = self.members.len();
             frame.pending_start = self.at;
-            let name = if escaped {
+            frame.pending = Some(if escaped {
                 string_value_between(written)?
             } else {
                 Cow::Borrowed(written)
-            };
-            self.members.push(Member {
-                parent,
-                name,
-                raw: "",
             });
         }
         frame.has_previous = true;
@@ -428,9 +418,17 @@ mod tests {
         }
     }
 
+    /// Every member `scan` hands on, in text order, or `None` when it refuses the text.
+    fn members(text: &str) -> Option<Vec<Member<'_>>> {
+        let mut found = Vec::new();
+        let canonical = scan(text, |m| found.push(m));
+        found.sort_by_key(|m: &Member<'_>| m.raw.as_ptr() as usize);
+        canonical.then_some(found)
+    }
+
     fn agrees(text: &str) {
         assert_eq!(
-            scan(text).is_some(),
+            members(text).is_some(),
             canonical_by_value(text),
             "scan and the Value round trip disagree on {text:?}"
         );
@@ -509,17 +507,17 @@ mod tests {
     #[test]
     fn members_of_the_top_object_and_the_objects_in_it_are_found_with_their_canonical_text() {
         let text = r#"{"a":{"b":[1,{"c":2}],"d":"x\"y"},"e":3,"f":[{"g":1}]}"#;
-        let members = scan(text).expect("canonical");
+        let members = members(text).expect("canonical");
         let found: Vec<_> = members
             .iter()
-            .map(|m| (m.parent, m.name.as_ref(), m.raw))
+            .map(|m| (m.parent.as_deref(), m.name.as_ref(), m.raw))
             .collect();
         assert_eq!(
             found,
             vec![
                 (None, "a", r#"{"b":[1,{"c":2}],"d":"x\"y"}"#),
-                (Some(0), "b", r#"[1,{"c":2}]"#),
-                (Some(0), "d", r#""x\"y""#),
+                (Some("a"), "b", r#"[1,{"c":2}]"#),
+                (Some("a"), "d", r#""x\"y""#),
                 (None, "e", "3"),
                 (None, "f", r#"[{"g":1}]"#),
             ]
@@ -558,7 +556,7 @@ mod tests {
         #[test]
         fn scan_accepts_what_the_canonical_writer_writes(value in json_value()) {
             if let Ok(text) = super::super::to_string(&value) {
-                let members = scan(&text);
+                let members = members(&text);
                 prop_assert!(members.is_some(), "refused {}", text);
                 if let (Value::Object(map), Some(members)) = (&value, members) {
                     let top: Vec<_> = members.iter().filter(|m| m.parent.is_none()).collect();
@@ -599,7 +597,7 @@ mod tests {
                     edited.push_str(edit);
                     edited.push_str(&text[cut..]);
                 }
-                prop_assert_eq!(scan(&edited).is_some(), canonical_by_value(&edited), "{}", edited);
+                prop_assert_eq!(members(&edited).is_some(), canonical_by_value(&edited), "{}", edited);
             }
         }
 
@@ -608,7 +606,7 @@ mod tests {
         fn scan_agrees_with_the_value_round_trip_on_arbitrary_texts(
             text in "[\\[\\]{}\",:0-9eE.+\\-tfnrulsa\\\\ ]{0,16}"
         ) {
-            prop_assert_eq!(scan(&text).is_some(), canonical_by_value(&text), "{}", text);
+            prop_assert_eq!(members(&text).is_some(), canonical_by_value(&text), "{}", text);
         }
     }
 
@@ -654,7 +652,7 @@ mod tests {
     fn an_event_shaped_text_is_found() {
         let value = json!({"kind": "proposed", "seq": 1, "data": {"request_digest": "ab"}});
         let text = super::super::to_string(&value).unwrap();
-        let members = scan(&text).unwrap();
+        let members = members(&text).unwrap();
         assert!(
             members
                 .iter()

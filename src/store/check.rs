@@ -26,7 +26,7 @@ pub(crate) use raw::{
 // The PostgreSQL store reads its rows into these.
 #[cfg(feature = "postgres")]
 pub(crate) use raw::{RawApproval, RawAttempt};
-pub(crate) use replay::{Finding, Replay};
+pub(crate) use replay::{Facts, Finding, Replay};
 
 /// The stored names of the attempt statuses after which the request certainly did not take
 /// effect ([`AttemptStatus::is_settled`]): only after one of these may a new attempt start

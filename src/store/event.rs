@@ -99,20 +99,13 @@ impl<'a> Raw<'a> {
 impl<'a> Event<'a> {
     /// Reads the fields of a stored event text.
     pub(crate) fn read(text: &'a str) -> Reading<'a> {
-        if let Some(members) = scan::scan(text) {
-            let mut event = Event::default();
-            let data = members
-                .iter()
-                .position(|m| m.parent.is_none() && m.name == "data");
-            for m in &members {
-                match m.parent {
-                    None => event.set(&m.name, Raw::Canonical(m.raw)),
-                    Some(parent) if Some(parent) == data => {
-                        event.data.set(&m.name, Raw::Canonical(m.raw));
-                    }
-                    Some(_) => {}
-                }
-            }
+        let mut event = Event::default();
+        let canonical = scan::scan(text, |m| match m.parent.as_deref() {
+            None => event.set(&m.name, Raw::Canonical(m.raw)),
+            Some("data") => event.data.set(&m.name, Raw::Canonical(m.raw)),
+            Some(_) => {}
+        });
+        if canonical {
             return Reading::Canonical(event);
         }
         match serde_json::from_str::<Value>(text) {

@@ -2,7 +2,6 @@
 //! compared with the stored rows.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
@@ -24,64 +23,135 @@ const OUTCOME_KINDS: &[&str] = &[
     "attempt_rejected",
 ];
 
+/// Where a fact's text is in the buffer of facts ([`Replay`]'s own, or the whole-store
+/// check's): bytes `start..end`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+fn get(text: &str, span: Span) -> &str {
+    &text[span.start..span.end]
+}
+
+fn get_opt(text: &str, span: Option<Span>) -> Option<&str> {
+    span.map(|span| get(text, span))
+}
+
+/// Appends `value` to `text`, returning where it is.
+fn put(text: &mut String, value: &str) -> Span {
+    let start = text.len();
+    text.push_str(value);
+    Span {
+        start,
+        end: text.len(),
+    }
+}
+
+fn put_opt(text: &mut String, value: Option<&Cow<'_, str>>) -> Option<Span> {
+    value.map(|v| put(text, v))
+}
+
 #[derive(Debug)]
 struct Proposal {
     at: i64,
-    actor: String,
-    idempotency_key: Option<String>,
-    definition_digest: Option<String>,
-    request_digest: Option<String>,
+    actor: Span,
+    idempotency_key: Option<Span>,
+    definition_digest: Option<Span>,
+    request_digest: Option<Span>,
     /// sha256 of the stored (redacted) definition text; events of version 2 on.
-    definition_text_digest: Option<String>,
+    definition_text_digest: Option<Span>,
 }
 
 #[derive(Debug)]
 struct AttemptFacts {
-    id: String,
+    id: Span,
     at: i64,
     seq: Option<i64>,
-    previous: Option<String>,
-    request_digest: Option<String>,
-    binding_digest: Option<String>,
+    previous: Option<Span>,
+    request_digest: Option<Span>,
+    binding_digest: Option<Span>,
     /// Events of version 2 on: sha256 of the stored request text, the owner and the carrier.
     v2: bool,
-    request_text_digest: Option<String>,
-    owner: Option<String>,
-    carrier: Option<String>,
-    status: String,
-    outcome: Option<String>,
+    request_text_digest: Option<Span>,
+    owner: Option<Span>,
+    carrier: Option<Span>,
+    status: Span,
+    outcome: Option<Span>,
     /// Ended without a reply (lost, timed out, or its owner died): its carrier may still hold it.
     unanswered: bool,
 }
 
 #[derive(Debug)]
 struct ApprovalFacts {
-    request_digest: Option<String>,
-    approver: String,
+    id: Span,
+    request_digest: Option<Span>,
+    approver: Span,
     granted_at: i64,
     used_at: Option<i64>,
     revoked_at: Option<i64>,
 }
 
-/// The facts one pathway's events establish, folded one event at a time.
+/// The facts one pathway's events establish, folded one event at a time, their texts
+/// kept in a buffer the caller gives: the whole-store check keeps every pathway's in one
+/// (one growing allocation instead of a dozen strings per pathway, which were most of
+/// the check's allocations and page faults); [`Replay`] keeps its own.
 #[derive(Debug, Default)]
-pub(crate) struct Replay {
-    pub(crate) state: Option<State>,
+pub(crate) struct Facts {
+    state: Option<State>,
     proposal: Option<Proposal>,
     attempts: Vec<AttemptFacts>,
-    approvals: HashMap<String, ApprovalFacts>,
+    /// In the order granted; a second grant of one id replaces the first.
+    approvals: Vec<ApprovalFacts>,
+}
+
+/// The facts of one pathway with their own buffer of texts.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    facts: Facts,
+    text: String,
 }
 
 /// A problem found while replaying: its kind and what is wrong.
 pub(crate) type Finding = (ProblemKind, String);
 
-fn owned(field: Option<&Cow<'_, str>>) -> Option<String> {
-    field.map(|f| f.as_ref().to_owned())
-}
-
 impl Replay {
     /// Folds one event's fields into the facts, reporting what it breaks.
     pub(crate) fn event(&mut self, event: &Event<'_>, out: &mut Vec<Finding>) {
+        self.facts.event(&mut self.text, event, out);
+    }
+
+    /// The recorded carrier of `attempt` (canonical JSON) if the attempt ended without a
+    /// reply: that process may still hold the request.
+    pub(crate) fn unanswered_carrier(&self, attempt: &str) -> Option<&str> {
+        let text = self.text.as_str();
+        self.facts
+            .attempts
+            .iter()
+            .find(|a| get(text, a.id) == attempt && a.unanswered)
+            .and_then(|a| get_opt(text, a.carrier))
+    }
+
+    /// Compares the stored rows of this pathway with the facts of its events.
+    pub(crate) fn check_rows(
+        &self,
+        row: &RawPathway,
+        attempts: &[RawAttempt],
+        approvals: &[RawApproval],
+        out: &mut Vec<Finding>,
+    ) {
+        let attempts: Vec<_> = attempts.iter().map(RawAttempt::view).collect();
+        let approvals: Vec<_> = approvals.iter().map(RawApproval::view).collect();
+        self.facts
+            .check_views(&self.text, &row.view(), &attempts, &approvals, out);
+    }
+}
+
+impl Facts {
+    /// Folds one event's fields into the facts (their texts appended to `text`),
+    /// reporting what it breaks.
+    pub(crate) fn event(&mut self, text: &mut String, event: &Event<'_>, out: &mut Vec<Finding>) {
         let from = event.from.as_deref().map(str::parse::<State>);
         let to = event.to.as_deref().map(str::parse::<State>);
         match (self.state, from, to) {
@@ -89,7 +159,7 @@ impl Replay {
             (Some(cur), Some(Ok(f)), Some(Ok(t))) if f == cur && (f == t || f.allows(t)) => {
                 if t == State::HumanGate && f != State::HumanGate {
                     // Entering a Human Gate voids approvals given before it.
-                    for a in self.approvals.values_mut() {
+                    for a in &mut self.approvals {
                         if a.used_at.is_none() && a.revoked_at.is_none() {
                             a.revoked_at = event.at;
                         }
@@ -117,54 +187,64 @@ impl Replay {
                 }
                 self.proposal = Some(Proposal {
                     at,
-                    actor: actor.to_owned(),
-                    idempotency_key: owned(data.idempotency_key.as_ref()),
-                    definition_digest: owned(data.definition_digest.as_ref()),
-                    request_digest: owned(data.request_digest.as_ref()),
-                    definition_text_digest: if v2 {
-                        Some(owned(data.definition_text_digest.as_ref()).unwrap_or_default())
-                    } else {
-                        None
-                    },
+                    actor: put(text, actor),
+                    idempotency_key: put_opt(text, data.idempotency_key.as_ref()),
+                    definition_digest: put_opt(text, data.definition_digest.as_ref()),
+                    request_digest: put_opt(text, data.request_digest.as_ref()),
+                    definition_text_digest: v2.then(|| {
+                        put(
+                            text,
+                            data.definition_text_digest.as_deref().unwrap_or_default(),
+                        )
+                    }),
                 });
             }
-            "attempt_started" => self.attempt_started(event, at, v2, out),
+            "attempt_started" => {
+                self.attempt_started(text, event, at, v2, out);
+                return;
+            }
             "approval_granted" => {
-                let Some(id) = owned(data.approval.as_ref()) else {
+                let Some(id) = data.approval.as_deref() else {
                     out.push((
                         ProblemKind::Unexplained,
                         "approval event without an id".into(),
                     ));
                     return;
                 };
-                let digest = owned(data.request_digest.as_ref());
-                if digest != self.request_digest() {
+                let digest = data.request_digest.as_deref();
+                if digest != self.request_digest(text) {
                     out.push((
                         ProblemKind::Unexplained,
                         format!("approval {id} is for another request than the proposal's"),
                     ));
                 }
-                self.approvals.insert(
-                    id,
-                    ApprovalFacts {
-                        request_digest: digest,
-                        approver: actor.to_owned(),
-                        granted_at: at,
-                        used_at: None,
-                        revoked_at: None,
-                    },
-                );
+                let granted = ApprovalFacts {
+                    id: put(text, id),
+                    request_digest: digest.map(|d| put(text, d)),
+                    approver: put(text, actor),
+                    granted_at: at,
+                    used_at: None,
+                    revoked_at: None,
+                };
+                if let Some(at) = self.approvals.iter().position(|a| get(text, a.id) == id) {
+                    self.approvals[at] = granted;
+                } else {
+                    if self.approvals.is_empty() {
+                        self.approvals.reserve_exact(1);
+                    }
+                    self.approvals.push(granted);
+                }
             }
             "approved" => {
                 let id = data.approval.as_deref().unwrap_or_default();
-                let proposal_digest = self.request_digest();
-                match self.approvals.get_mut(id) {
+                let proposal_digest = self.request_digest(text);
+                match self.approvals.iter_mut().find(|a| get(text, a.id) == id) {
                     Some(a)
                         if a.used_at.is_none()
                             && a.revoked_at.is_none()
-                            && a.approver == actor
-                            && data.request_digest.as_deref() == a.request_digest.as_deref()
-                            && a.request_digest == proposal_digest =>
+                            && get(text, a.approver) == actor
+                            && data.request_digest.as_deref() == get_opt(text, a.request_digest)
+                            && get_opt(text, a.request_digest) == proposal_digest =>
                     {
                         a.used_at = Some(at);
                     }
@@ -178,25 +258,25 @@ impl Replay {
             }
             _ => {}
         }
-        if kind == "attempt_started" {
-            return;
-        }
         if let Some(attempt) = event.attempt.as_deref() {
-            let outcome = if OUTCOME_KINDS.contains(&kind) {
-                owned(data.evidence.as_ref())
-            } else {
-                None
-            };
-            match self.attempts.iter_mut().find(|a| a.id == attempt) {
+            match self
+                .attempts
+                .iter_mut()
+                .find(|a| get(text, a.id) == attempt)
+            {
                 Some(a) => {
                     if matches!(kind, "attempt_unknown" | "recovered_unknown") {
                         a.unanswered = true;
                     }
-                    if let Some(s) = &event.attempt_status {
-                        s.as_ref().clone_into(&mut a.status);
+                    if let Some(s) = &event.attempt_status
+                        && get(text, a.status) != s.as_ref()
+                    {
+                        a.status = put(text, s);
                     }
-                    if outcome.is_some() {
-                        a.outcome = outcome;
+                    if OUTCOME_KINDS.contains(&kind)
+                        && let Some(evidence) = &data.evidence
+                    {
+                        a.outcome = Some(put(text, evidence));
                     }
                 }
                 None => out.push((
@@ -207,23 +287,21 @@ impl Replay {
         }
     }
 
-    /// The recorded carrier of `attempt` (canonical JSON) if the attempt ended without a
-    /// reply: that process may still hold the request.
-    pub(crate) fn unanswered_carrier(&self, attempt: &str) -> Option<&str> {
-        self.attempts
-            .iter()
-            .find(|a| a.id == attempt && a.unanswered)
-            .and_then(|a| a.carrier.as_deref())
-    }
-
-    fn request_digest(&self) -> Option<String> {
+    fn request_digest<'t>(&self, text: &'t str) -> Option<&'t str> {
         self.proposal
             .as_ref()
-            .and_then(|p| p.request_digest.clone())
+            .and_then(|p| get_opt(text, p.request_digest))
     }
 
-    fn attempt_started(&mut self, event: &Event<'_>, at: i64, v2: bool, out: &mut Vec<Finding>) {
-        let Some(id) = owned(event.attempt.as_ref()) else {
+    fn attempt_started(
+        &mut self,
+        text: &mut String,
+        event: &Event<'_>,
+        at: i64,
+        v2: bool,
+        out: &mut Vec<Finding>,
+    ) {
+        let Some(id) = event.attempt.as_deref() else {
             out.push((
                 ProblemKind::Unexplained,
                 "attempt event without an id".into(),
@@ -231,16 +309,17 @@ impl Replay {
             return;
         };
         let data = &event.data;
-        let previous = owned(data.previous_attempt.as_ref());
+        let previous = data.previous_attempt.as_deref();
         match self.attempts.last() {
             None if previous.is_none() => {}
-            Some(last) if previous.as_deref() == Some(last.id.as_str()) => {
-                if !SETTLED.contains(&last.status.as_str()) {
+            Some(last) if previous == Some(get(text, last.id)) => {
+                let status = get(text, last.status);
+                if !SETTLED.contains(&status) {
                     out.push((
                         ProblemKind::IllegalTransition,
                         format!(
-                            "attempt {id} started while attempt {} had ended {} (no not-applied verdict between them)",
-                            last.id, last.status
+                            "attempt {id} started while attempt {} had ended {status} (no not-applied verdict between them)",
+                            get(text, last.id)
                         ),
                     ));
                 }
@@ -249,50 +328,43 @@ impl Replay {
                 ProblemKind::IllegalTransition,
                 format!(
                     "attempt {id} names previous attempt {previous:?}, but the last attempt is {:?}",
-                    last.map(|a| &a.id)
+                    last.map(|a| get(text, a.id))
                 ),
             )),
         }
-        let request_digest = owned(data.request_digest.as_ref());
-        if request_digest != self.request_digest() {
+        let request_digest = data.request_digest.as_deref();
+        if request_digest != self.request_digest(text) {
             out.push((
                 ProblemKind::Unexplained,
                 format!("attempt {id} sends another request than the proposal's"),
             ));
         }
-        self.attempts.push(AttemptFacts {
-            id,
+        let facts = AttemptFacts {
+            id: put(text, id),
             at,
             seq: data.seq,
-            previous,
-            request_digest,
-            binding_digest: owned(data.binding_digest.as_ref()),
+            previous: previous.map(|p| put(text, p)),
+            request_digest: request_digest.map(|d| put(text, d)),
+            binding_digest: put_opt(text, data.binding_digest.as_ref()),
             v2,
-            request_text_digest: owned(data.request_text_digest.as_ref()),
-            owner: owned(data.owner.as_ref()),
-            carrier: owned(data.carrier.as_ref()),
-            status: owned(event.attempt_status.as_ref()).unwrap_or_default(),
+            request_text_digest: put_opt(text, data.request_text_digest.as_ref()),
+            owner: put_opt(text, data.owner.as_ref()),
+            carrier: put_opt(text, data.carrier.as_ref()),
+            status: put(text, event.attempt_status.as_deref().unwrap_or_default()),
             outcome: None,
             unanswered: false,
-        });
+        };
+        if self.attempts.is_empty() {
+            // Most pathways make one attempt: room for one, not the four `push` makes.
+            self.attempts.reserve_exact(1);
+        }
+        self.attempts.push(facts);
     }
 
-    /// Compares the stored rows of this pathway with the facts of its events.
-    pub(crate) fn check_rows(
-        &self,
-        row: &RawPathway,
-        attempts: &[RawAttempt],
-        approvals: &[RawApproval],
-        out: &mut Vec<Finding>,
-    ) {
-        let attempts: Vec<_> = attempts.iter().map(RawAttempt::view).collect();
-        let approvals: Vec<_> = approvals.iter().map(RawApproval::view).collect();
-        self.check_views(&row.view(), &attempts, &approvals, out);
-    }
-
-    /// [`Replay::check_rows`] over borrowed rows.
+    /// [`Replay::check_rows`] over borrowed rows, with the facts' texts in `text`.
     pub(crate) fn check_views(
         &self,
+        text: &str,
         row: &PathwayRow<'_>,
         attempts: &[AttemptRow<'_>],
         approvals: &[ApprovalRow<'_>],
@@ -308,22 +380,22 @@ impl Replay {
         match &self.proposal {
             None => out.push(mismatch("pathway has no proposal event")),
             Some(p) => {
-                if p.idempotency_key.as_deref() != Some(row.idempotency_key) {
+                if get_opt(text, p.idempotency_key) != Some(row.idempotency_key) {
                     out.push(mismatch("stored idempotency key is not the proposal's"));
                 }
-                if p.definition_digest.as_deref() != Some(row.definition_digest) {
+                if get_opt(text, p.definition_digest) != Some(row.definition_digest) {
                     out.push(mismatch("stored definition digest is not the proposal's"));
                 }
-                if p.request_digest.as_deref() != Some(row.request_digest) {
+                if get_opt(text, p.request_digest) != Some(row.request_digest) {
                     out.push(mismatch("stored request digest is not the proposal's"));
                 }
-                if p.actor != row.proposer {
+                if get(text, p.actor) != row.proposer {
                     out.push(mismatch("stored proposer is not the proposal's actor"));
                 }
                 if p.at != row.created_at {
                     out.push(mismatch("stored creation time is not the proposal's"));
                 }
-                if let Some(d) = &p.definition_text_digest
+                if let Some(d) = get_opt(text, p.definition_text_digest)
                     && !is_sha256_of(d, row.definition, row.definition_sha256)
                 {
                     out.push(mismatch("stored definition is not the one proposed"));
@@ -331,7 +403,7 @@ impl Replay {
             }
         }
         for a in attempts {
-            let Some(f) = self.attempts.iter().find(|f| f.id == a.id) else {
+            let Some(f) = self.attempts.iter().find(|f| get(text, f.id) == a.id) else {
                 out.push((
                     ProblemKind::AttemptMismatch,
                     format!("attempt {} is stored but the chain never started it", a.id),
@@ -344,73 +416,74 @@ impl Replay {
                     format!("attempt {}: {what}", a.id),
                 )
             };
-            if f.status != a.status {
+            if get(text, f.status) != a.status {
                 out.push((
                     ProblemKind::AttemptMismatch,
                     format!(
                         "attempt {} stored as {}, events say {:?}",
-                        a.id, a.status, f.status
+                        a.id,
+                        a.status,
+                        get(text, f.status)
                     ),
                 ));
             }
-            if f.seq != Some(a.seq) || f.previous.as_deref() != a.previous_attempt {
+            if f.seq != Some(a.seq) || get_opt(text, f.previous) != a.previous_attempt {
                 out.push(bad(
                     "stored sequence or previous attempt is not the chain's",
                 ));
             }
-            if f.request_digest.as_deref() != Some(a.request_digest) {
+            if get_opt(text, f.request_digest) != Some(a.request_digest) {
                 out.push(bad("stored request digest is not the chain's"));
             }
-            if f.binding_digest.as_deref() != Some(a.binding_digest)
+            if get_opt(text, f.binding_digest) != Some(a.binding_digest)
                 || !is_sha256_of(a.binding_digest, a.binding, a.binding_sha256)
             {
                 out.push(bad("stored binding is not the one the chain recorded"));
             }
-            if f.outcome.as_deref() != a.outcome {
+            if get_opt(text, f.outcome) != a.outcome {
                 out.push(bad("stored outcome is not the chain's evidence"));
             }
             if f.at != a.created_at {
                 out.push(bad("stored creation time is not the chain's"));
             }
             if f.v2 {
-                if !f
-                    .request_text_digest
-                    .as_deref()
+                if !get_opt(text, f.request_text_digest)
                     .is_some_and(|d| is_sha256_of(d, a.request, a.request_sha256))
                 {
                     out.push(bad("stored request is not the one the chain recorded"));
                 }
                 let owner_ok = if a.status == "in_flight" {
-                    a.owner == f.owner.as_deref()
+                    a.owner == get_opt(text, f.owner)
                 } else {
                     a.owner.is_none()
                 };
                 if !owner_ok {
                     out.push(bad("stored owner is not the chain's"));
                 }
-                if a.carrier != f.carrier.as_deref() {
+                if a.carrier != get_opt(text, f.carrier) {
                     out.push(bad("stored carrier is not the chain's"));
                 }
             }
         }
         for f in &self.attempts {
-            if !attempts.iter().any(|a| a.id == f.id) {
+            let id = get(text, f.id);
+            if !attempts.iter().any(|a| a.id == id) {
                 out.push((
                     ProblemKind::AttemptMismatch,
-                    format!("attempt {} is in the chain but its row is missing", f.id),
+                    format!("attempt {id} is in the chain but its row is missing"),
                 ));
             }
         }
         for a in approvals {
-            let Some(f) = self.approvals.get(a.id) else {
+            let Some(f) = self.approvals.iter().find(|f| get(text, f.id) == a.id) else {
                 out.push(mismatch(&format!(
                     "approval {} is stored but the chain never granted it",
                     a.id
                 )));
                 continue;
             };
-            if f.request_digest.as_deref() != Some(a.request_digest)
-                || f.approver != a.approver
+            if get_opt(text, f.request_digest) != Some(a.request_digest)
+                || get(text, f.approver) != a.approver
                 || f.granted_at != a.granted_at
                 || f.used_at != a.used_at
                 || f.revoked_at != a.revoked_at
@@ -421,7 +494,8 @@ impl Replay {
                 )));
             }
         }
-        for id in self.approvals.keys() {
+        for f in &self.approvals {
+            let id = get(text, f.id);
             if !approvals.iter().any(|a| a.id == id) {
                 out.push(mismatch(&format!(
                     "approval {id} is in the chain but its row is missing"

@@ -168,7 +168,10 @@ pub(crate) fn run(
     let behind = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         let (parts, received) = mpsc::sync_channel::<Part>(QUEUE);
-        let (spent, returned) = mpsc::channel::<Batch>();
+        // Bounded, so its slots are allocated once: an unbounded channel allocates a
+        // block of them now and then on the checker's thread, and freeing the reader's
+        // batches there made those allocations the costliest in the check.
+        let (spent, returned) = mpsc::sync_channel::<Batch>(QUEUE + 2);
         let behind = &behind;
         let checking = scope.spawn(move || {
             let mut checker = checker;
@@ -179,8 +182,9 @@ pub(crate) fn run(
                     behind.fetch_sub(1, Ordering::Relaxed);
                 }
                 if let Some(batch) = done {
-                    // The reader may have finished; then nobody needs it back.
-                    let _ = spent.send(batch);
+                    // The reader may have finished; then nobody needs it back. (It is
+                    // never full: there are no more batches than its slots.)
+                    let _ = spent.try_send(batch);
                 }
             }
             checker.finish()

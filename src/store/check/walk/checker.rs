@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use rusqlite::types::Type;
 
 use super::super::raw::{AttemptRow, Copied, approval_row, attempt_row, pathway_row};
-use super::super::{Finding, Replay};
+use super::super::{Facts, Finding};
 use super::{Batch, Part};
 use crate::ledger::{GENESIS, Problem, ProblemKind, Report, StoredRow, check_stored_row};
 use crate::store::StoreError;
@@ -15,8 +15,9 @@ use crate::store::StoreError;
 /// What the chain and the stored rows say about one pathway.
 #[derive(Debug, Default)]
 struct Found {
-    /// The facts its events establish (none if it has no events).
-    replay: Option<Replay>,
+    /// The facts its events establish (none if it has no events), their texts in
+    /// [`Checker::facts`].
+    replay: Option<Facts>,
     /// Its attempt rows: (batch, row) in the kept attempt batches.
     attempts: Vec<(usize, usize)>,
     /// Its approval rows: (batch, row) in the kept approval batches.
@@ -98,6 +99,8 @@ pub(super) struct Checker<'k> {
     problems: Vec<Problem>,
     findings: Vec<Finding>,
     pathways: Pathways,
+    /// The texts of every pathway's facts, in one buffer.
+    facts: String,
     /// The previous ledger row's stored hash.
     prev_hash: Vec<u8>,
     expected_seq: i64,
@@ -122,6 +125,7 @@ impl<'k> Checker<'k> {
             problems: Vec::new(),
             findings: Vec::new(),
             pathways: Pathways::with_capacity(pathways),
+            facts: String::new(),
             prev_hash: GENESIS.as_bytes().to_vec(),
             expected_seq: 1,
             last_seq: 0,
@@ -218,7 +222,7 @@ impl<'k> Checker<'k> {
                 .get(pathway)
                 .replay
                 .get_or_insert_default()
-                .event(&event, &mut self.findings);
+                .event(&mut self.facts, &event, &mut self.findings);
         }
         self.problems.extend(
             self.findings
@@ -284,7 +288,7 @@ impl<'k> Checker<'k> {
             .iter()
             .map(|&(batch, index)| approval_row(self.approvals[batch].rows.row(index)))
             .collect::<Result<Vec<_>, _>>()?;
-        replay.check_views(&row, &attempts, &approvals, &mut self.findings);
+        replay.check_views(&self.facts, &row, &attempts, &approvals, &mut self.findings);
         self.problems
             .extend(self.findings.drain(..).map(|(kind, detail)| Problem {
                 kind,
