@@ -110,8 +110,6 @@ pub(crate) struct PathwayRow<'a> {
     pub(crate) id: &'a str,
     pub(crate) idempotency_key: &'a str,
     pub(crate) definition: &'a str,
-    /// The sha256 (lowercase hex) of `definition`, when the reader computed it.
-    pub(crate) definition_sha256: Option<&'a str>,
     pub(crate) definition_digest: &'a str,
     pub(crate) request_digest: &'a str,
     pub(crate) state: &'a str,
@@ -126,12 +124,8 @@ pub(crate) struct AttemptRow<'a> {
     pub(crate) seq: i64,
     pub(crate) previous_attempt: Option<&'a str>,
     pub(crate) request: &'a str,
-    /// The sha256 (lowercase hex) of `request`, when the reader computed it.
-    pub(crate) request_sha256: Option<&'a str>,
     pub(crate) request_digest: &'a str,
     pub(crate) binding: &'a str,
-    /// The sha256 (lowercase hex) of `binding`, when the reader computed it.
-    pub(crate) binding_sha256: Option<&'a str>,
     pub(crate) binding_digest: &'a str,
     pub(crate) status: &'a str,
     pub(crate) owner: Option<&'a str>,
@@ -157,7 +151,6 @@ impl RawPathway {
             id: &self.id,
             idempotency_key: &self.idempotency_key,
             definition: &self.definition,
-            definition_sha256: None,
             definition_digest: &self.definition_digest,
             request_digest: &self.request_digest,
             state: &self.state,
@@ -174,10 +167,8 @@ impl RawAttempt {
             seq: self.seq,
             previous_attempt: self.previous_attempt.as_deref(),
             request: &self.request,
-            request_sha256: None,
             request_digest: &self.request_digest,
             binding: &self.binding,
-            binding_sha256: None,
             binding_digest: &self.binding_digest,
             status: &self.status,
             owner: self.owner.as_deref(),
@@ -212,7 +203,7 @@ enum Cell {
 }
 
 /// Rows copied out of SQLite so that another thread can read them: every text and blob
-/// into one buffer, every value into one list, `width` values a row. Two allocations
+/// into one buffer, every value into one list, `columns` values a row. Two allocations
 /// for a whole batch of rows (none once reused), where reading each row into owned
 /// strings makes one per text.
 ///
@@ -222,18 +213,14 @@ enum Cell {
 pub(crate) struct Rows {
     /// Values copied from each row.
     columns: usize,
-    /// Values each row has here: its columns, then the digests [`Rows::push_sha256`] adds.
-    width: usize,
     bytes: Vec<u8>,
     cells: Vec<Cell>,
 }
 
 impl Rows {
-    /// Empties the rows (keeping their memory) for rows of `columns` values and `digests`
-    /// digests.
-    pub(crate) fn reset(&mut self, columns: usize, digests: usize) {
+    /// Empties the rows (keeping their memory) for rows of `columns` values.
+    pub(crate) fn reset(&mut self, columns: usize) {
         self.columns = columns;
-        self.width = columns + digests;
         self.bytes.clear();
         self.cells.clear();
     }
@@ -262,28 +249,9 @@ impl Rows {
         Ok(())
     }
 
-    /// Adds to the row being copied the sha256 (lowercase hex) of its text value `column`
-    /// (`NULL` when that value is not text), read back by [`Copied::added`] at
-    /// the index after the row's columns and the digests added before it.
-    pub(crate) fn push_sha256(&mut self, column: usize) {
-        use sha2::{Digest, Sha256};
-        let row = self.cells.len() - self.cells.len() % self.width.max(1);
-        let cell = match self.cells.get(row + column) {
-            Some(&Cell::Text(start, end)) => {
-                let hex =
-                    crate::canonical::digest_hex(&Sha256::digest(&self.bytes[start..end]).into());
-                let start = self.bytes.len();
-                self.bytes.extend_from_slice(&hex);
-                Cell::Text(start, self.bytes.len())
-            }
-            _ => Cell::Null,
-        };
-        self.cells.push(cell);
-    }
-
     /// How many rows.
     pub(crate) fn len(&self) -> usize {
-        self.cells.len().checked_div(self.width).unwrap_or(0)
+        self.cells.len().checked_div(self.columns).unwrap_or(0)
     }
 
     /// How many bytes of text and blobs.
@@ -295,7 +263,7 @@ impl Rows {
     pub(crate) fn row(&self, index: usize) -> Copied<'_> {
         Copied {
             bytes: &self.bytes,
-            cells: &self.cells[index * self.width..(index + 1) * self.width],
+            cells: &self.cells[index * self.columns..(index + 1) * self.columns],
         }
     }
 }
@@ -350,14 +318,6 @@ impl<'a> Copied<'a> {
         }
     }
 
-    /// A value [`Rows::push_sha256`] added at `index`, if the row has one.
-    pub(crate) fn added(self, index: usize) -> Option<&'a str> {
-        match self.cells.get(index) {
-            Some(&Cell::Text(start, end)) => std::str::from_utf8(&self.bytes[start..end]).ok(),
-            _ => None,
-        }
-    }
-
     /// An integer value (as `row.get::<_, i64>` reads it).
     pub(crate) fn integer(self, index: usize) -> rusqlite::Result<i64> {
         match self.cells[index] {
@@ -381,18 +341,12 @@ pub(crate) const PATHWAY_WIDTH: usize = 8;
 pub(crate) const ATTEMPT_WIDTH: usize = 13;
 pub(crate) const APPROVAL_WIDTH: usize = 7;
 
-/// The columns whose sha256 the reader adds to a copied row ([`Rows::push_sha256`]), in
-/// order: a pathway's definition; an attempt's request and binding.
-pub(crate) const PATHWAY_HASHED: &[usize] = &[2];
-pub(crate) const ATTEMPT_HASHED: &[usize] = &[4, 6];
-
 // Same shape as raw_pathway: the same columns by position, borrowed from copied rows.
 pub(crate) fn pathway_row(r: Copied<'_>) -> rusqlite::Result<PathwayRow<'_>> {
     Ok(PathwayRow {
         id: r.text(0)?,
         idempotency_key: r.text(1)?,
         definition: r.text(2)?,
-        definition_sha256: r.added(PATHWAY_WIDTH),
         definition_digest: r.text(3)?,
         request_digest: r.text(4)?,
         state: r.text(5)?,
@@ -408,10 +362,8 @@ pub(crate) fn attempt_row(r: Copied<'_>) -> rusqlite::Result<AttemptRow<'_>> {
         seq: r.integer(2)?,
         previous_attempt: r.optional_text(3)?,
         request: r.text(4)?,
-        request_sha256: r.added(ATTEMPT_WIDTH),
         request_digest: r.text(5)?,
         binding: r.text(6)?,
-        binding_sha256: r.added(ATTEMPT_WIDTH + 1),
         binding_digest: r.text(7)?,
         status: r.text(8)?,
         owner: r.optional_text(9)?,

@@ -396,7 +396,7 @@ impl Facts {
                     out.push(mismatch("stored creation time is not the proposal's"));
                 }
                 if let Some(d) = get_opt(text, p.definition_text_digest)
-                    && !is_sha256_of(d, row.definition, row.definition_sha256)
+                    && !is_sha256_of(d, row.definition)
                 {
                     out.push(mismatch("stored definition is not the one proposed"));
                 }
@@ -436,7 +436,7 @@ impl Facts {
                 out.push(bad("stored request digest is not the chain's"));
             }
             if get_opt(text, f.binding_digest) != Some(a.binding_digest)
-                || !is_sha256_of(a.binding_digest, a.binding, a.binding_sha256)
+                || !is_sha256_of(a.binding_digest, a.binding)
             {
                 out.push(bad("stored binding is not the one the chain recorded"));
             }
@@ -447,8 +447,7 @@ impl Facts {
                 out.push(bad("stored creation time is not the chain's"));
             }
             if f.v2 {
-                if !get_opt(text, f.request_text_digest)
-                    .is_some_and(|d| is_sha256_of(d, a.request, a.request_sha256))
+                if !get_opt(text, f.request_text_digest).is_some_and(|d| is_sha256_of(d, a.request))
                 {
                     out.push(bad("stored request is not the one the chain recorded"));
                 }
@@ -505,11 +504,7 @@ impl Facts {
     }
 }
 
-/// Whether `hex` is the lowercase hex sha256 of `text`: compared with `computed` (that
-/// hash, computed already) when given, else hashed here on the stack.
-fn is_sha256_of(hex: &str, text: &str, computed: Option<&str>) -> bool {
-    match computed {
-        Some(computed) => computed == hex,
-        None => digest_hex(&Sha256::digest(text.as_bytes()).into()) == hex.as_bytes(),
-    }
+/// Whether `hex` is the lowercase hex sha256 of `text` (hashed here, on the stack).
+fn is_sha256_of(hex: &str, text: &str) -> bool {
+    digest_hex(&Sha256::digest(text.as_bytes()).into()) == hex.as_bytes()
 }

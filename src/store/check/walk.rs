@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use super::raw::{
-    APPROVAL_COLUMNS, APPROVAL_WIDTH, ATTEMPT_COLUMNS, ATTEMPT_HASHED, ATTEMPT_WIDTH,
-    PATHWAY_COLUMNS, PATHWAY_HASHED, PATHWAY_WIDTH, Rows,
+    APPROVAL_COLUMNS, APPROVAL_WIDTH, ATTEMPT_COLUMNS, ATTEMPT_WIDTH, PATHWAY_COLUMNS,
+    PATHWAY_WIDTH, Rows,
 };
 
 mod checker;
@@ -88,8 +88,8 @@ struct Batch {
 }
 
 impl Batch {
-    fn reset(&mut self, columns: usize, digests: usize) {
-        self.rows.reset(columns, digests);
+    fn reset(&mut self, columns: usize) {
+        self.rows.reset(columns);
         self.hashed.clear();
     }
 
@@ -273,7 +273,7 @@ fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(),
     {
         let mut stmt = store.conn().prepare(LEDGER_SELECT)?;
         let mut rows = stmt.query([])?;
-        let mut batch = fresh(sink, LEDGER_WIDTH, 0);
+        let mut batch = fresh(sink, LEDGER_WIDTH);
         while let Some(row) = rows.next()? {
             batch.rows.push(row)?;
             if batch.full(batch_rows) {
@@ -283,7 +283,7 @@ fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(),
                 if !sink.send(Part::Ledger(batch)) {
                     return Ok(());
                 }
-                batch = fresh(sink, LEDGER_WIDTH, 0);
+                batch = fresh(sink, LEDGER_WIDTH);
             }
         }
         if batch.rows.len() > 0 {
@@ -305,19 +305,16 @@ fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(),
         Table {
             select: &attempts,
             columns: ATTEMPT_WIDTH,
-            hashed: ATTEMPT_HASHED,
             part: Part::Attempts,
         },
         Table {
             select: &approvals,
             columns: APPROVAL_WIDTH,
-            hashed: &[],
             part: Part::Approvals,
         },
         Table {
             select: &pathways,
             columns: PATHWAY_WIDTH,
-            hashed: PATHWAY_HASHED,
             part: Part::Pathways,
         },
     ];
@@ -335,8 +332,6 @@ struct Table<'s> {
     select: &'s str,
     /// Values a row of `select` has.
     columns: usize,
-    /// The columns whose sha256 the reader adds to each row ([`Rows::push_sha256`]).
-    hashed: &'static [usize],
     part: fn(Batch) -> Part,
 }
 
@@ -350,13 +345,10 @@ fn copy_table(
 ) -> Result<bool, StoreError> {
     let mut stmt = store.conn().prepare(table.select)?;
     let mut rows = stmt.query([])?;
-    let fresh = |sink: &mut dyn Sink| fresh(sink, table.columns, table.hashed.len());
+    let fresh = |sink: &mut dyn Sink| fresh(sink, table.columns);
     let mut batch = fresh(sink);
     while let Some(row) = rows.next()? {
         batch.rows.push(row)?;
-        for &column in table.hashed {
-            batch.rows.push_sha256(column);
-        }
         if batch.full(batch_rows) {
             if !sink.send((table.part)(batch)) {
                 return Ok(false);
@@ -367,11 +359,10 @@ fn copy_table(
     Ok(batch.rows.len() == 0 || sink.send((table.part)(batch)))
 }
 
-/// An empty batch for rows of `columns` values and `digests` digests: one the checker is
-/// done with, if any.
-fn fresh(sink: &mut dyn Sink, columns: usize, digests: usize) -> Batch {
+/// An empty batch for rows of `columns` values: one the checker is done with, if any.
+fn fresh(sink: &mut dyn Sink, columns: usize) -> Batch {
     let mut batch = sink.spent().unwrap_or_default();
-    batch.reset(columns, digests);
+    batch.reset(columns);
     batch
 }
 
