@@ -267,20 +267,52 @@ impl Sink for Threads<'_> {
     }
 }
 
-/// The reader: every row the check needs, copied in batches, in the order the checker
-/// wants them. Returns early (`Ok`) when the checker stops.
+/// The reader: every row the check needs, copied in batches, in an order the checker can
+/// take them in: the ledger in `seq` order, with the `attempts` and `approvals` rows (which
+/// the checker only files by pathway) interleaved at the ledger's pace, then the head, then
+/// the `pathways` rows (each compared as it comes, so after the whole chain). Interleaving
+/// keeps the checker busy while the reader copies those tables: read after the ledger, they
+/// were a stretch where the reader worked alone. Returns early (`Ok`) when the checker stops.
 fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(), StoreError> {
+    let conn = store.conn();
+    let attempts = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts");
+    let approvals = format!("SELECT {APPROVAL_COLUMNS} FROM approvals");
+    let pathways = format!("SELECT {PATHWAY_COLUMNS} FROM pathways");
+    // Only a pace: a wrong count (a gap in `seq`, say) changes when rows are read, not what.
+    let count = |sql: &str| -> Result<u64, StoreError> {
+        let n: i64 = conn.query_row(sql, [], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    };
+    let ledger_total = count("SELECT coalesce(max(seq), 0) FROM ledger")?;
+    let side_total =
+        count("SELECT (SELECT count(*) FROM attempts) + (SELECT count(*) FROM approvals)")?;
+    let mut attempts_stmt = conn.prepare(&attempts)?;
+    let mut approvals_stmt = conn.prepare(&approvals)?;
+    let mut side = Side {
+        tables: [
+            Copier::new(attempts_stmt.query([])?, ATTEMPT_WIDTH, Part::Attempts),
+            Copier::new(approvals_stmt.query([])?, APPROVAL_WIDTH, Part::Approvals),
+        ],
+        at: 0,
+        copied: 0,
+    };
     {
-        let mut stmt = store.conn().prepare(LEDGER_SELECT)?;
+        let mut stmt = conn.prepare(LEDGER_SELECT)?;
         let mut rows = stmt.query([])?;
         let mut batch = fresh(sink, LEDGER_WIDTH);
+        let mut read: u64 = 0;
         while let Some(row) = rows.next()? {
             batch.rows.push(row)?;
+            read += 1;
             if batch.full(batch_rows) {
                 if sink.reader_hashes() {
                     batch.hash();
                 }
                 if !sink.send(Part::Ledger(batch)) {
+                    return Ok(());
+                }
+                let due = side_total.saturating_mul(read) / ledger_total.max(1);
+                if !side.copy_until(due, sink, batch_rows)? {
                     return Ok(());
                 }
                 batch = fresh(sink, LEDGER_WIDTH);
@@ -298,65 +330,105 @@ fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(),
     if !sink.send(Part::Head(store.recorded_head()?)) {
         return Ok(());
     }
-    let attempts = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts");
-    let approvals = format!("SELECT {APPROVAL_COLUMNS} FROM approvals");
-    let pathways = format!("SELECT {PATHWAY_COLUMNS} FROM pathways");
-    let tables: [Table<'_>; 3] = [
-        Table {
-            select: &attempts,
-            columns: ATTEMPT_WIDTH,
-            part: Part::Attempts,
-        },
-        Table {
-            select: &approvals,
-            columns: APPROVAL_WIDTH,
-            part: Part::Approvals,
-        },
-        Table {
-            select: &pathways,
-            columns: PATHWAY_WIDTH,
-            part: Part::Pathways,
-        },
-    ];
-    for table in tables {
-        if !copy_table(store, sink, batch_rows, &table)? {
-            return Ok(());
-        }
+    if !side.copy_until(u64::MAX, sink, batch_rows)? {
+        return Ok(());
+    }
+    drop(side);
+    let mut stmt = conn.prepare(&pathways)?;
+    let mut pathways = Copier::new(stmt.query([])?, PATHWAY_WIDTH, Part::Pathways);
+    while pathways.copy_row(sink, batch_rows)? == Copy::Copied {}
+    if pathways.stopped {
+        return Ok(());
     }
     sink.send(Part::End);
     Ok(())
 }
 
-/// A table the reader copies after the ledger.
-struct Table<'s> {
-    select: &'s str,
-    /// Values a row of `select` has.
-    columns: usize,
-    part: fn(Batch) -> Part,
+/// The `attempts` and `approvals` copiers, read in turn, and how many of their rows are
+/// copied.
+struct Side<'s> {
+    tables: [Copier<'s>; 2],
+    /// The table being read.
+    at: usize,
+    copied: u64,
 }
 
-/// Copies every row of `table` to the sink in batches. `Ok(false)` when the checker
-/// stopped.
-fn copy_table(
-    store: &ReadStore,
-    sink: &mut dyn Sink,
-    batch_rows: usize,
-    table: &Table<'_>,
-) -> Result<bool, StoreError> {
-    let mut stmt = store.conn().prepare(table.select)?;
-    let mut rows = stmt.query([])?;
-    let fresh = |sink: &mut dyn Sink| fresh(sink, table.columns);
-    let mut batch = fresh(sink);
-    while let Some(row) = rows.next()? {
-        batch.rows.push(row)?;
-        if batch.full(batch_rows) {
-            if !sink.send((table.part)(batch)) {
-                return Ok(false);
+impl Side<'_> {
+    /// Copies rows until `due` are copied or none are left. `Ok(false)` when the checker
+    /// stopped.
+    fn copy_until(
+        &mut self,
+        due: u64,
+        sink: &mut dyn Sink,
+        batch_rows: usize,
+    ) -> Result<bool, StoreError> {
+        while self.copied < due {
+            let Some(table) = self.tables.get_mut(self.at) else {
+                return Ok(true);
+            };
+            match table.copy_row(sink, batch_rows)? {
+                Copy::Copied => self.copied += 1,
+                Copy::Done if table.stopped => return Ok(false),
+                Copy::Done => self.at += 1,
             }
-            batch = fresh(sink);
+        }
+        Ok(true)
+    }
+}
+
+/// What [`Copier::copy_row`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Copy {
+    Copied,
+    /// No rows left (the last batch handed on), or the checker stopped.
+    Done,
+}
+
+/// Copies the rows of one table's `SELECT` to the sink in batches.
+struct Copier<'s> {
+    rows: rusqlite::Rows<'s>,
+    /// Values a row has.
+    columns: usize,
+    part: fn(Batch) -> Part,
+    batch: Option<Batch>,
+    /// Whether the checker stopped taking parts.
+    stopped: bool,
+}
+
+impl<'s> Copier<'s> {
+    fn new(rows: rusqlite::Rows<'s>, columns: usize, part: fn(Batch) -> Part) -> Self {
+        Self {
+            rows,
+            columns,
+            part,
+            batch: None,
+            stopped: false,
         }
     }
-    Ok(batch.rows.len() == 0 || sink.send((table.part)(batch)))
+
+    /// Copies the next row, handing the batch on when it is full or the rows end.
+    fn copy_row(&mut self, sink: &mut dyn Sink, batch_rows: usize) -> Result<Copy, StoreError> {
+        if self.stopped {
+            return Ok(Copy::Done);
+        }
+        let Some(row) = self.rows.next()? else {
+            if let Some(batch) = self.batch.take().filter(|b| b.rows.len() > 0) {
+                self.stopped = !sink.send((self.part)(batch));
+            }
+            return Ok(Copy::Done);
+        };
+        let columns = self.columns;
+        let batch = self.batch.get_or_insert_with(|| fresh(sink, columns));
+        batch.rows.push(row)?;
+        if batch.full(batch_rows) {
+            let batch = self.batch.take().expect("just filled");
+            if !sink.send((self.part)(batch)) {
+                self.stopped = true;
+                return Ok(Copy::Done);
+            }
+        }
+        Ok(Copy::Copied)
+    }
 }
 
 /// An empty batch for rows of `columns` values: one the checker is done with, if any.
