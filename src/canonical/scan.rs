@@ -649,6 +649,27 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_member_names_its_parent_unescaped_and_a_refused_text_is_refused_whole() {
+        let text = r#"{"a\"b":{"c":1},"d":2}"#;
+        let found = members(text).expect("canonical");
+        assert_eq!(
+            found
+                .iter()
+                .map(|m| (m.parent.as_deref(), m.name.as_ref(), m.raw))
+                .collect::<Vec<_>>(),
+            vec![
+                (None, "a\"b", r#"{"c":1}"#),
+                (Some("a\"b"), "c", "1"),
+                (None, "d", "2"),
+            ]
+        );
+        // Members before the fault were handed on; the answer still refuses the text.
+        let mut seen = 0;
+        assert!(!scan(r#"{"a":1,"b":01}"#, |_| seen += 1));
+        assert_eq!(seen, 1);
+    }
+
+    #[test]
     fn an_event_shaped_text_is_found() {
         let value = json!({"kind": "proposed", "seq": 1, "data": {"request_digest": "ab"}});
         let text = super::super::to_string(&value).unwrap();
