@@ -1,10 +1,11 @@
 //! The whole-store check behind [`crate::ledger::verify`], as a pipeline of two parts.
 //!
 //! The *reader* is the only code that touches the database: on the caller's connection,
-//! inside the caller's read snapshot, it steps through the ledger in `seq` order and then
-//! through the `attempts`, `approvals` and `pathways` tables, copying each row's values
-//! into [`Rows`] (a few large buffers a batch, reused), and hands the batches on in that
-//! order. The *checker* does everything else, in the order the rows came: the links, the
+//! inside the caller's read snapshot, it steps through the ledger in `seq` order (with the
+//! `attempts` and `approvals` tables interleaved at its pace) and then through the
+//! `pathways` table, copying each row's values into [`Rows`] (a few large buffers a batch,
+//! reused), and hands the batches on in that order ([`Part`]). The *checker* does
+//! everything else, in the order the rows came: the links, the
 //! chain hashes, each event's canonical form and fields, the replay of every pathway, and
 //! the comparison of every stored row with what its pathway's events establish.
 //!
@@ -113,7 +114,9 @@ impl Batch {
     }
 }
 
-/// What the reader hands the checker, in this order.
+/// What the reader hands the checker: ledger batches in `seq` order, then the head, then
+/// the pathway batches, then the end; attempt and approval batches anywhere before the
+/// first pathway batch (the checker only files them by pathway).
 #[derive(Debug)]
 enum Part {
     /// Ledger rows in `seq` order ([`LEDGER_SELECT`]).
@@ -335,9 +338,9 @@ fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(),
     }
     drop(side);
     let mut stmt = conn.prepare(&pathways)?;
-    let mut pathways = Copier::new(stmt.query([])?, PATHWAY_WIDTH, Part::Pathways);
-    while pathways.copy_row(sink, batch_rows)? == Copy::Copied {}
-    if pathways.stopped {
+    let mut last = Copier::new(stmt.query([])?, PATHWAY_WIDTH, Part::Pathways);
+    while last.copy_row(sink, batch_rows)? == Copy::Copied {}
+    if last.stopped {
         return Ok(());
     }
     sink.send(Part::End);
