@@ -6,6 +6,7 @@ mod host_support;
 
 use host_support::{Scratch, by_key, call_args as call, run, text};
 use serde_json::json;
+use std::path::Path;
 
 /// Runs `rpr` and checks the exit status and that the output says `needle`.
 fn fails(args: &[&str], code: i32, needle: &str) {
@@ -640,4 +641,62 @@ fn bad_evidence_bounds_in_the_policy_are_refused() {
         assert_eq!(dir.effects(), 0, "{tag}");
     }
     assert!(!db.exists(), "nothing recorded");
+}
+
+/// Issue 25, finding 5: a readback `expect` path the result does not contain (here a typo,
+/// `valeu`) proves nothing. Before the fix it read as "not applied", `rpr reconcile` sent the
+/// pathway to repair and `repair` + `resume` wrote a second time. Now the verdict stays
+/// unresolved and the write happened once, counted at the server.
+#[test]
+fn a_readback_path_the_result_lacks_is_inconclusive_never_absent() {
+    let dir = Scratch::new("errors-path-absent");
+    let config = dir.fault_config("none");
+    let policy = dir.write(
+        "policy-typo.json",
+        &json!({"authority": {"repair_owner": "bob"},
+                "servers": {"ledger": {"put": {"readback": {"tool": "get",
+                    "arguments": {"key": "$key"}, "expect": {"/structuredContent/valeu": "$value"}}}}}}),
+    );
+    let db = dir.join("rpr.db");
+    let db = db.to_str().unwrap();
+    let output = run(ungated_call(
+        &config,
+        &policy,
+        db,
+        r#"{"key": "k", "value": "v"}"#,
+        "k1",
+    ));
+    let out = text(&output);
+    assert_eq!(dir.effects(), 1, "{out}");
+    assert_eq!(
+        by_key(Path::new(db), "k1").1,
+        "write_status_unknown",
+        "{out}"
+    );
+    let live = [
+        "--config",
+        config.as_str(),
+        "--policy",
+        policy.as_str(),
+        "--database",
+        db,
+    ];
+    let output = run([&["reconcile"][..], &live, &["--key", "k1"]].concat());
+    let out = text(&output);
+    assert!(!out.contains("not applied"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert_eq!(
+        by_key(Path::new(db), "k1").1,
+        "write_status_unknown",
+        "{out}"
+    );
+    // The way to a second send stays shut: repair needs a not-applied verdict.
+    let output = run([
+        &["repair"][..],
+        &live[4..],
+        &["--pathway", "k1", "--as", "bob", "--evidence", "x"],
+    ]
+    .concat());
+    assert!(!output.status.success(), "{}", text(&output));
+    assert_eq!(dir.effects(), 1, "the write was sent again");
 }

@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use crate::Failure;
 
+mod expect;
+
 /// Variables a server inherits from the host, as the MCP SDKs' stdio clients do; every
 /// other variable must be set in the server's `env`.
 const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
@@ -391,6 +393,11 @@ fn check_mapping(
         )
         .into());
     }
+    expect::check(reader, rb.expect.keys()).map_err(|e| {
+        format!(
+            "the readback for `{name}` of server `{server}`: {e}; fix servers.{server}.{name}.readback.expect"
+        )
+    })?;
     Ok(())
 }
 
@@ -412,8 +419,10 @@ fn fill(template: &Value, request: &Request) -> Value {
 
 impl ReadbackRule {
     /// The verdict on a readback result: every expectation met → applied; an expected
-    /// member missing or null, or a tool error containing `absent_if_error_contains`
-    /// → not applied; anything else → inconclusive.
+    /// member present and `null`, or a tool error containing `absent_if_error_contains`
+    /// → not applied; anything else → inconclusive. A path the result does not contain
+    /// proves nothing (a misspelt pointer, a server that answers in another shape): it is
+    /// inconclusive, never absent (issue 25).
     fn judge(&self, request: &Request, result: &Value) -> ReadbackVerdict {
         if result["isError"] == true {
             let text = result["content"].to_string();
@@ -426,8 +435,12 @@ impl ReadbackRule {
         for (pointer, expected) in &self.expect {
             match result.pointer(pointer) {
                 Some(seen) if *seen == fill(expected, request) => {}
-                None | Some(Value::Null) => return ReadbackVerdict::NotApplied,
-                Some(_) => verdict = ReadbackVerdict::Inconclusive,
+                Some(Value::Null) => {
+                    if verdict == ReadbackVerdict::Applied {
+                        verdict = ReadbackVerdict::NotApplied;
+                    }
+                }
+                None | Some(_) => return ReadbackVerdict::Inconclusive,
             }
         }
         verdict
