@@ -700,3 +700,47 @@ fn a_readback_path_the_result_lacks_is_inconclusive_never_absent() {
     assert!(!output.status.success(), "{}", text(&output));
     assert_eq!(dir.effects(), 1, "the write was sent again");
 }
+
+/// Issue 25, finding 11: `rpr call` and `rpr gate` on a SQLite database that is not rpr's
+/// refuse it and leave it as it was. Before the fix both said "not an rpr database" and had
+/// already switched it to WAL (its header changed, `-wal`/`-shm` left beside it).
+#[test]
+fn call_and_gate_leave_a_foreign_sqlite_database_untouched() {
+    let dir = Scratch::new("errors-foreign-db");
+    let config = dir.fault_config("none");
+    let policy = dir.write(
+        "policy-open.json",
+        &json!({"servers": {"ledger": {"put": {"readback": {"tool": "get",
+                    "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let path = dir.join("app.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE accounts (id INTEGER PRIMARY KEY, owner TEXT); INSERT INTO accounts (owner) VALUES ('alice');")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let db = path.to_str().unwrap();
+    let server = env!("CARGO_BIN_EXE_rpr-fault-server");
+    for args in [
+        ungated_call(&config, &policy, db, r#"{"key": "k", "value": "v"}"#, "k1"),
+        vec!["gate", "--database", db, "--policy", &policy, "--", server],
+    ] {
+        let output = run(&args);
+        let out = text(&output);
+        assert!(!output.status.success(), "{args:?}: {out}");
+        assert!(out.contains("not an rpr database"), "{args:?}: {out}");
+        assert!(!out.contains("panicked"), "{out}");
+        assert!(
+            std::fs::read(&path).unwrap() == before,
+            "{args:?} changed the database"
+        );
+        for suffix in ["-wal", "-shm", "-journal"] {
+            assert!(
+                !dir.join(&format!("app.db{suffix}")).exists(),
+                "{args:?} made a {suffix}"
+            );
+        }
+    }
+    assert_eq!(dir.effects(), 0);
+}

@@ -125,19 +125,65 @@ impl Drop for Unit<'_> {
     }
 }
 
+/// Refuses a database that holds something and is not rpr's, before anything is written to
+/// it: switching it to WAL (or migrating it) would change a file the command then refuses
+/// (issue 25, finding 11). Only reads; an empty file or a new one passes (it becomes an rpr
+/// database), and an rpr database is checked in full by the migration.
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| not_rpr(path, e))?;
+    if objects == 0 {
+        return Ok(());
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| not_rpr(path, e))?;
+    match version {
+        Some(_) => Ok(()),
+        None => Err(StoreError::NotRprDatabase(path.display().to_string())),
+    }
+}
+
+/// A read that fails on a file another program wrote: not a database (`NotADatabase`), or
+/// no rpr `meta` table (`no such table`, a plain SQL error); any other failure (busy, I/O)
+/// is reported as itself.
+fn not_rpr(path: &Path, e: rusqlite::Error) -> StoreError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::Unknown
+            ) =>
+        {
+            StoreError::NotRprDatabase(path.display().to_string())
+        }
+        _ => StoreError::from(e),
+    }
+}
+
 /// How many prepared statements the step connection keeps.
 const STATEMENT_CACHE: usize = 64;
 
 impl SqliteBackend {
     /// Opens (creating if needed) the database at `path`, with WAL and `synchronous=FULL`,
     /// keeping the `-wal` and `-shm` files when it closes ([`keep_wal_files`]), and migrates
-    /// it to [`SCHEMA_VERSION`].
+    /// it to [`SCHEMA_VERSION`]. A database that holds anything but rpr's tables is refused
+    /// ([`StoreError::NotRprDatabase`]) before anything is written to it.
     pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(busy_timeout)?;
         // Every statement of a step and of its row check stays prepared (rusqlite's
         // default keeps 16; a whole call uses about 20 distinct statements).
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        if path.as_os_str() != ":memory:" {
+            refuse_foreign(&conn, path)?;
+        }
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") && path.as_os_str() != ":memory:" {
             return Err(StoreError::Corrupt(format!(
