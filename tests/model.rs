@@ -536,8 +536,10 @@ struct World {
     executes: RefCell<BTreeMap<(usize, String), u32>>,
     /// Per database: key → attempts its ledger shows (refreshed when the database changes).
     attempts: RefCell<[BTreeMap<String, u32>; 2]>,
-    /// `(database, key)` → the full definition of the pathway proposed with it.
-    definitions: RefCell<BTreeMap<(usize, String), Definition>>,
+    /// `(database, pathway, key)` → the full definition of the pathway proposed with it. Keyed
+    /// by pathway too: two unstored `propose_and_bind` handles may share a key with different
+    /// content, and only the one dispatched first is stored under it.
+    definitions: RefCell<BTreeMap<(usize, String, String), Definition>>,
     /// `(database, pathway)` → the state the calls' results say it is in.
     expected: RefCell<BTreeMap<(usize, String), State>>,
     /// A read-only connection to each database, and the last `PRAGMA data_version` and
@@ -953,7 +955,7 @@ impl World {
                 self.expect(db, p.id(), State::Proposed);
                 self.definitions
                     .borrow_mut()
-                    .insert((db, key.clone()), full);
+                    .insert((db, p.id().to_owned(), key.clone()), full);
                 self.after(
                     &format!("{what} = {}", p.id()),
                     Some(rt),
@@ -997,9 +999,19 @@ impl World {
             &policy,
         ) {
             Ok(Decided::New(admission)) => {
+                let id = match &admission {
+                    Admission::Approved(p) => p.id(),
+                    Admission::AwaitingApproval(p) => p.id(),
+                    Admission::HumanGate(p) => p.id(),
+                    Admission::Denied(p) => p.id(),
+                    other => {
+                        self.fail(format!("{what}: unknown admission {other:?}"));
+                        return;
+                    }
+                };
                 self.definitions
                     .borrow_mut()
-                    .insert((db, key.to_owned()), full);
+                    .insert((db, id.to_owned(), key.to_owned()), full);
                 let call = |id: &str| Call {
                     name: "propose_and_admit",
                     id: id.to_owned(),
@@ -1061,14 +1073,14 @@ impl World {
             rt,
             foreign: false,
         };
-        let new = || {
+        let new = |id: &str| {
             self.definitions
                 .borrow_mut()
-                .insert((db, key.to_owned()), full.clone());
+                .insert((db, id.to_owned(), key.to_owned()), full.clone());
         };
         match ready {
             Ok(Ready::Bound(p)) => {
-                new();
+                new(p.id());
                 self.cover("propose_and_bind -> bound, not stored");
                 if self.changed()[db] {
                     self.fail(format!(
@@ -1094,8 +1106,8 @@ impl World {
                 }
             }
             Ok(Ready::NotBound(refused)) => {
-                new();
                 let (p, e) = refused.into_parts();
+                new(p.id());
                 self.cover("propose_and_bind -> not bound, stored approved");
                 self.expect(db, p.id(), State::Approved);
                 self.after(
@@ -1106,15 +1118,21 @@ impl World {
                 );
                 self.keep(db, p);
             }
-            Ok(Ready::Admitted(admission)) => {
-                new();
-                match admission {
-                    Admission::AwaitingApproval(p) => self.ok(&call(p.id()), p),
-                    Admission::HumanGate(p) => self.ok(&call(p.id()), p),
-                    Admission::Denied(p) => self.ok(&call(p.id()), p),
-                    other => self.fail(format!("{what}: admitted as {other:?}")),
+            Ok(Ready::Admitted(admission)) => match admission {
+                Admission::AwaitingApproval(p) => {
+                    new(p.id());
+                    self.ok(&call(p.id()), p)
                 }
-            }
+                Admission::HumanGate(p) => {
+                    new(p.id());
+                    self.ok(&call(p.id()), p)
+                }
+                Admission::Denied(p) => {
+                    new(p.id());
+                    self.ok(&call(p.id()), p)
+                }
+                other => self.fail(format!("{what}: admitted as {other:?}")),
+            },
             Ok(Ready::Existing(s)) => self.proposal_replayed("propose_and_bind", db, rt, s, &what),
             Ok(_) => self.fail(format!("{what}: an unknown variant")),
             Err(e) => self.proposal_refused(rt, &what, &e),
@@ -1580,7 +1598,11 @@ impl World {
     fn restore(&self, db: usize, h: H, wrong: bool) {
         let key = each_h!(&h, p => p.definition().idempotency_key.clone());
         let id = h.id().to_owned();
-        let full = self.definitions.borrow().get(&(db, key)).cloned();
+        let full = self
+            .definitions
+            .borrow()
+            .get(&(db, id.clone(), key))
+            .cloned();
         let Some(Definition { mut request, .. }) = full else {
             self.fail(format!(
                 "{id}: a redacted handle of a request never proposed"
@@ -1996,7 +2018,7 @@ impl World {
             let again = self
                 .definitions
                 .borrow()
-                .get(&(ctx.db, ctx.key.clone()))
+                .get(&(ctx.db, ctx.pathway.clone(), ctx.key.clone()))
                 .cloned();
             match again.map(|d| self.rt(rt).propose(&actor("proposer"), d)) {
                 Some(Ok(Proposal::Existing(s))) => {
@@ -2049,7 +2071,11 @@ impl World {
             // A re-hydrated handle gets its full request back first.
             let h = if e.h.is_redacted() {
                 let key = each_h!(&e.h, p => p.definition().idempotency_key.clone());
-                let full = self.definitions.borrow().get(&(e.db, key)).cloned();
+                let full = self
+                    .definitions
+                    .borrow()
+                    .get(&(e.db, e.h.id().to_owned(), key))
+                    .cloned();
                 match full {
                     Some(d) => e.h.restore(d.request).0,
                     None => e.h,
