@@ -1121,15 +1121,15 @@ impl World {
             Ok(Ready::Admitted(admission)) => match admission {
                 Admission::AwaitingApproval(p) => {
                     new(p.id());
-                    self.ok(&call(p.id()), p)
+                    self.ok(&call(p.id()), p);
                 }
                 Admission::HumanGate(p) => {
                     new(p.id());
-                    self.ok(&call(p.id()), p)
+                    self.ok(&call(p.id()), p);
                 }
                 Admission::Denied(p) => {
                     new(p.id());
-                    self.ok(&call(p.id()), p)
+                    self.ok(&call(p.id()), p);
                 }
                 other => self.fail(format!("{what}: admitted as {other:?}")),
             },
