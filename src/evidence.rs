@@ -2,10 +2,11 @@
 //!
 //! Evidence is JSON that the runtime stores in the ledger and the database: the
 //! arguments a pathway carried, what a target answered, what a readback saw.
-//! Before it is stored it is **redacted** (values under secret-named keys, and every other copy of them, are
-//! replaced) and **bounded** (depth, node count, string length and total size
-//! are limited), so that a stored record never holds a credential and never
-//! grows without limit.
+//! Before it is stored it is **redacted** (values under secret-named keys, and
+//! every other copy of them, are replaced; see [`redact`]) and **bounded**
+//! (depth, node count, string length and total size are limited), so that a
+//! stored record never holds a credential under a secret name, nor a copy of
+//! one, and never grows without limit.
 //!
 //! Two entry points apply the same redaction and the same [`Bounds`]:
 //!
