@@ -2,10 +2,11 @@
 //!
 //! Evidence is JSON that the runtime stores in the ledger and the database: the
 //! arguments a pathway carried, what a target answered, what a readback saw.
-//! Before it is stored it is **redacted** (values under secret-named keys are
-//! replaced) and **bounded** (depth, node count, string length and total size
-//! are limited), so that a stored record never holds a credential and never
-//! grows without limit.
+//! Before it is stored it is **redacted** (values under secret-named keys, and
+//! every other copy of them, are replaced; see [`redact`]) and **bounded**
+//! (depth, node count, string length and total size are limited), so that a
+//! stored record never holds a credential under a secret name, nor a copy of
+//! one, and never grows without limit.
 //!
 //! Two entry points apply the same redaction and the same [`Bounds`]:
 //!
@@ -47,7 +48,7 @@ use crate::canonical::{self, CanonicalError};
 
 mod redaction;
 
-pub use redaction::{REDACTED, is_secret_key, redact};
+pub use redaction::{MIN_SEARCHED_BYTES, REDACTED, is_secret_key, redact, redact_beside};
 
 /// Limits for one evidence value. See the [module documentation](self) for
 /// exactly how each measure is counted; a value is within bounds when every
@@ -224,7 +225,18 @@ pub fn check(value: &Value, bounds: &Bounds) -> Result<Value, EvidenceError> {
 /// A returned value always has a canonical form.
 #[must_use]
 pub fn fit(value: &Value, bounds: &Bounds) -> Value {
-    let redacted = redact(value);
+    fit_redacted(redact(value), bounds)
+}
+
+/// [`fit`], redacting with [`redact_beside`]: the secrets of `context` (the
+/// request a reply answers) are redacted wherever the reply repeats them.
+#[must_use]
+pub fn fit_beside(value: &Value, context: &Value, bounds: &Bounds) -> Value {
+    fit_redacted(redact_beside(value, context), bounds)
+}
+
+/// The second half of [`fit`]: bounds an already redacted value.
+fn fit_redacted(redacted: Value, bounds: &Bounds) -> Value {
     let Err(error) = measure(&redacted, bounds) else {
         return redacted;
     };

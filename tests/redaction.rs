@@ -60,3 +60,96 @@ fn a_redacted_request_is_never_read_back_until_restored() {
     u.complete(&rt, t).unwrap();
     assert!(rt.verify(None).unwrap().is_ok());
 }
+
+/// A tool result as MCP servers usually send it: `structuredContent`, and the same
+/// value repeated as a JSON text item, plus a prose line and an error echoing it.
+fn echoing_reply(secret: &str) -> serde_json::Value {
+    let structured = json!({"user": "alice", "password": secret});
+    json!({
+        "structuredContent": structured,
+        "content": [
+            {"type": "text", "text": serde_json::to_string(&structured).unwrap()},
+            {"type": "text", "text": format!("logged in as alice with {secret}")},
+        ]
+    })
+}
+
+#[test]
+fn a_secret_redacted_in_structured_content_is_redacted_in_every_text_copy() {
+    let secret = "hunter2-secret";
+    let dir = TempDir::new("redacted-echo");
+    let rt = runtime(&dir.db());
+    let p = allowed(&rt, definition("echo", ActionClass::ReadOnly));
+    let mut ex = Scripted::new(vec![Delivery::Succeeded {
+        reply: echoing_reply(secret),
+    }]);
+    let Outcome::Completed(_) =
+        p.bind(&mut ex)
+            .unwrap()
+            .dispatch(&rt, &actor("execution_actor"), &mut ex)
+    else {
+        panic!("a read-only success completes")
+    };
+    let db_text = db_dump(&dir.db());
+    assert!(
+        !db_text.contains(secret),
+        "the secret is stored in a text copy:\n{db_text}"
+    );
+    // The JSON echo is redacted as JSON, so what is not secret in it is kept.
+    assert!(
+        db_text.contains("alice"),
+        "the rest of the evidence is kept"
+    );
+}
+
+#[test]
+fn a_secret_in_error_data_is_redacted_in_the_error_message_too() {
+    let secret = "hunter2-secret";
+    let dir = TempDir::new("redacted-error");
+    let rt = runtime(&dir.db());
+    let p = allowed(&rt, definition("error", ActionClass::ReadOnly));
+    let mut ex = Scripted::new(vec![Delivery::Rejected {
+        error: json!({
+            "code": -32602,
+            "message": format!("invalid password \"{secret}\""),
+            "data": {"token": secret, "log": [format!("rejected {secret}")]},
+        }),
+        class: rpr::executor::RejectionClass::NotApplied,
+    }]);
+    let Outcome::Failed(_) =
+        p.bind(&mut ex)
+            .unwrap()
+            .dispatch(&rt, &actor("execution_actor"), &mut ex)
+    else {
+        panic!("a not-applied rejection needs repair")
+    };
+    let db_text = db_dump(&dir.db());
+    assert!(
+        !db_text.contains(secret),
+        "the secret is stored in an error copy:\n{db_text}"
+    );
+}
+
+#[test]
+fn a_secret_argument_echoed_in_the_reply_is_redacted() {
+    let dir = TempDir::new("redacted-argument-echo");
+    let rt = runtime(&dir.db());
+    let mut d = secret_definition();
+    d.class = ActionClass::ReadOnly;
+    let p = allowed(&rt, d);
+    let mut ex = Scripted::new(vec![Delivery::Succeeded {
+        reply: json!({"content": [{"type": "text", "text": "stored k with key s3cret"}]}),
+    }]);
+    let Outcome::Completed(_) =
+        p.bind(&mut ex)
+            .unwrap()
+            .dispatch(&rt, &actor("execution_actor"), &mut ex)
+    else {
+        panic!("a read-only success completes")
+    };
+    let db_text = db_dump(&dir.db());
+    assert!(
+        !db_text.contains("s3cret"),
+        "the argument's secret is stored in the reply:\n{db_text}"
+    );
+}

@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+mod echo;
+
 /// The string that replaces the value of every secret-named member.
 pub const REDACTED: &str = "[redacted]";
 
@@ -54,13 +56,75 @@ pub fn is_secret_key(key: &str) -> bool {
 }
 
 /// A copy of `value` in which the value of every member whose name
-/// [`is_secret_key`], at any depth, is replaced by the string [`REDACTED`].
+/// [`is_secret_key`], at any depth, is replaced by the string [`REDACTED`], and
+/// every other copy of such a value is redacted too.
 ///
 /// The member itself is kept (its name, and its place in member order), and the
 /// whole value is replaced even when it is an array or an object, so nothing
-/// under a secret name survives. Arrays and other members are copied unchanged.
+/// under a secret name survives.
+///
+/// A secret is often repeated elsewhere in the same value: an MCP server sends
+/// `structuredContent` again as a JSON text in `content[].text`, an error's
+/// `message` quotes the `data` it carries, a log line echoes an argument. So the
+/// strings found under secret names (the **secrets**) are then looked for in
+/// every other string value, at any depth:
+///
+/// * A string that is JSON text (an object or an array, as `serde_json` parses
+///   it) is redacted as JSON by this same function, with the secrets of the
+///   enclosing value applied inside it too, and written back compactly
+///   (`serde_json`'s formatting, not the original one) if anything in it changed.
+///   So a JSON echo of `structuredContent` keeps its shape and its other values.
+/// * Any other string has each occurrence of a secret, and of the secret as it
+///   is written inside a JSON string (escaped), replaced by [`REDACTED`], longest
+///   secret first, when the secret is at least [`MIN_SEARCHED_BYTES`] long. A
+///   shorter secret is not cut out of the text, which would shred it (a secret
+///   `"a"` would take every letter a): if it occurs at all, the **whole string**
+///   is replaced by [`REDACTED`]. This errs on the side of redaction.
+///
+/// Only strings are secrets: an empty string or one that is [`REDACTED`] hides
+/// nothing, and numbers, booleans and `null` under secret names are redacted in
+/// place but not searched for elsewhere (the name rule also matches counts such
+/// as `max_tokens`, and searching for `3` would erase most text). Member names
+/// are not searched either. A secret under an innocent name is not known to be
+/// a secret, and is stored as it is.
 #[must_use]
 pub fn redact(value: &Value) -> Value {
+    echo::redact_with(value, &[])
+}
+
+/// [`redact`], with the secrets of `context` searched for as well: the strings
+/// under secret names in `context`, at any depth (`context` itself is not
+/// returned). Used for what a target answered to a request, which may echo the
+/// request's secret arguments.
+#[must_use]
+pub fn redact_beside(value: &Value, context: &Value) -> Value {
+    let mut secrets = Vec::new();
+    let mut stack = vec![context];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(members) => {
+                for (key, item) in members {
+                    if is_secret_key(key) {
+                        collect_strings(item, &mut secrets);
+                    } else {
+                        stack.push(item);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    echo::redact_with(value, &secrets)
+}
+
+/// The least length in bytes of a secret that is cut out of a text where it
+/// occurs; a text holding a shorter secret is redacted whole (see [`redact`]).
+pub const MIN_SEARCHED_BYTES: usize = 4;
+
+/// A copy of `value` in which the value of every secret-named member is
+/// [`REDACTED`]; the strings found under those names are appended to `secrets`.
+fn redact_members(value: &Value, secrets: &mut Vec<String>) -> Value {
     /// A container being copied: the elements still to copy, and the copy so far.
     enum Frame<'a> {
         Array {
@@ -113,7 +177,8 @@ pub fn redact(value: &Value) -> Value {
                     copy,
                     name,
                 } => match members.next() {
-                    Some((key, _)) if is_secret_key(key) => {
+                    Some((key, item)) if is_secret_key(key) => {
+                        collect_strings(item, secrets);
                         copy.insert(key.clone(), Value::String(REDACTED.to_owned()));
                     }
                     Some((key, item)) => {
@@ -133,6 +198,19 @@ pub fn redact(value: &Value) -> Value {
                     copy.insert(name, value);
                 }
             }
+        }
+    }
+}
+
+/// Appends every string in `value`, at any depth, to `out` (iteratively).
+fn collect_strings(value: &Value, out: &mut Vec<String>) {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(members) => stack.extend(members.values()),
+            _ => {}
         }
     }
 }
@@ -237,5 +315,72 @@ mod tests {
         ] {
             assert_eq!(redact(&plain), plain);
         }
+    }
+
+    #[test]
+    fn every_copy_of_a_secret_is_redacted() {
+        let echo = r#"{"user":"alice","password":"hunter2-secret"}"#;
+        let value = json!({
+            "structuredContent": {"user": "alice", "password": "hunter2-secret"},
+            "content": [
+                {"type": "text", "text": echo},
+                {"type": "text", "text": "alice: hunter2-secret, again hunter2-secret"},
+                {"type": "text", "text": "quoted {\"p\": \"hunter2-secret\"} as text"},
+            ],
+            "error": {"message": "bad \"q\\uote\"", "data": {"token": "q\"uote"}},
+        });
+        let redacted = redact(&value);
+        assert_eq!(
+            redacted["content"][0]["text"], r#"{"user":"alice","password":"[redacted]"}"#,
+            "a JSON echo is redacted as JSON and keeps its other values"
+        );
+        assert_eq!(
+            redacted["content"][1]["text"],
+            "alice: [redacted], again [redacted]"
+        );
+        assert_eq!(
+            redacted["content"][2]["text"],
+            r#"quoted {"p": "[redacted]"} as text"#
+        );
+        // The escaped form is found too: `q"uote` is written `q\"uote` in JSON text.
+        assert_eq!(redacted["error"]["message"], "bad \"q\\uote\"");
+        let escaped = json!({"data": {"token": "q\"uote"}, "log": "saw {\"t\":\"q\\\"uote\"}"});
+        assert_eq!(redact(&escaped)["log"], "saw {\"t\":\"[redacted]\"}");
+    }
+
+    #[test]
+    fn a_short_secret_redacts_the_whole_text_it_occurs_in() {
+        let value = json!({
+            "pin": {"password": "a1"},
+            "echo": r#"{"password":"a1","name":"bob"}"#,
+            "prose": "code a1 accepted",
+            "other": "nothing here",
+            "empty": {"secret": ""},
+            "count": {"max_tokens": 3, "used": 3},
+        });
+        let redacted = redact(&value);
+        // A JSON echo is redacted by structure, each of its strings as a text of its own.
+        assert_eq!(
+            redacted["echo"],
+            r#"{"password":"[redacted]","name":"bob"}"#
+        );
+        assert_eq!(redacted["prose"], REDACTED);
+        assert_eq!(redacted["other"], "nothing here");
+        // Numbers under secret names are redacted in place, not searched for.
+        assert_eq!(
+            redacted["count"],
+            json!({"max_tokens": "[redacted]", "used": 3})
+        );
+    }
+
+    #[test]
+    fn a_context_secret_is_redacted_where_the_value_repeats_it() {
+        let request = json!({"arguments": {"api_key": "s3cret-key", "path": "/x"}});
+        let reply = json!({"text": "wrote /x using s3cret-key"});
+        assert_eq!(
+            redact_beside(&reply, &request),
+            json!({"text": "wrote /x using [redacted]"})
+        );
+        assert_eq!(redact(&reply), reply, "without the context it is not known");
     }
 }

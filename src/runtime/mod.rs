@@ -305,4 +305,8 @@ impl Runtime {
     pub(crate) fn fit(&self, value: &Value) -> Value {
         evidence::fit(value, &self.bounds)
     }
+    /// [`Runtime::fit`], also redacting the secrets of `request` where `value` repeats them.
+    pub(crate) fn fit_beside(&self, value: &Value, request: &Value) -> Value {
+        evidence::fit_beside(value, request, &self.bounds)
+    }
 }

@@ -338,7 +338,8 @@ fn record_delivery(
                 json!({"error": error, "class": "unknown"}),
             ),
         };
-    let evidence = rt.fit(&evidence);
+    // A reply may echo the request's secret arguments: redact those too.
+    let evidence = rt.fit_beside(&evidence, &request_json(&p.core.definition.request));
     let to = match class {
         Class::Completed => Some(State::Completed),
         Class::Returned => None,

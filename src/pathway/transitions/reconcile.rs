@@ -50,7 +50,7 @@ pub(super) fn observe(
             evidence,
         ),
     };
-    let evidence = rt.fit(&evidence);
+    let evidence = rt.fit_beside(&evidence, &crate::pathway::request_json(request));
     let e = attempt_event(
         event(
             "readback",
