@@ -990,9 +990,12 @@ fn elicited_form(gate: &[String], args: &Value) -> Vec<Value> {
 fn the_gate_form_of_a_long_write_shows_its_path_first_and_marks_the_cut() {
     let (_dir, root, gate) = files_setup("gate-cut-form");
     let path = root.join("authorized_keys");
-    let mut content: String = (1..=420)
-        .map(|n| format!("# a harmless comment line, number {n}\n"))
-        .collect();
+    let mut content = String::new();
+    for n in 1..=420 {
+        content.push_str("# a harmless comment line, number ");
+        content.push_str(&n.to_string());
+        content.push('\n');
+    }
     content.push_str("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMallory mallory@elsewhere\n");
     // The client's member order: the content first, the path after it.
     let args = json!({"content": content, "path": path});
