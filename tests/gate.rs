@@ -961,3 +961,108 @@ fn two_gates_on_one_database_send_an_identical_call_once() {
     a.shutdown();
     b.shutdown();
 }
+
+/// Runs `write_file` through the gate from a client that declares form elicitation and
+/// declines every form: returns the `elicitation/create` parameters it was sent.
+fn elicited_form(gate: &[String], args: &Value) -> Vec<Value> {
+    let asked: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
+    let mut config = SessionConfig::default();
+    config.client_capabilities = json!({"elicitation": {"form": {}}});
+    let log = std::sync::Arc::clone(&asked);
+    config.on_request = Some(std::sync::Arc::new(
+        move |request: rpr::jsonrpc::Request, responder: rpr::mcp::Responder| {
+            log.lock()
+                .unwrap()
+                .push(request.params.unwrap_or(Value::Null));
+            responder.respond(Ok(json!({"action": "decline"})));
+        },
+    ));
+    let client = McpClient::connect(&gate_command(gate), &config).unwrap();
+    let out = result(call(&client, "write_file", args));
+    assert_eq!(out["isError"], true, "declined: {out}");
+    client.shutdown();
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "one form, then the answer {out}");
+    asked
+}
+
+#[test]
+fn the_gate_form_of_a_long_write_shows_its_path_first_and_marks_the_cut() {
+    let (_dir, root, gate) = files_setup("gate-cut-form");
+    let path = root.join("authorized_keys");
+    let mut content = String::new();
+    for n in 1..=420 {
+        content.push_str("# a harmless comment line, number ");
+        content.push_str(&n.to_string());
+        content.push('\n');
+    }
+    content.push_str("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMallory mallory@elsewhere\n");
+    // The client's member order: the content first, the path after it.
+    let args = json!({"content": content, "path": path});
+    let forms = elicited_form(&gate, &args);
+    let message = forms[0]["message"].as_str().unwrap();
+    let shown_path = message
+        .find(&format!("{:?}", path.display().to_string()))
+        .unwrap_or_else(|| panic!("the form does not show the path:\n{message}"));
+    let first_line = message
+        .find("a harmless comment line")
+        .unwrap_or(usize::MAX);
+    assert!(
+        shown_path < first_line,
+        "the path comes after the content:\n{message}"
+    );
+    let total = content.chars().count();
+    assert!(
+        message.contains("SUMMARY, NOT THE WHOLE REQUEST"),
+        "the cut is not marked:\n{message}"
+    );
+    assert!(
+        message.contains(&format!("of {total} characters shown")),
+        "the form does not say how much of the content it shows:\n{message}"
+    );
+    let digest = rpr::canonical::sha256_hex_bytes(content.as_bytes());
+    assert!(
+        message.contains(&digest),
+        "the form lacks the content's sha256 {digest}:\n{message}"
+    );
+    assert!(
+        message.contains("rpr.get_pathway"),
+        "the form does not say how to read the request whole:\n{message}"
+    );
+    assert!(!path.exists(), "declined: nothing written");
+}
+
+#[test]
+fn a_server_name_with_escape_sequences_reaches_the_form_escaped() {
+    let dir = TempDir::new("gate-esc-form");
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let name = "\u{1b}[2J\u{1b}[Hfiles";
+    let policy = json!({
+        "authority": {"approval_authority": "alice"},
+        "servers": {name: {"write_file": {
+            "human_gate": true,
+            "readback": {
+                "tool": "read_text_file",
+                "arguments": {"path": "$path"},
+                "expect": {"/structuredContent/content": "$content"},
+                "absent_if_error_contains": "ENOENT"
+            }
+        }}}
+    });
+    let policy_path = dir.join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let gate = gate_argv(&dir, &policy_path, name, &filesystem_argv(&root));
+    let path = root.join("a.txt");
+    let forms = elicited_form(&gate, &json!({"path": path, "content": "x"}));
+    let message = forms[0]["message"].as_str().unwrap();
+    assert!(
+        !message.contains('\u{1b}'),
+        "a raw ESC reaches the form: {message:?}"
+    );
+    assert!(
+        message.contains("\\u{1b}[2J\\u{1b}[Hfiles"),
+        "the name is not shown escaped: {message:?}"
+    );
+    assert!(!path.exists());
+}

@@ -16,18 +16,30 @@ use serde_json::Value;
 /// Runs `rpr call` for `put KEY = paid` under a terminal, answering `answers` to the
 /// gate's two prompts. Returns (exit code, what the terminal showed).
 fn call_at_terminal(dir: &Scratch, key: &str, answers: &[&str]) -> (i64, String) {
+    let files = [dir.fault_config("none"), dir.policy()];
+    call_server_at_terminal(dir, "ledger", &files, key, answers)
+}
+
+/// [`call_at_terminal`] on server `server` of these `[config, policy]` files.
+fn call_server_at_terminal(
+    dir: &Scratch,
+    server: &str,
+    [config, policy]: &[String; 2],
+    key: &str,
+    answers: &[&str],
+) -> (i64, String) {
     let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
     let argv: Vec<String> = [
         rpr().to_str().unwrap(),
         "call",
         "--config",
-        &dir.fault_config("none"),
+        config,
         "--policy",
-        &dir.policy(),
+        policy,
         "--database",
         dir.join("rpr.db").to_str().unwrap(),
         "--server",
-        "ledger",
+        server,
         "--tool",
         "put",
         "--args",
@@ -136,5 +148,40 @@ fn pressing_enter_leaves_the_pathway_at_the_gate() {
     assert!(shown.contains("left at the HUMAN_GATE"), "{shown}");
     assert!(shown.contains("next: rpr approve --config"), "{shown}");
     assert_eq!(by_key(&db, "k-leave").1, "human_gate");
+    assert_eq!(dir.effects(), 0);
+}
+
+#[test]
+fn a_server_name_with_escape_sequences_reaches_the_terminal_escaped() {
+    let dir = Scratch::new("pty-escape");
+    let name = "\u{1b}[2J\u{1b}[Hledger";
+    let config = dir.write(
+        "mcp.json",
+        &serde_json::json!({"mcpServers": {name: {
+            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log")],
+        }}}),
+    );
+    let policy = dir.write(
+        "policy.json",
+        &serde_json::json!({
+            "authority": {"approval_authority": "alice"},
+            "servers": {name: {"put": {
+                "human_gate": true,
+                "readback": {"tool": "get", "arguments": {"key": "$key"},
+                             "expect": {"/structuredContent/value": "$value"}}
+            }}}
+        }),
+    );
+    let (code, shown) = call_server_at_terminal(&dir, name, &[config, policy], "k-esc", &["\n"]);
+    assert_eq!(code, 3, "{shown}");
+    assert!(
+        !shown.contains('\u{1b}'),
+        "a raw ESC reaches the terminal: {shown:?}"
+    );
+    assert!(
+        shown.contains("server     \\u{1b}[2J\\u{1b}[Hledger: rpr-fault-server@"),
+        "the name is not shown escaped: {shown:?}"
+    );
     assert_eq!(dir.effects(), 0);
 }

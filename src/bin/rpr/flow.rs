@@ -194,7 +194,8 @@ pub(crate) fn show_gate<S: Stage>(p: &Pathway<S>, live: &Live) -> Result<String,
     );
     say!("  binding    digest {}", binding.digest);
     say!("  request    digest {}", p.request_digest());
-    let args = serde_json::to_string_pretty(&p.definition().request.arguments)?;
+    // The whole request, escaped (`say!` escapes the names above).
+    let args = crate::shown::pretty(&p.definition().request.arguments);
     say!("  arguments  {}", args.replace('\n', "\n             "));
     Ok(binding.digest)
 }

@@ -46,13 +46,24 @@ pub(crate) fn write_stdout_line(line: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Escaped by [`shown::text`]: a server's, a client's or an actor's string in it cannot
+/// redraw the terminal.
 macro_rules! say {
-    ($($arg:tt)*) => {
+    ($($arg:tt)*) => {{
+        let line = crate::shown::text(&format!($($arg)*));
         if crate::json_out() {
-            eprintln!($($arg)*);
+            eprintln!("{line}");
         } else {
-            outln!($($arg)*);
+            outln!("{line}");
         }
+    }};
+}
+
+/// `eprintln!` escaped by [`shown::text`], for what the gate tells its log (stderr): it
+/// quotes servers, clients and actors.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        eprintln!("{}", crate::shown::text(&format!($($arg)*)))
     };
 }
 
@@ -62,6 +73,7 @@ mod copy;
 mod flow;
 mod gate;
 mod keeping;
+mod shown;
 
 use std::process::ExitCode;
 
@@ -248,11 +260,13 @@ fn main() -> ExitCode {
         Ok(Exit::Pending) => ExitCode::from(3),
         Ok(Exit::Denied) => ExitCode::from(4),
         Err(e) if e.is::<Usage>() => {
+            let e = shown::text(&e.to_string());
             eprintln!("rpr {name}: {e}\n\nFor more information, try 'rpr {name} --help'.");
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("rpr {name}: error: {e}");
+            // An error may quote a server, a client or an actor.
+            eprintln!("rpr {name}: error: {}", shown::text(&e.to_string()));
             ExitCode::FAILURE
         }
     }

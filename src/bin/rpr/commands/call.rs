@@ -49,7 +49,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     let hint = hint(Some(&args.files), &args.db);
     let p = match rt.propose(&proposer, definition)? {
         Proposal::New(p) => {
-            outln!(
+            say!(
                 "proposed by {proposer}: pathway {} ({} on {}, key {key:?})",
                 p.id(),
                 tool,
@@ -60,7 +60,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         // Left proposed by a host that stopped between propose and admit (a crash, a full
         // disk): nothing was ever sent, so the repeated call finishes the admission.
         Proposal::Existing(StoredPathway::Proposed(p)) => {
-            outln!(
+            say!(
                 "idempotency key {key:?} is pathway {}, left proposed (never admitted): admitting it now",
                 p.id()
             );
@@ -69,7 +69,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         Proposal::Existing(stored) => {
             let id = stored.id().to_owned();
             drop(stored);
-            outln!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
+            say!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
             return show_next(&rt, &id);
         }
         other => return Err(format!("unexpected proposal {other:?}").into()),
@@ -78,7 +78,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     let executor = p.definition().authority.execution_actor.clone();
     match p.admit(&rt, &decision_owner, &|_| live.plan.decision())? {
         Admission::Approved(p) => {
-            outln!(
+            say!(
                 "admitted by {decision_owner}: no Human Gate, because {}",
                 live.plan.why
             );
@@ -96,11 +96,11 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             }
         }
         Admission::Denied(p) => {
-            outln!("pathway {} is DENIED by policy", p.id());
+            say!("pathway {} is DENIED by policy", p.id());
             Ok(Exit::Denied)
         }
         Admission::AwaitingApproval(p) => {
-            outln!(
+            say!(
                 "pathway {} is AWAITING_APPROVAL: the policy holds it for the approval authority ({}); nothing was sent",
                 p.id(),
                 p.definition().authority.approval_authority

@@ -31,7 +31,7 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
         if matches!(stored, StoredPathway::Unknown(_)) && running.iter().any(|id| id == stored.id())
         {
             if !as_json {
-                outln!(
+                say!(
                     "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
                     stored.id()
                 );
@@ -75,13 +75,13 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
 /// One unresolved pathway for people: what it is, and who must act next.
 fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
     let roles: Vec<&str> = s.next.roles.iter().map(|r| r.as_str()).collect();
-    outln!(
+    say!(
         "{}  {}  {}  key {key:?}",
         s.pathway_id,
         s.state,
         s.action.as_deref().unwrap_or("?")
     );
-    outln!(
+    say!(
         "    next: {} by {} ({}) — {}",
         s.next.action,
         if roles.is_empty() {
@@ -96,7 +96,7 @@ fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
         // Stopped between propose and admit: nothing was sent; `abort` is no edge
         // from `proposed`, so the way out is the admission, allowing or denying.
         let decision_owner = s.next.actors.first().map_or("NAME", String::as_str);
-        outln!(
+        say!(
             "    to admit it: repeat the same `rpr call` (same --key {key:?}, same --args); \
              to refuse it: rpr deny --database {} --pathway {} --as {decision_owner}",
             rpr::store::shown_location(std::path::Path::new(database)),
@@ -162,7 +162,7 @@ pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> 
             report.head.as_deref().unwrap_or("-")
         );
         for p in &report.problems {
-            outln!(
+            say!(
                 "  problem {:?} at seq {:?} pathway {:?}: {}",
                 p.kind,
                 p.seq,

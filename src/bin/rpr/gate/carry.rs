@@ -117,7 +117,7 @@ impl Gate {
         }
         Some(match outcome {
             Outcome::Completed(done) => {
-                eprintln!("rpr gate: pathway {} completed", done.id());
+                note!("rpr gate: pathway {} completed", done.id());
                 reply_of(delivery, &id)
             }
             Outcome::Returned(returned) => {
@@ -136,7 +136,7 @@ impl Gate {
                 let actor = returned.definition().authority.execution_actor.clone();
                 match returned.confirm(&self.rt, &actor, &mut readback) {
                     Ok(Confirmed::Completed(done)) => {
-                        eprintln!("rpr gate: pathway {} completed, readback verified", done.id());
+                        note!("rpr gate: pathway {} completed, readback verified", done.id());
                         reply_of(delivery, &id)
                     }
                     Ok(Confirmed::Unknown(u)) => tool_error(
@@ -166,7 +166,7 @@ impl Gate {
             // Same shape as the Failed arm above: a JSON-RPC error passed on, else the text
             // for its state (unknown and failed say different things).
             Outcome::Unknown(u) => {
-                eprintln!(
+                note!(
                     "rpr gate: pathway {} is write_status_unknown; it will not be sent again",
                     u.id()
                 );

@@ -45,7 +45,7 @@ impl Downstream {
     fn send(&self, message: &Message) {
         let mut out = lock(&self.out);
         if let Err(e) = out.write_message(message) {
-            eprintln!("rpr gate: cannot write to the client: {e}");
+            note!("rpr gate: cannot write to the client: {e}");
             if let Message::Response(Response { id: Some(id), .. }) = message {
                 let error = Message::Response(Response {
                     id: Some(id.clone()),
@@ -73,7 +73,7 @@ impl Downstream {
             .encode(value)
             .and_then(|line| out.write_encoded(&line, |_| {}));
         if let Err(e) = written {
-            eprintln!("rpr gate: cannot write to the client: {e}");
+            note!("rpr gate: cannot write to the client: {e}");
         }
     }
 
@@ -140,11 +140,11 @@ impl Downstream {
     /// A response from the client to one of the gate's requests.
     pub(crate) fn deliver(&self, response: Response) {
         let Some(id) = response.id else {
-            eprintln!("rpr gate: the client sent a response without an id; dropped");
+            note!("rpr gate: the client sent a response without an id; dropped");
             return;
         };
         let Some(tx) = lock(&self.pending).remove(&id) else {
-            eprintln!("rpr gate: the client answered unknown or expired request {id:?}; dropped");
+            note!("rpr gate: the client answered unknown or expired request {id:?}; dropped");
             return;
         };
         let _ = tx.send(match response.outcome {

@@ -11,6 +11,10 @@ use serde_json::json;
 
 use super::Gate;
 use super::call::{Answer, Asked, Live, tool_error};
+use crate::shown;
+
+/// How many characters of argument values a form shows before it summarises.
+const FORM_BUDGET: usize = 4000;
 
 /// How long an elicitation may wait for the person at the client, by default.
 pub(crate) const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_mins(10);
@@ -41,17 +45,23 @@ impl Gate {
                 Some((&id, "human_gate")),
             );
         }
-        let shown =
-            serde_json::to_string_pretty(&p.definition().request.arguments).unwrap_or_default();
-        let shown: String = shown.chars().take(4000).collect();
-        let message = format!(
-            "rpr gate: approve this call?\n\ntool: {}\nserver: {} ({})\nbinding digest: {}\npathway: {id}\nwhy a Human Gate: {}\narguments:\n{shown}",
-            live.tool.name,
-            live.server,
-            live.client.server().identity(),
+        // The whole arguments when they fit the form, else a marked summary that shows the
+        // targets first; every string escaped (it may come from the client or the server).
+        let whole_at = format!(
+            "The whole request (values under secret-like member names redacted): tool rpr.get_pathway \
+             {{\"pathway_id\": \"{id}\"}} of `rpr-mcp --database {}`; its request digest is {}.",
+            rpr::store::shown_location(std::path::Path::new(&self.database)),
+            p.request_digest()
+        );
+        let shown = shown::arguments(&p.definition().request.arguments, FORM_BUDGET, &whole_at);
+        let message = shown::text(&format!(
+            "rpr gate: approve this call?\n\ntool: {}\nserver: {} ({})\nbinding digest: {}\npathway: {id}\nwhy a Human Gate: {}\n{shown}",
+            shown::name(&live.tool.name),
+            shown::name(&live.server),
+            shown::name(&live.client.server().identity()),
             live.pinned,
             live.plan.why,
-        );
+        ));
         let params = json!({
             "message": message,
             "requestedSchema": {
@@ -91,8 +101,9 @@ impl Gate {
                 };
                 match p.approve(&self.rt, approval) {
                     Ok(p) => {
-                        eprintln!(
-                            "rpr gate: pathway {id} approved at the client (recorded as {approver})"
+                        note!(
+                            "rpr gate: pathway {id} approved at the client (recorded as {})",
+                            shown::name(approver.as_str())
                         );
                         self.carry(p, live, asked)
                     }

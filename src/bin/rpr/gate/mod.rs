@@ -153,7 +153,7 @@ fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), Failure> {
             StoredPathway::InFlightElsewhere { .. } => "in flight in another live process",
             _ => "needs a step (rpr unresolved shows which)",
         };
-        eprintln!(
+        note!(
             "rpr gate: unresolved pathway {} ({}): {why}",
             stored.id(),
             stored.state().as_str()
@@ -193,7 +193,7 @@ fn serve(gate: &Arc<Gate>) {
                     if let Some(tag) = tag
                         && !gate.upstream.cancel(&tag, reason)
                     {
-                        eprintln!(
+                        note!(
                             "rpr gate: the client cancelled request {tag}, which is not waiting on the server"
                         );
                     }
@@ -201,11 +201,11 @@ fn serve(gate: &Arc<Gate>) {
                 _ => gate.upstream.notify(&n),
             },
             Err(e) if e.is_fatal() => {
-                eprintln!("rpr gate: reading from the client failed: {e}");
+                note!("rpr gate: reading from the client failed: {e}");
                 break;
             }
             Err(e) => {
-                eprintln!("rpr gate: {e}");
+                note!("rpr gate: {e}");
                 // The same reply rules as every server of this crate (rpr::jsonrpc::server).
                 if let Some(reply) = rpr::jsonrpc::server::error_reply(&e) {
                     gate.down.send_value(&reply);
@@ -220,9 +220,11 @@ fn serve(gate: &Arc<Gate>) {
     }
     gate.upstream.shutdown();
     let stats = gate.rt.write_stats();
-    eprintln!(
+    note!(
         "rpr gate: stopped; {} steps committed in {} synced commits and {} without a sync of their own (read-only calls)",
-        stats.steps, stats.commits, stats.unsynced_commits
+        stats.steps,
+        stats.commits,
+        stats.unsynced_commits
     );
 }
 
@@ -256,7 +258,7 @@ impl Gate {
                 match spawned {
                     Ok(worker) => Some(worker),
                     Err(e) => {
-                        eprintln!("rpr gate: cannot start a request thread: {e}");
+                        note!("rpr gate: cannot start a request thread: {e}");
                         None
                     }
                 }
@@ -329,7 +331,7 @@ impl Gate {
             {
                 Ok(b) => b,
                 Err(e) => {
-                    eprintln!("rpr gate: tool `{}` cannot be bound: {e}", tool.name);
+                    note!("rpr gate: tool `{}` cannot be bound: {e}", tool.name);
                     continue;
                 }
             };
@@ -337,16 +339,19 @@ impl Gate {
                 .rt
                 .check_pin(&server, &tool.name, &binding, &tool.definition, &self.actor)
             {
-                Ok(PinCheck::FirstSight(_)) => eprintln!(
+                Ok(PinCheck::FirstSight(_)) => note!(
                     "rpr gate: pinned `{}` of `{server}` ({})",
-                    tool.name, binding.digest
+                    tool.name,
+                    binding.digest
                 ),
                 Ok(PinCheck::Matches(_)) => {}
-                Ok(PinCheck::Changed(pin)) => eprintln!(
+                Ok(PinCheck::Changed(pin)) => note!(
                     "rpr gate: `{}` of `{server}` changed since it was pinned (pinned {}, now {}); calls are refused until `rpr pin`",
-                    tool.name, pin.digest, binding.digest
+                    tool.name,
+                    pin.digest,
+                    binding.digest
                 ),
-                Err(e) => eprintln!(
+                Err(e) => note!(
                     "rpr gate: the pin of `{}` cannot be checked: {e}",
                     tool.name
                 ),

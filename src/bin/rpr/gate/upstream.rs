@@ -83,7 +83,7 @@ impl Upstream {
                     responder.respond(outcome);
                 });
             if let Err(e) = spawned {
-                eprintln!("rpr gate: cannot pass a server request on: {e}");
+                note!("rpr gate: cannot pass a server request on: {e}");
             }
         }));
         config
@@ -97,7 +97,7 @@ impl Upstream {
                 return Ok(Arc::clone(client));
             }
             let reason = client.session().closed_reason().unwrap_or_default();
-            eprintln!("rpr gate: the server stopped ({reason}); starting it again");
+            note!("rpr gate: the server stopped ({reason}); starting it again");
             client.shutdown();
         }
         let client = McpClient::connect(&self.command, &self.config()).map_err(|e| {
@@ -108,7 +108,7 @@ impl Upstream {
         })?;
         let mut starts = lock(&self.starts);
         *starts += 1;
-        eprintln!(
+        note!(
             "rpr gate: server {} started (pid {}, start {})",
             client.server().identity(),
             client.session().pid(),
