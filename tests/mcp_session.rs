@@ -5,7 +5,7 @@ mod mcp_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_support::{Fixture, assert_gone, eventually, fast_config};
+use mcp_support::{Fixture, Launch, alive, assert_gone, eventually, fast_config};
 use rpr::jsonrpc::Notification;
 use rpr::mcp::{McpClient, McpError, Reply, ServerCommand, Session, ShutdownStage, ToolBinding};
 use serde_json::json;
@@ -111,6 +111,47 @@ fn server_that_ignores_sigterm_and_eof_is_killed() {
     assert_eq!(report.stage, ShutdownStage::Killed);
     assert!(report.elapsed >= Duration::from_millis(600));
     assert_gone(pid);
+}
+
+/// The shutdown ladder reaches every process the server command started, however it
+/// regrouped: a server that ignores EOF and `SIGTERM`, started in a session of its own,
+/// is killed and gone when `shutdown` returns.
+fn shutdown_kills_the_whole_tree(launch: Launch) {
+    let fx = Fixture::new(&format!("tree-{}", launch.name()));
+    let mut config = fast_config();
+    config.transport.close_wait = Duration::from_millis(300);
+    config.transport.term_wait = Duration::from_millis(300);
+    let client = McpClient::connect(&fx.launched(launch, "ignore-sigterm", &[]), &config).unwrap();
+    let server = fx.wait_for_server_pid();
+    let leader = client.session().pid();
+    assert!(alive(server), "the server is not running");
+    let report = client.shutdown();
+    assert!(
+        !alive(server),
+        "server {server} ({}) outlived the shutdown ladder: {report:?}",
+        launch.name()
+    );
+    // The leader is reaped by the ladder; a member re-parented away may wait a moment
+    // for its new parent to reap it.
+    assert!(
+        eventually(Duration::from_secs(2), || !alive(leader)),
+        "the server's leader {leader} outlived the shutdown ladder"
+    );
+}
+
+#[test]
+fn shutdown_kills_a_server_started_through_setsid() {
+    shutdown_kills_the_whole_tree(Launch::Setsid);
+}
+
+#[test]
+fn shutdown_kills_a_daemonized_server() {
+    shutdown_kills_the_whole_tree(Launch::DoubleFork);
+}
+
+#[test]
+fn shutdown_kills_a_server_started_through_sh_c() {
+    shutdown_kills_the_whole_tree(Launch::Shell);
 }
 
 #[test]

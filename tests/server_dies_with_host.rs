@@ -5,7 +5,9 @@
 //! client and calls `put` on a server that sleeps 3 s before it writes. The host is
 //! then killed with SIGKILL, SIGTERM or SIGINT while the call is in flight. The server
 //! runs in its own process group, so only the parent-death signal set by the transport
-//! stops it: it must be gone within 2 s, and its write must never happen.
+//! stops it: it must be gone within 2 s, and its write must never happen. The same holds
+//! for a server started through a launcher (`sh -c`, `setsid`, a daemonizing double
+//! fork): every process of the tree the server command started dies with the host.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -15,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::ChildProc;
-use mcp_support::{Fixture, fast_config};
+use mcp_support::{Fixture, Launch, alive, fast_config};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rpr::mcp::{McpClient, ServerCommand};
@@ -24,18 +26,12 @@ use serde_json::json;
 /// How long the server sleeps between reading the call and writing its effect.
 const SERVER_DELAY: Duration = Duration::from_secs(3);
 
-fn server_command(dir: &Path) -> ServerCommand {
-    ServerCommand::new(env!("CARGO_BIN_EXE_rpr-fault-server"))
-        .arg("--effects")
-        .arg(dir.join("effects.jsonl"))
-        .arg("--state")
-        .arg(dir.join("state.json"))
-        .arg("--pid-file")
-        .arg(dir.join("server.pid"))
-        .arg("--fault")
-        .arg("slow")
-        .arg("--sleep-ms")
-        .arg(SERVER_DELAY.as_millis().to_string())
+fn server_command(dir: &Path, launch: Launch) -> ServerCommand {
+    Fixture::at(dir.to_owned()).launched(
+        launch,
+        "slow",
+        &["--sleep-ms", &SERVER_DELAY.as_millis().to_string()],
+    )
 }
 
 /// The host: connects, says so, and blocks in a `tools/call` until it is killed.
@@ -44,7 +40,8 @@ fn host_entry() {
     let Ok(dir) = std::env::var("RPR_HOST_DIR") else {
         return;
     };
-    let client = McpClient::connect(&server_command(dir.as_ref()), &fast_config()).unwrap();
+    let launch = Launch::named(&std::env::var("RPR_HOST_LAUNCH").unwrap_or_default());
+    let client = McpClient::connect(&server_command(dir.as_ref(), launch), &fast_config()).unwrap();
     println!("{}", common::READY);
     let reply = client.call_tool(
         "put",
@@ -54,26 +51,23 @@ fn host_entry() {
     panic!("the host was meant to be killed during the call, but it returned {reply:?}");
 }
 
-/// Whether `pid` is a live process (a zombie is not: it has exited).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat[stat.rfind(')').unwrap() + 1..]
-            .split_whitespace()
-            .next()
-            .unwrap_or("X")
-            .to_owned();
-        !matches!(state.as_str(), "Z" | "X" | "x")
-    })
+fn server_dies_when_host_gets(signal: Signal) {
+    server_tree_dies_when_host_gets(signal, Launch::Direct);
 }
 
-fn server_dies_when_host_gets(signal: Signal) {
-    let fixture = Fixture::new(&format!("dies-with-host-{signal}"));
+/// Every process of the server's tree dies with the host, also one that left the host's
+/// process group and session.
+fn server_tree_dies_when_host_gets(signal: Signal, launch: Launch) {
+    let fixture = Fixture::new(&format!("dies-with-host-{signal}-{}", launch.name()));
     let mut host = ChildProc::spawn(
         "host_entry",
-        &[("RPR_HOST_DIR", fixture.dir.display().to_string())],
+        &[
+            ("RPR_HOST_DIR", fixture.dir.display().to_string()),
+            ("RPR_HOST_LAUNCH", launch.name().into()),
+        ],
     );
     host.expect(common::READY);
-    let server = fixture.server_pid();
+    let server = fixture.wait_for_server_pid();
     assert!(alive(server), "the server is not running");
     // Let the `tools/call` reach the server, which now sleeps before writing.
     std::thread::sleep(Duration::from_millis(300));
@@ -87,7 +81,8 @@ fn server_dies_when_host_gets(signal: Signal) {
     while alive(server) {
         assert!(
             Instant::now() < deadline,
-            "server {server} outlived its host (killed by {signal}) by 2 s"
+            "server {server} ({}) outlived its host (killed by {signal}) by 2 s",
+            launch.name()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -115,4 +110,29 @@ fn server_dies_when_its_host_is_sigtermed() {
 #[test]
 fn server_dies_when_its_host_is_interrupted() {
     server_dies_when_host_gets(Signal::SIGINT);
+}
+
+#[test]
+fn a_server_started_through_sh_c_dies_when_its_host_is_sigkilled() {
+    server_tree_dies_when_host_gets(Signal::SIGKILL, Launch::Shell);
+}
+
+#[test]
+fn a_server_started_through_setsid_dies_when_its_host_is_sigkilled() {
+    server_tree_dies_when_host_gets(Signal::SIGKILL, Launch::Setsid);
+}
+
+#[test]
+fn a_server_started_through_setsid_dies_when_its_host_is_interrupted() {
+    server_tree_dies_when_host_gets(Signal::SIGINT, Launch::Setsid);
+}
+
+#[test]
+fn a_daemonized_server_dies_when_its_host_is_sigkilled() {
+    server_tree_dies_when_host_gets(Signal::SIGKILL, Launch::DoubleFork);
+}
+
+#[test]
+fn a_daemonized_server_dies_when_its_host_is_interrupted() {
+    server_tree_dies_when_host_gets(Signal::SIGINT, Launch::DoubleFork);
 }

@@ -120,3 +120,105 @@ pub(crate) fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// How a test starts the fault server: directly, or through a launcher that puts the real
+/// server somewhere the host's process group does not reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Launch {
+    /// The server is the host's child.
+    Direct,
+    /// `sh -c '… & wait'`: the server is a grandchild, in the shell's process group.
+    Shell,
+    /// `sh -c 'setsid … & wait'`: the server is a grandchild in a session (and process
+    /// group) of its own; the shell waits for it.
+    Setsid,
+    /// A daemonizing wrapper: `sh -c '(setsid … &); exit 0'`. The server is re-parented
+    /// away from the host, in a session of its own, and the wrapper exits at once.
+    DoubleFork,
+}
+
+impl Launch {
+    /// The name a test passes to a child process.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Shell => "shell",
+            Self::Setsid => "setsid",
+            Self::DoubleFork => "double-fork",
+        }
+    }
+
+    /// The launch named by [`Launch::name`]; `Direct` for anything else.
+    pub(crate) fn named(name: &str) -> Self {
+        [Self::Shell, Self::Setsid, Self::DoubleFork]
+            .into_iter()
+            .find(|l| l.name() == name)
+            .unwrap_or(Self::Direct)
+    }
+
+    /// The fault server with `args`, started this way. A background job's stdin would be
+    /// `/dev/null`, so the wrappers hand it the pipe explicitly (fd 3).
+    pub(crate) fn command(self, args: &[std::ffi::OsString]) -> ServerCommand {
+        let bin = env!("CARGO_BIN_EXE_rpr-fault-server");
+        let script = match self {
+            Self::Direct => return ServerCommand::new(bin).args(args),
+            Self::Shell => "exec 3<&0; \"$0\" \"$@\" <&3 3<&- & wait",
+            Self::Setsid => "exec 3<&0; /usr/bin/setsid \"$0\" \"$@\" <&3 3<&- & wait",
+            Self::DoubleFork => "exec 3<&0; (/usr/bin/setsid \"$0\" \"$@\" <&3 3<&- &); exit 0",
+        };
+        ServerCommand::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .arg(bin)
+            .args(args)
+    }
+}
+
+impl Fixture {
+    /// [`Fixture::command`] with `extra` arguments, started as `launch` says.
+    pub(crate) fn launched(&self, launch: Launch, fault: &str, extra: &[&str]) -> ServerCommand {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--effects".into(),
+            self.effects.clone().into(),
+            "--state".into(),
+            self.state.clone().into(),
+            "--pid-file".into(),
+            self.pid_file.clone().into(),
+            "--fault".into(),
+            fault.into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        launch.command(&args)
+    }
+
+    /// Waits (up to 10 s) for the server started in this fixture to write its pid file.
+    pub(crate) fn wait_for_server_pid(&self) -> u32 {
+        assert!(
+            eventually(Duration::from_secs(10), || std::fs::read_to_string(
+                &self.pid_file
+            )
+            .is_ok_and(|s| s.trim().parse::<u32>().is_ok())),
+            "the server never wrote its pid file"
+        );
+        self.server_pid()
+    }
+}
+
+/// Whether `pid` is a live process (a zombie is not: it has exited).
+pub(crate) fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rfind(')')
+            .and_then(|at| stat[at + 1..].split_whitespace().next())
+            .unwrap_or("X");
+        !matches!(state, "Z" | "X" | "x")
+    })
+}
+
+/// Asserts that the process `pid` is gone within `limit`.
+pub(crate) fn assert_dies_within(pid: u32, limit: Duration, what: &str) {
+    assert!(
+        eventually(limit, || !alive(pid)),
+        "server process {pid} still alive {limit:?} after {what}"
+    );
+}
