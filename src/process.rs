@@ -1,5 +1,6 @@
 //! The platform part of owner and carrier liveness: host name, process start times,
-//! and killing a recorded process group.
+//! killing a recorded process group, and the whole tree of a carrier ([`tree`]: a cgroup
+//! of its own, and a [`sentinel`] that kills it when the host ends).
 //!
 //! A process is identified by its pid **and its start time**, so a recycled pid is
 //! never taken for the process that was recorded. The start time can only be read on
@@ -9,6 +10,11 @@
 //! *unverifiable*, never "gone because unknown".
 
 use std::time::Duration;
+
+use crate::executor::CarrierCgroup;
+
+pub(crate) mod sentinel;
+pub(crate) mod tree;
 
 /// Whether [`process_start`] can read start times on this platform (Linux only).
 pub(crate) const START_TIME_READABLE: bool = cfg!(target_os = "linux");
@@ -87,6 +93,41 @@ pub(crate) fn kill_group_and_wait(pgid: u32, leader_start: &str, timeout: Durati
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Kills whatever is left of a carrier on this host and tells whether every process
+/// that may hold its request is gone: `Ok(())` when it is proven, otherwise why not.
+///
+/// The carrier is the whole tree of processes its command started. With a recorded
+/// `cgroup`, that tree is the cgroup's members ([`tree::settle`]). Without one (a record
+/// stored before trees were tracked, or a host that could not create a cgroup), the
+/// recorded process group (`pgid`, leader started at `leader_start`) is killed and
+/// waited for as before, but that never proves the tree gone: a descendant that left the
+/// group (`setsid`, a daemonizing fork) is neither signalled nor seen.
+pub(crate) fn settle_carrier(
+    pgid: u32,
+    leader_start: &str,
+    cgroup: Option<&CarrierCgroup>,
+    timeout: Duration,
+) -> Result<(), String> {
+    if let Some(cgroup) = cgroup {
+        return match tree::settle(cgroup, timeout) {
+            tree::TreeFate::Gone => Ok(()),
+            tree::TreeFate::MayBeAlive(why) => Err(why),
+        };
+    }
+    let group = match kill_group_and_wait(pgid, leader_start, timeout) {
+        GroupFate::Gone | GroupFate::Killed => format!("its process group {pgid} is gone"),
+        GroupFate::StillAlive => {
+            format!("its process group {pgid} still has live processes after SIGKILL")
+        }
+        GroupFate::Unverifiable => {
+            format!("its process group {pgid} cannot be inspected on this platform")
+        }
+    };
+    Err(format!(
+        "the server's process tree was not tracked (no cgroup was recorded for it): {group}, but a descendant that left that group (setsid, a daemonizing fork) cannot be shown gone and may still hold the request; attest once no process of the server is left"
+    ))
 }
 
 /// Whether any process of the recorded group (as [`kill_group_and_wait`] defines it) is

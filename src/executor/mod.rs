@@ -111,13 +111,19 @@ impl Binding {
 }
 
 /// A process other than the host that may still carry a request after it was handed
-/// over: for an MCP server over stdio, the server process and its process group.
+/// over: for an MCP server over stdio, the server process and every process it started.
 ///
 /// The runtime records it with the attempt before the request is sent, so that
 /// recovery can kill and reap whatever may still be writing before it concludes
 /// anything (a *not applied* readback is worthless while the carrier can still act).
 /// A process is identified by `pid` **and** `start`, so a recycled pid is never taken
 /// for it.
+///
+/// A request written to the server may be held by any of its descendants, and a
+/// descendant can leave the process group (`setsid`, a daemonizing fork). Only
+/// [`Carrier::cgroup`] covers the whole tree: without it, the carrier can never be shown
+/// gone, and a *not applied* readback of its attempt is not accepted (the verdict stays
+/// unresolved until an attestation).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Carrier {
@@ -127,19 +133,60 @@ pub struct Carrier {
     pub pgid: u32,
     /// The start time of the group's leader (on Linux, clock ticks since boot, from
     /// `/proc/PID/stat`); empty where it cannot be read (other platforms, or the
-    /// process already exited), which makes the carrier's liveness unverifiable.
+    /// process already exited), which makes the group's liveness unverifiable.
     pub start: String,
+    /// The cgroup that holds every process the carrier started, however they regroup
+    /// (Linux, where a cgroup v2 could be created for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CarrierCgroup>,
 }
 
 impl Carrier {
     /// A carrier: process `process` in the process group `group`, whose leader started
-    /// at `start`.
+    /// at `start`, with no cgroup.
     #[must_use]
     pub fn new(process: u32, group: u32, start: impl Into<String>) -> Self {
         Self {
             pid: process,
             pgid: group,
             start: start.into(),
+            cgroup: None,
+        }
+    }
+
+    /// The same carrier, whose whole process tree is held in `cgroup`.
+    #[must_use]
+    pub fn with_cgroup(mut self, cgroup: Option<CarrierCgroup>) -> Self {
+        self.cgroup = cgroup;
+        self
+    }
+}
+
+/// The cgroup (v2, Linux) created for one carrier: membership passes to every process
+/// it starts, so the cgroup is empty exactly when the whole tree is gone.
+///
+/// The ids tell a cgroup from a later one at the same path: a cgroup's id is the inode
+/// number of its directory in the cgroup2 file system.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct CarrierCgroup {
+    /// Its directory, where the host mounts the cgroup2 file system.
+    pub path: String,
+    /// The id (inode number, in decimal) of that directory.
+    pub id: String,
+    /// The id of its parent directory: when the cgroup is gone, a parent with this id
+    /// shows that the path was looked up in the same hierarchy.
+    pub parent: String,
+}
+
+impl CarrierCgroup {
+    /// A cgroup record: directory `path`, with inode numbers `id` and `parent`.
+    #[must_use]
+    pub fn new(path: impl Into<String>, id: u64, parent: u64) -> Self {
+        Self {
+            path: path.into(),
+            id: id.to_string(),
+            parent: parent.to_string(),
         }
     }
 }

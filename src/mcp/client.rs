@@ -270,22 +270,27 @@ impl McpClient {
     }
 
     /// The server process, as the process that carries the calls sent to it: its pid,
-    /// its process group (the same: it is spawned as a group leader) and its start
-    /// time ([`Carrier`]). The start is empty where it cannot be read (not Linux, or
-    /// the server has already exited but is not reaped yet), which leaves its liveness
-    /// unverifiable. `None` once [`McpClient::shutdown`] has killed the group and reaped
-    /// the server: then nothing of it is left to carry anything.
+    /// its process group (the same: it is spawned as a group leader), its start time,
+    /// and the cgroup that holds every process it starts, where it runs in one
+    /// ([`Carrier`]). The start is empty where it cannot be read (not Linux, or the
+    /// server has already exited but is not reaped yet). Without a cgroup the carrier
+    /// can never be shown gone: a descendant may have left the process group. `None`
+    /// once [`McpClient::shutdown`] has killed the server's processes and reaped it:
+    /// then nothing of it is left to carry anything.
     #[must_use]
     pub fn server_process(&self) -> Option<Carrier> {
         if self.session.server_reaped() {
             return None;
         }
         let pid = self.session.pid();
-        Some(Carrier::new(
-            pid,
-            pid,
-            crate::process::process_start(pid).unwrap_or_default(),
-        ))
+        Some(
+            Carrier::new(
+                pid,
+                pid,
+                crate::process::process_start(pid).unwrap_or_default(),
+            )
+            .with_cgroup(self.session.server_cgroup()),
+        )
     }
 
     /// Shuts the server down (see [`Session::shutdown`]).

@@ -344,9 +344,15 @@ impl Session {
         self.pid
     }
 
-    /// Whether the shutdown ladder has run and reaped the server.
+    /// Whether the shutdown ladder has run and reaped the server, leaving no process of
+    /// it.
     pub(crate) fn server_reaped(&self) -> bool {
         self.lock_transport().reaped()
+    }
+
+    /// The cgroup that holds every process of the server, if it runs in one.
+    pub(crate) fn server_cgroup(&self) -> Option<crate::executor::CarrierCgroup> {
+        self.lock_transport().cgroup()
     }
 
     /// The last bytes the server wrote to stderr.

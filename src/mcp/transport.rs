@@ -14,6 +14,13 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use super::McpError;
+use crate::executor::CarrierCgroup;
+use crate::process::sentinel::Sentinel;
+use crate::process::tree::Cgroup;
+
+/// How long the last rung waits for the killed tree to be gone (a process in
+/// uninterruptible sleep dies only when it wakes).
+const TREE_KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// How to start an MCP server: a program and its arguments (no shell), and an
 /// explicit environment.
@@ -133,13 +140,14 @@ impl Default for TransportConfig {
     }
 }
 
-/// How the server process ended during [`Transport::shutdown`].
+/// How the server's processes ended during [`Transport::shutdown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShutdownStage {
     /// It exited on its own: after its stdin was closed, or earlier.
     Exited,
-    /// It exited after `SIGTERM` was sent to its process group.
+    /// It exited after `SIGTERM` was sent to its process group (and, where it runs in a
+    /// cgroup of its own, to every process of its tree).
     Terminated,
     /// It had to be killed with `SIGKILL`.
     Killed,
@@ -157,16 +165,28 @@ pub struct ShutdownReport {
     pub elapsed: Duration,
 }
 
-/// A running MCP server child process in its own process group.
+/// A running MCP server child process in its own process group and, on Linux where one
+/// can be created, in a cgroup (v2) of its own that holds every process it starts.
 ///
 /// stdin and stdout are pipes (taken by the session), stderr is drained by a thread
 /// into a ring buffer of the last [`TransportConfig::stderr_capacity`] bytes, so a
 /// chatty server never blocks on a full pipe. Dropping the transport runs the
-/// shutdown ladder, so the process never outlives this value.
+/// shutdown ladder, so no process of the server outlives this value.
+///
+/// A server's descendants may leave its process group (`setsid`, a daemonizing fork);
+/// they stay in its cgroup. The ladder signals the whole cgroup, and a sentinel process
+/// kills it when the host ends without running the ladder (killed, interrupted): the
+/// parent-death signal reaches only the server's direct child. Without a cgroup (another
+/// platform, no writable cgroup2 hierarchy) only the process group is reached, and the
+/// server's carrier can never be shown gone (see [`crate::executor::Carrier`]).
 #[derive(Debug)]
 pub struct Transport {
     child: Child,
     pgid: Pid,
+    cgroup: Option<Cgroup>,
+    sentinel: Option<Sentinel>,
+    /// Whether the ladder left the cgroup empty (so no process of the tree is left).
+    tree_gone: bool,
     stdin: Option<ChildStdin>,
     stdout: Option<ChildStdout>,
     stderr: Arc<Mutex<StderrRing>>,
@@ -183,26 +203,41 @@ impl Transport {
     /// calling `spawn` exits, so call it from a thread that outlives the transport. If
     /// the host is already gone when the child would `exec`, the spawn fails
     /// ([`McpError::Spawn`]). Other platforms have no parent-death signal.
+    ///
+    /// On Linux the server runs in a cgroup (v2) of its own where one can be created
+    /// under the host's cgroup, and a sentinel process (forked from the host) kills that
+    /// whole cgroup when the host ends: every process the server starts, also one that
+    /// left its process group, dies with the host.
     pub fn spawn(command: &ServerCommand, config: TransportConfig) -> Result<Self, McpError> {
-        let mut cmd = Command::new(&command.program);
-        cmd.args(&command.args);
-        if !command.inherit_env {
-            cmd.env_clear();
+        if let Some(cgroup) = Cgroup::create() {
+            let sentinel = Sentinel::start(&cgroup);
+            if let Ok(child) = cgroup
+                .procs_for_joining()
+                .and_then(|procs| build(command, Some(procs)).spawn())
+            {
+                return Ok(Self::new(child, Some(cgroup), sentinel, config));
+            }
+            // The child never ran the server (joining the cgroup, or the `exec`, failed):
+            // try once more without a cgroup, which reports the error of the command
+            // itself.
+            drop(sentinel);
+            cgroup.remove();
         }
-        cmd.envs(command.env.iter().map(|(k, v)| (k, v)));
-        if let Some(dir) = &command.current_dir {
-            cmd.current_dir(dir);
-        }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        #[cfg(target_os = "linux")]
-        die_with_this_thread(&mut cmd);
-        let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
-            program: command.program.to_string_lossy().into_owned(),
-            source,
-        })?;
+        let child = build(command, None)
+            .spawn()
+            .map_err(|source| McpError::Spawn {
+                program: command.program.to_string_lossy().into_owned(),
+                source,
+            })?;
+        Ok(Self::new(child, None, None, config))
+    }
+
+    fn new(
+        mut child: Child,
+        cgroup: Option<Cgroup>,
+        sentinel: Option<Sentinel>,
+        config: TransportConfig,
+    ) -> Self {
         let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
         let stderr = Arc::new(Mutex::new(StderrRing::new(config.stderr_capacity)));
         let stderr_thread = child.stderr.take().and_then(|pipe| {
@@ -212,16 +247,24 @@ impl Transport {
                 .spawn(move || drain_stderr(pipe, &ring))
                 .ok()
         });
-        Ok(Self {
+        Self {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
             child,
             pgid,
+            cgroup,
+            sentinel,
+            tree_gone: false,
             stderr,
             stderr_thread,
             config,
             report: None,
-        })
+        }
+    }
+
+    /// The cgroup that holds every process of the server, if it runs in one.
+    pub(crate) fn cgroup(&self) -> Option<CarrierCgroup> {
+        self.cgroup.as_ref().map(|c| c.record().clone())
     }
 
     /// The server's process id (also its process group id).
@@ -230,11 +273,11 @@ impl Transport {
         self.child.id()
     }
 
-    /// Whether the shutdown ladder has run and reaped the server (so no process of its
-    /// group is left).
+    /// Whether the shutdown ladder has run and reaped the server, and left no process of
+    /// it: of its process group, and of its cgroup where it runs in one.
     #[must_use]
     pub(crate) fn reaped(&self) -> bool {
-        self.report.is_some()
+        self.report.is_some() && (self.cgroup.is_none() || self.tree_gone)
     }
 
     /// Takes the server's stdin pipe (once).
@@ -265,15 +308,18 @@ impl Transport {
 
     /// Runs the shutdown ladder once and reports; later calls return the same report.
     ///
+    /// The server has exited when its process has, and, where it runs in a cgroup of its
+    /// own, every process of that cgroup has too.
+    ///
     /// 1. close the server's stdin (if the transport still holds it; a session closes
     ///    its own handle first) and wait [`TransportConfig::close_wait`];
-    /// 2. if it is still running, `SIGTERM` its process group and wait
-    ///    [`TransportConfig::term_wait`];
-    /// 3. `SIGKILL` the process group. This rung runs even when the server exited on
-    ///    its own, to remove any process it left behind in its group. The server
-    ///    process is not reaped until after this signal, so its group id cannot have
-    ///    been reused by an unrelated process;
-    /// 4. reap the server.
+    /// 2. if it is still running, `SIGTERM` its process group and every process of its
+    ///    cgroup, and wait [`TransportConfig::term_wait`];
+    /// 3. `SIGKILL` the process group and the cgroup, and wait for the cgroup to be
+    ///    empty. This rung runs even when the server exited on its own, to remove any
+    ///    process it left behind. The server process is not reaped until after this
+    ///    signal, so its group id cannot have been reused by an unrelated process;
+    /// 4. reap the server, and remove its emptied cgroup.
     pub fn shutdown(&mut self) -> ShutdownReport {
         if let Some(report) = &self.report {
             return report.clone();
@@ -283,7 +329,7 @@ impl Transport {
         let stage = if self.wait_for_exit(self.config.close_wait) {
             ShutdownStage::Exited
         } else {
-            let _ = killpg(self.pgid, Signal::SIGTERM);
+            self.signal_tree(Signal::SIGTERM);
             if self.wait_for_exit(self.config.term_wait) {
                 ShutdownStage::Terminated
             } else {
@@ -291,7 +337,20 @@ impl Transport {
             }
         };
         let _ = killpg(self.pgid, Signal::SIGKILL);
+        if let Some(cgroup) = &self.cgroup {
+            self.tree_gone = cgroup.kill_and_wait(TREE_KILL_WAIT);
+        }
         let status = self.child.wait().ok();
+        if self.tree_gone
+            && let Some(cgroup) = &self.cgroup
+        {
+            cgroup.remove();
+        }
+        // The tree is gone or killed: the sentinel has nothing left to do but remove
+        // the cgroup if it is still there.
+        if let Some(sentinel) = &mut self.sentinel {
+            sentinel.finish();
+        }
         if let Some(handle) = self.stderr_thread.take() {
             join_briefly(handle);
         }
@@ -304,10 +363,22 @@ impl Transport {
         report
     }
 
+    /// Sends `signal` to the server's process group and to every process of its cgroup.
+    fn signal_tree(&self, signal: Signal) {
+        let _ = killpg(self.pgid, signal);
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.signal_all(signal);
+        }
+    }
+
+    /// Waits up to `limit` for the server process, and every process of its cgroup, to
+    /// exit.
     fn wait_for_exit(&mut self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         loop {
-            if leader_exited(&mut self.child) {
+            if leader_exited(&mut self.child)
+                && self.cgroup.as_ref().is_none_or(|c| c.empty() == Some(true))
+            {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -321,6 +392,54 @@ impl Transport {
 impl Drop for Transport {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// The command that starts the server: no shell, its own process group, piped stdio,
+/// the parent-death signal, and, with `cgroup_procs` (its cgroup's `cgroup.procs`),
+/// moved into that cgroup before it runs, so every process it starts is in it too.
+fn build(command: &ServerCommand, cgroup_procs: Option<std::fs::File>) -> Command {
+    let mut cmd = Command::new(&command.program);
+    cmd.args(&command.args);
+    if !command.inherit_env {
+        cmd.env_clear();
+    }
+    cmd.envs(command.env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = &command.current_dir {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(procs) = cgroup_procs {
+        join_cgroup(&mut cmd, procs);
+    }
+    #[cfg(target_os = "linux")]
+    die_with_this_thread(&mut cmd);
+    cmd
+}
+
+/// Moves the child into a cgroup before it runs the server: it writes `0` (itself) to
+/// the cgroup's `cgroup.procs`, opened by the parent. If that fails the child does not
+/// run the server, so a server never runs outside the cgroup its carrier names.
+#[expect(
+    unsafe_code,
+    reason = "`pre_exec` is unsafe; the closure only makes one system call"
+)]
+fn join_cgroup(cmd: &mut Command, procs: std::fs::File) {
+    // SAFETY: the closure runs in the child after `fork`, where only
+    // async-signal-safe operations are allowed. It makes one `write(2)` of a static
+    // byte to a descriptor opened before the fork (the `File` is moved into the
+    // closure and never dropped in the child); on failure it converts an errno value
+    // into an `io::Error`, which does not allocate. No heap, lock, stdio or
+    // thread-local is touched.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::write(&procs, b"0")
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
     }
 }
 

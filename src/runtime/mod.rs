@@ -295,6 +295,7 @@ impl Runtime {
             pid: c.pid,
             pgid: c.pgid,
             start: c.start.clone(),
+            cgroup: c.cgroup.clone(),
         })
     }
     /// Redacts and bounds a value recorded before dispatch: refuses what is too large.

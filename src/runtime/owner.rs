@@ -191,6 +191,10 @@ pub(crate) struct CarrierRecord {
     pub(crate) pid: u32,
     pub(crate) pgid: u32,
     pub(crate) start: String,
+    /// The cgroup holding the carrier's whole process tree; absent in records stored
+    /// without one, which then name only the process group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cgroup: Option<crate::executor::CarrierCgroup>,
 }
 
 impl Owner {

@@ -14,7 +14,7 @@ use crate::pathway::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
 };
 use crate::pathway::{Act, Actor, Pathway, PathwayError};
-use crate::process::{self, GroupFate};
+use crate::process;
 use crate::store::{EventDraft, StoreError};
 
 use super::{CarrierRecord, Runtime, StepPoint};
@@ -77,11 +77,13 @@ impl Runtime {
     /// [`Pathway::restore_request`].
     ///
     /// When the attempt ended without a reply, the process that carried it (the MCP
-    /// server, recorded with the attempt) may still hold the request. Before reading back,
-    /// a surviving process group of that carrier on this host is killed and waited for.
-    /// Where that cannot be established (the carrier ran on another host, or its start
-    /// time cannot be read on this platform), a *not applied* observation is not accepted:
-    /// the verdict stays unresolved, and only an accountable [`Runtime::attest`] settles it.
+    /// server, recorded with the attempt) or any process it started may still hold the
+    /// request. Before reading back, whatever is left of that tree on this host is killed
+    /// and waited for (the cgroup recorded for it). Where the tree cannot be shown gone
+    /// (the carrier ran on another host, no cgroup was recorded for it so only its process
+    /// group is known, or a process of it survived `SIGKILL`), a *not applied*
+    /// observation is not accepted: the verdict stays unresolved, its evidence says why
+    /// (`not_accepted_because`), and only an accountable [`Runtime::attest`] settles it.
     pub fn reconcile<S: Reconcilable>(
         &self,
         pathway: &Pathway<S>,
@@ -132,7 +134,8 @@ impl Runtime {
         }
     }
 
-    /// Makes sure the process that may still carry `attempt`'s request is gone.
+    /// Makes sure every process that may still carry `attempt`'s request is gone: the
+    /// whole tree the carrier's command started (see [`process::settle_carrier`]).
     pub(super) fn settle_carrier(
         &self,
         pathway: &str,
@@ -146,23 +149,21 @@ impl Runtime {
         let carrier: CarrierRecord = serde_json::from_str(text)
             .map_err(|e| StoreError::Corrupt(format!("attempt {attempt}: carrier: {e}")))?;
         let here = carrier.host == self.owner.host;
-        if !here || !process::START_TIME_READABLE || carrier.start.is_empty() {
+        if !here {
             return Ok(CarrierFate::MayBeAlive(format!(
                 "the server process that carried the request (pid {} on host {}) cannot be shown gone from here",
                 carrier.pid, carrier.host
             )));
         }
         Ok(
-            match process::kill_group_and_wait(carrier.pgid, &carrier.start, CARRIER_KILL_WAIT) {
-                GroupFate::Gone | GroupFate::Killed => CarrierFate::Settled,
-                GroupFate::StillAlive => CarrierFate::MayBeAlive(format!(
-                    "process group {} still has live processes after SIGKILL",
-                    carrier.pgid
-                )),
-                GroupFate::Unverifiable => CarrierFate::MayBeAlive(format!(
-                    "process group {} cannot be inspected on this platform",
-                    carrier.pgid
-                )),
+            match process::settle_carrier(
+                carrier.pgid,
+                &carrier.start,
+                carrier.cgroup.as_ref(),
+                CARRIER_KILL_WAIT,
+            ) {
+                Ok(()) => CarrierFate::Settled,
+                Err(why) => CarrierFate::MayBeAlive(why),
             },
         )
     }

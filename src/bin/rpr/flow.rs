@@ -435,8 +435,9 @@ pub(crate) fn settle(
             Ok(Exit::Pending)
         }
         Reconciled::Unresolved(token) => {
+            let why = unresolved(token.evidence());
             p.keep_unsettled(rt, token)?;
-            say!("readback was inconclusive → pathway {id} stays unsettled (nothing re-sent)");
+            say!("{why} → pathway {id} stays unsettled (nothing re-sent)");
             Ok(Exit::Pending)
         }
         _ => {
@@ -445,6 +446,16 @@ pub(crate) fn settle(
             );
             Ok(Exit::Pending)
         }
+    }
+}
+
+/// Why a readback left the verdict unresolved: the readback itself was inconclusive, or it
+/// found no effect that cannot be accepted yet (a process that may hold the request may
+/// still be alive), and then the runtime's reason.
+fn unresolved(evidence: &Value) -> String {
+    match evidence.get("not_accepted_because").and_then(Value::as_str) {
+        Some(why) => format!("readback found no effect, but that is not accepted: {why}"),
+        None => "readback was inconclusive".to_owned(),
     }
 }
 
@@ -472,10 +483,9 @@ pub(crate) fn reconcile(
             Ok(Exit::Pending)
         }
         Reconciled::Unresolved(token) => {
+            let why = unresolved(token.evidence());
             p.keep_unknown(rt, token)?;
-            say!(
-                "readback was inconclusive → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)"
-            );
+            say!("{why} → pathway {id} stays WRITE_STATUS_UNKNOWN (nothing re-sent)");
             Ok(Exit::Pending)
         }
         other => Err(format!("unexpected reconciliation {other:?}").into()),
