@@ -385,6 +385,15 @@ mod tests {
         }
         assert_eq!(cgroup.empty(), Some(false));
         let record = cgroup.record().clone();
+        // No time to wait for the kill: the tree is still there, and the reason names
+        // what lives.
+        let TreeFate::MayBeAlive(why) = settle(&record, Duration::ZERO) else {
+            panic!("a live tree was taken as gone")
+        };
+        assert!(
+            why.contains("still alive") && why.contains(&record.path),
+            "{why}"
+        );
         assert_eq!(settle(&record, Duration::from_secs(5)), TreeFate::Gone);
         child.wait().unwrap();
         assert!(!cgroup.dir().exists(), "the empty cgroup is removed");
