@@ -48,7 +48,7 @@ impl Cgroup {
         // The host's pid, start and a counter: unique on this host for as long as the
         // host's pid is not reused, and a reused pid has another start.
         let name = format!(
-            "rpr-{pid}-{}-{}",
+            "{NAME_PREFIX}{pid}-{}-{}",
             super::process_start(pid).unwrap_or_default(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
@@ -115,10 +115,27 @@ impl Cgroup {
     /// Removes the cgroup if it is empty (the kernel refuses otherwise); whether it is
     /// gone.
     pub(crate) fn remove(&self) -> bool {
-        match std::fs::remove_dir(&self.dir) {
-            Ok(()) => true,
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        remove_tree(&self.dir)
+    }
+}
+
+/// The prefix of every cgroup rpr creates; nothing else is ever killed or removed.
+const NAME_PREFIX: &str = "rpr-";
+
+/// Removes the empty cgroup at `dir` with the empty cgroups below it (a host that ran
+/// inside a server's cgroup leaves its own servers' cgroups there, and the kernel removes
+/// a cgroup only once it has no child cgroup); whether `dir` is gone.
+fn remove_tree(dir: &Path) -> bool {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
         }
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 
@@ -264,6 +281,18 @@ pub(crate) fn settle(record: &CarrierCgroup, timeout: Duration) -> TreeFate {
             record.path
         ));
     }
+    // A record names a cgroup rpr created, never one above it (killing the root or the
+    // host's own cgroup would reach processes that are not the carrier's).
+    if !dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(NAME_PREFIX))
+    {
+        return may_be_alive(format!(
+            "{} is not a cgroup rpr created for a server, so the server's processes cannot be shown gone",
+            record.path
+        ));
+    }
     match std::fs::metadata(dir) {
         Ok(meta) => {
             if !is_cgroup2(dir) || meta.ino().to_string() != record.id {
@@ -282,7 +311,7 @@ pub(crate) fn settle(record: &CarrierCgroup, timeout: Duration) -> TreeFate {
             }
             // Empty: every process of the tree is gone. Removing it is housekeeping; a
             // concurrent remover may win.
-            let _ = std::fs::remove_dir(dir);
+            remove_tree(dir);
             TreeFate::Gone
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -325,6 +354,8 @@ mod tests {
     use std::os::unix::process::CommandExt;
     use std::process::Command;
     use std::time::Duration;
+
+    use std::os::unix::fs::MetadataExt;
 
     use super::{Cgroup, TreeFate, cgroup2_mount, settle, unescape};
     use crate::executor::CarrierCgroup;
@@ -402,6 +433,19 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_cgroup_is_removed_with_the_empty_cgroups_below_it() {
+        let Some(cgroup) = Cgroup::create() else {
+            return;
+        };
+        // As a host running inside this cgroup leaves its own servers' cgroups.
+        std::fs::create_dir(cgroup.dir().join("rpr-nested")).unwrap();
+        std::fs::create_dir(cgroup.dir().join("rpr-nested").join("rpr-deeper")).unwrap();
+        let record = cgroup.record().clone();
+        assert_eq!(settle(&record, Duration::from_secs(1)), TreeFate::Gone);
+        assert!(!cgroup.dir().exists());
+    }
+
+    #[test]
     fn a_cgroup_that_cannot_be_identified_proves_nothing() {
         let Some(cgroup) = Cgroup::create() else {
             return;
@@ -437,6 +481,18 @@ mod tests {
             settle(&garbage, Duration::from_secs(1)),
             TreeFate::MayBeAlive(_)
         ));
+        // A cgroup rpr did not create is never touched, even with its true ids: here the
+        // parent of the server's cgroup, which holds this test.
+        let parent = cgroup.dir().parent().unwrap();
+        let above = CarrierCgroup::new(
+            parent.to_str().unwrap(),
+            std::fs::metadata(parent).unwrap().ino(),
+            1,
+        );
+        let TreeFate::MayBeAlive(why) = settle(&above, Duration::from_secs(1)) else {
+            panic!("a cgroup rpr did not create was settled")
+        };
+        assert!(why.contains("not a cgroup rpr created"), "{why}");
         assert!(cgroup.remove());
     }
 }
