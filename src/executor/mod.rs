@@ -292,7 +292,10 @@ pub trait Executor {
     ///
     /// `None` (the default) means the host process carries the request itself (it
     /// writes in-process), so once the host is gone nothing can still act on it. An
-    /// executor that hands requests to another process must say which.
+    /// executor that hands requests to another process must say which, and name the
+    /// cgroup that holds that process and everything it starts
+    /// ([`Carrier::with_cgroup`]): a carrier without one can never be shown gone, so a
+    /// *not applied* readback of its lost requests is not accepted.
     fn carrier(&self) -> Option<Carrier> {
         None
     }
