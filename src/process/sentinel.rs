@@ -7,7 +7,9 @@
 //! shutdown or because the kernel closed it as the host exited (killed, interrupted or
 //! not), the sentinel writes `1` to the cgroup's `cgroup.kill`, removes the cgroup once
 //! it is empty, and exits. It runs in a process group of its own, so a Ctrl-C at the
-//! host's terminal does not end it before its work is done.
+//! host's terminal does not end it before its work is done. Its command line is the
+//! host's (it runs no program of its own); its name (`/proc/PID/comm`) is
+//! [`SENTINEL_NAME`], so it can be told apart from the host and from any server.
 //!
 //! Recovery does not rely on it: it kills and checks the recorded cgroup itself before
 //! it accepts a *not applied* verdict. The sentinel only keeps a dead host's server
@@ -21,6 +23,9 @@ use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use super::tree::Cgroup;
+
+/// The sentinel's process name (`/proc/PID/comm`, `ps -o comm`).
+const SENTINEL_NAME: &std::ffi::CStr = c"rpr-sentinel";
 
 /// How many times the sentinel tries to remove the killed cgroup, 10 ms apart (the
 /// kernel refuses while a killed member has not finished exiting).
@@ -80,7 +85,7 @@ impl Drop for Sentinel {
 fn fork_watcher(wake: RawFd, kill: RawFd, dir: &CString) -> Option<Pid> {
     use nix::unistd::ForkResult;
     // SAFETY: after `fork` in a process that may have other threads, the child may only
-    // make async-signal-safe calls. `watch` makes plain system calls (`setpgid`,
+    // make async-signal-safe calls. `watch` makes plain system calls (`prctl`, `setpgid`,
     // `close_range`/`close`, `read`, `write`, `rmdir`, `nanosleep`, `_exit`) on values
     // prepared before the fork (two descriptor numbers and a C string the parent keeps
     // alive until `fork` returns), allocates nothing, takes no lock, touches no stdio
@@ -103,8 +108,9 @@ fn fork_watcher(wake: RawFd, kill: RawFd, dir: &CString) -> Option<Pid> {
 unsafe fn watch(wake: RawFd, kill: RawFd, dir: *const nix::libc::c_char) -> ! {
     use nix::libc;
     // SAFETY: every call below is an async-signal-safe system call on integers, a
-    // stack buffer, or `dir` (valid, as the caller guarantees).
+    // stack buffer, a static C string, or `dir` (valid, as the caller guarantees).
     unsafe {
+        libc::prctl(libc::PR_SET_NAME, SENTINEL_NAME.as_ptr());
         libc::setpgid(0, 0);
         let (low, high) = if wake < kill {
             (wake, kill)
@@ -213,6 +219,8 @@ mod tests {
             assert!(Instant::now() < deadline, "the tree never started");
             std::thread::sleep(Duration::from_millis(10));
         }
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", sentinel.pid)).unwrap();
+        assert_eq!(Some(comm.trim()), super::SENTINEL_NAME.to_str().ok());
         sentinel.finish();
         child.wait().unwrap();
         assert!(!cgroup.dir().exists(), "the sentinel removed the cgroup");

@@ -821,6 +821,12 @@ impl Ctx {
                 std::fs::read(format!("/proc/{pid}/cmdline"))
                     .is_ok_and(|c| c.windows(marker.len()).any(|w| w == marker))
             })
+            // A host's sentinel (forked from the host, so with the host's command line)
+            // is not a server.
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() != "rpr-sentinel")
+            })
             .filter_map(|pid| Some((pid, start_time(pid)?)))
             .collect()
     }
