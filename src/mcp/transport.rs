@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use super::McpError;
 use crate::executor::CarrierCgroup;
 use crate::process::sentinel::Sentinel;
-use crate::process::tree::Cgroup;
+use crate::process::tree::{Cgroup, Planned};
 
 /// How long the last rung waits for the killed tree to be gone (a process in
 /// uninterruptible sleep dies only when it wakes).
@@ -209,19 +209,23 @@ impl Transport {
     /// whole cgroup when the host ends: every process the server starts, also one that
     /// left its process group, dies with the host.
     pub fn spawn(command: &ServerCommand, config: TransportConfig) -> Result<Self, McpError> {
-        if let Some(cgroup) = Cgroup::create() {
-            let sentinel = Sentinel::start(&cgroup);
-            if let Ok(child) = cgroup
-                .procs_for_joining()
-                .and_then(|procs| build(command, Some(procs)).spawn())
-            {
-                return Ok(Self::new(child, Some(cgroup), sentinel, config));
+        if let Some(planned) = Planned::next() {
+            // The sentinel first: from the moment the cgroup exists, the host's end
+            // removes it.
+            let sentinel = Sentinel::start(planned.dir());
+            if let Some(cgroup) = planned.create() {
+                if let Ok(child) = cgroup
+                    .procs_for_joining()
+                    .and_then(|procs| build(command, Some(procs)).spawn())
+                {
+                    return Ok(Self::new(child, Some(cgroup), sentinel, config));
+                }
+                // The child never ran the server (joining the cgroup, or the `exec`,
+                // failed): try once more without a cgroup, which reports the error of
+                // the command itself.
+                cgroup.remove();
             }
-            // The child never ran the server (joining the cgroup, or the `exec`, failed):
-            // try once more without a cgroup, which reports the error of the command
-            // itself.
             drop(sentinel);
-            cgroup.remove();
         }
         let child = build(command, None)
             .spawn()

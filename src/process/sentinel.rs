@@ -18,11 +18,10 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
-
-use super::tree::Cgroup;
 
 /// The sentinel's process name (`/proc/PID/comm`, `ps -o comm`).
 const SENTINEL_NAME: &std::ffi::CStr = c"rpr-sentinel";
@@ -40,15 +39,16 @@ pub(crate) struct Sentinel {
 }
 
 impl Sentinel {
-    /// Starts the sentinel of `cgroup`; `None` where it cannot (not Linux, a kernel
-    /// without `cgroup.kill`, or `fork` failed).
-    pub(crate) fn start(cgroup: &Cgroup) -> Option<Self> {
+    /// Starts the sentinel of the cgroup at `dir`, before that cgroup is created (so no
+    /// moment exists where the cgroup is there and nothing would remove it); `None`
+    /// where it cannot (not Linux, or `fork` failed).
+    pub(crate) fn start(dir: &Path) -> Option<Self> {
         #[cfg(target_os = "linux")]
         {
-            let kill = cgroup.kill_switch().ok()?;
-            let dir = CString::new(cgroup.dir().as_os_str().as_bytes()).ok()?;
+            let kill = CString::new(dir.join("cgroup.kill").as_os_str().as_bytes()).ok()?;
+            let dir = CString::new(dir.as_os_str().as_bytes()).ok()?;
             let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;
-            let pid = fork_watcher(read.as_raw_fd(), kill.as_raw_fd(), &dir)?;
+            let pid = fork_watcher(read.as_raw_fd(), &kill, &dir)?;
             Some(Self {
                 pid,
                 wake: Some(write),
@@ -56,7 +56,7 @@ impl Sentinel {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = cgroup;
+            let _ = dir;
             None
         }
     }
@@ -82,44 +82,40 @@ impl Drop for Sentinel {
     unsafe_code,
     reason = "`fork` is unsafe; the child only makes system calls and exits"
 )]
-fn fork_watcher(wake: RawFd, kill: RawFd, dir: &CString) -> Option<Pid> {
+fn fork_watcher(wake: RawFd, kill: &CString, dir: &CString) -> Option<Pid> {
     use nix::unistd::ForkResult;
     // SAFETY: after `fork` in a process that may have other threads, the child may only
     // make async-signal-safe calls. `watch` makes plain system calls (`prctl`, `setpgid`,
-    // `close_range`/`close`, `read`, `write`, `rmdir`, `nanosleep`, `_exit`) on values
-    // prepared before the fork (two descriptor numbers and a C string the parent keeps
-    // alive until `fork` returns), allocates nothing, takes no lock, touches no stdio
+    // `close_range`/`close`, `read`, `open`, `write`, `rmdir`, `nanosleep`, `_exit`) on
+    // values prepared before the fork (a descriptor number and two C strings, which the
+    // child's copy of memory keeps), allocates nothing, takes no lock, touches no stdio
     // or thread-local, and never returns. The parent side only reads the result.
     match unsafe { nix::unistd::fork() } {
-        Ok(ForkResult::Child) => unsafe { watch(wake, kill, dir.as_ptr()) },
+        Ok(ForkResult::Child) => unsafe { watch(wake, kill.as_ptr(), dir.as_ptr()) },
         Ok(ForkResult::Parent { child }) => Some(child),
         Err(_) => None,
     }
 }
 
-/// The sentinel's whole life, in the forked child: keep only the two descriptors, wait
-/// for the pipe to close (or a byte), kill the cgroup, remove it once empty, exit.
+/// The sentinel's whole life, in the forked child: keep only the pipe, wait for it to
+/// close (or a byte), kill the cgroup (`kill` is its `cgroup.kill`; absent when the host
+/// died before creating it), remove it once empty, exit.
 ///
 /// # Safety
 ///
-/// Only in the child of `fork`, with `wake` and `kill` open and `dir` a valid C string.
+/// Only in the child of `fork`, with `wake` open and `kill` and `dir` valid C strings.
 #[cfg(target_os = "linux")]
 #[expect(unsafe_code, reason = "system calls between `fork` and `_exit`")]
-unsafe fn watch(wake: RawFd, kill: RawFd, dir: *const nix::libc::c_char) -> ! {
+unsafe fn watch(wake: RawFd, kill: *const nix::libc::c_char, dir: *const nix::libc::c_char) -> ! {
     use nix::libc;
     // SAFETY: every call below is an async-signal-safe system call on integers, a
-    // stack buffer, a static C string, or `dir` (valid, as the caller guarantees).
+    // stack buffer, a static C string, or `kill` and `dir` (valid, as the caller
+    // guarantees).
     unsafe {
         libc::prctl(libc::PR_SET_NAME, SENTINEL_NAME.as_ptr());
         libc::setpgid(0, 0);
-        let (low, high) = if wake < kill {
-            (wake, kill)
-        } else {
-            (kill, wake)
-        };
-        close_range(0, low - 1);
-        close_range(low + 1, high - 1);
-        close_range(high + 1, libc::c_int::MAX);
+        close_range(0, wake - 1);
+        close_range(wake + 1, libc::c_int::MAX);
         let mut byte = 0u8;
         loop {
             let n = libc::read(wake, (&raw mut byte).cast(), 1);
@@ -128,12 +124,17 @@ unsafe fn watch(wake: RawFd, kill: RawFd, dir: *const nix::libc::c_char) -> ! {
             }
             break;
         }
-        libc::write(kill, c"1".as_ptr().cast(), 1);
+        let switch = libc::open(kill, libc::O_WRONLY | libc::O_CLOEXEC);
+        if switch >= 0 {
+            libc::write(switch, c"1".as_ptr().cast(), 1);
+            libc::close(switch);
+        }
         let pause = libc::timespec {
             tv_sec: 0,
             tv_nsec: 10_000_000,
         };
         for _ in 0..REMOVE_TRIES {
+            // Gone (removed, or never created), or not removable for another reason.
             if libc::rmdir(dir) == 0 || *libc::__errno_location() != libc::EBUSY {
                 break;
             }
@@ -184,15 +185,20 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::Sentinel;
-    use crate::process::tree::Cgroup;
+    use crate::process::tree::Planned;
 
     #[test]
     fn a_finished_sentinel_kills_the_tree_and_removes_the_cgroup() {
-        let Some(cgroup) = Cgroup::create() else {
+        let Some(planned) = Planned::next() else {
+            eprintln!("no cgroup2 here: nothing to test");
+            return;
+        };
+        let mut sentinel = Sentinel::start(planned.dir()).expect("sentinel");
+        let Some(cgroup) = planned.create() else {
+            sentinel.finish();
             eprintln!("no writable cgroup2 here: nothing to test");
             return;
         };
-        let mut sentinel = Sentinel::start(&cgroup).expect("sentinel");
         let procs = cgroup.procs_for_joining().unwrap();
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "/usr/bin/setsid sleep 30 & sleep 30"]);
@@ -224,5 +230,17 @@ mod tests {
         sentinel.finish();
         child.wait().unwrap();
         assert!(!cgroup.dir().exists(), "the sentinel removed the cgroup");
+    }
+
+    #[test]
+    fn a_sentinel_whose_cgroup_was_never_created_just_ends() {
+        let Some(planned) = Planned::next() else {
+            return;
+        };
+        let mut sentinel = Sentinel::start(planned.dir()).expect("sentinel");
+        let started = Instant::now();
+        sentinel.finish();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(!planned.dir().exists());
     }
 }

@@ -36,10 +36,19 @@ pub(crate) struct Cgroup {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-impl Cgroup {
-    /// Creates an empty cgroup next to nothing else of the host's, under the host's own
-    /// cgroup; `None` where none can be created (see the module documentation).
-    pub(crate) fn create() -> Option<Self> {
+/// Where the next cgroup will be: a fresh name under the host's own cgroup. Planned
+/// before it is created, so that its sentinel can be started first: a host that dies
+/// between the two leaves nothing behind.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    parent: PathBuf,
+    dir: PathBuf,
+}
+
+impl Planned {
+    /// The next cgroup's place; `None` where no cgroup2 hierarchy shows the host's
+    /// cgroup (see the module documentation).
+    pub(crate) fn next() -> Option<Self> {
         if !cfg!(target_os = "linux") {
             return None;
         }
@@ -52,13 +61,26 @@ impl Cgroup {
             super::process_start(pid).unwrap_or_default(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = parent.join(name);
+        Some(Self {
+            dir: parent.join(name),
+            parent,
+        })
+    }
+
+    /// Its directory (not created yet).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Creates the empty cgroup; `None` where it cannot be (no write access).
+    pub(crate) fn create(self) -> Option<Cgroup> {
+        let Self { parent, dir } = self;
         std::fs::create_dir(&dir).ok()?;
         let cgroup = (|| {
             let id = std::fs::metadata(&dir).ok()?.ino();
             let parent_id = std::fs::metadata(&parent).ok()?.ino();
             let path = dir.to_str()?.to_owned();
-            Some(Self {
+            Some(Cgroup {
                 record: CarrierCgroup::new(path, id, parent_id),
                 dir: dir.clone(),
             })
@@ -68,6 +90,15 @@ impl Cgroup {
         }
         cgroup
     }
+}
+
+impl Cgroup {
+    /// Creates an empty cgroup under the host's own cgroup; `None` where none can be
+    /// created.
+    #[cfg(test)]
+    pub(crate) fn create() -> Option<Self> {
+        Planned::next()?.create()
+    }
 
     /// What the carrier record keeps of it.
     pub(crate) fn record(&self) -> &CarrierCgroup {
@@ -75,6 +106,7 @@ impl Cgroup {
     }
 
     /// Its directory.
+    #[cfg(test)]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
@@ -85,13 +117,6 @@ impl Cgroup {
         std::fs::OpenOptions::new()
             .write(true)
             .open(self.dir.join("cgroup.procs"))
-    }
-
-    /// `cgroup.kill`, opened for writing (close-on-exec): writing `1` kills every member.
-    pub(crate) fn kill_switch(&self) -> std::io::Result<File> {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
     }
 
     /// Whether no member is alive; `None` when that cannot be read.
