@@ -1066,3 +1066,102 @@ fn a_server_name_with_escape_sequences_reaches_the_form_escaped() {
     );
     assert!(!path.exists());
 }
+
+/// Writes `policy` as `policy.json` in `dir`.
+fn write_policy(dir: &TempDir, policy: &Value) -> PathBuf {
+    let path = dir.join("policy.json");
+    std::fs::write(&path, policy.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn a_writing_tool_that_claims_read_only_is_gated_by_the_policy_not_its_claim() {
+    // `put` writes, and says `readOnlyHint: true`. The policy has no rule for it: a claim
+    // is no rule, so it is treated as changing state and nothing is sent without a readback.
+    let dir = TempDir::new("gate-claim");
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {"get": {"read_only": true}}}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &["--claim-read-only"]);
+    let client = connect(&gate);
+    let args = json!({"key": "k", "value": "v"});
+    for _ in 0..2 {
+        let refused = result(call(&client, "put", &args));
+        assert_eq!(refused["isError"], true, "{refused}");
+        let said = refused["content"][0]["text"].as_str().unwrap();
+        assert!(
+            said.contains("no rule") && said.contains("servers.faults.put"),
+            "the refusal names the rule to add: {said}"
+        );
+    }
+    assert_eq!(effects(&dir), 0, "the claim sent nothing");
+    assert_eq!(
+        pathway_count(&dir),
+        0,
+        "refused before anything is recorded"
+    );
+    client.shutdown();
+
+    // With a readback but no word on its class or admission: changing state, so a Human
+    // Gate (this client has no elicitation: it waits for `rpr approve`); nothing sent.
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "get": {"read_only": true},
+            "put": {"readback": {"tool": "get", "arguments": {"key": "$key"},
+                                 "expect": {"/structuredContent/value": "$value"}}}
+        }}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &["--claim-read-only"]);
+    let client = connect(&gate);
+    for _ in 0..2 {
+        let gated = result(call(&client, "put", &args));
+        assert_eq!(gated["isError"], true, "{gated}");
+        assert_eq!(state(&dir, &meta_id(&gated)), State::HumanGate, "{gated}");
+    }
+    assert_eq!(pathway_count(&dir), 1, "the repeat is the same pathway");
+    assert_eq!(effects(&dir), 0, "nothing sent before an approval");
+    client.shutdown();
+}
+
+#[test]
+fn a_readback_tool_must_be_read_only_by_the_policy() {
+    // `get` is annotated read-only, but the policy does not say so: it is no readback.
+    let dir = TempDir::new("gate-reader");
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {"put": {"admission": "allow", "readback": {
+            "tool": "get", "arguments": {"key": "$key"},
+            "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &[]);
+    let client = connect(&gate);
+    let refused = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("not read-only by the policy") && said.contains("servers.faults.get"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 0);
+    client.shutdown();
+
+    // The policy opts into the server's annotations for `get`, in so many words: accepted.
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "get": {"trust_annotations": true},
+            "put": {"admission": "allow", "readback": {
+                "tool": "get", "arguments": {"key": "$key"},
+                "expect": {"/structuredContent/value": "$value"}}}
+        }}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &[]);
+    let client = connect(&gate);
+    let done = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
+    assert_ne!(done["isError"], true, "{done}");
+    assert_eq!(state(&dir, &meta_id(&done)), State::Completed);
+    assert_eq!(effects(&dir), 1);
+    client.shutdown();
+}

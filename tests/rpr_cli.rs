@@ -486,3 +486,37 @@ fn the_commands_run_on_postgres_and_the_read_only_role_only_reads() {
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
 }
+
+/// A config with server `ledger`: the fault server, whose `put` claims `readOnlyHint: true`.
+fn claiming_config(dir: &Scratch) -> String {
+    dir.write(
+        "mcp-claim.json",
+        &serde_json::json!({"mcpServers": {"ledger": {
+            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
+                     "--claim-read-only"],
+        }}}),
+    )
+}
+
+#[test]
+fn call_gates_a_tool_by_the_policy_not_by_its_read_only_claim() {
+    let dir = Scratch::new("cli-claim");
+    let config = claiming_config(&dir);
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = dir.write(
+        "no-rule.json",
+        &serde_json::json!({"servers": {"ledger": {"get": {"read_only": true}}}}),
+    );
+    let args = r#"{"key": "k", "value": "v"}"#;
+    for _ in 0..2 {
+        let output = run(call_args(&config, &policy, &db, "put", args));
+        let out = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{out}");
+        assert!(
+            out.contains("no rule") && out.contains("servers.ledger.put"),
+            "{out}"
+        );
+    }
+    assert_eq!(dir.effects(), 0, "the claim sent nothing");
+}
