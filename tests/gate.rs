@@ -1074,6 +1074,49 @@ fn write_policy(dir: &TempDir, policy: &Value) -> PathBuf {
     path
 }
 
+/// One `tools/call` typed by hand to the gate's argv (`initialize` first), stdin closed
+/// after it: the gate's whole stdout, its stderr, and how it exited. Works whether the
+/// gate serves or refuses to start.
+fn one_raw_call(gate: &[String], tool: &str, args: &Value) -> (String, String, Option<i32>) {
+    let mut child = Command::new(&gate[0])
+        .args(&gate[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+    ];
+    // A gate that refused to start has closed its stdin: the writes may fail.
+    for line in lines {
+        let _ = writeln!(stdin, "{line}");
+    }
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        let done = line.contains("\"id\":2");
+        out.push_str(&line);
+        line.clear();
+        if done {
+            break;
+        }
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    (
+        out,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        output.status.code(),
+    )
+}
+
 #[test]
 fn a_writing_tool_that_claims_read_only_is_gated_by_the_policy_not_its_claim() {
     // `put` writes, and says `readOnlyHint: true`. The policy has no rule for it: a claim
@@ -1163,5 +1206,105 @@ fn a_readback_tool_must_be_read_only_by_the_policy() {
     assert_ne!(done["isError"], true, "{done}");
     assert_eq!(state(&dir, &meta_id(&done)), State::Completed);
     assert_eq!(effects(&dir), 1);
+    client.shutdown();
+}
+
+#[test]
+fn the_server_is_known_by_its_configured_name_not_the_name_it_reports() {
+    let dir = TempDir::new("gate-name");
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {"*": {"admission": "deny"}}}}),
+    );
+    let put = json!({"key": "k", "value": "v"});
+    // Without `--name`, the name the server reports would be its identity: a server that
+    // reports another name would escape its policy. The gate does not start without it.
+    let renamed = fault_argv(
+        &dir,
+        "none",
+        &["--server-name", "faults-renamed", "--claim-read-only"],
+    );
+    let mut unnamed = gate_argv(&dir, &policy, "faults", &renamed);
+    let at = unnamed.iter().position(|a| a == "--name").unwrap();
+    unnamed.drain(at..at + 2);
+    let (out, err, code) = one_raw_call(&unnamed, "put", &put);
+    assert_eq!(
+        effects(&dir),
+        0,
+        "a renamed server escaped the policy: {out}"
+    );
+    assert_ne!(code, Some(0), "{out}{err}");
+    assert!(err.contains("--name"), "{err}");
+
+    // With `--name`: the policy governs the server whatever it reports, and a new
+    // reported name is a binding change, refused until `rpr pin`.
+    let named = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "none", &["--server-name", "faults"]),
+    );
+    let client = connect(&named);
+    let denied = result(call(&client, "put", &put));
+    assert_eq!(state(&dir, &meta_id(&denied)), State::Denied);
+    client.shutdown();
+    let renamed = gate_argv(&dir, &policy, "faults", &renamed);
+    let client = connect(&renamed);
+    let denied = result(call(&client, "put", &put));
+    assert_eq!(denied["isError"], true, "{denied}");
+    let said = denied["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("not the one pinned") && said.contains("server_name"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 0);
+    client.shutdown();
+}
+
+#[test]
+fn a_policy_naming_a_tool_or_server_the_server_does_not_offer_is_refused_at_start() {
+    let dir = TempDir::new("gate-typo");
+    // Meant to deny `put`; the rule names `putt`, so `put` would fall under "*".
+    let typo = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "*": {"admission": "allow", "read_only": true},
+            "putt": {"admission": "deny"}
+        }}}),
+    );
+    let gate = fault_gate(&dir, &typo, "none", &["--claim-read-only"]);
+    let (out, err, _) = one_raw_call(&gate, "put", &json!({"key": "k", "value": "v"}));
+    assert_eq!(effects(&dir), 0, "a misspelt rule governed nothing: {out}");
+    assert!(
+        out.contains("putt") && out.contains("get, put"),
+        "the refusal names the rule and the tools offered: {out}\n{err}"
+    );
+    assert_eq!(pathway_count(&dir), 0);
+
+    // A policy for another server name than the gate's: refused before the server starts.
+    let other = write_policy(
+        &dir,
+        &json!({"servers": {"fautls": {"*": {"admission": "allow", "read_only": true}}}}),
+    );
+    let out = run_gate(&fault_gate(&dir, &other, "none", &["--claim-read-only"]));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("`faults`") && text(&out).contains("fautls"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(effects(&dir), 0);
+
+    // A rule that says the tool may be absent is kept for a server that does not offer it.
+    let optional = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "get": {"read_only": true},
+            "delete": {"admission": "deny", "may_be_absent": true}
+        }}}),
+    );
+    let client = connect(&fault_gate(&dir, &optional, "none", &[]));
+    let read = result(call(&client, "get", &json!({"key": "k"})));
+    assert_ne!(read["isError"], true, "{read}");
     client.shutdown();
 }

@@ -520,3 +520,34 @@ fn call_gates_a_tool_by_the_policy_not_by_its_read_only_claim() {
     }
     assert_eq!(dir.effects(), 0, "the claim sent nothing");
 }
+
+#[test]
+fn call_refuses_a_policy_naming_a_server_or_tool_that_is_not_there() {
+    let dir = Scratch::new("cli-typo");
+    let config = claiming_config(&dir);
+    let db = dir.join("rpr.db").display().to_string();
+    let args = r#"{"key": "k", "value": "v"}"#;
+    // Meant to deny `put`: the rule names `putt`, so `put` would fall under "*".
+    let tool_typo = dir.write(
+        "tool-typo.json",
+        &serde_json::json!({"servers": {"ledger": {
+            "*": {"admission": "allow", "read_only": true},
+            "putt": {"admission": "deny"}
+        }}}),
+    );
+    let output = run(call_args(&config, &tool_typo, &db, "put", args));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("putt") && out.contains("get, put"), "{out}");
+    // A policy keyed by a server name the config does not have.
+    let server_typo = dir.write(
+        "server-typo.json",
+        &serde_json::json!({"servers": {"ledgr": {"put": {"admission": "deny"}},
+                                        "ledger": {"*": {"admission": "allow", "read_only": true}}}}),
+    );
+    let output = run(call_args(&config, &server_typo, &db, "put", args));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("ledgr") && out.contains("ledger"), "{out}");
+    assert_eq!(dir.effects(), 0, "a misspelt rule governed nothing");
+}
