@@ -1308,3 +1308,55 @@ fn a_policy_naming_a_tool_or_server_the_server_does_not_offer_is_refused_at_star
     assert_ne!(read["isError"], true, "{read}");
     client.shutdown();
 }
+
+/// A `put` with `_meta` idempotency key `key` (none: a plain call).
+fn keyed_put(client: &McpClient, args: &Value, key: Option<&str>) -> Value {
+    let mut params = json!({"name": "put", "arguments": args});
+    if let Some(key) = key {
+        params["_meta"] = json!({"dev.rpr/idempotency-key": key});
+    }
+    result(
+        client
+            .session()
+            .request("tools/call", Some(params), Duration::from_secs(30))
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_new_idempotency_key_does_not_split_an_unknown_call() {
+    let (dir, _, gate) = fault_setup("gate-key-split", "crash-after-effect", &[]);
+    let client = connect(&gate);
+    let args = json!({"key": "invoice-7", "value": "paid"});
+    let first = keyed_put(&client, &args, Some("order-1"));
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown, "{first}");
+    assert_eq!(effects(&dir), 1);
+    // The same tool and arguments under another key, while the first is unknown.
+    let second = keyed_put(&client, &args, Some("order-2"));
+    assert_eq!(effects(&dir), 1, "a new key sent the call again: {second}");
+    assert_eq!(second["isError"], true, "{second}");
+    assert_eq!(meta_id(&second), id, "answered from the open pathway");
+    assert_eq!(pathway_count(&dir), 1);
+    client.shutdown();
+}
+
+#[test]
+fn a_key_added_to_an_unknown_plain_call_does_not_send_it_again() {
+    let (dir, _, gate) = fault_setup("gate-key-added", "crash-after-effect", &[]);
+    let client = connect(&gate);
+    let args = json!({"key": "invoice-8", "value": "paid"});
+    let first = keyed_put(&client, &args, None);
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown, "{first}");
+    assert_eq!(effects(&dir), 1);
+    let keyed = keyed_put(&client, &args, Some("order-3"));
+    assert_eq!(
+        effects(&dir),
+        1,
+        "adding a key sent the call again: {keyed}"
+    );
+    assert_eq!(keyed["isError"], true, "{keyed}");
+    assert_eq!(meta_id(&keyed), id, "answered from the open pathway");
+    client.shutdown();
+}

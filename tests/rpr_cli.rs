@@ -551,3 +551,44 @@ fn call_refuses_a_policy_naming_a_server_or_tool_that_is_not_there() {
     assert!(out.contains("ledgr") && out.contains("ledger"), "{out}");
     assert_eq!(dir.effects(), 0, "a misspelt rule governed nothing");
 }
+
+#[test]
+fn call_answers_an_identical_call_from_its_open_pathway_whatever_its_key() {
+    let dir = Scratch::new("cli-identical");
+    let config = dir.fault_config("crash-after-effect");
+    let policy = dir.write(
+        "policy.json",
+        &serde_json::json!({
+            "authority": {"approval_authority": "alice", "repair_owner": "bob"},
+            "servers": {"ledger": {
+                "get": {"read_only": true},
+                "put": {"human_gate": true, "readback": {"tool": "get", "arguments": {"key": "$key"},
+                        "expect": {"/structuredContent/value": "$value"}}}
+            }}
+        }),
+    );
+    let db = dir.join("rpr.db").display().to_string();
+    let args = r#"{"key": "invoice-9", "value": "paid"}"#;
+    let first = run(call_args(&config, &policy, &db, "put", args));
+    assert_eq!(first.status.code(), Some(3), "{}", text(&first));
+    assert_eq!(dir.effects(), 1);
+    let unknown = host_support::pathways(dir.join("rpr.db").as_path());
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    let id = unknown[0].0.clone();
+    // The same call again, without a key and with one: answered from the unknown pathway.
+    for key in [None, Some("order-9")] {
+        let mut again = call_args(&config, &policy, &db, "put", args);
+        if let Some(key) = key {
+            again.extend(["--key", key]);
+        }
+        let output = run(&again);
+        let out = text(&output);
+        assert_eq!(dir.effects(), 1, "{key:?}: sent again:\n{out}");
+        assert_eq!(output.status.code(), Some(3), "{key:?}: {out}");
+        assert!(out.contains(&id), "{key:?}: names the open pathway: {out}");
+    }
+    assert_eq!(
+        host_support::pathways(dir.join("rpr.db").as_path()).len(),
+        1
+    );
+}
