@@ -25,7 +25,9 @@ const FAULT: &str = env!("CARGO_BIN_EXE_rpr-fault-server");
 fn files_policy(dir: &TempDir) -> PathBuf {
     let policy = json!({
         "authority": {"approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"},
-        "servers": {"files": {"write_file": {
+        "servers": {"files": {
+            "read_text_file": {"read_only": true},
+            "write_file": {
             "human_gate": true,
             "readback": {
                 "tool": "read_text_file",
@@ -44,14 +46,17 @@ fn files_policy(dir: &TempDir) -> PathBuf {
 fn fault_policy(dir: &TempDir) -> PathBuf {
     let policy = json!({
         "authority": {"repair_owner": "bob", "resume_authority": "bob"},
-        "servers": {"faults": {"put": {
-            "human_gate": false,
-            "readback": {
-                "tool": "get",
-                "arguments": {"key": "$key"},
-                "expect": {"/structuredContent/value": "$value"}
+        "servers": {"faults": {
+            "get": {"read_only": true},
+            "put": {
+                "human_gate": false,
+                "readback": {
+                    "tool": "get",
+                    "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"}
+                }
             }
-        }}}
+        }}
     });
     let path = dir.join("policy.json");
     std::fs::write(&path, policy.to_string()).unwrap();
@@ -766,7 +771,7 @@ fn the_policy_denies_holds_defaults_and_overrules_an_annotation() {
             "authority": {"approval_authority": "alice"},
             "servers": {"faults": {
                 "*": {"admission": "deny"},
-                "get": {"admission": "hold"},
+                "get": {"admission": "hold", "read_only": true},
                 "put": {"admission": "allow", "read_only": true}
             }}
         })
@@ -874,7 +879,7 @@ fn each_outcome_is_answered_honestly() {
     let lying = dir.join("lying.json");
     std::fs::write(
         &lying,
-        json!({"servers": {"faults": {"put": {"human_gate": false, "readback": {
+        json!({"servers": {"faults": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {
             "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$key"}}}}}})
         .to_string(),
     )
@@ -1040,15 +1045,18 @@ fn a_server_name_with_escape_sequences_reaches_the_form_escaped() {
     let name = "\u{1b}[2J\u{1b}[Hfiles";
     let policy = json!({
         "authority": {"approval_authority": "alice"},
-        "servers": {name: {"write_file": {
-            "human_gate": true,
-            "readback": {
-                "tool": "read_text_file",
-                "arguments": {"path": "$path"},
-                "expect": {"/structuredContent/content": "$content"},
-                "absent_if_error_contains": "ENOENT"
+        "servers": {name: {
+            "read_text_file": {"read_only": true},
+            "write_file": {
+                "human_gate": true,
+                "readback": {
+                    "tool": "read_text_file",
+                    "arguments": {"path": "$path"},
+                    "expect": {"/structuredContent/content": "$content"},
+                    "absent_if_error_contains": "ENOENT"
+                }
             }
-        }}}
+        }}
     });
     let policy_path = dir.join("policy.json");
     std::fs::write(&policy_path, policy.to_string()).unwrap();
