@@ -474,12 +474,12 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
     // `read_text_file` reads: the policy says so (its annotation is the server's claim).
     let policy = write_policy(
         &dir,
-        &json!({"servers": {"secure-filesystem-server": {"read_text_file": {"read_only": true}}}}),
+        &json!({"servers": {"files": {"read_text_file": {"read_only": true}}}}),
     );
     let gate = gate_args(
         &db,
         &policy,
-        &[],
+        &["--name", "files"],
         &[
             &node(),
             &node_bin("mcp-server-filesystem"),
@@ -515,7 +515,8 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
         result["content"][0]["text"], "hello through the gate\nsecond line\n",
         "{result:#}"
     );
-    // Without --name the policy and the pins use the server's serverInfo.name.
+    // The policy and the pins know the server by its configured name (`--name`), not by
+    // the name it reports (secure-filesystem-server).
     let (store, all) = pathways(&db);
     assert_eq!(all.len(), 1, "{all:#?}");
     assert_completed(
@@ -523,7 +524,7 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
         &all,
         "read_text_file",
         "read_only",
-        "secure-filesystem-server",
+        "files",
         &result["_meta"],
     );
     assert_eq!(
@@ -533,7 +534,7 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
     let pins = store.pins().unwrap();
     assert!(
         pins.iter()
-            .any(|p| p.server == "secure-filesystem-server" && p.tool == "read_text_file"),
+            .any(|p| p.server == "files" && p.tool == "read_text_file"),
         "{pins:#?}"
     );
     assert_no_process_mentions(dir.path());
@@ -561,7 +562,7 @@ fn rmcp_client_offering_2026_07_28_gets_2025_11_25_through_gate_and_calls_a_tool
         .args(gate_args(
             &db,
             &policy,
-            &[],
+            &["--name", "rpr-mcp"],
             &[
                 env!("CARGO_BIN_EXE_rpr-mcp"),
                 "--database",

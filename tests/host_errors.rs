@@ -125,7 +125,13 @@ fn bad_call_input_is_refused_before_anything_is_recorded() {
         1,
         "unknown role `approver`",
     );
-    let no_readback = dir.write("no-readback.json", &json!({}));
+    let no_server = dir.write("no-server.json", &json!({}));
+    fails(
+        &call(&config, &no_server, db, "put", ok_args),
+        1,
+        "the policy has no rules for server `ledger` (it names: none)",
+    );
+    let no_readback = dir.write("no-readback.json", &json!({"servers": {"ledger": {}}}));
     fails(
         &call(&config, &no_readback, db, "put", ok_args),
         1,
@@ -724,7 +730,17 @@ fn call_and_gate_leave_a_foreign_sqlite_database_untouched() {
     let server = env!("CARGO_BIN_EXE_rpr-fault-server");
     for args in [
         ungated_call(&config, &policy, db, r#"{"key": "k", "value": "v"}"#, "k1"),
-        vec!["gate", "--database", db, "--policy", &policy, "--", server],
+        vec![
+            "gate",
+            "--database",
+            db,
+            "--policy",
+            &policy,
+            "--name",
+            "ledger",
+            "--",
+            server,
+        ],
     ] {
         let output = run(&args);
         let out = text(&output);

@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::Failure;
 
 mod expect;
+mod names;
 mod rule;
 
 use rule::{ANY_TOOL, Found, ToolRule};
@@ -52,6 +53,16 @@ struct ServerEntry {
 impl Config {
     pub(crate) fn load(path: &str) -> Result<Self, Failure> {
         load(path, "config")
+    }
+
+    /// Whether the config has a server called `name`.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.servers.contains_key(name)
+    }
+
+    /// The names of the config's servers.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
     }
 
     /// How to start the server called `name`.
@@ -164,6 +175,11 @@ impl Policy {
                 if rule.admission.is_some() && rule.human_gate.is_some() {
                     return Err(format!(
                         "{server}/{tool}: give `admission` or `human_gate`, not both"
+                    ));
+                }
+                if tool == ANY_TOOL && rule.may_be_absent.is_some() {
+                    return Err(format!(
+                        "{server}/\"*\": `may_be_absent` is for the rule of a named tool"
                     ));
                 }
             }

@@ -23,6 +23,9 @@ pub(super) struct ToolRule {
     /// the class, `destructiveHint` the admission). Without it they decide nothing.
     pub(super) trust_annotations: Option<bool>,
     pub(super) readback: Option<ReadbackRule>,
+    /// `true`: the server may not offer this tool. Without it, a rule for a tool the
+    /// server does not list is refused when the server starts (a misspelt name).
+    pub(super) may_be_absent: Option<bool>,
 }
 
 /// A tool's admission, as the policy writes it.

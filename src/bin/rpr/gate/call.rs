@@ -208,8 +208,8 @@ impl Gate {
     fn live(&self, asked: &Asked) -> Result<Live, Answer> {
         let internal = |m: String| Err(ErrorObject::new(codes::INTERNAL_ERROR, m));
         let client = self.upstream.client().map_err(internal)?;
-        let list: Arc<ToolList> = self.upstream.tools(&client).map_err(internal)?;
-        let server = self.server_name_of(&client);
+        let list: Arc<ToolList> = self.tools(&client).map_err(internal)?;
+        let server = self.name.clone();
         let Some(tool) = list.get(&asked.tool).cloned() else {
             let why = list.rejection(&asked.tool).map_or_else(String::new, |r| {
                 format!(" (it lists one with an invalid definition: {r})")
