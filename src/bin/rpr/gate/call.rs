@@ -1,7 +1,8 @@
 //! One governed `tools/call`: the pin, the pathway (propose and admit, the Human Gate
 //! through the client's elicitation, bind, the durable attempt record, dispatch, readback)
-//! and an honest answer to the client. An identical call that is still open (unknown,
-//! at the gate, in flight) is answered from its pathway and never sent again.
+//! and an honest answer to the client. An identical call (same server, tool and canonical
+//! arguments) that is still open (unknown, at the gate, in flight) is answered from its
+//! pathway and never sent again, whatever idempotency key either call carries.
 
 use std::sync::Arc;
 
@@ -150,15 +151,18 @@ impl Gate {
                 .propose_lock
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let key = match &asked.key {
-                Some(k) => format!("gate/{}/key/{k}", live.server),
-                None => match self.open_identical(&live.server, digest) {
-                    Ok(Ok(key)) => key,
-                    Ok(Err(existing)) => {
-                        return Some(self.existing(existing, live, asked, request));
-                    }
-                    Err(answer) => return Some(answer),
+            // An identical call still open is answered from its pathway, whatever either
+            // call's key: a key names a call; it cannot split one. A key of its own decides
+            // only once no identical call is open (a completed key replays its result).
+            let key = match self.open_identical(&live.server, digest) {
+                Ok(Ok(derived)) => match &asked.key {
+                    Some(k) => format!("gate/{}/key/{k}", live.server),
+                    None => derived,
                 },
+                Ok(Err(existing)) => {
+                    return Some(self.existing(existing, live, asked, request));
+                }
+                Err(answer) => return Some(answer),
             };
             let definition = Definition::new(
                 request.clone(),
