@@ -1178,7 +1178,8 @@ fn a_writing_tool_that_claims_read_only_is_gated_by_the_policy_not_its_claim() {
 
 #[test]
 fn a_readback_tool_must_be_read_only_by_the_policy() {
-    // `get` is annotated read-only, but the policy does not say so: it is no readback.
+    // `get` is annotated read-only, but the policy does not say so: it is no readback, and
+    // the gate refuses its policy when it starts, before any call.
     let dir = TempDir::new("gate-reader");
     let policy = write_policy(
         &dir,
@@ -1187,16 +1188,17 @@ fn a_readback_tool_must_be_read_only_by_the_policy() {
             "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     let gate = fault_gate(&dir, &policy, "none", &[]);
-    let client = connect(&gate);
-    let refused = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
-    assert_eq!(refused["isError"], true, "{refused}");
-    let said = refused["content"][0]["text"].as_str().unwrap();
+    let mut config = SessionConfig::default();
+    config.request_timeout = Duration::from_secs(30);
+    let said = match McpClient::connect(&gate_command(&gate), &config) {
+        Ok(_) => panic!("the gate started with a readback tool the policy does not call read-only"),
+        Err(e) => e.to_string(),
+    };
     assert!(
         said.contains("not read-only by the policy") && said.contains("servers.faults.get"),
         "{said}"
     );
     assert_eq!(effects(&dir), 0);
-    client.shutdown();
 
     // The policy opts into the server's annotations for `get`, in so many words: accepted.
     let policy = write_policy(

@@ -315,6 +315,42 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Plans every readback the policy names for `server`'s tools that the server offers,
+    /// when the gate or `rpr call` starts, so that a readback that could never verify
+    /// anything is refused before any call. Returns a note for each readback whose
+    /// `expect` cannot be checked because its tool declares no `outputSchema`.
+    pub(crate) fn check_readbacks(
+        &self,
+        server: &str,
+        list: &ToolList,
+    ) -> Result<Vec<String>, Failure> {
+        let mut unchecked = Vec::new();
+        let Some(rules) = self.servers.get(server) else {
+            return Ok(unchecked);
+        };
+        for (name, rule) in rules {
+            let (Some(rb), Some(tool)) = (&rule.readback, list.get(name)) else {
+                continue;
+            };
+            // A denied tool plans without its readback: nothing will be sent.
+            self.plan(server, tool, list)?;
+            if list
+                .get(&rb.tool)
+                .is_some_and(|reader| reader.definition.get("outputSchema").is_none())
+            {
+                unchecked.push(format!(
+                    "the readback of `{name}` (server `{server}`) is unchecked: its tool `{}` declares no \
+                     outputSchema, so its `expect` paths could not be checked (a path its result lacks \
+                     leaves the call unknown; it never reads as an absent effect)",
+                    rb.tool
+                ));
+            }
+        }
+        Ok(unchecked)
+    }
+}
+
 /// What the policy decides for one tool.
 #[derive(Debug)]
 pub(crate) struct Plan {

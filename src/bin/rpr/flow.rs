@@ -118,6 +118,9 @@ impl Live {
             .list_tools()
             .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
         policy.check_offered(server, &list)?;
+        for unchecked in policy.check_readbacks(server, &list)? {
+            note!("note: {unchecked}");
+        }
         let Some(found) = list.get(tool).cloned() else {
             return Err(missing(&client, &list).into());
         };

@@ -312,10 +312,22 @@ impl Gate {
     /// The server's tools, listed (or as last listed), with the policy's tool names
     /// checked against them: a name the server does not offer refuses the list.
     pub(crate) fn tools(&self, client: &McpClient) -> Result<Arc<ToolList>, String> {
+        // Unchecked readbacks are said once per gate: the list is read again after each
+        // server restart.
+        static SAID: std::sync::Once = std::sync::Once::new();
         let list = self.upstream.tools(client)?;
         self.policy
             .check_offered(&self.name, &list)
             .map_err(|e| format!("refused by the gate's policy: {e}"))?;
+        let unchecked = self
+            .policy
+            .check_readbacks(&self.name, &list)
+            .map_err(|e| format!("refused by the gate's policy: {e}"))?;
+        SAID.call_once(|| {
+            for line in &unchecked {
+                note!("rpr gate: note: {line}");
+            }
+        });
         Ok(list)
     }
 
