@@ -209,6 +209,82 @@ fn a_lapsed_lease_is_not_death_and_no_readback_says_not_applied_after_it() {
     assert!(rt.verify(None).unwrap().is_ok());
 }
 
+/// A verdict made while the owner was stopped past its lease (here the repair owner's
+/// attestation, accepting the risk) is void once the owner's late outcome is recorded: the
+/// owner came back and reported, and what the verdict saw no longer holds.
+#[test]
+fn an_owners_late_outcome_voids_a_verdict_made_before_it() {
+    if !namespaces(&["--uts"]) {
+        return;
+    }
+    let s = Setup::new("proof-late");
+    let lease = Duration::from_millis(600);
+    let mut child = s.spawn(&["unshare", "--uts", "--"], Some("another-host"), lease);
+    child.expect("RPR-IN-EXECUTOR");
+    stop(&child, Signal::SIGSTOP);
+    std::thread::sleep(lease * 2 + Duration::from_millis(400));
+
+    let rt = Runtime::open(s.dir.db()).unwrap();
+    let StoredPathway::Unknown(p) = rt.load(&s.id).unwrap() else {
+        panic!("expected a takeover after the lapse")
+    };
+    let Reconciled::NotApplied(risky) = rt
+        .attest(
+            &p,
+            &actor("repair_owner"),
+            Attestation::NotApplied,
+            &json!({"checked": "the target is empty"}),
+        )
+        .unwrap()
+    else {
+        panic!("attested not applied")
+    };
+    assert!(
+        risky.evidence()["accepted_risk"].is_string(),
+        "{:?}",
+        risky.evidence()
+    );
+    drop(p);
+
+    s.release();
+    stop(&child, Signal::SIGCONT);
+    let late = child.expect("RPR-OUTCOME");
+    child.finish();
+
+    let p = load_unknown(&rt, &s.id);
+    let sent_again = match p.require_repair(&rt, risky) {
+        Ok(repaired) => {
+            let mut ex = s.executor();
+            let ready = repaired
+                .repair(&rt, &actor("repair_owner"), &json!({"by": "test"}), None)
+                .unwrap();
+            let bound = ready.bind(&mut ex).unwrap();
+            let _ = bound.dispatch(&rt, &actor("resume_authority"), &mut ex);
+            true
+        }
+        Err(refused) => {
+            assert!(
+                format!("{:?}", refused.error()).starts_with("StaleToken"),
+                "{:?}",
+                refused.error()
+            );
+            false
+        }
+    };
+    assert_eq!(
+        effects(&s.log()),
+        1,
+        "sent again: {sent_again}; the late outcome: {late}"
+    );
+    assert!(late.contains("refused"), "the owner's late outcome: {late}");
+    let kinds = event_kinds(&rt, &s.id);
+    assert!(
+        kinds.iter().any(|k| k == "late_outcome_refused"),
+        "{kinds:?}"
+    );
+    assert!(rt.verify(None).unwrap().is_ok());
+}
+
 /// An owner in another PID namespace, with the same host name and a running lease, is not
 /// judged by a pid that means another process here: it stays in flight elsewhere.
 #[test]
