@@ -164,6 +164,40 @@ fn namespaces(args: &[&str]) -> bool {
     ok
 }
 
+/// A host on another host name, stopped (SIGSTOP) inside its executor until its lease
+/// lapsed, and the pathway taken over as unknown by a runtime here. Continue the host with
+/// [`Stopped::resume`].
+struct Stopped {
+    child: ChildProc,
+    rt: Runtime,
+}
+
+impl Stopped {
+    fn past_its_lease(s: &Setup) -> (Self, rpr::Pathway<rpr::stage::Unknown>) {
+        let lease = Duration::from_millis(600);
+        let mut child = s.spawn(&["unshare", "--uts", "--"], Some("another-host"), lease);
+        child.expect("RPR-IN-EXECUTOR");
+        stop(&child, Signal::SIGSTOP);
+        std::thread::sleep(lease * 2 + Duration::from_millis(400));
+        let rt = Runtime::open(s.dir.db()).unwrap();
+        let p = match rt.load(&s.id).unwrap() {
+            StoredPathway::Unknown(p) => p,
+            other => panic!("expected a takeover after the lapse, got {other:?}"),
+        };
+        (Self { child, rt }, p)
+    }
+
+    /// Releases and continues the host; how it says its outcome was recorded.
+    fn resume(self, s: &Setup) -> (Runtime, String) {
+        let Self { mut child, rt } = self;
+        s.release();
+        stop(&child, Signal::SIGCONT);
+        let late = child.expect("RPR-OUTCOME");
+        child.finish();
+        (rt, late)
+    }
+}
+
 /// A host stopped inside its executor past its lease is taken over as unknown, but a lapse
 /// proves nothing: the readback finds no effect, and still the verdict is unresolved (the
 /// owner may send). The host is continued and writes; exactly one write in the end, and a
@@ -174,23 +208,9 @@ fn a_lapsed_lease_is_not_death_and_no_readback_says_not_applied_after_it() {
         return;
     }
     let s = Setup::new("proof-lapsed");
-    let lease = Duration::from_millis(600);
-    let mut child = s.spawn(&["unshare", "--uts", "--"], Some("another-host"), lease);
-    child.expect("RPR-IN-EXECUTOR");
-    stop(&child, Signal::SIGSTOP);
-    std::thread::sleep(lease * 2 + Duration::from_millis(400));
-
-    let rt = Runtime::open(s.dir.db()).unwrap();
-    let p = match rt.load(&s.id).unwrap() {
-        StoredPathway::Unknown(p) => p,
-        other => panic!("expected a takeover after the lapse, got {other:?}"),
-    };
-    let (verdict, evidence) = follow(&rt, p, &s);
-
-    s.release();
-    stop(&child, Signal::SIGCONT);
-    let late = child.expect("RPR-OUTCOME");
-    child.finish();
+    let (stopped, p) = Stopped::past_its_lease(&s);
+    let (verdict, evidence) = follow(&stopped.rt, p, &s);
+    let (rt, late) = stopped.resume(&s);
     assert_eq!(
         effects(&s.log()),
         1,
@@ -218,17 +238,9 @@ fn an_owners_late_outcome_voids_a_verdict_made_before_it() {
         return;
     }
     let s = Setup::new("proof-late");
-    let lease = Duration::from_millis(600);
-    let mut child = s.spawn(&["unshare", "--uts", "--"], Some("another-host"), lease);
-    child.expect("RPR-IN-EXECUTOR");
-    stop(&child, Signal::SIGSTOP);
-    std::thread::sleep(lease * 2 + Duration::from_millis(400));
-
-    let rt = Runtime::open(s.dir.db()).unwrap();
-    let StoredPathway::Unknown(p) = rt.load(&s.id).unwrap() else {
-        panic!("expected a takeover after the lapse")
-    };
-    let Reconciled::NotApplied(risky) = rt
+    let (stopped, p) = Stopped::past_its_lease(&s);
+    let Reconciled::NotApplied(risky) = stopped
+        .rt
         .attest(
             &p,
             &actor("repair_owner"),
@@ -245,11 +257,7 @@ fn an_owners_late_outcome_voids_a_verdict_made_before_it() {
         risky.evidence()
     );
     drop(p);
-
-    s.release();
-    stop(&child, Signal::SIGCONT);
-    let late = child.expect("RPR-OUTCOME");
-    child.finish();
+    let (rt, late) = stopped.resume(&s);
 
     let p = load_unknown(&rt, &s.id);
     let sent_again = match p.require_repair(&rt, risky) {
