@@ -184,7 +184,7 @@ fn main() -> ExitCode {
     let dir = o.dir.join(format!("rpr-gate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("the bench dir");
     let policy = dir.join("policy.json");
-    let rules = json!({"servers": {"faults": {"put": {"human_gate": false, "readback": {
+    let rules = json!({"servers": {"faults": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {
         "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}});
     std::fs::write(&policy, rules.to_string()).expect("the policy");
     std::fs::create_dir_all(dir.join("direct")).expect("the direct server's dir");

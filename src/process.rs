@@ -39,6 +39,39 @@ pub(crate) fn process_start(pid: u32) -> Option<String> {
         .map(|s| s.start.to_string())
 }
 
+/// This boot of this machine (`/proc/sys/kernel/random/boot_id`, a random id the kernel
+/// makes at each boot), or `None` where it cannot be read. Containers on one machine share
+/// it; a pid means the same process only within one boot *and* one PID namespace.
+pub(crate) fn boot_id() -> Option<String> {
+    if !START_TIME_READABLE {
+        return None;
+    }
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = text.trim();
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+        .then(|| id.to_owned())
+}
+
+/// The PID namespace this process's pids are numbered in (the inode of
+/// `/proc/self/ns/pid`), or `None` where it cannot be read, or where the mounted `/proc`
+/// numbers processes in another namespace than this process's (`/proc/self` does not name
+/// this process's pid): a pid read there would mean another process.
+pub(crate) fn pid_namespace() -> Option<String> {
+    if !START_TIME_READABLE {
+        return None;
+    }
+    let me = std::fs::read_link("/proc/self").ok()?;
+    if me.to_str()? != std::process::id().to_string() {
+        return None;
+    }
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let inode = link.to_str()?.strip_prefix("pid:[")?.strip_suffix(']')?;
+    inode
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| inode.to_owned())
+}
+
 /// What [`kill_group_and_wait`] found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GroupFate {

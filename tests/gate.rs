@@ -25,7 +25,9 @@ const FAULT: &str = env!("CARGO_BIN_EXE_rpr-fault-server");
 fn files_policy(dir: &TempDir) -> PathBuf {
     let policy = json!({
         "authority": {"approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"},
-        "servers": {"files": {"write_file": {
+        "servers": {"files": {
+            "read_text_file": {"read_only": true},
+            "write_file": {
             "human_gate": true,
             "readback": {
                 "tool": "read_text_file",
@@ -44,14 +46,17 @@ fn files_policy(dir: &TempDir) -> PathBuf {
 fn fault_policy(dir: &TempDir) -> PathBuf {
     let policy = json!({
         "authority": {"repair_owner": "bob", "resume_authority": "bob"},
-        "servers": {"faults": {"put": {
-            "human_gate": false,
-            "readback": {
-                "tool": "get",
-                "arguments": {"key": "$key"},
-                "expect": {"/structuredContent/value": "$value"}
+        "servers": {"faults": {
+            "get": {"read_only": true},
+            "put": {
+                "human_gate": false,
+                "readback": {
+                    "tool": "get",
+                    "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"}
+                }
             }
-        }}}
+        }}
     });
     let path = dir.join("policy.json");
     std::fs::write(&path, policy.to_string()).unwrap();
@@ -766,7 +771,7 @@ fn the_policy_denies_holds_defaults_and_overrules_an_annotation() {
             "authority": {"approval_authority": "alice"},
             "servers": {"faults": {
                 "*": {"admission": "deny"},
-                "get": {"admission": "hold"},
+                "get": {"admission": "hold", "read_only": true},
                 "put": {"admission": "allow", "read_only": true}
             }}
         })
@@ -874,7 +879,7 @@ fn each_outcome_is_answered_honestly() {
     let lying = dir.join("lying.json");
     std::fs::write(
         &lying,
-        json!({"servers": {"faults": {"put": {"human_gate": false, "readback": {
+        json!({"servers": {"faults": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {
             "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$key"}}}}}})
         .to_string(),
     )
@@ -1040,15 +1045,18 @@ fn a_server_name_with_escape_sequences_reaches_the_form_escaped() {
     let name = "\u{1b}[2J\u{1b}[Hfiles";
     let policy = json!({
         "authority": {"approval_authority": "alice"},
-        "servers": {name: {"write_file": {
-            "human_gate": true,
-            "readback": {
-                "tool": "read_text_file",
-                "arguments": {"path": "$path"},
-                "expect": {"/structuredContent/content": "$content"},
-                "absent_if_error_contains": "ENOENT"
+        "servers": {name: {
+            "read_text_file": {"read_only": true},
+            "write_file": {
+                "human_gate": true,
+                "readback": {
+                    "tool": "read_text_file",
+                    "arguments": {"path": "$path"},
+                    "expect": {"/structuredContent/content": "$content"},
+                    "absent_if_error_contains": "ENOENT"
+                }
             }
-        }}}
+        }}
     });
     let policy_path = dir.join("policy.json");
     std::fs::write(&policy_path, policy.to_string()).unwrap();
@@ -1065,4 +1073,300 @@ fn a_server_name_with_escape_sequences_reaches_the_form_escaped() {
         "the name is not shown escaped: {message:?}"
     );
     assert!(!path.exists());
+}
+
+/// Writes `policy` as `policy.json` in `dir`.
+fn write_policy(dir: &TempDir, policy: &Value) -> PathBuf {
+    let path = dir.join("policy.json");
+    std::fs::write(&path, policy.to_string()).unwrap();
+    path
+}
+
+/// One `tools/call` typed by hand to the gate's argv (`initialize` first), stdin closed
+/// after it: the gate's whole stdout, its stderr, and how it exited. Works whether the
+/// gate serves or refuses to start.
+fn one_raw_call(gate: &[String], tool: &str, args: &Value) -> (String, String, Option<i32>) {
+    let mut child = Command::new(&gate[0])
+        .args(&gate[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+    ];
+    // A gate that refused to start has closed its stdin: the writes may fail.
+    for line in lines {
+        let _ = writeln!(stdin, "{line}");
+    }
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        let done = line.contains("\"id\":2");
+        out.push_str(&line);
+        line.clear();
+        if done {
+            break;
+        }
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    (
+        out,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        output.status.code(),
+    )
+}
+
+#[test]
+fn a_writing_tool_that_claims_read_only_is_gated_by_the_policy_not_its_claim() {
+    // `put` writes, and says `readOnlyHint: true`. The policy has no rule for it: a claim
+    // is no rule, so it is treated as changing state and nothing is sent without a readback.
+    let dir = TempDir::new("gate-claim");
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {"get": {"read_only": true}}}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &["--claim-read-only"]);
+    let client = connect(&gate);
+    let args = json!({"key": "k", "value": "v"});
+    for _ in 0..2 {
+        let refused = result(call(&client, "put", &args));
+        assert_eq!(refused["isError"], true, "{refused}");
+        let said = refused["content"][0]["text"].as_str().unwrap();
+        assert!(
+            said.contains("no rule") && said.contains("servers.faults.put"),
+            "the refusal names the rule to add: {said}"
+        );
+    }
+    assert_eq!(effects(&dir), 0, "the claim sent nothing");
+    assert_eq!(
+        pathway_count(&dir),
+        0,
+        "refused before anything is recorded"
+    );
+    client.shutdown();
+
+    // With a readback but no word on its class or admission: changing state, so a Human
+    // Gate (this client has no elicitation: it waits for `rpr approve`); nothing sent.
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "get": {"read_only": true},
+            "put": {"readback": {"tool": "get", "arguments": {"key": "$key"},
+                                 "expect": {"/structuredContent/value": "$value"}}}
+        }}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &["--claim-read-only"]);
+    let client = connect(&gate);
+    for _ in 0..2 {
+        let gated = result(call(&client, "put", &args));
+        assert_eq!(gated["isError"], true, "{gated}");
+        assert_eq!(state(&dir, &meta_id(&gated)), State::HumanGate, "{gated}");
+    }
+    assert_eq!(pathway_count(&dir), 1, "the repeat is the same pathway");
+    assert_eq!(effects(&dir), 0, "nothing sent before an approval");
+    client.shutdown();
+}
+
+#[test]
+fn a_readback_tool_must_be_read_only_by_the_policy() {
+    // `get` is annotated read-only, but the policy does not say so: it is no readback, and
+    // the gate refuses its policy when it starts, before any call.
+    let dir = TempDir::new("gate-reader");
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {"put": {"admission": "allow", "readback": {
+            "tool": "get", "arguments": {"key": "$key"},
+            "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &[]);
+    let mut config = SessionConfig::default();
+    config.request_timeout = Duration::from_secs(30);
+    let said = match McpClient::connect(&gate_command(&gate), &config) {
+        Ok(_) => panic!("the gate started with a readback tool the policy does not call read-only"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        said.contains("not read-only by the policy") && said.contains("servers.faults.get"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 0);
+
+    // The policy opts into the server's annotations for `get`, in so many words: accepted.
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "get": {"trust_annotations": true},
+            "put": {"admission": "allow", "readback": {
+                "tool": "get", "arguments": {"key": "$key"},
+                "expect": {"/structuredContent/value": "$value"}}}
+        }}}),
+    );
+    let gate = fault_gate(&dir, &policy, "none", &[]);
+    let client = connect(&gate);
+    let done = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
+    assert_ne!(done["isError"], true, "{done}");
+    assert_eq!(state(&dir, &meta_id(&done)), State::Completed);
+    assert_eq!(effects(&dir), 1);
+    client.shutdown();
+}
+
+#[test]
+fn the_server_is_known_by_its_configured_name_not_the_name_it_reports() {
+    let dir = TempDir::new("gate-name");
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {"*": {"admission": "deny"}}}}),
+    );
+    let put = json!({"key": "k", "value": "v"});
+    // Without `--name`, the name the server reports would be its identity: a server that
+    // reports another name would escape its policy. The gate does not start without it.
+    let renamed = fault_argv(
+        &dir,
+        "none",
+        &["--server-name", "faults-renamed", "--claim-read-only"],
+    );
+    let mut unnamed = gate_argv(&dir, &policy, "faults", &renamed);
+    let at = unnamed.iter().position(|a| a == "--name").unwrap();
+    unnamed.drain(at..at + 2);
+    let (out, err, code) = one_raw_call(&unnamed, "put", &put);
+    assert_eq!(
+        effects(&dir),
+        0,
+        "a renamed server escaped the policy: {out}"
+    );
+    assert_ne!(code, Some(0), "{out}{err}");
+    assert!(err.contains("--name"), "{err}");
+
+    // With `--name`: the policy governs the server whatever it reports, and a new
+    // reported name is a binding change, refused until `rpr pin`.
+    let named = gate_argv(
+        &dir,
+        &policy,
+        "faults",
+        &fault_argv(&dir, "none", &["--server-name", "faults"]),
+    );
+    let client = connect(&named);
+    let denied = result(call(&client, "put", &put));
+    assert_eq!(state(&dir, &meta_id(&denied)), State::Denied);
+    client.shutdown();
+    let renamed = gate_argv(&dir, &policy, "faults", &renamed);
+    let client = connect(&renamed);
+    let denied = result(call(&client, "put", &put));
+    assert_eq!(denied["isError"], true, "{denied}");
+    let said = denied["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("not the one pinned") && said.contains("server_name"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 0);
+    client.shutdown();
+}
+
+#[test]
+fn a_policy_naming_a_tool_or_server_the_server_does_not_offer_is_refused_at_start() {
+    let dir = TempDir::new("gate-typo");
+    // Meant to deny `put`; the rule names `putt`, so `put` would fall under "*".
+    let typo = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "*": {"admission": "allow", "read_only": true},
+            "putt": {"admission": "deny"}
+        }}}),
+    );
+    let gate = fault_gate(&dir, &typo, "none", &["--claim-read-only"]);
+    let (out, err, _) = one_raw_call(&gate, "put", &json!({"key": "k", "value": "v"}));
+    assert_eq!(effects(&dir), 0, "a misspelt rule governed nothing: {out}");
+    assert!(
+        out.contains("putt") && out.contains("get, put"),
+        "the refusal names the rule and the tools offered: {out}\n{err}"
+    );
+    assert_eq!(pathway_count(&dir), 0);
+
+    // A policy for another server name than the gate's: refused before the server starts.
+    let other = write_policy(
+        &dir,
+        &json!({"servers": {"fautls": {"*": {"admission": "allow", "read_only": true}}}}),
+    );
+    let out = run_gate(&fault_gate(&dir, &other, "none", &["--claim-read-only"]));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("`faults`") && text(&out).contains("fautls"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(effects(&dir), 0);
+
+    // A rule that says the tool may be absent is kept for a server that does not offer it.
+    let optional = write_policy(
+        &dir,
+        &json!({"servers": {"faults": {
+            "get": {"read_only": true},
+            "delete": {"admission": "deny", "may_be_absent": true}
+        }}}),
+    );
+    let client = connect(&fault_gate(&dir, &optional, "none", &[]));
+    let read = result(call(&client, "get", &json!({"key": "k"})));
+    assert_ne!(read["isError"], true, "{read}");
+    client.shutdown();
+}
+
+/// A `put` with `_meta` idempotency key `key` (none: a plain call).
+fn keyed_put(client: &McpClient, args: &Value, key: Option<&str>) -> Value {
+    let mut params = json!({"name": "put", "arguments": args});
+    if let Some(key) = key {
+        params["_meta"] = json!({"dev.rpr/idempotency-key": key});
+    }
+    result(
+        client
+            .session()
+            .request("tools/call", Some(params), Duration::from_secs(30))
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_new_idempotency_key_does_not_split_an_unknown_call() {
+    let (dir, _, gate) = fault_setup("gate-key-split", "crash-after-effect", &[]);
+    let client = connect(&gate);
+    let args = json!({"key": "invoice-7", "value": "paid"});
+    let first = keyed_put(&client, &args, Some("order-1"));
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown, "{first}");
+    assert_eq!(effects(&dir), 1);
+    // The same tool and arguments under another key, while the first is unknown.
+    let second = keyed_put(&client, &args, Some("order-2"));
+    assert_eq!(effects(&dir), 1, "a new key sent the call again: {second}");
+    assert_eq!(second["isError"], true, "{second}");
+    assert_eq!(meta_id(&second), id, "answered from the open pathway");
+    assert_eq!(pathway_count(&dir), 1);
+    client.shutdown();
+}
+
+#[test]
+fn a_key_added_to_an_unknown_plain_call_does_not_send_it_again() {
+    let (dir, _, gate) = fault_setup("gate-key-added", "crash-after-effect", &[]);
+    let client = connect(&gate);
+    let args = json!({"key": "invoice-8", "value": "paid"});
+    let first = keyed_put(&client, &args, None);
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown, "{first}");
+    assert_eq!(effects(&dir), 1);
+    let keyed = keyed_put(&client, &args, Some("order-3"));
+    assert_eq!(
+        effects(&dir),
+        1,
+        "adding a key sent the call again: {keyed}"
+    );
+    assert_eq!(keyed["isError"], true, "{keyed}");
+    assert_eq!(meta_id(&keyed), id, "answered from the open pathway");
+    client.shutdown();
 }

@@ -295,12 +295,14 @@ fn python_sdk_through_gate_to_server_everything_passes_server_requests_progress_
     // trigger-sampling-request and trigger-elicitation-request have no effect on the
     // server to read back, but they are annotated `readOnlyHint: false`: the policy says
     // they only read (its word over the server's claim), so they are bound and completed
-    // as read-only calls. trigger-long-running-operation is annotated read-only: no rule.
+    // as read-only calls. trigger-long-running-operation is annotated read-only, and its
+    // rule opts into the server's annotations, in so many words.
     let policy = write_policy(
         &dir,
         &json!({"servers": {"everything": {
             "trigger-sampling-request": {"read_only": true},
             "trigger-elicitation-request": {"read_only": true},
+            "trigger-long-running-operation": {"trust_annotations": true},
         }}}),
     );
     let script =
@@ -469,12 +471,15 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
     let note = root.join("note.txt");
     std::fs::write(&note, "hello through the gate\nsecond line\n").unwrap();
     let db = dir.join("gate.sqlite");
-    // `read_text_file` is annotated read-only: the policy needs no rule for it.
-    let policy = write_policy(&dir, &json!({}));
+    // `read_text_file` reads: the policy says so (its annotation is the server's claim).
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"files": {"read_text_file": {"read_only": true}}}}),
+    );
     let gate = gate_args(
         &db,
         &policy,
-        &[],
+        &["--name", "files"],
         &[
             &node(),
             &node_bin("mcp-server-filesystem"),
@@ -510,7 +515,8 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
         result["content"][0]["text"], "hello through the gate\nsecond line\n",
         "{result:#}"
     );
-    // Without --name the policy and the pins use the server's serverInfo.name.
+    // The policy and the pins know the server by its configured name (`--name`), not by
+    // the name it reports (secure-filesystem-server).
     let (store, all) = pathways(&db);
     assert_eq!(all.len(), 1, "{all:#?}");
     assert_completed(
@@ -518,7 +524,7 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
         &all,
         "read_text_file",
         "read_only",
-        "secure-filesystem-server",
+        "files",
         &result["_meta"],
     );
     assert_eq!(
@@ -528,7 +534,7 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
     let pins = store.pins().unwrap();
     assert!(
         pins.iter()
-            .any(|p| p.server == "secure-filesystem-server" && p.tool == "read_text_file"),
+            .any(|p| p.server == "files" && p.tool == "read_text_file"),
         "{pins:#?}"
     );
     assert_no_process_mentions(dir.path());
@@ -546,13 +552,17 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
 fn rmcp_client_offering_2026_07_28_gets_2025_11_25_through_gate_and_calls_a_tool() {
     let dir = TempDir::new("gate-rmcp");
     let db = dir.join("gate.sqlite");
-    let policy = write_policy(&dir, &json!({}));
+    // rpr-mcp only reads (it opens the database read-only); the policy says so for all its tools.
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"rpr-mcp": {"*": {"read_only": true}}}}),
+    );
     let run = run(Command::new(peer_file("rmcp-client/release/rmcp-client"))
         .arg(gate_bin())
         .args(gate_args(
             &db,
             &policy,
-            &[],
+            &["--name", "rpr-mcp"],
             &[
                 env!("CARGO_BIN_EXE_rpr-mcp"),
                 "--database",
@@ -746,7 +756,13 @@ impl Drop for Session {
 fn gate_stdout_carries_only_json_rpc_lines() {
     let dir = TempDir::new("gate-stdout");
     let db = dir.join("gate.sqlite");
-    let policy = write_policy(&dir, &json!({}));
+    let policy = write_policy(
+        &dir,
+        &json!({"servers": {"everything": {
+            "echo": {"read_only": true},
+            "trigger-long-running-operation": {"read_only": true},
+        }}}),
+    );
     let mut s = Session::start(&gate_args(
         &db,
         &policy,

@@ -36,12 +36,13 @@ fn wrapped_config(dir: &Scratch, script: &str) -> String {
     )
 }
 
-/// `put` without a Human Gate, read back with `get`; bob is the repair owner.
+/// `put` without a Human Gate, read back with `get` (read-only by the policy); bob is the
+/// repair owner.
 fn policy(dir: &Scratch) -> String {
     dir.write(
         "policy.json",
         &json!({"authority": {"repair_owner": "bob"},
-                "servers": {"ledger": {"put": {"readback": {"tool": "get",
+                "servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {"tool": "get",
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     )
 }

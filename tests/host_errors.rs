@@ -112,7 +112,7 @@ fn bad_call_input_is_refused_before_anything_is_recorded() {
 
     let typo = dir.write(
         "typo.json",
-        &json!({"servers": {"ledger": {"put": {"human_gat": false}}}}),
+        &json!({"servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gat": false}}}}),
     );
     fails(
         &call(&config, &typo, db, "put", ok_args),
@@ -125,21 +125,27 @@ fn bad_call_input_is_refused_before_anything_is_recorded() {
         1,
         "unknown role `approver`",
     );
-    let no_readback = dir.write("no-readback.json", &json!({}));
+    let no_server = dir.write("no-server.json", &json!({}));
+    fails(
+        &call(&config, &no_server, db, "put", ok_args),
+        1,
+        "the policy has no rules for server `ledger` (it names: none)",
+    );
+    let no_readback = dir.write("no-readback.json", &json!({"servers": {"ledger": {}}}));
     fails(
         &call(&config, &no_readback, db, "put", ok_args),
         1,
-        "names no readback",
+        "has no rule in the policy, so it is treated as changing state",
     );
     let writing_readback = dir.write(
         "writing-readback.json",
-        &json!({"servers": {"ledger": {"put": {"readback": {
+        &json!({"servers": {"ledger": {"get": {"read_only": true}, "put": {"readback": {
             "tool": "put", "arguments": {}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     fails(
         &call(&config, &writing_readback, db, "put", ok_args),
         1,
-        "is not annotated read-only",
+        "is not read-only by the policy",
     );
 
     assert!(!db_path.exists(), "a refused call created the database");
@@ -447,7 +453,7 @@ fn a_server_that_dies_before_the_call_is_reported_as_not_sent() {
     let policy = dir.write(
         "policy-open.json",
         &json!({"authority": {"repair_owner": "bob"},
-                "servers": {"ledger": {"put": {"readback": {"tool": "get",
+                "servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {"tool": "get",
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     let db = dir.join("rpr.db");
@@ -500,7 +506,7 @@ fn a_readback_mapping_naming_a_missing_field_is_refused_before_anything_is_sent(
         let policy = dir.write(
             &format!("policy-{tag}.json"),
             &json!({"authority": {"approval_authority": "alice", "repair_owner": "bob"},
-                    "servers": {"ledger": {"put": {"human_gate": false, "readback": readback}}}}),
+                    "servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": readback}}}}),
         );
         let args = call(
             &config,
@@ -560,7 +566,7 @@ fn arguments_come_from_a_file_or_stdin() {
         "policy-open.json",
         &json!({"authority": {"repair_owner": "bob"},
                 "evidence_bounds": {"max_string_bytes": 4_194_304, "max_total_bytes": 8_388_608},
-                "servers": {"ledger": {"put": {"human_gate": false, "readback": {"tool": "get",
+                "servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {"tool": "get",
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     let db = dir.join("rpr.db");
@@ -654,7 +660,7 @@ fn a_readback_path_the_result_lacks_is_inconclusive_never_absent() {
     let policy = dir.write(
         "policy-typo.json",
         &json!({"authority": {"repair_owner": "bob"},
-                "servers": {"ledger": {"put": {"readback": {"tool": "get",
+                "servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {"tool": "get",
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/valeu": "$value"}}}}}}),
     );
     let db = dir.join("rpr.db");
@@ -710,7 +716,7 @@ fn call_and_gate_leave_a_foreign_sqlite_database_untouched() {
     let config = dir.fault_config("none");
     let policy = dir.write(
         "policy-open.json",
-        &json!({"servers": {"ledger": {"put": {"readback": {"tool": "get",
+        &json!({"servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {"tool": "get",
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     let path = dir.join("app.db");
@@ -724,7 +730,17 @@ fn call_and_gate_leave_a_foreign_sqlite_database_untouched() {
     let server = env!("CARGO_BIN_EXE_rpr-fault-server");
     for args in [
         ungated_call(&config, &policy, db, r#"{"key": "k", "value": "v"}"#, "k1"),
-        vec!["gate", "--database", db, "--policy", &policy, "--", server],
+        vec![
+            "gate",
+            "--database",
+            db,
+            "--policy",
+            &policy,
+            "--name",
+            "ledger",
+            "--",
+            server,
+        ],
     ] {
         let output = run(&args);
         let out = text(&output);

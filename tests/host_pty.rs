@@ -166,7 +166,7 @@ fn a_server_name_with_escape_sequences_reaches_the_terminal_escaped() {
         "policy.json",
         &serde_json::json!({
             "authority": {"approval_authority": "alice"},
-            "servers": {name: {"put": {
+            "servers": {name: {"get": {"read_only": true}, "put": {
                 "human_gate": true,
                 "readback": {"tool": "get", "arguments": {"key": "$key"},
                              "expect": {"/structuredContent/value": "$value"}}

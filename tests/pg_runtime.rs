@@ -222,9 +222,24 @@ const POOL_LEASE: Duration = Duration::from_secs(1);
 const POOL_THREADS: usize = 16;
 const POOL_PATHWAYS: usize = 32;
 
-/// Unwinds out of an executor: the owner lost the call (as if the calling thread died),
-/// and its attempt stays in flight with nobody renewing its lease.
+/// Unwinds out of the dispatch right after the executor returned, before the outcome is
+/// recorded: the owner lost the call (as if the calling thread died), and its attempt stays
+/// in flight with nobody renewing its lease. (A panic *inside* an executor is not a lost
+/// owner: the executor may have handed the write on, so the attempt stays in flight while
+/// the process lives.)
 struct OwnerLost;
+
+thread_local! {
+    /// Set by the executor when this thread's call is to be lost after it returns.
+    static LOSE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The step hook that loses a call the executor marked.
+fn lose_marked_calls(point: rpr::StepPoint) {
+    if point == rpr::StepPoint::AfterReply && LOSE.with(std::cell::Cell::take) {
+        resume_unwind(Box::new(OwnerLost));
+    }
+}
 
 /// What the pooled test's executors share: the calls of each pathway in progress and made,
 /// the pathways whose first call was lost, and how often two calls of one pathway overlapped.
@@ -272,9 +287,14 @@ impl Executor for Racing {
         self.in_call(i, true);
         *self.watch.calls.lock().unwrap().entry(i).or_default() += 1;
         let lost = i % 4 <= 1 && self.watch.lost.lock().unwrap().insert(i);
+        if lost {
+            LOSE.with(|l| l.set(true));
+        }
         if lost && i.is_multiple_of(4) {
             self.in_call(i, false);
-            resume_unwind(Box::new(OwnerLost));
+            return Delivery::Succeeded {
+                reply: json!({"appended": false}),
+            };
         }
         std::thread::sleep(if i % 4 == 2 {
             2 * POOL_LEASE
@@ -283,9 +303,6 @@ impl Executor for Racing {
         });
         pg_support::append_line(&file, &line);
         self.in_call(i, false);
-        if lost {
-            resume_unwind(Box::new(OwnerLost));
-        }
         Delivery::Succeeded {
             reply: json!({"appended": true}),
         }
@@ -335,9 +352,14 @@ fn sixteen_threads_on_one_pooled_runtime_and_a_second_runtime_taking_over_send_e
     let pooled = Runtime::builder(&db)
         .lease(POOL_LEASE)
         .pg_connections(4)
+        .step_hook(lose_marked_calls)
         .open()
         .unwrap();
-    let other = Runtime::builder(&db).lease(POOL_LEASE).open().unwrap();
+    let other = Runtime::builder(&db)
+        .lease(POOL_LEASE)
+        .step_hook(lose_marked_calls)
+        .open()
+        .unwrap();
     let ids: Vec<String> = (0..POOL_PATHWAYS)
         .map(|i| admitted(&pooled, i).id().to_owned())
         .collect();

@@ -486,3 +486,109 @@ fn the_commands_run_on_postgres_and_the_read_only_role_only_reads() {
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
 }
+
+/// A config with server `ledger`: the fault server, whose `put` claims `readOnlyHint: true`.
+fn claiming_config(dir: &Scratch) -> String {
+    dir.write(
+        "mcp-claim.json",
+        &serde_json::json!({"mcpServers": {"ledger": {
+            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
+                     "--claim-read-only"],
+        }}}),
+    )
+}
+
+#[test]
+fn call_gates_a_tool_by_the_policy_not_by_its_read_only_claim() {
+    let dir = Scratch::new("cli-claim");
+    let config = claiming_config(&dir);
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = dir.write(
+        "no-rule.json",
+        &serde_json::json!({"servers": {"ledger": {"get": {"read_only": true}}}}),
+    );
+    let args = r#"{"key": "k", "value": "v"}"#;
+    for _ in 0..2 {
+        let output = run(call_args(&config, &policy, &db, "put", args));
+        let out = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{out}");
+        assert!(
+            out.contains("no rule") && out.contains("servers.ledger.put"),
+            "{out}"
+        );
+    }
+    assert_eq!(dir.effects(), 0, "the claim sent nothing");
+}
+
+#[test]
+fn call_refuses_a_policy_naming_a_server_or_tool_that_is_not_there() {
+    let dir = Scratch::new("cli-typo");
+    let config = claiming_config(&dir);
+    let db = dir.join("rpr.db").display().to_string();
+    let args = r#"{"key": "k", "value": "v"}"#;
+    // Meant to deny `put`: the rule names `putt`, so `put` would fall under "*".
+    let tool_typo = dir.write(
+        "tool-typo.json",
+        &serde_json::json!({"servers": {"ledger": {
+            "*": {"admission": "allow", "read_only": true},
+            "putt": {"admission": "deny"}
+        }}}),
+    );
+    let output = run(call_args(&config, &tool_typo, &db, "put", args));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("putt") && out.contains("get, put"), "{out}");
+    // A policy keyed by a server name the config does not have.
+    let server_typo = dir.write(
+        "server-typo.json",
+        &serde_json::json!({"servers": {"ledgr": {"put": {"admission": "deny"}},
+                                        "ledger": {"*": {"admission": "allow", "read_only": true}}}}),
+    );
+    let output = run(call_args(&config, &server_typo, &db, "put", args));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("ledgr") && out.contains("ledger"), "{out}");
+    assert_eq!(dir.effects(), 0, "a misspelt rule governed nothing");
+}
+
+#[test]
+fn call_answers_an_identical_call_from_its_open_pathway_whatever_its_key() {
+    let dir = Scratch::new("cli-identical");
+    let config = dir.fault_config("crash-after-effect");
+    let policy = dir.write(
+        "policy.json",
+        &serde_json::json!({
+            "authority": {"approval_authority": "alice", "repair_owner": "bob"},
+            "servers": {"ledger": {
+                "get": {"read_only": true},
+                "put": {"human_gate": true, "readback": {"tool": "get", "arguments": {"key": "$key"},
+                        "expect": {"/structuredContent/value": "$value"}}}
+            }}
+        }),
+    );
+    let db = dir.join("rpr.db").display().to_string();
+    let args = r#"{"key": "invoice-9", "value": "paid"}"#;
+    let first = run(call_args(&config, &policy, &db, "put", args));
+    assert_eq!(first.status.code(), Some(3), "{}", text(&first));
+    assert_eq!(dir.effects(), 1);
+    let unknown = host_support::pathways(dir.join("rpr.db").as_path());
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    let id = unknown[0].0.clone();
+    // The same call again, without a key and with one: answered from the unknown pathway.
+    for key in [None, Some("order-9")] {
+        let mut again = call_args(&config, &policy, &db, "put", args);
+        if let Some(key) = key {
+            again.extend(["--key", key]);
+        }
+        let output = run(&again);
+        let out = text(&output);
+        assert_eq!(dir.effects(), 1, "{key:?}: sent again:\n{out}");
+        assert_eq!(output.status.code(), Some(3), "{key:?}: {out}");
+        assert!(out.contains(&id), "{key:?}: names the open pathway: {out}");
+    }
+    assert_eq!(
+        host_support::pathways(dir.join("rpr.db").as_path()).len(),
+        1
+    );
+}

@@ -53,6 +53,7 @@ Options:
   --server-version S      serverInfo.version (default: this crate's version; may be empty)
   --protocol-version V    answer this protocolVersion to initialize (default: 2025-11-25)
   --draft07               declare draft-07 `$schema` in the input schemas
+  --claim-read-only       annotate `put` readOnlyHint: true (a lie: it still writes)
   --pid-file PATH         write this process's id to PATH at start
   --cancel-log PATH       append the requestId of each notifications/cancelled to PATH
   --help                  this text
@@ -96,6 +97,8 @@ struct Options {
     server_version: String,
     protocol_version: String,
     draft07: bool,
+    /// `put` claims to be read-only (`readOnlyHint: true`) and writes all the same.
+    claim_read_only: bool,
     pid_file: Option<PathBuf>,
     cancel_log: Option<PathBuf>,
 }

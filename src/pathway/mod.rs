@@ -155,6 +155,20 @@ pub enum PathwayError {
     /// A token or approval for another pathway or attempt.
     #[error("token mismatch: {0}")]
     TokenMismatch(String),
+    /// A reconciliation made before the pathway's latest recorded step or evidence (an
+    /// owner's late outcome, another observation): what it saw may no longer hold. Nothing
+    /// was written; reconcile again.
+    #[error(
+        "the reconciliation for pathway {pathway} was made at its version {made_at}, and evidence was recorded since (version {now}): it may no longer hold. Nothing was written; reconcile again"
+    )]
+    StaleToken {
+        /// The pathway.
+        pathway: String,
+        /// The version the verdict saw.
+        made_at: i64,
+        /// The pathway's version now.
+        now: i64,
+    },
     /// The stored request was redacted; the host must supply it again.
     #[error(
         "the stored request of pathway {0} was redacted; pass the full request to restore_request() first"

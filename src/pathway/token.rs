@@ -96,6 +96,9 @@ impl VerdictKind {
 pub struct Reconciliation<V: Verdict> {
     pub(crate) database: std::sync::Arc<str>,
     pub(crate) pathway: String,
+    /// The pathway's version when the verdict was made: a step or evidence recorded on the
+    /// pathway since (an owner's late outcome, another observation) voids it.
+    pub(crate) version: i64,
     pub(crate) attempt: String,
     pub(crate) source: &'static str,
     pub(crate) actor: String,

@@ -20,6 +20,7 @@ mod builder;
 mod owner;
 mod propose;
 mod recovery;
+mod senders;
 mod store;
 mod tokens;
 
@@ -76,8 +77,9 @@ pub struct Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // A runtime dropped mid-dispatch (a panic unwinding through the executor) no
-        // longer holds its attempts: recovery may judge them.
+        // A runtime dropped mid-dispatch (a panic unwinding through rpr's own steps, not
+        // through an executor: see `Tracked`) no longer holds its attempts: recovery may
+        // judge them.
         let mut set = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
         let mine = self
             .in_flight
@@ -295,6 +297,8 @@ impl Runtime {
             pid: c.pid,
             pgid: c.pgid,
             start: c.start.clone(),
+            boot: self.owner.boot.clone(),
+            pidns: self.owner.pidns.clone(),
             cgroup: c.cgroup.clone(),
         })
     }

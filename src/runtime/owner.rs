@@ -17,12 +17,34 @@ use crate::store::{AttemptRecord, StoreError};
 use super::{DEFAULT_BUSY_TIMEOUT, Runtime};
 
 /// The identity of the process (and runtime instance) that holds in-flight attempts.
+///
+/// A pid names one process only within one boot of one machine and one PID namespace, so
+/// both are recorded with it (empty where they cannot be read, and in records written
+/// before they were): without them, nothing about the process can be proven from here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Owner {
     pub(super) host: String,
     pub(super) pid: u32,
     pub(super) start: String,
     pub(super) nonce: String,
+    pub(super) boot: String,
+    pub(super) pidns: String,
+}
+
+/// What can be known, from this process, about the owner of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OwnerFate {
+    /// Proven running: a process of this boot and PID namespace with the recorded pid and
+    /// start time; or this process, with one of its runtimes dispatching the attempt (or
+    /// an executor that panicked while dispatching it, whose write may live on).
+    Alive,
+    /// Proven gone: of this boot and PID namespace, and no process with its pid and start
+    /// time runs; or this process, and none of its runtimes holds the attempt.
+    Gone,
+    /// Nothing about it can be proven from here: another host, boot or PID namespace, a
+    /// platform without process start times, or a record without them. Only its lease
+    /// speaks, and a lapsed lease is not death: it may still send.
+    Unverifiable,
 }
 
 static NONCE: AtomicU64 = AtomicU64::new(0);
@@ -140,7 +162,6 @@ impl Drop for Heartbeat {
     }
 }
 
-/// The recorded carrier of an attempt: the process (on `host`) that may hold its request.
 /// Where the heartbeat renews leases: its own connection to the runtime's database.
 #[derive(Debug)]
 pub(super) enum Renewal {
@@ -185,16 +206,44 @@ impl Renewer {
     }
 }
 
+/// The recorded carrier of an attempt: the process (on `host`, in the boot and PID
+/// namespace recorded beside it; empty in records written before they were) that may hold
+/// its request.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CarrierRecord {
     pub(crate) host: String,
     pub(crate) pid: u32,
     pub(crate) pgid: u32,
     pub(crate) start: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) boot: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) pidns: String,
     /// The cgroup holding the carrier's whole process tree; absent in records stored
     /// without one, which then name only the process group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cgroup: Option<crate::executor::CarrierCgroup>,
+}
+
+impl CarrierRecord {
+    /// Whether the carrier can be checked (and signalled) from `here`. Its cgroup, where
+    /// one is recorded, is found by path and ids on the same host in the same boot, from
+    /// any PID namespace, whether or not the server process's start time was read. Its
+    /// pids otherwise: see [`Owner`].
+    pub(super) fn checkable_from(&self, here: &Owner) -> bool {
+        if self.cgroup.is_some() {
+            return !self.boot.is_empty() && self.host == here.host && self.boot == here.boot;
+        }
+        Owner {
+            host: self.host.clone(),
+            pid: self.pid,
+            start: self.start.clone(),
+            nonce: String::new(),
+            boot: self.boot.clone(),
+            pidns: self.pidns.clone(),
+        }
+        .checkable_from(here)
+    }
 }
 
 impl Owner {
@@ -205,12 +254,45 @@ impl Owner {
             pid,
             start: process::process_start(pid).unwrap_or_default(),
             nonce: NONCE.fetch_add(1, Ordering::Relaxed).to_string(),
+            boot: process::boot_id().unwrap_or_default(),
+            pidns: process::pid_namespace().unwrap_or_default(),
         }
     }
+
+    /// `host/pid/start/nonce/boot/pidns`; records written before the boot and namespace
+    /// were recorded end at the nonce.
     pub(super) fn encode(&self) -> String {
-        format!("{}/{}/{}/{}", self.host, self.pid, self.start, self.nonce)
+        format!(
+            "{}/{}/{}/{}/{}/{}",
+            self.host, self.pid, self.start, self.nonce, self.boot, self.pidns
+        )
     }
+
     pub(super) fn decode(s: &str) -> Option<Self> {
+        Self::decode_placed(s).or_else(|| Self::decode_unplaced(s))
+    }
+
+    fn decode_placed(s: &str) -> Option<Self> {
+        let mut it = s.rsplitn(6, '/');
+        let pidns = it.next()?;
+        let boot = it.next()?;
+        let nonce = it.next()?;
+        let start = it.next()?;
+        let pid = it.next()?.parse().ok()?;
+        let host = it.next()?;
+        let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+        let boot_like = boot.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        (digits(pidns) && digits(nonce) && digits(start) && boot_like).then(|| Self {
+            host: host.to_owned(),
+            pid,
+            start: start.to_owned(),
+            nonce: nonce.to_owned(),
+            boot: boot.to_owned(),
+            pidns: pidns.to_owned(),
+        })
+    }
+
+    fn decode_unplaced(s: &str) -> Option<Self> {
         let mut it = s.rsplitn(4, '/');
         let nonce = it.next()?.to_owned();
         let start = it.next()?.to_owned();
@@ -221,27 +303,65 @@ impl Owner {
             pid,
             start,
             nonce,
+            boot: String::new(),
+            pidns: String::new(),
         })
+    }
+
+    /// Whether `self`'s pid and start time can be checked from the process `here`: the
+    /// same host, boot and PID namespace, all known, on a platform that reads start times.
+    fn checkable_from(&self, here: &Owner) -> bool {
+        process::START_TIME_READABLE
+            && !self.start.is_empty()
+            && !self.boot.is_empty()
+            && !self.pidns.is_empty()
+            && self.host == here.host
+            && self.boot == here.boot
+            && self.pidns == here.pidns
+            // Read again now: `/proc` may have been remounted for another namespace.
+            && process::pid_namespace().as_deref() == Some(here.pidns.as_str())
     }
 }
 
-/// An attempt this runtime is dispatching: in flight here until dropped (also when a
-/// panic unwinds through the executor).
+/// An attempt this runtime is dispatching: in flight here until dropped.
+///
+/// A panic that unwinds while the executor holds the request ([`Tracked::executing`]) is
+/// not a crash: the process lives on, and so may a write the executor handed to another
+/// thread. The attempt then stays in flight in this process (its lease renewed while the
+/// runtime lives) until the process ends; only then can it be judged. A panic anywhere
+/// else (rpr's own steps, before or after the executor) releases it like a crash would.
 pub(crate) struct Tracked<'a> {
     rt: &'a Runtime,
     attempt: &'a str,
+    in_executor: bool,
 }
 
 impl<'a> Tracked<'a> {
     pub(crate) fn new(rt: &'a Runtime, attempt: &'a str) -> Self {
         rt.track(attempt, true);
-        Self { rt, attempt }
+        Self {
+            rt,
+            attempt,
+            in_executor: false,
+        }
+    }
+
+    /// Runs `execute`, the executor holding the request meanwhile.
+    pub(crate) fn executing<T>(&mut self, execute: impl FnOnce() -> T) -> T {
+        self.in_executor = true;
+        let out = execute();
+        self.in_executor = false;
+        out
     }
 }
 
 impl Drop for Tracked<'_> {
     fn drop(&mut self) {
-        self.rt.track(self.attempt, false);
+        if self.in_executor && std::thread::panicking() {
+            self.rt.abandon(self.attempt);
+        } else {
+            self.rt.track(self.attempt, false);
+        }
     }
 }
 
@@ -284,14 +404,16 @@ impl Runtime {
         }
     }
 
-    /// The liveness rule for an in-flight attempt's owner (docs/storage.md):
-    ///
-    /// - an owner on this host whose start time can be read is alive exactly while its
-    ///   process (pid and start time) is, whatever its lease says; an owner that is this
-    ///   process is alive exactly while one of its runtimes is dispatching the attempt;
-    /// - any other owner (another host, or a platform without process start times) is gone
-    ///   only once its lease, renewed while the call is in flight, has lapsed by the
-    ///   database's clock.
+    /// An attempt whose executor panicked: no longer this runtime's to release when it is
+    /// dropped, but still in flight in this process (and its lease still renewed while the
+    /// runtime lives).
+    fn abandon(&self, attempt: &str) {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(attempt);
+    }
+
     fn renewal(&self) -> Renewal {
         self.store().renewal(&self.path)
     }
@@ -306,22 +428,47 @@ impl Runtime {
             && in_flight_here(&self.database, &attempt.id, &self.owner.nonce)
     }
 
-    pub(super) fn owner_gone(&self, attempt: &AttemptRecord) -> Result<bool, StoreError> {
-        let Some(owner) = attempt.owner.as_deref().and_then(Owner::decode) else {
+    /// The liveness rule for an in-flight attempt's owner (docs/storage.md): what can be
+    /// proven about it from this process, see [`OwnerFate`].
+    pub(super) fn judge_owner(&self, owner: &str, attempt: &str) -> OwnerFate {
+        let Some(owner) = Owner::decode(owner) else {
+            return OwnerFate::Unverifiable;
+        };
+        if !owner.checkable_from(&self.owner) {
+            return OwnerFate::Unverifiable;
+        }
+        if owner.pid == self.owner.pid && owner.start == self.owner.start {
+            return if in_flight_here(&self.database, attempt, &owner.nonce) {
+                OwnerFate::Alive
+            } else {
+                OwnerFate::Gone
+            };
+        }
+        if process::process_start(owner.pid).as_deref() == Some(owner.start.as_str()) {
+            OwnerFate::Alive
+        } else {
+            OwnerFate::Gone
+        }
+    }
+
+    /// Whether the owner of the in-flight `attempt` may be taken over, and how that is
+    /// known: `Some(true)` proven gone, `Some(false)` not proven but its lease lapsed by the
+    /// database's clock, `None` not to be taken over (alive, or its lease runs).
+    pub(super) fn takeover(&self, attempt: &AttemptRecord) -> Result<Option<bool>, StoreError> {
+        let Some(owner) = attempt.owner.as_deref() else {
             // Rows are checked against the chain first: an in-flight attempt always has its owner.
             return Err(StoreError::Corrupt(format!(
                 "in-flight attempt {} has no readable owner",
                 attempt.id
             )));
         };
-        if owner.host == self.owner.host && process::START_TIME_READABLE && !owner.start.is_empty()
-        {
-            if owner.pid == self.owner.pid && owner.start == self.owner.start {
-                return Ok(!in_flight_here(&self.database, &attempt.id, &owner.nonce));
+        match self.judge_owner(owner, &attempt.id) {
+            OwnerFate::Gone => Ok(Some(true)),
+            OwnerFate::Alive => Ok(None),
+            OwnerFate::Unverifiable => {
+                let now = self.with_backend(|b| b.now_ms())?;
+                Ok(attempt.lease_until.is_none_or(|l| l < now).then_some(false))
             }
-            return Ok(process::process_start(owner.pid).as_deref() != Some(owner.start.as_str()));
         }
-        let now = self.with_backend(|b| b.now_ms())?;
-        Ok(attempt.lease_until.is_none_or(|l| l < now))
     }
 }

@@ -237,20 +237,22 @@ impl Runtime {
                 Err(e) => Err(StoreError::from(e).into()),
             };
         }
-        if self.owner_gone(attempt)? {
-            self.recovered_unknown(core, record, attempt)
-        } else {
-            Ok(elsewhere())
+        match self.takeover(attempt)? {
+            Some(proven_gone) => self.recovered_unknown(core, record, attempt, proven_gone),
+            None => Ok(elsewhere()),
         }
     }
 
-    /// An in-flight attempt whose owner is gone becomes unknown (recorded). Its carrier,
-    /// if it survived its owner, is killed now, before anyone reads back.
+    /// An in-flight attempt whose owner is proven gone, or whose owner's lease lapsed,
+    /// becomes unknown (recorded, with which of the two it was: after a lapse alone the
+    /// owner may still send, and no readback settles the attempt). Its carrier, if it
+    /// survived its owner, is killed now, before anyone reads back.
     fn recovered_unknown(
         &self,
         core: Box<Core>,
         record: &PathwayRecord,
         attempt: &AttemptRecord,
+        proven_gone: bool,
     ) -> Result<StoredPathway, PathwayError> {
         let fence = crate::store::Fence {
             definition_digest: core.definition_digest.clone(),
@@ -269,7 +271,11 @@ impl Runtime {
                 to: State::WriteStatusUnknown,
                 attempt: Some(attempt.id.clone()),
                 attempt_status: Some(AttemptStatus::Unknown.as_str()),
-                data: json!({ "owner": attempt.owner, "reason": "in-flight attempt whose owner is gone" }),
+                data: if proven_gone {
+                    json!({ "owner": attempt.owner, "owner_fate": "gone", "reason": "in-flight attempt whose owner is gone" })
+                } else {
+                    json!({ "owner": attempt.owner, "owner_fate": "lapsed", "reason": "in-flight attempt whose owner's lease lapsed; the owner was not proven gone and may still send" })
+                },
             }],
             attempt: Some(AttemptWrite::Finish {
                 id: attempt.id.clone(),

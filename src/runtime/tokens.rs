@@ -94,12 +94,15 @@ impl Runtime {
         let token = |verdict: VerdictKind, evidence: Value| {
             make_token(
                 verdict,
-                Arc::clone(&pathway.core.database),
-                id.clone(),
-                attempt.clone(),
-                "readback",
-                "readback".to_owned(),
-                self.fit(&evidence),
+                Fields {
+                    database: Arc::clone(&pathway.core.database),
+                    pathway: id.clone(),
+                    version: pathway.core.version,
+                    attempt: attempt.clone(),
+                    source: "readback",
+                    actor: "readback".to_owned(),
+                    evidence: self.fit(&evidence),
+                },
             )
         };
         if let Err(e) = self.own(&pathway.core) {
@@ -115,7 +118,7 @@ impl Runtime {
                 }),
             );
         }
-        let carrier = match self.settle_carrier(&pathway.core.id, &attempt) {
+        let carrier = match self.settle_senders(&pathway.core.id, &attempt) {
             Ok(c) => c,
             Err(e) => return token(VerdictKind::Unresolved, json!({"error": e.to_string()})),
         };
@@ -148,10 +151,15 @@ impl Runtime {
         };
         let carrier: CarrierRecord = serde_json::from_str(text)
             .map_err(|e| StoreError::Corrupt(format!("attempt {attempt}: carrier: {e}")))?;
-        let here = carrier.host == self.owner.host;
-        if !here {
+        if !carrier.checkable_from(&self.owner) {
+            let tree = if carrier.cgroup.is_none() {
+                "; nor was its process tree tracked (no cgroup recorded), so a descendant that left its process group may still hold the request"
+            } else {
+                ""
+            };
             return Ok(CarrierFate::MayBeAlive(format!(
-                "the server process that carried the request (pid {} on host {}) cannot be shown gone from here",
+                "the server process that carried the request (pid {} on host {}) cannot be shown gone from here \
+                 (another host, boot or PID namespace, or a record without them){tree}",
                 carrier.pid, carrier.host
             )));
         }
@@ -170,6 +178,11 @@ impl Runtime {
 
     /// Reconciles an attempt that may have taken effect by an attested decision of the
     /// evidence owner or repair owner (an accountable verdict: recorded with its actor).
+    ///
+    /// A *not applied* attestation while someone may still send the request (an owner
+    /// taken over after its lease lapsed and not proven gone, a carrier that cannot be
+    /// shown gone) accepts that risk: only the repair owner may give it, and the risk is
+    /// recorded with it, in so many words (`accepted_risk` beside the attested evidence).
     pub fn attest<S: Reconcilable>(
         &self,
         pathway: &Pathway<S>,
@@ -179,20 +192,30 @@ impl Runtime {
     ) -> Result<Reconciled, PathwayError> {
         self.own(&pathway.core)?;
         pathway.core.authorize(actor, Act::Attest)?;
-        let evidence = evidence::check(evidence, &self.bounds)?;
+        let mut evidence = evidence::check(evidence, &self.bounds)?;
+        let attempt = crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned();
         let verdict = match verdict {
             Attestation::Applied => VerdictKind::Applied,
             Attestation::NotApplied => VerdictKind::NotApplied,
             Attestation::Unresolved => VerdictKind::Unresolved,
         };
+        if verdict == VerdictKind::NotApplied
+            && let CarrierFate::MayBeAlive(why) = self.settle_senders(&pathway.core.id, &attempt)?
+        {
+            pathway.core.authorize(actor, Act::Repair)?;
+            evidence = self.fit(&json!({"attested": evidence, "accepted_risk": why}));
+        }
         Ok(make_token(
             verdict,
-            Arc::clone(&pathway.core.database),
-            pathway.core.id.clone(),
-            crate::pathway::stage::sealed::AttemptOf::attempt(&pathway.stage).to_owned(),
-            "attested",
-            actor.as_str().to_owned(),
-            evidence,
+            Fields {
+                database: Arc::clone(&pathway.core.database),
+                pathway: pathway.core.id.clone(),
+                version: pathway.core.version,
+                attempt,
+                source: "attested",
+                actor: actor.as_str().to_owned(),
+                evidence,
+            },
         ))
     }
 }
@@ -206,34 +229,34 @@ pub(super) enum CarrierFate {
     MayBeAlive(String),
 }
 
-fn make_token(
-    verdict: VerdictKind,
+/// What a reconciliation token records; the verdict only picks its type.
+struct Fields {
     database: Arc<str>,
     pathway: String,
+    /// The pathway's version the verdict saw: evidence recorded after it voids it.
+    version: i64,
     attempt: String,
     source: &'static str,
     actor: String,
     evidence: Value,
-) -> Reconciled {
-    // One set of fields; the verdict only picks the token's type.
-    fn token<V: crate::pathway::token::Verdict>(
-        (database, pathway, attempt, source, actor, evidence): Fields,
-    ) -> Reconciliation<V> {
+}
+
+fn make_token(verdict: VerdictKind, f: Fields) -> Reconciled {
+    fn token<V: crate::pathway::token::Verdict>(f: Fields) -> Reconciliation<V> {
         Reconciliation {
-            database,
-            pathway,
-            attempt,
-            source,
-            actor,
-            evidence,
+            database: f.database,
+            pathway: f.pathway,
+            version: f.version,
+            attempt: f.attempt,
+            source: f.source,
+            actor: f.actor,
+            evidence: f.evidence,
             _verdict: std::marker::PhantomData,
         }
     }
-    type Fields = (Arc<str>, String, String, &'static str, String, Value);
-    let fields = (database, pathway, attempt, source, actor, evidence);
     match verdict {
-        VerdictKind::Applied => Reconciled::Applied(token::<Applied>(fields)),
-        VerdictKind::NotApplied => Reconciled::NotApplied(token::<NotApplied>(fields)),
-        VerdictKind::Unresolved => Reconciled::Unresolved(token::<Unresolved>(fields)),
+        VerdictKind::Applied => Reconciled::Applied(token::<Applied>(f)),
+        VerdictKind::NotApplied => Reconciled::NotApplied(token::<NotApplied>(f)),
+        VerdictKind::Unresolved => Reconciled::Unresolved(token::<Unresolved>(f)),
     }
 }

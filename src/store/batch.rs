@@ -69,7 +69,11 @@ trait Pending: Send {
     fn synced(&self) -> bool;
     fn run(&mut self, backend: &SqliteBackend);
     fn succeeded(&self) -> bool;
-    /// The batch did not commit: the step's result is `error()`, unless it already failed.
+    /// Whether the step wrote something to commit: it succeeded, or it was refused and
+    /// recorded its refusal ([`StoreError::Fenced`]).
+    fn wrote(&self) -> bool;
+    /// The batch did not commit: the step's result is `error()`, unless it already failed
+    /// without writing.
     fn fail(&mut self, error: &dyn Fn() -> StoreError);
     /// The batch is over (committed or failed): its caller may now see the result.
     fn publish(&mut self);
@@ -105,9 +109,15 @@ where
         matches!(self.staged, Some(Ok(_)))
     }
 
+    fn wrote(&self) -> bool {
+        matches!(self.staged, Some(Ok(_) | Err(StoreError::Fenced { .. })))
+    }
+
     fn fail(&mut self, error: &dyn Fn() -> StoreError) {
         self.op = None;
-        if !matches!(self.staged, Some(Err(_))) {
+        // A refusal that wrote nothing stays what it was; one that recorded itself
+        // (`Fenced`) was not committed after all.
+        if !matches!(self.staged, Some(Err(_))) || self.wrote() {
             self.staged = Some(Err(error()));
         }
     }
@@ -329,7 +339,7 @@ impl Batcher {
                 return;
             }
         }
-        if solo && !batch[0].lock().succeeded() {
+        if solo && !batch[0].lock().wrote() {
             // Refused: whatever it wrote before the refusal is rolled back with the batch.
             return;
         }

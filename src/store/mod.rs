@@ -15,6 +15,7 @@ pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod event;
 mod holder;
+pub(crate) mod late;
 mod location;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -140,8 +141,9 @@ pub enum StoreError {
         /// Its status.
         status: String,
     },
-    /// The outcome of an attempt that is no longer in flight was refused (PostgreSQL: its
-    /// lease lapsed by the database's clock and another host took it over as unknown).
+    /// The outcome of an attempt that is no longer in flight was refused (its owner's lease
+    /// lapsed by the database's clock and another runtime took it over as unknown), on
+    /// either store.
     /// The refusal, with the late evidence, is the ledger event at `recorded_seq`; the
     /// pathway is settled by reconciliation like any other unknown.
     #[error(

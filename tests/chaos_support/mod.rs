@@ -954,7 +954,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
     }}});
     let policy = json!({
         "authority": {"approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"},
-        "servers": {"files": {"write_file": {"readback": {
+        "servers": {"files": {"read_text_file": {"read_only": true}, "write_file": {"readback": {
             "tool": "read_text_file",
             "arguments": {"path": "$path"},
             "expect": {"/structuredContent/content": "$content"},

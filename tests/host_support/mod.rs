@@ -113,17 +113,20 @@ impl Scratch {
     }
 
     /// A policy: `put` of server `ledger` behind a Human Gate (approval authority
-    /// alice), read back with `get`.
+    /// alice), read back with `get` (read-only by the policy).
     pub fn policy(&self) -> String {
         self.write(
             "policy.json",
             &json!({
                 "authority": {"approval_authority": "alice", "repair_owner": "bob"},
-                "servers": {"ledger": {"put": {
-                    "human_gate": true,
-                    "readback": {"tool": "get", "arguments": {"key": "$key"},
-                                 "expect": {"/structuredContent/value": "$value"}}
-                }}}
+                "servers": {"ledger": {
+                    "get": {"read_only": true},
+                    "put": {
+                        "human_gate": true,
+                        "readback": {"tool": "get", "arguments": {"key": "$key"},
+                                     "expect": {"/structuredContent/value": "$value"}}
+                    }
+                }}
             }),
         )
     }

@@ -250,13 +250,13 @@ pub fn run_host(db: &str) {
 }
 
 /// The places of the hosts that own an attempt in flight now (by the pid in its owner,
-/// `host/pid/start/nonce`).
+/// `host/pid/start/runtime/boot/pidns`).
 fn in_flight_hosts(rt: &Runtime, ids: &[String], hosts: &[ChildProc]) -> Vec<usize> {
     let mut pids = Vec::new();
     for id in ids {
         for a in rt.attempt_records(id).unwrap() {
             if a.status == rpr::AttemptStatus::InFlight
-                && let Some(pid) = a.owner.as_deref().and_then(|o| o.rsplit('/').nth(2))
+                && let Some(pid) = a.owner.as_deref().and_then(|o| o.split('/').nth(1))
             {
                 pids.push(pid.to_owned());
             }

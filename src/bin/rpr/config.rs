@@ -15,6 +15,10 @@ use serde_json::Value;
 use crate::Failure;
 
 mod expect;
+mod names;
+mod rule;
+
+use rule::{ANY_TOOL, Found, ToolRule};
 
 /// Variables a server inherits from the host, as the MCP SDKs' stdio clients do; every
 /// other variable must be set in the server's `env`.
@@ -49,6 +53,16 @@ struct ServerEntry {
 impl Config {
     pub(crate) fn load(path: &str) -> Result<Self, Failure> {
         load(path, "config")
+    }
+
+    /// Whether the config has a server called `name`.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.servers.contains_key(name)
+    }
+
+    /// The names of the config's servers.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
     }
 
     /// How to start the server called `name`.
@@ -114,29 +128,6 @@ struct EvidenceBounds {
     max_total_bytes: Option<usize>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolRule {
-    /// What admission decides for the tool; without it, `human_gate` and the annotations.
-    admission: Option<AdmissionRule>,
-    human_gate: Option<bool>,
-    read_only: Option<bool>,
-    readback: Option<ReadbackRule>,
-}
-
-/// A tool's admission, as the policy writes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum AdmissionRule {
-    Allow,
-    Hold,
-    HumanGate,
-    Deny,
-}
-
-/// The key of the rule for a server's tools that have no rule of their own.
-const ANY_TOOL: &str = "*";
-
 /// How a mutating tool's effect is read back: a read-only tool on the same server,
 /// its arguments (`"$name"` is the call's argument `name`), and what the result must
 /// hold (JSON Pointer into the result → expected value, also with `"$name"`).
@@ -184,6 +175,11 @@ impl Policy {
                 if rule.admission.is_some() && rule.human_gate.is_some() {
                     return Err(format!(
                         "{server}/{tool}: give `admission` or `human_gate`, not both"
+                    ));
+                }
+                if tool == ANY_TOOL && rule.may_be_absent.is_some() {
+                    return Err(format!(
+                        "{server}/\"*\": `may_be_absent` is for the rule of a named tool"
                     ));
                 }
             }
@@ -237,54 +233,57 @@ impl Policy {
             })
     }
 
-    /// What the host does with `tool` of server `server` (as listed by the server now).
-    pub(crate) fn plan(&self, server: &str, tool: &Tool, list: &ToolList) -> Result<Plan, Failure> {
+    /// The rule that governs `tool` of `server`: its own, else the server's `"*"`, else
+    /// the default (no member set: mutating, a Human Gate).
+    fn rule(&self, server: &str, tool: &str) -> (ToolRule, Found) {
         let rules = self.servers.get(server);
-        let rule = rules
-            .and_then(|t| t.get(&tool.name).or_else(|| t.get(ANY_TOOL)))
-            .cloned()
-            .unwrap_or_default();
-        let hints = &tool.definition["annotations"];
-        let annotated_read_only = hints["readOnlyHint"] == true;
-        // MCP defaults: readOnlyHint false, destructiveHint true.
-        let destructive = !annotated_read_only && hints["destructiveHint"] != false;
-        let read_only = rule.read_only.unwrap_or(annotated_read_only);
-        let class = if read_only {
-            ActionClass::ReadOnly
+        if let Some(own) = rules.and_then(|t| t.get(tool)) {
+            (own.clone(), Found::Own)
+        } else if let Some(any) = rules.and_then(|t| t.get(ANY_TOOL)) {
+            (any.clone(), Found::AnyTool)
         } else {
-            ActionClass::Mutating
-        };
+            (ToolRule::default(), Found::Nothing)
+        }
+    }
+
+    /// What the host does with `tool` of server `server` (as listed by the server now).
+    /// The class and the admission are the policy's (see [`ToolRule`]); a tool that
+    /// changes state must name a readback whose tool is read-only by the policy, else its
+    /// calls are refused before anything is recorded.
+    pub(crate) fn plan(&self, server: &str, tool: &Tool, list: &ToolList) -> Result<Plan, Failure> {
+        let (rule, found) = self.rule(server, &tool.name);
+        let class = rule.class(tool);
         let name = &tool.name;
-        let (decision, why) = match (rule.admission, rule.human_gate) {
-            (Some(AdmissionRule::Deny), _) => {
-                // Denied: nothing will be sent, so no readback is needed either.
+        let (decision, why) = match rule.admission(tool, class, found) {
+            (Some(decision), why) => (decision, why),
+            // Denied: nothing will be sent, so no readback is needed either.
+            (None, why) => {
                 return Ok(Plan {
                     class,
                     decision: Decision::Deny(format!(
                         "the policy denies tool `{name}` of server `{server}`"
                     )),
-                    why: "the policy denies it",
+                    why,
                     readback: None,
                 });
             }
-            (Some(AdmissionRule::Allow), _) => (Decision::Allow, "the policy allows it"),
-            (Some(AdmissionRule::Hold), _) => {
-                (Decision::Hold, "the policy holds it for an approval")
-            }
-            (Some(AdmissionRule::HumanGate), _) | (None, Some(true)) => {
-                (Decision::HumanGate, "the policy requires one")
-            }
-            (None, Some(false)) => (Decision::Allow, "the policy waives it"),
-            (None, None) if read_only => (Decision::Allow, "it only reads"),
-            (None, None) if destructive => (Decision::HumanGate, "it is annotated destructive"),
-            (None, None) => (Decision::Allow, "it is not annotated destructive"),
         };
-        if !read_only && rule.readback.is_none() {
-            return Err(format!(
-                "tool `{name}` of server `{server}` changes state, and the policy names no readback for it: \
-                 a mutating call completes only when a readback verifies it. Add servers.{server}.{name}.readback \
-                 to the policy (or \"read_only\": true if it really only reads)"
-            )
+        if class == ActionClass::Mutating && rule.readback.is_none() {
+            let fix = format!(
+                "Add servers.{server}.{name} to the policy with \"read_only\": true if it only reads, \
+                 a \"readback\", or \"admission\": \"deny\""
+            );
+            return Err(match found {
+                Found::Nothing => format!(
+                    "tool `{name}` of server `{server}` has no rule in the policy, so it is treated as \
+                     changing state (its annotations are the server's claim, not the policy), and a call \
+                     that changes state completes only when a readback verifies it. {fix}"
+                ),
+                Found::Own | Found::AnyTool => format!(
+                    "tool `{name}` of server `{server}` changes state, and the policy names no readback \
+                     for it: a call that changes state completes only when a readback verifies it. {fix}"
+                ),
+            }
             .into());
         }
         if let Some(rb) = &rule.readback {
@@ -295,11 +294,13 @@ impl Policy {
                 )
                 .into());
             };
-            if reader.definition["annotations"]["readOnlyHint"] != true {
+            if self.rule(server, &rb.tool).0.class(reader) != ActionClass::ReadOnly {
                 return Err(format!(
-                    "the readback tool `{}` for `{name}` is not annotated read-only (readOnlyHint true); \
-                     a readback must not change anything",
-                    rb.tool
+                    "the readback tool `{reader}` for `{name}` of server `{server}` is not read-only by \
+                     the policy, and a readback must not change anything. Add servers.{server}.{reader} \
+                     to the policy with \"read_only\": true (the server's readOnlyHint counts only \
+                     under \"trust_annotations\": true)",
+                    reader = rb.tool
                 )
                 .into());
             }
@@ -314,7 +315,43 @@ impl Policy {
     }
 }
 
-/// What the policy and the tool's annotations decide for one tool.
+impl Policy {
+    /// Plans every readback the policy names for `server`'s tools that the server offers,
+    /// when the gate or `rpr call` starts, so that a readback that could never verify
+    /// anything is refused before any call. Returns a note for each readback whose
+    /// `expect` cannot be checked because its tool declares no `outputSchema`.
+    pub(crate) fn check_readbacks(
+        &self,
+        server: &str,
+        list: &ToolList,
+    ) -> Result<Vec<String>, Failure> {
+        let mut unchecked = Vec::new();
+        let Some(rules) = self.servers.get(server) else {
+            return Ok(unchecked);
+        };
+        for (name, rule) in rules {
+            let (Some(rb), Some(tool)) = (&rule.readback, list.get(name)) else {
+                continue;
+            };
+            // A denied tool plans without its readback: nothing will be sent.
+            self.plan(server, tool, list)?;
+            if list
+                .get(&rb.tool)
+                .is_some_and(|reader| reader.definition.get("outputSchema").is_none())
+            {
+                unchecked.push(format!(
+                    "the readback of `{name}` (server `{server}`) is unchecked: its tool `{}` declares no \
+                     outputSchema, so its `expect` paths could not be checked (a path its result lacks \
+                     leaves the call unknown; it never reads as an absent effect)",
+                    rb.tool
+                ));
+            }
+        }
+        Ok(unchecked)
+    }
+}
+
+/// What the policy decides for one tool.
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub(crate) class: ActionClass,

@@ -87,6 +87,7 @@ impl Live {
         server: &str,
         tool: &str,
     ) -> Result<Self, Failure> {
+        policy.check_config(config)?;
         let command = config.command(server)?;
         let started = format!("cannot start server `{server}` ({command:?})");
         Self::start(&command, &started, policy, server, tool, |client, list| {
@@ -109,12 +110,17 @@ impl Live {
         tool: &str,
         missing: impl FnOnce(&McpClient, &ToolList) -> String,
     ) -> Result<Self, Failure> {
+        policy.check_governs(server)?;
         let client = McpClient::connect(command, &SessionConfig::default())
             .map_err(|e| format!("{cannot_start}: {e}"))?;
         let client = Arc::new(client);
         let list = client
             .list_tools()
             .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
+        policy.check_offered(server, &list)?;
+        for unchecked in policy.check_readbacks(server, &list)? {
+            note!("note: {unchecked}");
+        }
         let Some(found) = list.get(tool).cloned() else {
             return Err(missing(&client, &list).into());
         };

@@ -69,6 +69,7 @@ pub(super) fn parse_options(
         server_version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: "2025-11-25".into(),
         draft07: false,
+        claim_read_only: false,
         pid_file: None,
         cancel_log: None,
     };
@@ -98,6 +99,7 @@ pub(super) fn parse_options(
             "--server-version" => opts.server_version = value()?,
             "--protocol-version" => opts.protocol_version = value()?,
             "--draft07" => opts.draft07 = true,
+            "--claim-read-only" => opts.claim_read_only = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),
             "--cancel-log" => opts.cancel_log = Some(value()?.into()),
             other => return Err(format!("unknown option {other:?}; see --help")),

@@ -45,7 +45,7 @@ impl Server {
                 "title": "Put",
                 "description": put_description,
                 "inputSchema": put_schema,
-                "annotations": {"readOnlyHint": false, "destructiveHint": false,
+                "annotations": {"readOnlyHint": self.opts.claim_read_only, "destructiveHint": false,
                                 "idempotentHint": false, "openWorldHint": false},
                 "_meta": {"listing": self.lists},
             }),

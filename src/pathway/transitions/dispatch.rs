@@ -175,10 +175,10 @@ impl Pathway<Bound> {
             }
         };
         rt.point(StepPoint::BeforeAttemptCommit);
-        // In flight here from before its record is durable until its outcome is; also
-        // released if the executor panics, so that the other threads sharing this runtime
-        // judge the attempt as they would after a crash, not as in flight forever.
-        let tracked = crate::runtime::Tracked::new(rt, &attempt_id);
+        // In flight here from before its record is durable until its outcome is. A panic
+        // in rpr's own steps releases it as a crash would; a panic inside the executor
+        // keeps it in flight while the process lives (the write may live on elsewhere).
+        let mut tracked = crate::runtime::Tracked::new(rt, &attempt_id);
         let running = match self.commit(rt, start) {
             Ok(p) => p,
             Err(r) => {
@@ -189,7 +189,7 @@ impl Pathway<Bound> {
             }
         };
         rt.point(StepPoint::AfterAttemptCommit);
-        let delivery = executor.execute(&request);
+        let delivery = tracked.executing(|| executor.execute(&request));
         rt.point(StepPoint::AfterReply);
         let outcome = record_delivery(running, rt, actor, &attempt_id, delivery, readback);
         drop(tracked);

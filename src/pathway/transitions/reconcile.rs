@@ -164,6 +164,14 @@ impl<S: Reconcilable> Pathway<S> {
                 ),
             ));
         }
+        if token.version != self.core.version {
+            let error = PathwayError::StaleToken {
+                pathway: token.pathway.clone(),
+                made_at: token.version,
+                now: self.core.version,
+            };
+            return Err(Refused::new(self, error));
+        }
         let from = S::STATE;
         let mut recorded = event(
             "reconciled",

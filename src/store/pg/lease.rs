@@ -78,7 +78,8 @@ impl PgBackend {
                 attempt_status: Some(AttemptStatus::Unknown.as_str()),
                 data: json!({
                     "owner": owner,
-                    "reason": "in-flight attempt whose lease lapsed by the database's clock",
+                    "owner_fate": "lapsed",
+                    "reason": "in-flight attempt whose lease lapsed by the database's clock; the owner was not proven gone and may still send",
                     "lease_until": lease_until,
                     "database_now": database_now,
                     "taken_over_by": by,

@@ -5,11 +5,12 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::super::check::{Replay, SETTLED, check_pathway};
+use super::super::late;
 use super::super::{
     ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, NewPathway, Step, StoreError,
 };
 use super::{DB_NOW_MS, SqliteBackend, Unit};
-use crate::state::State;
+use crate::state::{AttemptStatus, State};
 
 /// Refuses a step whose events do not walk allowed edges from the expected state to
 /// the new one (one edge, or several in one step such as `proposed -> awaiting_approval
@@ -61,9 +62,18 @@ impl Backend for SqliteBackend {
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         let tx = Unit::begin(self)?;
-        let version = apply_rows(&tx, step)?;
-        tx.commit()?;
-        Ok(version)
+        match apply_rows(&tx, step) {
+            // Refused, and the refusal recorded: kept (the batch commits it too).
+            Err(fenced @ StoreError::Fenced { .. }) => {
+                tx.commit()?;
+                Err(fenced)
+            }
+            result => {
+                let version = result?;
+                tx.commit()?;
+                Ok(version)
+            }
+        }
     }
 
     // Same shape as Backend::insert_and_apply in store/mod.rs: its declaration.
@@ -209,6 +219,7 @@ fn apply_rows(tx: &Connection, step: Step) -> Result<i64, StoreError> {
     if check_pathway(tx, &step.pathway)?.is_none() {
         return Err(StoreError::NoSuchPathway(step.pathway));
     }
+    refuse_late_outcome(tx, &step)?;
     let new_state = step.to.unwrap_or(step.expected_state);
     let changed = tx
         .prepare_cached(
@@ -337,4 +348,47 @@ fn apply_rows(tx: &Connection, step: Step) -> Result<i64, StoreError> {
         SqliteBackend::append_event(tx, &step.pathway, step.at, event)?;
     }
     Ok(step.expected_version + 1)
+}
+
+/// Refuses a dispatch outcome for an attempt no longer in flight, recording the refusal
+/// ([`crate::store::late`]): the event is written and [`StoreError::Fenced`] returned, which
+/// [`Backend::apply`] keeps (commits) unlike any other refusal.
+fn refuse_late_outcome(tx: &Connection, step: &Step) -> Result<(), StoreError> {
+    let Some(late) = late::dispatch_outcome(step) else {
+        return Ok(());
+    };
+    let row: Option<(String, Option<String>)> = tx
+        .prepare_cached(
+            "SELECT state, (SELECT status FROM attempts WHERE id = ?1 AND pathway_id = ?2)
+             FROM pathways WHERE id = ?2",
+        )?
+        .query_row(params![late.attempt, step.pathway], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let (state, now) = row.ok_or_else(|| StoreError::NoSuchPathway(step.pathway.clone()))?;
+    // An attempt this pathway never had: refused, and nothing recorded (an event naming it
+    // would leave the pathway's chain unexplained).
+    let now = now.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "attempt {} of pathway {} is missing",
+            late.attempt, step.pathway
+        ))
+    })?;
+    if now == AttemptStatus::InFlight.as_str() {
+        return Ok(());
+    }
+    let event = late::refusal_event(step, &state, &late, &now)?;
+    tx.prepare_cached("UPDATE pathways SET version = version + 1, updated_at = ?1 WHERE id = ?2")?
+        .execute(params![step.at, step.pathway])?;
+    SqliteBackend::append_event(tx, &step.pathway, step.at, event)?;
+    let recorded_seq: i64 = tx
+        .prepare_cached("SELECT max(seq) FROM ledger")?
+        .query_row([], |r| r.get(0))?;
+    Err(StoreError::Fenced {
+        pathway: step.pathway.clone(),
+        attempt: late.attempt.to_owned(),
+        status: now,
+        recorded_seq,
+    })
 }

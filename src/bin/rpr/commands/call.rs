@@ -4,7 +4,7 @@ use std::path::Path;
 
 use rpr::executor::Request;
 use rpr::mcp::ArgumentValidator;
-use rpr::{Actor, Admission, Definition, Proposal, StoredPathway};
+use rpr::{Actor, Admission, Definition, Proposal, Runtime, StoredPathway};
 use serde_json::json;
 
 use super::{CallArgs, hint, json_object, show_next};
@@ -34,45 +34,72 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         )
     })?;
     let rt = flow::runtime_with(Path::new(db), policy.bounds())?;
-    let key = args
-        .key
-        .clone()
-        .unwrap_or_else(|| format!("call-{}-{}", std::process::id(), now_ms()));
-    let definition = Definition::new(
-        Request::new(tool, arguments),
-        live.plan.class,
-        &key,
-        policy.authority(),
-    )
-    .with_metadata(json!({"server": server}));
-    let proposer = Actor::new(&args.actor);
+    let request = Request::new(tool, arguments);
+    let digest = request.digest().map_err(|e| {
+        format!("the arguments cannot be recorded: {e}; nothing was recorded or sent")
+    })?;
     let hint = hint(Some(&args.files), &args.db);
-    let p = match rt.propose(&proposer, definition)? {
-        Proposal::New(p) => {
+    let proposer = Actor::new(&args.actor);
+    let p = match open_identical(&rt, server, &digest, args.key.as_deref())? {
+        // Left proposed (never admitted, so never sent) by a host that stopped between
+        // propose and admit: this call finishes its admission.
+        Identical::Open(StoredPathway::Proposed(p)) => {
+            let id = p.id().to_owned();
             say!(
-                "proposed by {proposer}: pathway {} ({} on {}, key {key:?})",
-                p.id(),
-                tool,
-                live.server
+                "an identical call ({tool} on {server}, the same arguments) is pathway {id}, left proposed \
+                 (never admitted): admitting it now"
             );
-            p
+            if p.is_redacted() {
+                p.restore_request(request)
+                    .map_err(|e| format!("pathway {id}: {}; nothing was sent", e.error()))?
+            } else {
+                p
+            }
         }
-        // Left proposed by a host that stopped between propose and admit (a crash, a full
-        // disk): nothing was ever sent, so the repeated call finishes the admission.
-        Proposal::Existing(StoredPathway::Proposed(p)) => {
-            say!(
-                "idempotency key {key:?} is pathway {}, left proposed (never admitted): admitting it now",
-                p.id()
-            );
-            p
-        }
-        Proposal::Existing(stored) => {
+        Identical::Open(stored) => {
             let id = stored.id().to_owned();
+            let state = stored.state().as_str();
+            say!(
+                "an identical call ({tool} on {server}, the same arguments) is pathway {id}, still open \
+                 ({state}): answered from it, nothing sent (a new key does not make it another call)"
+            );
             drop(stored);
-            say!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
             return show_next(&rt, &id);
         }
-        other => return Err(format!("unexpected proposal {other:?}").into()),
+        Identical::None { seen } => {
+            let key = args
+                .key
+                .clone()
+                .unwrap_or_else(|| format!("call/{server}/{digest}/{}", seen + 1));
+            let definition = Definition::new(request, live.plan.class, &key, policy.authority())
+                .with_metadata(json!({"server": server}));
+            match rt.propose(&proposer, definition)? {
+                Proposal::New(p) => {
+                    say!(
+                        "proposed by {proposer}: pathway {} ({tool} on {}, key {key:?})",
+                        p.id(),
+                        live.server
+                    );
+                    p
+                }
+                // Left proposed by a host that stopped between propose and admit (a crash, a
+                // full disk): nothing was ever sent, so the repeated call finishes the admission.
+                Proposal::Existing(StoredPathway::Proposed(p)) => {
+                    say!(
+                        "idempotency key {key:?} is pathway {}, left proposed (never admitted): admitting it now",
+                        p.id()
+                    );
+                    p
+                }
+                Proposal::Existing(stored) => {
+                    let id = stored.id().to_owned();
+                    drop(stored);
+                    say!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
+                    return show_next(&rt, &id);
+                }
+                other => return Err(format!("unexpected proposal {other:?}").into()),
+            }
+        }
     };
     let decision_owner = p.definition().authority.decision_owner.clone();
     let executor = p.definition().authority.execution_actor.clone();
@@ -112,8 +139,30 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     }
 }
 
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
+/// What the store holds of an identical call (same server, tool and canonical arguments).
+enum Identical {
+    /// Open (not completed, denied or aborted) under another key than this call's.
+    Open(StoredPathway),
+    /// None open; `seen` pathways ever had these tool and arguments (on any server).
+    None { seen: u64 },
+}
+
+/// An identical call open on `server` under another key than `key`. One under `key`
+/// itself is left to the key (`propose` answers it as the same call).
+fn open_identical(
+    rt: &Runtime,
+    server: &str,
+    digest: &str,
+    key: Option<&str>,
+) -> Result<Identical, Failure> {
+    let reader = rt.reader();
+    let open = reader.open_with_request(digest)?;
+    if let Some(record) = open.iter().find(|r| {
+        r.definition["metadata"]["server"] == server && Some(r.idempotency_key.as_str()) != key
+    }) {
+        return Ok(Identical::Open(rt.load(&record.id)?));
+    }
+    Ok(Identical::None {
+        seen: reader.count_with_request(digest)?,
+    })
 }

@@ -105,7 +105,8 @@ pub(crate) struct CallArgs {
     #[arg(long, value_name = "JSON")]
     args: String,
     /// The idempotency key: a call with a key already used replays that pathway and sends
-    /// nothing again (default: a new key).
+    /// nothing again (default: derived from the server, tool and arguments). An identical
+    /// call still open is answered from its pathway, whatever the key.
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
     /// Who proposes the call.

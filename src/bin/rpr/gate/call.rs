@@ -1,7 +1,8 @@
 //! One governed `tools/call`: the pin, the pathway (propose and admit, the Human Gate
 //! through the client's elicitation, bind, the durable attempt record, dispatch, readback)
-//! and an honest answer to the client. An identical call that is still open (unknown,
-//! at the gate, in flight) is answered from its pathway and never sent again.
+//! and an honest answer to the client. An identical call (same server, tool and canonical
+//! arguments) that is still open (unknown, at the gate, in flight) is answered from its
+//! pathway and never sent again, whatever idempotency key either call carries.
 
 use std::sync::Arc;
 
@@ -150,15 +151,18 @@ impl Gate {
                 .propose_lock
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let key = match &asked.key {
-                Some(k) => format!("gate/{}/key/{k}", live.server),
-                None => match self.open_identical(&live.server, digest) {
-                    Ok(Ok(key)) => key,
-                    Ok(Err(existing)) => {
-                        return Some(self.existing(existing, live, asked, request));
-                    }
-                    Err(answer) => return Some(answer),
+            // An identical call still open is answered from its pathway, whatever either
+            // call's key: a key names a call; it cannot split one. A key of its own decides
+            // only once no identical call is open (a completed key replays its result).
+            let key = match self.open_identical(&live.server, digest) {
+                Ok(Ok(derived)) => match &asked.key {
+                    Some(k) => format!("gate/{}/key/{k}", live.server),
+                    None => derived,
                 },
+                Ok(Err(existing)) => {
+                    return Some(self.existing(existing, live, asked, request));
+                }
+                Err(answer) => return Some(answer),
             };
             let definition = Definition::new(
                 request.clone(),
@@ -208,8 +212,8 @@ impl Gate {
     fn live(&self, asked: &Asked) -> Result<Live, Answer> {
         let internal = |m: String| Err(ErrorObject::new(codes::INTERNAL_ERROR, m));
         let client = self.upstream.client().map_err(internal)?;
-        let list: Arc<ToolList> = self.upstream.tools(&client).map_err(internal)?;
-        let server = self.server_name_of(&client);
+        let list: Arc<ToolList> = self.tools(&client).map_err(internal)?;
+        let server = self.name.clone();
         let Some(tool) = list.get(&asked.tool).cloned() else {
             let why = list.rejection(&asked.tool).map_or_else(String::new, |r| {
                 format!(" (it lists one with an invalid definition: {r})")

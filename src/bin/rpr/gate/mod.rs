@@ -21,7 +21,7 @@ use std::time::Duration;
 use rpr::jsonrpc::{
     DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, Message, MessageReader, Request, codes,
 };
-use rpr::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand};
+use rpr::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand, ToolList};
 use rpr::store::PinCheck;
 use rpr::{Actor, Runtime, StoredPathway};
 use serde_json::{Value, json};
@@ -43,10 +43,11 @@ pub(crate) struct GateArgs {
     /// The actor that proposes every call (the agent behind the MCP client).
     #[arg(long, value_name = "NAME", default_value = "agent")]
     pub(crate) actor: String,
-    /// The name the policy and the pins use for the server (default: the name the
-    /// server reports in its `serverInfo`).
+    /// The name the policy and the pins know the server by: its key in the host's MCP
+    /// configuration. Required: the name a server reports (`serverInfo.name`) is its own
+    /// claim and may change; a new one is a binding change, refused until `rpr pin`.
     #[arg(long, value_name = "NAME")]
-    pub(crate) name: Option<String>,
+    pub(crate) name: String,
     /// Seconds a governed `tools/call` (and a request passed through) may take before
     /// its outcome is recorded as unknown.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -81,7 +82,8 @@ pub(crate) struct Gate {
     policy_path: String,
     database: String,
     actor: Actor,
-    name: Mutex<Option<String>>,
+    /// The server's identity for the policy and the pins (`--name`).
+    name: String,
     upstream: Upstream,
     down: Arc<Downstream>,
     command_line: Vec<String>,
@@ -101,6 +103,9 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
     let policy_path = utf8(&args.policy, "policy")?;
     let database = utf8(&args.database, "database")?;
     let policy = Policy::load(&policy_path)?;
+    policy
+        .check_governs(&args.name)
+        .map_err(|e| format!("policy {policy_path}: {e}"))?;
     let rt = Runtime::builder(&args.database)
         .bounds(policy.bounds())
         .read_durability(match args.read_records {
@@ -124,7 +129,7 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
         policy_path,
         database,
         actor: Actor::new(&args.actor),
-        name: Mutex::new(args.name.clone()),
+        name: args.name.clone(),
         down,
         command_line: args
             .command
@@ -278,8 +283,14 @@ impl Gate {
             .upstream
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
+        // The policy's tool names are checked against the tools the server offers before the
+        // client gets to use it: a rule under a name the server lacks would govern nothing.
+        self.tools(&client).map_err(|e| {
+            note!("rpr gate: {e}");
+            ErrorObject::new(codes::INTERNAL_ERROR, e)
+        })?;
         let server = client.server();
-        let name = self.server_name_of(&client);
+        let name = &self.name;
         let mut result = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": server.capabilities,
@@ -298,13 +309,26 @@ impl Gate {
         Ok(result)
     }
 
-    pub(crate) fn server_name_of(&self, client: &McpClient) -> String {
-        let mut name = self
-            .name
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        name.get_or_insert_with(|| client.server().name.clone())
-            .clone()
+    /// The server's tools, listed (or as last listed), with the policy's tool names
+    /// checked against them: a name the server does not offer refuses the list.
+    pub(crate) fn tools(&self, client: &McpClient) -> Result<Arc<ToolList>, String> {
+        // Unchecked readbacks are said once per gate: the list is read again after each
+        // server restart.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        let list = self.upstream.tools(client)?;
+        self.policy
+            .check_offered(&self.name, &list)
+            .map_err(|e| format!("refused by the gate's policy: {e}"))?;
+        let unchecked = self
+            .policy
+            .check_readbacks(&self.name, &list)
+            .map_err(|e| format!("refused by the gate's policy: {e}"))?;
+        SAID.call_once(|| {
+            for line in &unchecked {
+                note!("rpr gate: note: {line}");
+            }
+        });
+        Ok(list)
     }
 
     /// `tools/list`: every page of the server's tools in one answer, each pinned on first
@@ -323,8 +347,8 @@ impl Gate {
         let internal = |e: String| ErrorObject::new(codes::INTERNAL_ERROR, e);
         let client = self.upstream.client().map_err(internal)?;
         self.upstream.forget_tools();
-        let list = self.upstream.tools(&client).map_err(internal)?;
-        let server = self.server_name_of(&client);
+        let list = self.tools(&client).map_err(internal)?;
+        let server = &self.name;
         for tool in &list.tools {
             let binding = match rpr::mcp::ToolBinding::new(client.server(), tool)
                 .and_then(|b| b.to_binding())
@@ -337,7 +361,7 @@ impl Gate {
             };
             match self
                 .rt
-                .check_pin(&server, &tool.name, &binding, &tool.definition, &self.actor)
+                .check_pin(server, &tool.name, &binding, &tool.definition, &self.actor)
             {
                 Ok(PinCheck::FirstSight(_)) => note!(
                     "rpr gate: pinned `{}` of `{server}` ({})",
