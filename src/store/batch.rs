@@ -102,12 +102,13 @@ where
     }
 
     fn succeeded(&self) -> bool {
-        matches!(self.staged, Some(Ok(_)))
+        // A fenced late outcome is refused and its refusal recorded: that record commits.
+        matches!(self.staged, Some(Ok(_) | Err(StoreError::Fenced { .. })))
     }
 
     fn fail(&mut self, error: &dyn Fn() -> StoreError) {
         self.op = None;
-        if !matches!(self.staged, Some(Err(_))) {
+        if !matches!(self.staged, Some(Err(ref e)) if !matches!(e, StoreError::Fenced { .. })) {
             self.staged = Some(Err(error()));
         }
     }

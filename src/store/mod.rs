@@ -140,8 +140,8 @@ pub enum StoreError {
         /// Its status.
         status: String,
     },
-    /// The outcome of an attempt that is no longer in flight was refused (PostgreSQL: its
-    /// lease lapsed by the database's clock and another host took it over as unknown).
+    /// The outcome of an attempt that is no longer in flight was refused (its lease lapsed
+    /// by the database's clock and it was taken over as unknown), on either store.
     /// The refusal, with the late evidence, is the ledger event at `recorded_seq`; the
     /// pathway is settled by reconciliation like any other unknown.
     #[error(

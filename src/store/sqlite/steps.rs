@@ -61,6 +61,11 @@ impl Backend for SqliteBackend {
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         let tx = Unit::begin(self)?;
+        if let Some(fenced) = refuse_late_outcome(&tx, &step)? {
+            // The refusal is recorded: its unit commits, and the caller learns it was fenced.
+            tx.commit()?;
+            return Err(fenced);
+        }
         let version = apply_rows(&tx, step)?;
         tx.commit()?;
         Ok(version)
@@ -200,6 +205,89 @@ fn insert_rows(
         SqliteBackend::append_event(tx, &new.id, new.at, event)?;
     }
     Ok(())
+}
+
+/// The fence, as on PostgreSQL: a step that records an attempt's dispatch outcome while that
+/// attempt is no longer in flight (its owner's lease lapsed and it was taken over) is
+/// refused, and the refusal is recorded instead, in the caller's unit: an event
+/// `late_outcome_refused` carrying the late status and evidence, the pathway's state and the
+/// attempt's row unchanged, its version moved. The owner's outcome is evidence: it tells who
+/// may still send (it no longer does) and it voids any verdict made before it. Returns the
+/// error to give the caller, or `None` for any other step.
+fn refuse_late_outcome(tx: &Connection, step: &Step) -> Result<Option<StoreError>, StoreError> {
+    let Some(AttemptWrite::Finish {
+        id,
+        status,
+        outcome,
+    }) = &step.attempt
+    else {
+        return Ok(None);
+    };
+    let Some(actor) = step
+        .events
+        .iter()
+        .find(|e| e.attempt.as_deref() == Some(id.as_str()) && e.kind.starts_with("attempt_"))
+        .map(|e| e.actor.clone())
+    else {
+        return Ok(None);
+    };
+    if check_pathway(tx, &step.pathway)?.is_none() {
+        return Err(StoreError::NoSuchPathway(step.pathway.clone()));
+    }
+    let now: Option<String> = tx
+        .prepare_cached("SELECT status FROM attempts WHERE id = ?1 AND pathway_id = ?2")?
+        .query_row(params![id, step.pathway], |r| r.get(0))
+        .optional()?;
+    // An attempt this pathway never had: refused, and nothing recorded (an event naming it
+    // would leave the pathway's chain unexplained).
+    let now = now.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "attempt {id} of pathway {} is missing",
+            step.pathway
+        ))
+    })?;
+    if now == crate::state::AttemptStatus::InFlight.as_str() {
+        return Ok(None);
+    }
+    let state: String = tx
+        .prepare_cached("SELECT state FROM pathways WHERE id = ?1")?
+        .query_row(params![step.pathway], |r| r.get(0))?;
+    let state: State = state
+        .parse()
+        .map_err(|e| StoreError::Corrupt(format!("pathway {}: {e}", step.pathway)))?;
+    let evidence: serde_json::Value = match outcome {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("late outcome: {e}")))?,
+        None => serde_json::Value::Null,
+    };
+    tx.prepare_cached("UPDATE pathways SET version = version + 1, updated_at = ?1 WHERE id = ?2")?
+        .execute(params![step.at, step.pathway])?;
+    let event = EventDraft {
+        kind: "late_outcome_refused",
+        actor,
+        from: Some(state),
+        to: state,
+        attempt: Some(id.clone()),
+        attempt_status: None,
+        data: serde_json::json!({
+            "reason": "the attempt was no longer in flight (its lease lapsed and it was taken over): its late outcome is not recorded",
+            "attempt_status_now": now,
+            "late_status": status,
+            "late_evidence": evidence,
+            "expected_state": step.expected_state.as_str(),
+            "expected_version": step.expected_version,
+        }),
+    };
+    SqliteBackend::append_event(tx, &step.pathway, step.at, event)?;
+    let recorded_seq: i64 = tx
+        .prepare_cached("SELECT max(seq) FROM ledger")?
+        .query_row([], |r| r.get(0))?;
+    Ok(Some(StoreError::Fenced {
+        pathway: step.pathway.clone(),
+        attempt: id.clone(),
+        status: now,
+        recorded_seq,
+    }))
 }
 
 /// One step's writes (inside the caller's unit); the new version.
