@@ -940,7 +940,9 @@ impl World {
     /// Whether runtime `judge` may take over the in-flight attempt `f`: on SQLite an owner
     /// and a judge that can both be judged by the process are judged alive (one process);
     /// otherwise only the lease speaks, renewed by the owner's heartbeat while its runtime
-    /// lives and is not stopped (on SQLite's 20 ms lease a heartbeat may come late).
+    /// lives and is not stopped. A heartbeat may come late: on SQLite's 20 ms lease at any
+    /// time, on PostgreSQL's 300 ms one over the many steps an attempt left in flight by a
+    /// panic stays exposed on a loaded machine (not within one executor's hang).
     fn lapse(&self, judge: usize, f: &Flight) -> Lapse {
         let pg = common::pg::on();
         if !(pg || self.remote[f.owner] || self.remote[judge]) {
@@ -953,7 +955,7 @@ impl World {
             } else {
                 Lapse::May
             }
-        } else if pg {
+        } else if pg && !f.abandoned {
             Lapse::Never
         } else {
             Lapse::May
