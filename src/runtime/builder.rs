@@ -102,7 +102,7 @@ pub struct RuntimeBuilder {
     read_durability: crate::store::ReadDurability,
     schema: Option<String>,
     pg_connections: Option<usize>,
-    /// See [`RuntimeBuilder::simulated_owner`]: `None` outside rpr's own tests.
+    /// See `RuntimeBuilder::simulated_owner` (test tooling): `None` outside rpr's own tests.
     simulated: Option<(bool, Arc<AtomicBool>)>,
 }
 
