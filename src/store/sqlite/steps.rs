@@ -231,23 +231,19 @@ fn refuse_late_outcome(tx: &Connection, step: &Step) -> Result<Option<StoreError
     else {
         return Ok(None);
     };
-    if check_pathway(tx, &step.pathway)?.is_none() {
-        return Err(StoreError::NoSuchPathway(step.pathway.clone()));
-    }
     let now: Option<String> = tx
         .prepare_cached("SELECT status FROM attempts WHERE id = ?1 AND pathway_id = ?2")?
         .query_row(params![id, step.pathway], |r| r.get(0))
         .optional()?;
-    // An attempt this pathway never had: refused, and nothing recorded (an event naming it
-    // would leave the pathway's chain unexplained).
-    let now = now.ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "attempt {id} of pathway {} is missing",
-            step.pathway
-        ))
-    })?;
-    if now == crate::state::AttemptStatus::InFlight.as_str() {
+    // In flight (every outcome in time), or an attempt this pathway never had: the step
+    // goes on, and is checked and refused there as before (nothing recorded for a missing
+    // attempt: an event naming it would leave the pathway's chain unexplained).
+    let Some(now) = now.filter(|s| s != crate::state::AttemptStatus::InFlight.as_str()) else {
         return Ok(None);
+    };
+    // The rows the refusal relies on must be the ones the chain explains.
+    if check_pathway(tx, &step.pathway)?.is_none() {
+        return Err(StoreError::NoSuchPathway(step.pathway.clone()));
     }
     let state: String = tx
         .prepare_cached("SELECT state FROM pathways WHERE id = ?1")?
