@@ -5,16 +5,22 @@
 //! whose request holds a secret and so is stored redacted) through a runtime; act on a
 //! handle from the pool (every public transition of its stage, plus `grant_approval`,
 //! `reconcile`, `attest`, `bind`, `dispatch` and `restore_request`, through a runtime chosen
-//! at random); `load` a random id; `recover`; restart a runtime.
+//! at random); `load` a random id; `recover`; restart a runtime; let a worker that holds a
+//! panicked executor's write apply it.
 //!
 //! Three runtimes: R1 and R2 on database A, R3 on database B, all with [`SequentialIds`],
 //! so pathway, attempt and approval ids collide across the databases. R1 and R2 share one
 //! counter in three cases of four and one each in the fourth (so their attempt ids collide
-//! too: that found the library bug pinned by the regression test at the end of this file). Handles (one enum over every stage type) and tokens (approvals,
+//! too: that found the library bug pinned by the regression test at the end of this file).
+//! Each runtime's owner is, in about two cases of five, one no process can judge
+//! (`RuntimeBuilder::simulated_owner`, test tooling): only its lease speaks, as for an
+//! owner on another machine. Handles (one enum over every stage type) and tokens (approvals,
 //! reconciliations) go into one pool, whatever runtime made them; a step takes a handle
 //! (usually the newest, so that one pathway is followed through its life) and a runtime
 //! (usually one on the handle's database, often any of the three), so handles are used
 //! with a runtime of the other database, or after another runtime moved their pathway on.
+//! Reconciliations are often kept in the pool and used later (for an even selector, one
+//! made for the handle's own pathway), after other steps and evidence on their pathway.
 //!
 //! Executors are in-process and count what they do in a shared log keyed by the request
 //! (database tag + idempotency key): one applies and replies success; one replies success
@@ -26,31 +32,63 @@
 //! past the lease): inside `execute`, the other runtime on the same database (R3 itself on
 //! B) loads and recovers the pathway, which must come back as `InFlightElsewhere`,
 //! dispatches every stale handle of it, which must be refused as a conflict, and loads it
-//! again. Readbacks and attestations tell the truth (they read the log) or cannot decide.
+//! again. On database A any of them may *stop* instead: its runtime's heartbeat is frozen
+//! (as SIGSTOP freezes a process) until its lease has lapsed by the database's clock; the
+//! other runtime looks as above, then the next 1 to 6 steps of the case run (none through
+//! the stopped runtime: they may reconcile, attest, repair, resume, restart the other
+//! runtime); then the owner resumes and does what its kind does. Any of them may panic
+//! inside `execute` (caught by the model): before writing, after writing, or after handing
+//! the write to a worker that applies it at a later step (or never). Readbacks and
+//! attestations tell the truth (they read the log: what it shows now, even while someone
+//! may still send) or cannot decide.
+//!
+//! The model knows who may still send each attempt's request: its owner while `execute`
+//! runs (hanging, stopped), a worker that holds a panicked executor's write. It knows which
+//! in-flight attempts may be taken over ([`World::lapse`]): on SQLite, an owner and a judge
+//! both judged by the process never (the process is alive, also after a panic); otherwise
+//! only the lease speaks — never while the owner's heartbeat renews it (on SQLite's 20 ms
+//! lease a late heartbeat may let it lapse), always once the owner is stopped past it.
 //!
 //! After every public call the test checks:
 //!
 //! 1. at most once: each request was executed exactly as often as its database's ledger
 //!    shows attempts; a new attempt started only after the previous one ended `not_sent`,
-//!    `failed` or `not_applied` (the last by a reconciled not-applied verdict); its effect
-//!    happened at most once (every verdict in the model is true) and never more often than
-//!    attempts started;
+//!    `failed` or `not_applied` (the last by the owner's own outcome, or by a reconciled
+//!    not-applied verdict that was *valid when used*: made at the pathway's version, while
+//!    nobody could still send); its effect happened at most once (every verdict the model
+//!    uses is true) and never more often than attempts started. Around it: no readback
+//!    verdict says not applied while someone may still send; a not-applied attestation then
+//!    comes only from the repair owner and records `accepted_risk` (such a verdict the model
+//!    uses only once its owner came back, and then it must be refused); a verdict used after
+//!    its pathway's stored version moved is refused (as `StaleToken` when it names the
+//!    pathway's attempt, or a conflict for a stale handle) and writes nothing; an attempt
+//!    is taken over only where [`World::lapse`] allows and, where it must, is; the takeover
+//!    records `owner_fate` `lapsed`; the owner's late outcome is refused and recorded
+//!    (`StoreError::Fenced`); an attempt whose executor panicked stays in flight;
 //! 2. database identity: a call through a runtime of the other database (the handle's or
 //!    the token's) failed and left both databases byte-identical; no call changed the
 //!    database it was not made on (nor any database, for `bind` and `restore_request`);
 //!    a refused call wrote nothing (but the `dispatch_refused` record of an executor's
-//!    refusal);
+//!    refusal, and a refused late outcome's record); the lease expiries the heartbeat
+//!    renews between calls (of attempts left in flight by a panic) are not compared;
 //! 3. the stored state of every pathway is the one its events end in and the one the model
 //!    expects from the calls' results; `load` and `recover` return exactly that (and
 //!    `recover` every unresolved pathway); `verify(None)` passes on both databases.
 //!
 //! CI runs [`CI_CASES`] cases on SQLite ([`CI_CASES_PG`] on PostgreSQL), in two tests of
 //! half each so that they use both cores.
-//! The long run: `RPR_MODEL_CASES=100000 cargo test --release --test model -- --nocapture`
-//! (`--nocapture` prints what the cases reached). A failure prints the shrunk sequence with
-//! the trace of its calls; proptest records its seed in `tests/model.proptest-regressions`
-//! and replays it first on the next run. The databases live in `/dev/shm` where it exists:
-//! this test is about the steps, not about fsync.
+//! The long run: `RPR_MODEL_CASES=20000 cargo test --release --locked --test model --
+//! --nocapture` (`--nocapture` prints what the cases reached). Its last run (SQLite, 2 shared
+//! cores): 20,000 cases in 315 s, no failure; they reached 1,424 owners stopped past their
+//! lease (902 attempts taken over after the lapse, 835 late outcomes refused and recorded),
+//! 1,513 executor panics (1,019 loads finding the attempt still in flight, 249 workers
+//! writing later), 582 readbacks left unresolved while someone could still send, 157
+//! not-applied attestations refused to the evidence owner and 53 given by the repair owner
+//! accepting the risk, 215 verdicts refused as stale (44 made while someone could still
+//! send), and 1,144 new attempts after a `not_applied` one. A failure prints the shrunk
+//! sequence with the trace of its calls; proptest records its seed in
+//! `tests/model.proptest-regressions` and replays it first on the next run. The databases
+//! live in `/dev/shm` where it exists: this test is about the steps, not about fsync.
 //!
 //! On either store (`RPR_TEST_BACKEND`): on PostgreSQL the two databases are two schemas,
 //! and a change is found by comparing dumps after every call (there is no `data_version`).
@@ -63,7 +101,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering as AtomicOrdering};
 
 use std::time::{Duration, Instant};
 
@@ -149,6 +187,23 @@ enum Hang {
     Yes,
     /// Hangs longer than the lease.
     Slow,
+    /// Its runtime stops (as SIGSTOP: its heartbeat frozen) past the lease; the next this
+    /// many steps of the case run meanwhile on the other runtimes; then it resumes. On R3
+    /// (alone on database B) or while another runtime is stopped, a slow hang.
+    Stop(u8),
+}
+
+/// Whether the executor panics inside `execute` (the model catches it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Panic {
+    No,
+    /// Before it writes anything.
+    Before,
+    /// After it applied the effect.
+    After,
+    /// After handing the write to a worker, which applies it at a later step
+    /// ([`Op::Release`]), or never.
+    HandOff,
 }
 
 /// Which runtime a step on a handle goes through.
@@ -173,6 +228,7 @@ struct Act {
     token: u8,
     exec: Exec,
     hang: Hang,
+    panic: Panic,
     /// Whether the acting actor holds the role (else an intruder acts).
     honest: bool,
 }
@@ -202,6 +258,10 @@ enum Op {
     Restart {
         rt: u8,
     },
+    /// A worker that holds the write of a panicked executor applies it.
+    Release {
+        sel: u8,
+    },
 }
 
 fn exec_strategy() -> impl Strategy<Value = Exec> {
@@ -221,7 +281,18 @@ fn exec_strategy() -> impl Strategy<Value = Exec> {
 
 fn op_strategy() -> impl Strategy<Value = Op> {
     let via = prop_oneof![7 => any::<u8>().prop_map(Via::Own), 3 => any::<u8>().prop_map(Via::Any)];
-    let hang = prop_oneof![12 => Just(Hang::No), 6 => Just(Hang::Yes), 1 => Just(Hang::Slow)];
+    let hang = prop_oneof![
+        12 => Just(Hang::No),
+        6 => Just(Hang::Yes),
+        1 => Just(Hang::Slow),
+        3 => (1..=6_u8).prop_map(Hang::Stop),
+    ];
+    let panic = prop_oneof![
+        40 => Just(Panic::No),
+        1 => Just(Panic::Before),
+        1 => Just(Panic::After),
+        2 => Just(Panic::HandOff),
+    ];
     let act = (
         any::<u8>(),
         via,
@@ -230,10 +301,11 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         any::<u8>(),
         exec_strategy(),
         hang,
+        panic,
         prop::bool::weighted(0.92),
     )
         .prop_map(
-            |(handle, via, action, arg, token, exec, hang, honest)| Act {
+            |(handle, via, action, arg, token, exec, hang, panic, honest)| Act {
                 handle,
                 via,
                 action,
@@ -241,6 +313,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
                 token,
                 exec,
                 hang,
+                panic,
                 honest,
             },
         );
@@ -265,14 +338,17 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => (0..3_u8, any::<u8>()).prop_map(|(rt, id)| Op::Load { rt, id }),
         1 => (0..3_u8).prop_map(|rt| Op::Recover { rt }),
         1 => (0..3_u8).prop_map(|rt| Op::Restart { rt }),
+        1 => any::<u8>().prop_map(|sel| Op::Release { sel }),
     ]
 }
 
-/// One case: whether R1 and R2 share their id counter, and the steps.
-fn case_strategy() -> impl Strategy<Value = (bool, Vec<Op>)> {
+/// One case: whether R1 and R2 share their id counter, which runtimes have an owner no
+/// process can judge ([`RuntimeBuilder::simulated_owner`]), and the steps.
+fn case_strategy() -> impl Strategy<Value = (bool, [bool; 3], Vec<Op>)> {
     let separate = 0.25;
     (
         prop::bool::weighted(separate),
+        prop::array::uniform3(prop::bool::weighted(0.4)),
         prop::collection::vec(op_strategy(), 1..=MAX_STEPS),
     )
 }
@@ -443,11 +519,112 @@ impl T {
     }
 }
 
+/// What the checks need of a token that is being used up.
+struct TokInfo {
+    db: usize,
+    name: &'static str,
+    pathway: String,
+    attempt: String,
+    minted_at: Option<i64>,
+    taint: Option<Sender>,
+}
+
+fn split_token(tok: Tok) -> (TokInfo, T) {
+    let info = TokInfo {
+        db: tok.db,
+        name: tok.t.name(),
+        pathway: tok.pathway,
+        attempt: tok.attempt,
+        minted_at: tok.minted_at,
+        taint: tok.taint,
+    };
+    (info, tok.t)
+}
+
 /// A token and the database of the pathway it was made for.
 #[derive(Debug)]
 struct Tok {
     db: usize,
     t: T,
+    /// The pathway and attempt it names (reconciliations), and the pathway's stored version
+    /// when it was made.
+    pathway: String,
+    attempt: String,
+    minted_at: Option<i64>,
+    /// Who could still send the attempt's request when it was made (the model's knowledge):
+    /// such a not-applied verdict rests on an accepted risk, not on proof.
+    taint: Option<Sender>,
+}
+
+impl Tok {
+    fn approval(db: usize, pathway: &str, a: Approval) -> Self {
+        Tok {
+            db,
+            t: T::Approval(a),
+            pathway: pathway.to_owned(),
+            attempt: String::new(),
+            minted_at: None,
+            taint: None,
+        }
+    }
+}
+
+/// Who may still send an attempt's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sender {
+    /// The owner: its executor is running (hanging, stopped).
+    Owner,
+    /// A worker its panicked executor handed the write to.
+    Worker,
+}
+
+/// An attempt the model knows is in flight in the database (its status `in_flight`).
+#[derive(Debug, Clone)]
+struct Flight {
+    attempt: String,
+    /// The runtime that dispatched it, and that runtime's generation (restarts) then.
+    owner: usize,
+    generation: u32,
+    /// Its owner is stopped and its lease has lapsed (waited for).
+    stopped: bool,
+    /// Its executor panicked: it stays in flight while the process lives.
+    abandoned: bool,
+}
+
+/// Whether recovery may take an in-flight attempt over, as the model knows its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lapse {
+    /// Its owner is judged alive, or its lease is renewed.
+    Never,
+    /// Its lease may have lapsed (a heartbeat late under load, a dropped owner).
+    May,
+    /// Its lease lapsed: its owner is stopped past it and cannot be judged.
+    Must,
+}
+
+/// A write a panicked executor handed to a worker, not yet applied.
+#[derive(Debug)]
+struct Worker {
+    db: usize,
+    key: String,
+    pathway: String,
+    attempt: String,
+}
+
+/// The payload of the model's deliberate executor panics (kept off stderr).
+struct ModelPanic;
+
+/// Keeps the model's deliberate panics quiet; any other panic is reported as before.
+fn quiet_model_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<ModelPanic>() {
+                previous(info);
+            }
+        }));
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -472,6 +649,34 @@ fn scratch_dir() -> TempDir {
     TempDir::new("model")
 }
 
+/// A database dump without the lease expiries of in-flight attempts: the only values taken
+/// from the real clock (every step's time is the runtimes' model clock, near [`T0`]), and the
+/// only ones written outside a step, by the heartbeat that renews the leases of attempts in
+/// flight (an attempt whose executor panicked stays in flight, renewed, between the steps).
+fn without_leases(dump: &str) -> String {
+    const REAL_CLOCK: u64 = 1_750_000_000_000;
+    let mut out = String::with_capacity(dump.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() == 13 && digits.parse::<u64>().is_ok_and(|v| v >= REAL_CLOCK) {
+            out.push_str("<lease>");
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in dump.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
 /// A read-only connection for watching a database.
 fn watch(path: &std::path::Path) -> Sql {
     Sql::open_read_only(path)
@@ -489,16 +694,20 @@ impl rpr::Clock for SharedClock {
     }
 }
 
-/// Opens a runtime on `path` with a shared id counter and clock.
+/// Opens a runtime on `path` with a shared id counter and clock; `remote`: with an owner no
+/// process can judge (as on another machine); `frozen`: stops its lease renewals while set.
 fn open_runtime(
     path: &std::path::Path,
     ids: &Arc<SequentialIds>,
     clock: &Arc<AtomicI64>,
+    remote: bool,
+    frozen: &Arc<AtomicBool>,
 ) -> Runtime {
     Runtime::builder(path)
         .ids(SharedIds(Arc::clone(ids)))
         .clock(SharedClock(Arc::clone(clock)))
         .lease(lease())
+        .simulated_owner(remote, Arc::clone(frozen))
         .open()
         .unwrap()
 }
@@ -528,6 +737,28 @@ struct World {
     ids: [Arc<SequentialIds>; 3],
     clocks: [Arc<AtomicI64>; 3],
     separate_ids: bool,
+    /// Which runtimes' owners no process can judge (only their lease speaks).
+    remote: [bool; 3],
+    /// Each runtime's heartbeat stop (kept across restarts), and how often it was restarted.
+    frozen: [Arc<AtomicBool>; 3],
+    generation: [Cell<u32>; 3],
+    /// The case's steps, and the next to run: a stopped executor runs some of them itself.
+    ops: Vec<Op>,
+    cursor: Cell<usize>,
+    /// The runtime that is stopped now, if any: no step goes through it.
+    stopped: Cell<Option<usize>>,
+    /// `(database, pathway)` → its attempt in flight, as the calls' results show.
+    flights: RefCell<BTreeMap<(usize, String), Flight>>,
+    /// `(database, pathway, attempt)` → who may still send it (the model's knowledge).
+    senders: RefCell<BTreeMap<(usize, String, String), Sender>>,
+    /// Attempts whose executor returned (its outcome recorded, or refused and recorded).
+    returned: RefCell<BTreeSet<(usize, String, String)>>,
+    workers: RefCell<Vec<Worker>>,
+    /// Attempts taken over after their lease lapsed.
+    takeovers: RefCell<BTreeSet<(usize, String, String)>>,
+    /// Attempts settled by a not-applied verdict that was valid when used: made at the
+    /// pathway's version, while nobody could still send.
+    valid_verdicts: RefCell<BTreeSet<(usize, String, String)>>,
     handles: RefCell<Vec<Entry>>,
     tokens: RefCell<Vec<Tok>>,
     /// `(database, key)` → effects applied by executors.
@@ -559,7 +790,7 @@ struct World {
 }
 
 impl World {
-    fn new(separate_ids: bool) -> Self {
+    fn new(separate_ids: bool, remote: [bool; 3], ops: Vec<Op>) -> Self {
         let dirs = [scratch_dir(), scratch_dir()];
         let paths = [dirs[0].db(), dirs[1].db()];
         let shared = Arc::new(SequentialIds::default());
@@ -573,7 +804,9 @@ impl World {
             Arc::new(SequentialIds::default()),
         ];
         let clocks = [(); 3].map(|()| Arc::new(AtomicI64::new(T0)));
-        let world_rt = |i: usize| open_runtime(&paths[db_of(i)], &ids[i], &clocks[i]);
+        let frozen = [(); 3].map(|()| Arc::new(AtomicBool::new(false)));
+        let world_rt =
+            |i: usize| open_runtime(&paths[db_of(i)], &ids[i], &clocks[i], remote[i], &frozen[i]);
         let rts = [world_rt(0), world_rt(1), world_rt(2)];
         assert_eq!(rts[0].database_id(), rts[1].database_id());
         assert_ne!(rts[0].database_id(), rts[2].database_id());
@@ -582,12 +815,25 @@ impl World {
         let versions = Cell::new([watch[0].data_version(), watch[1].data_version()]);
         let dumps = [watch[0].dump(), watch[1].dump()];
         assert_eq!(dumps[0], db_dump(&paths[0]));
+        let dumps = dumps.map(|d| without_leases(&d));
         Self {
             rts,
             paths,
             ids,
             clocks,
             separate_ids,
+            remote,
+            frozen,
+            generation: [(); 3].map(|()| Cell::new(0)),
+            ops,
+            cursor: Cell::new(0),
+            stopped: Cell::new(None),
+            flights: RefCell::new(BTreeMap::new()),
+            senders: RefCell::new(BTreeMap::new()),
+            returned: RefCell::new(BTreeSet::new()),
+            workers: RefCell::new(Vec::new()),
+            takeovers: RefCell::new(BTreeSet::new()),
+            valid_verdicts: RefCell::new(BTreeSet::new()),
             handles: RefCell::new(Vec::new()),
             tokens: RefCell::new(Vec::new()),
             effects: RefCell::new(BTreeMap::new()),
@@ -634,9 +880,9 @@ impl World {
         }
     }
 
-    fn keep_token(&self, db: usize, t: T) {
+    fn keep_token(&self, tok: Tok) {
         let mut tokens = self.tokens.borrow_mut();
-        tokens.push(Tok { db, t });
+        tokens.push(tok);
         if tokens.len() > MAX_TOKENS {
             tokens.remove(0);
         }
@@ -649,11 +895,70 @@ impl World {
     }
 
     /// The runtime a step on a handle of database `db` goes through.
-    fn via(db: usize, via: Via) -> usize {
-        match via {
+    fn via(&self, db: usize, via: Via) -> usize {
+        self.live(match via {
             Via::Own(r) if db == 0 => usize::from(r % 2),
             Via::Own(_) => 2,
             Via::Any(r) => usize::from(r % 3),
+        })
+    }
+
+    /// `rt`, or while it is stopped the other runtime on its database: a stopped process
+    /// takes no step.
+    fn live(&self, rt: usize) -> usize {
+        match self.stopped.get() {
+            Some(s) if s == rt && rt < 2 => 1 - rt,
+            _ => rt,
+        }
+    }
+
+    /// The next step of the case, and its index.
+    fn next_op(&self) -> Option<(usize, Op)> {
+        let i = self.cursor.get();
+        let op = self.ops.get(i)?.clone();
+        self.cursor.set(i + 1);
+        Some((i, op))
+    }
+
+    /// A pathway's stored version on database `db` (`None` if it is not stored there).
+    fn stored_version(&self, db: usize, id: &str) -> Option<i64> {
+        self.watch[db]
+            .ints(&format!("SELECT version FROM pathways WHERE id = '{id}'"))
+            .first()
+            .copied()
+            .flatten()
+    }
+
+    /// Who may still send `attempt` of pathway `id` on `db`, as the model knows.
+    fn sender(&self, db: usize, id: &str, attempt: &str) -> Option<Sender> {
+        self.senders
+            .borrow()
+            .get(&(db, id.to_owned(), attempt.to_owned()))
+            .copied()
+    }
+
+    /// Whether runtime `judge` may take over the in-flight attempt `f`: on SQLite an owner
+    /// and a judge that can both be judged by the process are judged alive (one process);
+    /// otherwise only the lease speaks, renewed by the owner's heartbeat while its runtime
+    /// lives and is not stopped. A heartbeat may come late: on SQLite's 20 ms lease at any
+    /// time, on PostgreSQL's 300 ms one over the many steps an attempt left in flight by a
+    /// panic stays exposed on a loaded machine (not within one executor's hang).
+    fn lapse(&self, judge: usize, f: &Flight) -> Lapse {
+        let pg = common::pg::on();
+        if !(pg || self.remote[f.owner] || self.remote[judge]) {
+            return Lapse::Never;
+        }
+        let alive = self.generation[f.owner].get() == f.generation;
+        if !alive || self.frozen[f.owner].load(AtomicOrdering::Relaxed) {
+            if alive && f.stopped {
+                Lapse::Must
+            } else {
+                Lapse::May
+            }
+        } else if pg && !f.abandoned {
+            Lapse::Never
+        } else {
+            Lapse::May
         }
     }
 
@@ -745,7 +1050,7 @@ impl World {
             let v = self.watch[db].data_version();
             if v.is_none() || v != versions[db] {
                 versions[db] = v;
-                let now = self.watch[db].dump();
+                let now = without_leases(&self.watch[db].dump());
                 let mut dumps = self.dumps.borrow_mut();
                 changed[db] = now != dumps[db];
                 dumps[db] = now;
@@ -784,8 +1089,8 @@ impl World {
             }
             let events = rt.pathway_events(&row.id).unwrap();
             let mut last_to: Option<String> = None;
-            // (attempt, its status as the events record it so far)
-            let mut attempts: Vec<(String, String)> = Vec::new();
+            // (attempt, its status as the events record it so far, the event kind that set it)
+            let mut attempts: Vec<(String, String, String)> = Vec::new();
             for e in &events {
                 let e: Value = serde_json::from_str(&e.event).unwrap();
                 let kind = e["kind"].as_str().unwrap_or_default();
@@ -793,7 +1098,23 @@ impl World {
                 let status = e["attempt_status"].as_str();
                 if kind == "attempt_started" {
                     let id = attempt.unwrap_or_default().to_owned();
-                    if let Some((prev, prev_status)) = attempts.last() {
+                    if let Some((prev, prev_status, set_by)) = attempts.last() {
+                        // A not-applied verdict separates two attempts only if it was valid
+                        // when used: made at the pathway's version, while nobody could still
+                        // send (the owner's own not-applied outcome is its own evidence).
+                        if prev_status == "not_applied"
+                            && set_by == "reconciled"
+                            && !self.valid_verdicts.borrow().contains(&(
+                                db,
+                                row.id.clone(),
+                                prev.clone(),
+                            ))
+                        {
+                            self.fail(format!(
+                                "call {n}: pathway {} on {name}: attempt {id} started after attempt {prev}'s not-applied verdict, which was not valid when used (made at another version, or while its request could still be sent)",
+                                row.id
+                            ));
+                        }
                         if SETTLED.contains(&prev_status.as_str()) {
                             if self.counted.borrow_mut().insert((db, id.clone())) {
                                 self.cover(&format!("new attempt after {prev_status}"));
@@ -805,10 +1126,13 @@ impl World {
                             ));
                         }
                     }
-                    attempts.push((id, status.unwrap_or_default().to_owned()));
+                    attempts.push((id, status.unwrap_or_default().to_owned(), kind.to_owned()));
                 } else if let (Some(a), Some(s)) = (attempt, status) {
-                    match attempts.iter_mut().find(|(id, _)| id == a) {
-                        Some(entry) => s.clone_into(&mut entry.1),
+                    match attempts.iter_mut().find(|(id, _, _)| id == a) {
+                        Some(entry) => {
+                            s.clone_into(&mut entry.1);
+                            kind.clone_into(&mut entry.2);
+                        }
                         None => self.fail(format!(
                             "call {n}: pathway {} on {name}: event {kind} names attempt {a}, never started",
                             row.id
@@ -884,7 +1208,7 @@ impl World {
                 other_content,
                 admit,
             } => self.propose(
-                usize::from(*rt),
+                self.live(usize::from(*rt)),
                 *key,
                 *mutating,
                 *reads,
@@ -892,17 +1216,61 @@ impl World {
                 *admit,
             ),
             Op::Act(a) => self.act(a),
-            Op::Load { rt, id } => self.load(usize::from(*rt), *id),
-            Op::Recover { rt } => self.recover(usize::from(*rt)),
-            Op::Restart { rt } => self.restart(usize::from(*rt)),
+            Op::Load { rt, id } => self.load(self.live(usize::from(*rt)), *id),
+            Op::Recover { rt } => self.recover(self.live(usize::from(*rt))),
+            Op::Restart { rt } => self.restart(self.live(usize::from(*rt))),
+            Op::Release { sel } => self.release(*sel),
         }
     }
 
+    /// A worker that holds a panicked executor's write applies it (rpr cannot see this).
+    fn release(&self, sel: u8) {
+        let w = {
+            let mut workers = self.workers.borrow_mut();
+            if workers.is_empty() {
+                return;
+            }
+            let i = usize::from(sel) % workers.len();
+            workers.remove(i)
+        };
+        *self
+            .effects
+            .borrow_mut()
+            .entry((w.db, w.key.clone()))
+            .or_default() += 1;
+        self.senders
+            .borrow_mut()
+            .remove(&(w.db, w.pathway.clone(), w.attempt.clone()));
+        self.cover("a worker wrote after its executor panicked");
+        self.after(
+            &format!(
+                "the worker of {}@{} (attempt {}) writes {}",
+                w.pathway, DB_NAMES[w.db], w.attempt, w.key
+            ),
+            None,
+            false,
+            &CallEnd::Ok,
+        );
+    }
+
     /// Drops runtime `i` and opens it again: its handles stay valid (they belong to the
-    /// database, not to the runtime).
+    /// database, not to the runtime). Attempts whose executor panicked stay in flight in
+    /// this process, but their lease is no longer renewed.
     fn restart(&self, i: usize) {
-        let new = open_runtime(&self.paths[db_of(i)], &self.ids[i], &self.clocks[i]);
-        drop(self.rts[i].replace(new));
+        let Ok(mut slot) = self.rts[i].try_borrow_mut() else {
+            // A call through it is on the stack (its executor is running this step).
+            return;
+        };
+        let new = open_runtime(
+            &self.paths[db_of(i)],
+            &self.ids[i],
+            &self.clocks[i],
+            self.remote[i],
+            &self.frozen[i],
+        );
+        drop(std::mem::replace(&mut *slot, new));
+        drop(slot);
+        self.generation[i].set(self.generation[i].get() + 1);
         self.cover("restart");
         self.after(
             &format!("restart {}", RT_NAMES[i]),
@@ -1054,11 +1422,7 @@ impl World {
         let decision = decision_of(arg / 3);
         let what = format!("{what}, bound at once ({decision:?})");
         let policy = move |_: &Definition| decision.clone();
-        let mut ex = ModelExec {
-            world: self,
-            kind: Exec::Apply,
-            hang: None,
-        };
+        let mut ex = ModelExec::plain(self, Exec::Apply);
         let ready = self.rt(rt).propose_and_bind(
             &actor("proposer"),
             &actor("decision_owner"),
@@ -1217,15 +1581,17 @@ impl World {
                     ));
                 }
                 self.cover("recover");
+                // Adopted first: a takeover it made is a result the model takes in.
+                let n = all.len();
+                for s in all {
+                    let _ = self.adopt(db, rt, s, "recovered", None);
+                }
                 self.after(
-                    &format!("recover ({} pathways)", all.len()),
+                    &format!("recover ({n} pathways)"),
                     Some(rt),
                     false,
                     &CallEnd::Ok,
                 );
-                for s in all {
-                    let _ = self.adopt(db, rt, s, "recovered", None);
-                }
             }
             Err(e) => {
                 self.fail(format!("recover through {}: {e}", RT_NAMES[rt]));
@@ -1235,8 +1601,10 @@ impl World {
     }
 
     /// Takes a loaded pathway into the pool after checking its stage against the model.
-    /// `in_flight` is the pathway a hanging executor is carrying right now (if any): it, and
-    /// only it, must come back as `InFlightElsewhere`.
+    /// A pathway whose attempt the model knows in flight must come back as
+    /// `InFlightElsewhere`, or (where [`World::lapse`] allows, and must where it says so)
+    /// taken over as unknown; any other pathway in its stored state. `in_flight` is the
+    /// pathway whose executor is running this very call (if any).
     fn adopt(
         &self,
         db: usize,
@@ -1246,6 +1614,7 @@ impl World {
         in_flight: Option<&str>,
     ) -> String {
         let id = s.id().to_owned();
+        let flight = self.flights.borrow().get(&(db, id.clone())).cloned();
         let (state, h): (Option<State>, Option<H>) = match s {
             StoredPathway::Proposed(p) => (Some(p.state()), Some(H::Proposed(p))),
             StoredPathway::AwaitingApproval(p) => (Some(p.state()), Some(H::AwaitingApproval(p))),
@@ -1263,14 +1632,31 @@ impl World {
             StoredPathway::Denied(p) => (Some(p.state()), None),
             StoredPathway::Aborted(p) => (Some(p.state()), None),
             StoredPathway::InFlightElsewhere { attempt, .. } => {
-                if in_flight == Some(id.as_str()) && attempt.status == rpr::AttemptStatus::InFlight
-                {
-                    self.cover("in flight elsewhere, seen from inside execute");
-                } else {
-                    self.fail(format!(
+                match &flight {
+                    Some(f)
+                        if f.attempt == attempt.id
+                            && attempt.status == rpr::AttemptStatus::InFlight =>
+                    {
+                        if self.lapse(rt, f) == Lapse::Must {
+                            self.fail(format!(
+                                "{what} through {}: {id}'s owner {} cannot be judged and is stopped past its lease, but its attempt {} was not taken over",
+                                RT_NAMES[rt], RT_NAMES[f.owner], f.attempt
+                            ));
+                        }
+                        self.cover(if in_flight == Some(id.as_str()) {
+                            "in flight elsewhere, seen from inside execute"
+                        } else if f.abandoned {
+                            "in flight elsewhere after its executor panicked"
+                        } else if f.stopped {
+                            "in flight elsewhere while its owner is stopped past its lease"
+                        } else {
+                            "in flight elsewhere"
+                        });
+                    }
+                    _ => self.fail(format!(
                         "{what} through {}: {id} is InFlightElsewhere (attempt {} {}), but no executor is carrying it",
                         RT_NAMES[rt], attempt.id, attempt.status
-                    ));
+                    )),
                 }
                 (None, None)
             }
@@ -1279,13 +1665,20 @@ impl World {
                 (None, None)
             }
         };
-        if let Some(state) = state {
-            if in_flight == Some(id.as_str()) {
+        if let (Some(state), Some(f)) = (state, &flight) {
+            if state == State::WriteStatusUnknown && self.lapse(rt, f) != Lapse::Never {
+                self.taken_over(db, rt, &id, f);
+            } else {
                 self.fail(format!(
-                    "{what} through {}: {id} is in flight in a live runtime, but came back as {state}",
-                    RT_NAMES[rt]
+                    "{what} through {}: {id}'s attempt {} is in flight ({} dispatched it; its lease {:?} to lapse), but came back as {state}",
+                    RT_NAMES[rt],
+                    f.attempt,
+                    RT_NAMES[f.owner],
+                    self.lapse(rt, f)
                 ));
             }
+        }
+        if let Some(state) = state {
             let model = self.expected.borrow().get(&(db, id.clone())).copied();
             if model != Some(state) {
                 self.fail(format!(
@@ -1305,6 +1698,43 @@ impl World {
             "{id} {}",
             state.map_or_else(|| "in_flight_elsewhere".to_owned(), |s| s.to_string())
         )
+    }
+
+    /// Runtime `rt` took `f`, the in-flight attempt of `id`, over as unknown after its lease
+    /// lapsed: the ledger must say the owner was not proven gone (it may still send).
+    fn taken_over(&self, db: usize, rt: usize, id: &str, f: &Flight) {
+        self.flights.borrow_mut().remove(&(db, id.to_owned()));
+        self.takeovers
+            .borrow_mut()
+            .insert((db, id.to_owned(), f.attempt.clone()));
+        self.expect(db, id, State::WriteStatusUnknown);
+        let fate = self
+            .rt(rt)
+            .pathway_events(id)
+            .unwrap()
+            .iter()
+            .filter_map(|e| serde_json::from_str::<Value>(&e.event).ok())
+            .filter(|e| {
+                e["kind"] == "recovered_unknown" && e["attempt"].as_str() == Some(&f.attempt)
+            })
+            .map(|e| e["data"]["owner_fate"].clone())
+            .next_back();
+        if fate != Some(json!("lapsed")) {
+            self.fail(format!(
+                "{id}: attempt {} of {} (who may still send) was taken over with owner_fate {fate:?}, not lapsed",
+                f.attempt, RT_NAMES[f.owner]
+            ));
+        }
+        self.cover(&format!(
+            "taken over after a lapse ({})",
+            if f.stopped {
+                "owner stopped"
+            } else if f.abandoned {
+                "executor panicked"
+            } else {
+                "heartbeat late"
+            }
+        ));
     }
 
     /// A step's call ended with a new stage or a refusal.
@@ -1365,13 +1795,30 @@ impl World {
         Some(handles.remove(i))
     }
 
-    fn take_token(&self, sel: u8, fits: impl Fn(&T) -> bool) -> Option<Tok> {
+    /// A token that `fits`; for an even selector, one made for pathway `mine` if there is
+    /// one (so that verdicts are used on their pathway after later steps and evidence).
+    fn take_token(
+        &self,
+        sel: u8,
+        mine: Option<(usize, &str)>,
+        fits: impl Fn(&T) -> bool,
+    ) -> Option<Tok> {
         let mut tokens = self.tokens.borrow_mut();
         let fitting: Vec<usize> = (0..tokens.len()).filter(|&i| fits(&tokens[i].t)).collect();
         if fitting.is_empty() {
             return None;
         }
-        let i = fitting[usize::from(sel) % fitting.len()];
+        let own: Vec<usize> = fitting
+            .iter()
+            .copied()
+            .filter(|&i| mine.is_some_and(|(db, id)| tokens[i].db == db && tokens[i].pathway == id))
+            .collect();
+        let pool = if sel.is_multiple_of(2) && !own.is_empty() {
+            own
+        } else {
+            fitting
+        };
+        let i = pool[usize::from(sel / 2) % pool.len()];
         Some(tokens.remove(i))
     }
 
@@ -1383,7 +1830,7 @@ impl World {
             self.restore(db, h, a.arg % 4 == 3);
             return;
         }
-        let rt = Self::via(db, a.via);
+        let rt = self.via(db, a.via);
         let who = |role: &str| {
             if a.honest {
                 actor(role)
@@ -1524,25 +1971,28 @@ impl World {
                     }
                 }
             }
+            // Verdicts are often kept and used later from the pool (made for this pathway,
+            // for an even selector), after other steps and evidence on it.
             H::Unknown(p) => match a.action % 8 {
-                0 => self.reconcile(db, rt, p, a, false),
+                0 | 7 => self.reconcile(db, rt, p, a, false),
                 1 => self.attest(db, rt, p, a, false),
-                2 => {
-                    let Some(tok) = self.take_token(a.token, |t| !matches!(t, T::Approval(_)))
-                    else {
+                2 | 3 => {
+                    let Some(tok) = self.take_token(a.token, Some((db, p.id())), |t| {
+                        !matches!(t, T::Approval(_))
+                    }) else {
                         self.keep(db, p);
                         return;
                     };
                     self.use_on_unknown(db, rt, p, tok);
                 }
-                3..=5 => self.reconcile(db, rt, p, a, true),
+                4 | 5 => self.reconcile(db, rt, p, a, true),
                 _ => self.attest(db, rt, p, a, true),
             },
             H::RepairUnsettled(p) => match a.action % 9 {
                 0 => self.reconcile(db, rt, p, a, false),
                 1 => self.attest(db, rt, p, a, false),
-                2 => {
-                    let Some(tok) = self.take_token(a.token, |t| {
+                2 | 3 => {
+                    let Some(tok) = self.take_token(a.token, Some((db, p.id())), |t| {
                         matches!(t, T::NotApplied(_) | T::Unresolved(_))
                     }) else {
                         self.keep(db, p);
@@ -1550,7 +2000,7 @@ impl World {
                     };
                     self.use_on_unsettled(db, rt, p, tok);
                 }
-                3..=5 => self.reconcile(db, rt, p, a, true),
+                4 | 5 => self.reconcile(db, rt, p, a, true),
                 6 | 7 => self.attest(db, rt, p, a, true),
                 _ => {
                     let call = call_on("abort", p.id());
@@ -1649,7 +2099,7 @@ impl World {
                     let r = p.approve(&self.rt(c.rt), approval);
                     self.done::<S, Approved>(&call, r);
                 } else {
-                    self.keep_token(c.db, T::Approval(approval));
+                    self.keep_token(Tok::approval(c.db, p.id(), approval));
                     self.keep(c.db, p);
                 }
             }
@@ -1672,7 +2122,8 @@ impl World {
         let Some(Tok {
             db,
             t: T::Approval(approval),
-        }) = self.take_token(sel, |t| matches!(t, T::Approval(_)))
+            ..
+        }) = self.take_token(sel, None, |t| matches!(t, T::Approval(_)))
         else {
             self.keep(c.db, p);
             return;
@@ -1702,11 +2153,7 @@ impl World {
     ) where
         Pathway<S>: Keep,
     {
-        let mut ex = ModelExec {
-            world: self,
-            kind: a.exec,
-            hang: None,
-        };
+        let mut ex = ModelExec::plain(self, a.exec);
         let id = p.id().to_owned();
         match p.bind(&mut ex) {
             Ok(bound) => {
@@ -1780,29 +2227,65 @@ impl World {
             db,
             rt,
             slow: a.hang == Hang::Slow,
+            stop: match a.hang {
+                Hang::Stop(n) => Some(n),
+                _ => None,
+            },
         });
         let mut ex = ModelExec {
             world: self,
             kind: a.exec,
             hang,
+            panic: a.panic,
+            flight: Some((db, id.clone(), rt)),
+            attempt: None,
         };
         let label = format!(
-            "{:?}{}",
+            "{:?}{}{}",
             a.exec,
             match a.hang {
-                Hang::No => "",
-                Hang::Yes => ", hanging",
-                Hang::Slow => ", hanging past the lease",
+                Hang::No => String::new(),
+                Hang::Yes => ", hanging".into(),
+                Hang::Slow => ", hanging past the lease".into(),
+                Hang::Stop(n) => format!(", stopping past the lease for {n} steps"),
+            },
+            match a.panic {
+                Panic::No => "",
+                Panic::Before => ", panicking before it writes",
+                Panic::After => ", panicking after it wrote",
+                Panic::HandOff => ", panicking after handing its write to a worker",
             }
         );
-        let outcome = if merged {
-            self.cover("dispatch_and_confirm");
-            let mut readback = self.readback(a.arg);
-            bound.dispatch_and_confirm(&self.rt(rt), &by, &mut ex, &mut readback)
-        } else {
-            bound.dispatch(&self.rt(rt), &by, &mut ex)
-        };
         let what = |r: &str| format!("{name} {id}@{} with {label} as {by} = {r}", DB_NAMES[db]);
+        if merged {
+            self.cover("dispatch_and_confirm");
+        }
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if merged {
+                let mut readback = self.readback(a.arg);
+                bound.dispatch_and_confirm(&self.rt(rt), &by, &mut ex, &mut readback)
+            } else {
+                bound.dispatch(&self.rt(rt), &by, &mut ex)
+            }
+        }));
+        let outcome = match caught {
+            Ok(outcome) => outcome,
+            Err(payload) if payload.is::<ModelPanic>() => {
+                // The attempt stays in flight in this process (its write may live on).
+                self.cover("executor panicked");
+                if self.flights.borrow().contains_key(&(db, id.clone())) {
+                    self.expect(db, &id, State::Running);
+                }
+                self.after(
+                    &what("panicked; in flight in this process"),
+                    Some(rt),
+                    call.foreign,
+                    &CallEnd::Ok,
+                );
+                return;
+            }
+            Err(payload) => std::panic::resume_unwind(payload),
+        };
         match outcome {
             Outcome::NotSent(not_sent) => {
                 let recorded = matches!(not_sent.error(), PathwayError::Executor(_));
@@ -1837,11 +2320,36 @@ impl World {
             Outcome::Partial(p) => self.ok(&call, p),
             Outcome::Unknown(p) => self.ok(&call, p),
             Outcome::Unrecorded(unrecorded) => {
-                self.fail(format!(
-                    "dispatch {id}: the outcome could not be recorded: {}",
-                    unrecorded.error
-                ));
-                self.after(&what("unrecorded"), Some(rt), call.foreign, &CallEnd::Ok);
+                let taken = ex.attempt.as_ref().is_some_and(|at| {
+                    self.takeovers
+                        .borrow()
+                        .contains(&(db, id.clone(), at.clone()))
+                });
+                let fenced = matches!(
+                    unrecorded.error,
+                    PathwayError::Store(StoreError::Fenced { .. })
+                );
+                if taken && fenced {
+                    // Refused, and recorded as `late_outcome_refused`: evidence after any
+                    // verdict made while the owner was away.
+                    self.cover("late outcome refused and recorded after a takeover");
+                } else {
+                    self.fail(format!(
+                        "dispatch {id}: the outcome could not be recorded ({}): {}",
+                        if taken {
+                            "taken over, but not fenced"
+                        } else {
+                            "never taken over"
+                        },
+                        unrecorded.error
+                    ));
+                }
+                self.after(
+                    &what("unrecorded: late outcome refused"),
+                    Some(rt),
+                    call.foreign,
+                    &CallEnd::RefusedRecorded(describe(&unrecorded.error)),
+                );
             }
             other => self.fail(format!("dispatch {id}: unknown outcome {other:?}")),
         }
@@ -1866,6 +2374,19 @@ impl World {
             return;
         };
         self.cover(&format!("reconcile -> {}", t.name()));
+        let attempt = p.attempt_id().to_owned();
+        let taint = self.sender(db, p.id(), &attempt);
+        if let Some(sender) = taint {
+            self.cover(&format!(
+                "reconcile while the {sender:?} may still send -> {}",
+                t.name()
+            ));
+            if matches!(t, T::NotApplied(_)) {
+                self.fail(format!(
+                    "{what}: a readback found no effect and rpr said not applied, while the {sender:?} of attempt {attempt} may still send"
+                ));
+            }
+        }
         // `reconcile` writes nothing; a foreign one must not reach a verdict.
         let result = if matches!(t, T::Unresolved(_)) {
             CallEnd::Refused("unresolved".into())
@@ -1878,11 +2399,25 @@ impl World {
             foreign,
             &result,
         );
+        let tok = self.token(db, p.id(), attempt, t, taint);
         if then_use {
-            Reconcile::use_token(self, db, rt, p, Tok { db, t });
+            Reconcile::use_token(self, db, rt, p, tok);
         } else {
-            self.keep_token(db, t);
+            self.keep_token(tok);
             self.keep(db, p);
+        }
+    }
+
+    /// A reconciliation token for `attempt` of pathway `id` on `db`, with the pathway's
+    /// stored version now.
+    fn token(&self, db: usize, id: &str, attempt: String, t: T, taint: Option<Sender>) -> Tok {
+        Tok {
+            db,
+            t,
+            pathway: id.to_owned(),
+            attempt,
+            minted_at: self.stored_version(db, id),
+            taint,
         }
     }
 
@@ -1891,7 +2426,8 @@ impl World {
         Pathway<S>: Keep + Reconcile,
     {
         let foreign = db_of(rt) != db;
-        // Attestations tell the truth too (or decline to decide).
+        // Attestations tell the truth too (or decline to decide): what the effect log shows
+        // now, even while someone may still send.
         let verdict = if a.arg % 4 == 3 {
             Attestation::Unresolved
         } else if self.applied(&p.definition().request) {
@@ -1907,6 +2443,8 @@ impl World {
             actor("repair_owner")
         };
         let what = format!("attest {verdict:?} on {}@{} as {by}", p.id(), DB_NAMES[db]);
+        let attempt = p.attempt_id().to_owned();
+        let taint = self.sender(db, p.id(), &attempt);
         match self
             .rt(rt)
             .attest(&p, &by, verdict, &json!({"looked": "effect log"}))
@@ -1917,23 +2455,145 @@ impl World {
                     return;
                 };
                 self.cover(&format!("attest -> {}", t.name()));
+                if let (Some(sender), T::NotApplied(token)) = (taint, &t) {
+                    // Only the repair owner may accept the risk, and the token says so.
+                    if by.as_str() != "repair_owner"
+                        || token.evidence().get("accepted_risk").is_none()
+                    {
+                        self.fail(format!(
+                            "{what}: a not-applied attestation was given while the {sender:?} of attempt {attempt} may still send, without the repair owner accepting the risk: {}",
+                            token.evidence()
+                        ));
+                    }
+                    self.cover(&format!(
+                        "not applied attested by the repair owner, accepting the risk that the {sender:?} sends"
+                    ));
+                }
                 self.after(&what, Some(rt), foreign, &CallEnd::Ok);
+                let tok = self.token(db, p.id(), attempt, t, taint);
                 if then_use {
-                    Reconcile::use_token(self, db, rt, p, Tok { db, t });
+                    Reconcile::use_token(self, db, rt, p, tok);
                 } else {
-                    self.keep_token(db, t);
+                    self.keep_token(tok);
                     self.keep(db, p);
                 }
             }
             Err(e) => {
+                if taint.is_some()
+                    && verdict == Attestation::NotApplied
+                    && by.as_str() == "evidence_owner"
+                    && matches!(e, PathwayError::NotAuthorized { .. })
+                {
+                    self.cover("not applied attested by the evidence owner while the owner may still send: refused");
+                }
                 self.after(&what, Some(rt), foreign, &CallEnd::Refused(describe(&e)));
                 self.keep(db, p);
             }
         }
     }
 
+    /// Whether the model uses `tok` on a pathway now at `now` (its stored version): a
+    /// not-applied verdict made while someone could still send rests on an accepted risk.
+    /// It is used only after its owner came back (whose outcome, recorded since, must void
+    /// it); while anyone may still send, or after a worker wrote unseen, it waits.
+    fn usable(&self, db: usize, id: &str, tok: &Tok, now: Option<i64>) -> bool {
+        let (T::NotApplied(_), Some(sender)) = (&tok.t, tok.taint) else {
+            return true;
+        };
+        let at = (db, id.to_owned(), tok.attempt.clone());
+        let came_back = sender == Sender::Owner && self.returned.borrow().contains(&at);
+        if !came_back || tok.db != db || tok.pathway != id {
+            return false;
+        }
+        if tok.minted_at == now {
+            self.fail(format!(
+                "{id}: the owner of attempt {} came back after a risky not-applied verdict was made, but the pathway is still at the verdict's version {now:?}: its outcome is not on record",
+                tok.attempt
+            ));
+        }
+        true
+    }
+
+    /// Uses `tok` on `p` (its stage's method `name`, `result` its call): checks what a
+    /// token may do. A token made before the pathway's stored version moved is refused (if
+    /// it names this pathway's attempt, as stale); a not-applied verdict accepted is valid
+    /// only while nobody could still send.
+    fn token_used<S: Stage, N: Stage>(
+        &self,
+        c: &Call,
+        tok: &TokInfo,
+        attempt: &str,
+        before: Option<i64>,
+        result: Result<Pathway<N>, Refused<S>>,
+    ) where
+        Pathway<S>: Keep,
+        Pathway<N>: Keep,
+    {
+        let moved = tok.db == c.db && tok.minted_at.is_some() && tok.minted_at != before;
+        let same = !c.foreign && tok.db == c.db && tok.pathway == c.id && tok.attempt == attempt;
+        match &result {
+            Ok(_) => {
+                if moved {
+                    self.fail(format!(
+                        "{}: a {} verdict made at version {:?} was used at version {before:?}",
+                        c.what("ok"),
+                        tok.name,
+                        tok.minted_at
+                    ));
+                }
+                if tok.name == "not_applied" {
+                    let at = (c.db, c.id.clone(), attempt.to_owned());
+                    match self.senders.borrow().get(&at) {
+                        Some(sender) => self.fail(format!(
+                            "{}: a not-applied verdict was accepted while the {sender:?} of attempt {attempt} may still send",
+                            c.what("ok")
+                        )),
+                        None => {
+                            self.valid_verdicts.borrow_mut().insert(at);
+                        }
+                    }
+                    if tok.taint.is_some() {
+                        self.cover("a risky not-applied verdict used once nobody could send");
+                    }
+                }
+            }
+            Err(r) => {
+                let stale = matches!(r.error(), PathwayError::StaleToken { .. });
+                if stale {
+                    self.cover(&format!(
+                        "{} verdict refused as stale{}",
+                        tok.name,
+                        if tok.taint.is_some() {
+                            " (made while someone could still send)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                if moved
+                    && same
+                    && !stale
+                    && !matches!(r.error(), PathwayError::Store(StoreError::Conflict { .. }))
+                {
+                    self.fail(format!(
+                        "{}: a verdict made before the pathway moved on was refused, but not as stale: {}",
+                        c.what("refused"),
+                        r.error()
+                    ));
+                }
+            }
+        }
+        self.done(c, result);
+    }
+
     fn use_on_unknown(&self, db: usize, rt: usize, p: Pathway<Unknown>, tok: Tok) {
         let foreign = db_of(rt) != db || tok.db != db_of(rt);
+        let before = self.stored_version(db, p.id());
+        if !self.usable(db, p.id(), &tok, before) {
+            self.keep_token(tok);
+            self.keep(db, p);
+            return;
+        }
         let call = |name| Call {
             name,
             id: p.id().to_owned(),
@@ -1941,29 +2601,42 @@ impl World {
             rt,
             foreign,
         };
+        if matches!(tok.t, T::Approval(_)) {
+            self.keep_token(tok);
+            self.keep(db, p);
+            return;
+        }
+        let attempt = p.attempt().to_owned();
         let r = &self.rt(rt);
-        match tok.t {
+        let (shown, t) = split_token(tok);
+        match t {
             T::Applied(t) => {
                 let c = call("complete");
-                self.done(&c, p.complete(r, t));
+                self.token_used(&c, &shown, &attempt, before, p.complete(r, t));
             }
             T::NotApplied(t) => {
                 let c = call("require_repair (not applied)");
-                self.done(&c, p.require_repair(r, t));
+                self.token_used(&c, &shown, &attempt, before, p.require_repair(r, t));
             }
             T::Unresolved(t) => {
                 let c = call("keep_unknown");
-                self.done(&c, p.keep_unknown(r, t));
+                self.token_used(&c, &shown, &attempt, before, p.keep_unknown(r, t));
             }
-            T::Approval(a) => {
-                self.keep_token(tok.db, T::Approval(a));
-                self.keep(db, p);
-            }
+            T::Approval(_) => unreachable!(),
         }
     }
 
     fn use_on_unsettled(&self, db: usize, rt: usize, p: Pathway<RepairUnsettled>, tok: Tok) {
         let foreign = db_of(rt) != db || tok.db != db_of(rt);
+        let before = self.stored_version(db, p.id());
+        if !matches!(tok.t, T::NotApplied(_) | T::Unresolved(_))
+            || !self.usable(db, p.id(), &tok, before)
+        {
+            // No method takes an applied verdict: it leaves the pathway unsettled.
+            self.keep_token(tok);
+            self.keep(db, p);
+            return;
+        }
         let call = |name| Call {
             name,
             id: p.id().to_owned(),
@@ -1971,21 +2644,19 @@ impl World {
             rt,
             foreign,
         };
+        let attempt = p.attempt().to_owned();
         let r = &self.rt(rt);
-        match tok.t {
+        let (shown, t) = split_token(tok);
+        match t {
             T::NotApplied(t) => {
                 let c = call("settle");
-                self.done(&c, p.settle(r, t));
+                self.token_used(&c, &shown, &attempt, before, p.settle(r, t));
             }
             T::Unresolved(t) => {
                 let c = call("keep_unsettled");
-                self.done(&c, p.keep_unsettled(r, t));
+                self.token_used(&c, &shown, &attempt, before, p.keep_unsettled(r, t));
             }
-            t => {
-                // No method takes it: an applied verdict leaves the pathway unsettled.
-                self.keep_token(tok.db, t);
-                self.keep(db, p);
-            }
+            _ => unreachable!(),
         }
     }
 
@@ -1998,17 +2669,37 @@ impl World {
     }
 
     /// Inside a hanging `execute`: the other runtime on the same database (R3 itself on
-    /// B) loads and recovers the pathway, and every stale handle of it is dispatched.
+    /// B) loads and recovers the pathway, and every stale handle of it is dispatched. A
+    /// stopping executor first stops its runtime's heartbeat and waits until its lease has
+    /// lapsed by the database's clock; then, after the stale handles, the next steps of the
+    /// case run (none through the stopped runtime); then it resumes.
     fn hang(&self, ctx: &HangCtx) {
-        if ctx.slow {
+        let stop = ctx
+            .stop
+            .filter(|_| ctx.rt < 2 && self.stopped.get().is_none());
+        if ctx.slow || (ctx.stop.is_some() && stop.is_none()) {
             std::thread::sleep(slow());
             self.cover("slow executor past its lease");
         }
         let other = match ctx.rt {
+            0 | 1 if self.stopped.get() == Some(1 - ctx.rt) => ctx.rt,
             0 => 1,
             1 => 0,
             _ => 2,
         };
+        if stop.is_some() {
+            self.frozen[ctx.rt].store(true, AtomicOrdering::Relaxed);
+            self.stopped.set(Some(ctx.rt));
+            self.wait_past_lease(ctx, other);
+            self.cover(&format!(
+                "owner stopped past its lease ({})",
+                if self.remote[ctx.rt] {
+                    "judged by its lease"
+                } else {
+                    "judged by its process"
+                }
+            ));
+        }
         let peek = |rt: usize| {
             // The same definition proposed again replays the stored pathway: in flight.
             let what = format!(
@@ -2062,12 +2753,12 @@ impl World {
             mine
         };
         for (i, e) in stale.into_iter().enumerate() {
-            let rt = if i % 2 == 0 { other } else { ctx.rt };
-            let mut ex = ModelExec {
-                world: self,
-                kind: Exec::Apply,
-                hang: None,
+            let rt = if i % 2 == 0 || stop.is_some() {
+                other
+            } else {
+                ctx.rt
             };
+            let mut ex = ModelExec::plain(self, Exec::Apply);
             // A re-hydrated handle gets its full request back first.
             let h = if e.h.is_redacted() {
                 let key = each_h!(&e.h, p => p.definition().idempotency_key.clone());
@@ -2132,8 +2823,100 @@ impl World {
                 )),
             }
         }
+        if let Some(n) = stop {
+            // The steps that run meanwhile start with the stopped pathway's newest handle
+            // (its unknown stage, if it was taken over).
+            {
+                let mut handles = self.handles.borrow_mut();
+                if let Some(i) = handles
+                    .iter()
+                    .rposition(|e| e.db == ctx.db && e.h.id() == ctx.pathway)
+                {
+                    let e = handles.remove(i);
+                    handles.push(e);
+                }
+            }
+            // What the dispatch and the looks inside it wrote so far, checked before the
+            // steps that run meanwhile.
+            self.after(
+                &format!(
+                    "[{} stopped inside execute of {}]",
+                    RT_NAMES[ctx.rt], ctx.pathway
+                ),
+                Some(ctx.rt),
+                false,
+                &CallEnd::Ok,
+            );
+            for _ in 0..n {
+                let Some((i, op)) = self.next_op() else {
+                    break;
+                };
+                self.trace.borrow_mut().push(format!(
+                    "-- step {i} (while {} is stopped): {op:?}",
+                    RT_NAMES[ctx.rt]
+                ));
+                self.run(&op);
+            }
+        }
         // After the stale attempts, the in-flight attempt is still not ours to take.
         peek(other);
+        if stop.is_some() {
+            if let Some(f) = self
+                .flights
+                .borrow_mut()
+                .get_mut(&(ctx.db, ctx.pathway.clone()))
+            {
+                f.stopped = false;
+            }
+            self.stopped.set(None);
+            self.frozen[ctx.rt].store(false, AtomicOrdering::Relaxed);
+        }
+    }
+
+    /// Waits, the owner's heartbeat stopped, until the in-flight attempt's lease has lapsed
+    /// by the database's clock (the machine's: SQLite's `unixepoch`, a local PostgreSQL's
+    /// `clock_timestamp`), and at least as long as a slow executor hangs.
+    fn wait_past_lease(&self, ctx: &HangCtx, reader: usize) {
+        let started = Instant::now();
+        let attempt = self
+            .flights
+            .borrow()
+            .get(&(ctx.db, ctx.pathway.clone()))
+            .map(|f| f.attempt.clone());
+        loop {
+            std::thread::sleep(lease() / 4);
+            let until = self
+                .rt(reader)
+                .attempt_records(&ctx.pathway)
+                .unwrap()
+                .into_iter()
+                .find(|a| Some(&a.id) == attempt.as_ref())
+                .and_then(|a| a.lease_until);
+            let now = i64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis(),
+            )
+            .unwrap();
+            if started.elapsed() >= slow() && until.is_none_or(|u| now > u + 5) {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                self.fail(format!(
+                    "{}: the lease of a stopped owner never lapsed (lease_until {until:?}, now {now})",
+                    ctx.pathway
+                ));
+                break;
+            }
+        }
+        if let Some(f) = self
+            .flights
+            .borrow_mut()
+            .get_mut(&(ctx.db, ctx.pathway.clone()))
+        {
+            f.stopped = true;
+        }
     }
 }
 
@@ -2154,7 +2937,9 @@ fn describe(e: &PathwayError) -> String {
         PathwayError::ForeignPathway { .. } => "ForeignPathway".into(),
         PathwayError::NotAuthorized { actor, .. } => format!("NotAuthorized({actor})"),
         PathwayError::TokenMismatch(_) => "TokenMismatch".into(),
+        PathwayError::StaleToken { .. } => "StaleToken".into(),
         PathwayError::Store(StoreError::Conflict { .. }) => "Conflict".into(),
+        PathwayError::Store(StoreError::Fenced { .. }) => "Fenced".into(),
         PathwayError::Executor(r) => format!("Executor({})", r.code),
         PathwayError::IdempotencyConflict { .. } => "IdempotencyConflict".into(),
         PathwayError::RequestMismatch { .. } => "RequestMismatch".into(),
@@ -2190,17 +2975,25 @@ impl Call {
 /// What a reconcilable stage does with a token (dispatches to the stage's methods).
 trait Reconcile: Sized {
     fn use_token(w: &World, db: usize, rt: usize, p: Self, tok: Tok);
+    /// The attempt it reconciles.
+    fn attempt_id(&self) -> &str;
 }
 
 impl Reconcile for Pathway<Unknown> {
     fn use_token(w: &World, db: usize, rt: usize, p: Self, tok: Tok) {
         w.use_on_unknown(db, rt, p, tok);
     }
+    fn attempt_id(&self) -> &str {
+        self.attempt()
+    }
 }
 
 impl Reconcile for Pathway<RepairUnsettled> {
     fn use_token(w: &World, db: usize, rt: usize, p: Self, tok: Tok) {
         w.use_on_unsettled(db, rt, p, tok);
+    }
+    fn attempt_id(&self) -> &str {
+        self.attempt()
     }
 }
 
@@ -2239,15 +3032,108 @@ struct HangCtx {
     db: usize,
     rt: usize,
     slow: bool,
+    /// Stops its runtime past the lease while this many steps of the case run.
+    stop: Option<u8>,
 }
 
 struct ModelExec<'w> {
     world: &'w World,
     kind: Exec,
     hang: Option<HangCtx>,
+    panic: Panic,
+    /// The pathway it is dispatched for (database, id, runtime), so that the model knows
+    /// its attempt while `execute` runs; and that attempt, once known.
+    flight: Option<(usize, String, usize)>,
+    attempt: Option<String>,
+}
+
+impl<'w> ModelExec<'w> {
+    /// An executor for binding only, or for a dispatch the model expects refused.
+    fn plain(world: &'w World, kind: Exec) -> Self {
+        Self {
+            world,
+            kind,
+            hang: None,
+            panic: Panic::No,
+            flight: None,
+            attempt: None,
+        }
+    }
 }
 
 impl ModelExec<'_> {
+    /// The attempt `execute` was called for is in flight, and its owner may send it.
+    fn start_flight(&mut self) {
+        let Some((db, pathway, rt)) = self.flight.clone() else {
+            return;
+        };
+        let records = self.world.rt(rt).attempt_records(&pathway).unwrap();
+        let Some(attempt) = records.last().map(|a| a.id.clone()) else {
+            self.world
+                .fail(format!("{pathway}: executed without an attempt record"));
+            return;
+        };
+        self.world.flights.borrow_mut().insert(
+            (db, pathway.clone()),
+            Flight {
+                attempt: attempt.clone(),
+                owner: rt,
+                generation: self.world.generation[rt].get(),
+                stopped: false,
+                abandoned: false,
+            },
+        );
+        self.world.expect(db, &pathway, State::Running);
+        self.world
+            .senders
+            .borrow_mut()
+            .insert((db, pathway, attempt.clone()), Sender::Owner);
+        self.attempt = Some(attempt);
+    }
+
+    /// `execute` ends: by returning (`returned`), or by a panic that leaves the write with
+    /// a worker (`worker`) or with nobody.
+    fn end_flight(&self, returned: bool, worker: Option<&(usize, String)>) {
+        let (Some((db, pathway, _)), Some(attempt)) = (&self.flight, &self.attempt) else {
+            return;
+        };
+        let at = (*db, pathway.clone(), attempt.clone());
+        {
+            let mut flights = self.world.flights.borrow_mut();
+            if let Some(f) = flights.get_mut(&(*db, pathway.clone()))
+                && f.attempt == *attempt
+            {
+                if returned {
+                    flights.remove(&(*db, pathway.clone()));
+                } else {
+                    f.abandoned = true;
+                    f.stopped = false;
+                }
+            }
+        }
+        let mut senders = self.world.senders.borrow_mut();
+        match worker {
+            Some((wdb, key)) => {
+                senders.insert(at, Sender::Worker);
+                self.world.workers.borrow_mut().push(Worker {
+                    db: *wdb,
+                    key: key.clone(),
+                    pathway: pathway.clone(),
+                    attempt: attempt.clone(),
+                });
+            }
+            None => {
+                senders.remove(&at);
+            }
+        }
+        if returned {
+            self.world
+                .returned
+                .borrow_mut()
+                .insert((*db, pathway.clone(), attempt.clone()));
+        }
+    }
+
     fn apply(&self, key: &(usize, String)) {
         *self
             .world
@@ -2285,9 +3171,34 @@ impl Executor for ModelExec<'_> {
             self.world
                 .cover("a request executed again (after a not-applied verdict)");
         }
+        self.start_flight();
         if let Some(ctx) = self.hang.take() {
             self.world.hang(&ctx);
         }
+        match self.panic {
+            Panic::No => {}
+            Panic::Before | Panic::After => {
+                if self.panic == Panic::After {
+                    self.apply(&key);
+                }
+                self.end_flight(false, None);
+                std::panic::panic_any(ModelPanic);
+            }
+            Panic::HandOff => {
+                self.end_flight(false, Some(&key));
+                std::panic::panic_any(ModelPanic);
+            }
+        }
+        let delivery = self.deliver(&key);
+        self.end_flight(true, None);
+        delivery
+    }
+}
+
+impl ModelExec<'_> {
+    /// What the executor does with the request, and what it says.
+    fn deliver(&mut self, key: &(usize, String)) -> Delivery {
+        let key = key.clone();
         let reason = |r: &str| r.to_owned();
         match self.kind {
             Exec::Apply => {
@@ -2363,26 +3274,32 @@ impl Readback for Truth<'_> {
 
 fn run_case(
     separate_ids: bool,
+    remote: [bool; 3],
     ops: &[Op],
     coverage: &Mutex<BTreeMap<String, u64>>,
 ) -> Result<(), TestCaseError> {
-    let world = World::new(separate_ids);
-    for (i, op) in ops.iter().enumerate() {
+    let world = World::new(separate_ids, remote, ops.to_vec());
+    while let Some((i, op)) = world.next_op() {
         world
             .trace
             .borrow_mut()
             .push(format!("-- step {i}: {op:?}"));
-        world.run(op);
+        world.run(&op);
         let failures = std::mem::take(&mut *world.failures.borrow_mut());
         if !failures.is_empty() {
             return Err(TestCaseError::fail(format!(
-                "{}\n\ntrace (R1, R2 on database A; R3 on B; R1 and R2 {} ids):\n{}",
+                "{}\n\ntrace (R1, R2 on database A; R3 on B; R1 and R2 {} ids; owners judged by their lease alone: {}):\n{}",
                 failures.join("\n"),
                 if separate_ids {
                     "with separate"
                 } else {
                     "sharing"
                 },
+                (0..3)
+                    .filter(|&i| remote[i])
+                    .map(|i| RT_NAMES[i])
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 world.trace.borrow().join("\n")
             )));
         }
@@ -2418,8 +3335,9 @@ fn run_shard(shard: u32) {
     let coverage = Mutex::new(BTreeMap::new());
     let started = Instant::now();
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&case_strategy(), |(separate_ids, ops)| {
-        run_case(separate_ids, &ops, &coverage)
+    quiet_model_panics();
+    let result = runner.run(&case_strategy(), |(separate_ids, remote, ops)| {
+        run_case(separate_ids, remote, &ops, &coverage)
     });
     let mut report = format!(
         "model shard {shard}: {cases} cases in {:.1} s; reached:\n",
@@ -2431,8 +3349,10 @@ fn run_shard(shard: u32) {
     eprint!("{report}");
     match result {
         Ok(()) => {}
-        Err(TestError::Fail(reason, (separate_ids, ops))) => {
-            panic!("{reason}\n\nminimal failing case (separate_ids = {separate_ids}):\n{ops:#?}")
+        Err(TestError::Fail(reason, (separate_ids, remote, ops))) => {
+            panic!(
+                "{reason}\n\nminimal failing case (separate_ids = {separate_ids}, remote = {remote:?}):\n{ops:#?}"
+            )
         }
         Err(e) => panic!("{e}"),
     }

@@ -491,3 +491,123 @@ fn a_panic_in_an_executor_keeps_its_attempt_in_flight_while_the_process_lives() 
         "{seen:?}"
     );
 }
+
+/// Runs `during` inside `execute`, then lets the file executor write (or not).
+struct StopsThenWrites<'a> {
+    inner: CountingFile,
+    during: Option<Box<dyn FnOnce() + 'a>>,
+    write: bool,
+}
+
+impl Executor for StopsThenWrites<'_> {
+    fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+        self.inner.bind(request)
+    }
+    fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
+        self.inner.prepare(request, binding)
+    }
+    fn execute(&mut self, request: &Request) -> Delivery {
+        if let Some(during) = self.during.take() {
+            during();
+        }
+        if self.write {
+            self.inner.execute(request)
+        } else {
+            Delivery::NothingWritten {
+                reason: "gave up".into(),
+            }
+        }
+    }
+}
+
+/// Found by the model-based test (tests/model.rs), on SQLite. An owner that no process can
+/// judge (`simulated_owner`: as on another machine) is stopped inside its executor past its
+/// lease (its heartbeat frozen, as SIGSTOP freezes it); another runtime takes the attempt
+/// over as unknown, and the repair owner attests *not applied*, accepting the risk that the
+/// owner may still send. The owner resumes, writes, and reports success. That outcome is
+/// evidence recorded after the verdict: the verdict must be refused now (`StaleToken`), and
+/// a readback then finds the write. One write in the end.
+#[test]
+fn a_risk_accepted_before_the_owners_late_outcome_is_void_after_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = Setup::new("proof-late-outcome");
+    let lease = Duration::from_millis(if pg::on() { 300 } else { 50 });
+    let frozen = Arc::new(AtomicBool::new(false));
+    let owner = Runtime::builder(s.dir.db())
+        .lease(lease)
+        .simulated_owner(true, Arc::clone(&frozen))
+        .open()
+        .unwrap();
+    let other = Runtime::builder(s.dir.db()).lease(lease).open().unwrap();
+    let StoredPathway::Approved(p) = owner.load(&s.id).unwrap() else {
+        panic!("approved")
+    };
+    let risky = std::cell::RefCell::new(None);
+    let during = || {
+        frozen.store(true, Ordering::Relaxed);
+        std::thread::sleep(lease * 3);
+        let StoredPathway::Unknown(u) = other.load(&s.id).unwrap() else {
+            panic!("a frozen, unverifiable owner past its lease is taken over")
+        };
+        let Reconciled::NotApplied(t) = other
+            .attest(
+                &u,
+                &actor("repair_owner"),
+                Attestation::NotApplied,
+                &json!({"checked": "the target: nothing yet"}),
+            )
+            .unwrap()
+        else {
+            panic!("the repair owner may accept the risk")
+        };
+        assert!(
+            t.evidence().get("accepted_risk").is_some(),
+            "{}",
+            t.evidence()
+        );
+        *risky.borrow_mut() = Some(t);
+        frozen.store(false, Ordering::Relaxed);
+    };
+    let mut ex = StopsThenWrites {
+        inner: s.executor(),
+        during: Some(Box::new(during)),
+        write: true,
+    };
+    let bound = p.bind(&mut ex).unwrap();
+    let late = match bound.dispatch(&owner, &actor("execution_actor"), &mut ex) {
+        Outcome::Unrecorded(u) => u.error.to_string(),
+        other => {
+            panic!("the late outcome of a taken-over attempt is not recorded as one: {other:?}")
+        }
+    };
+    assert_eq!(effects(&s.log()), 1);
+
+    let t = risky.borrow_mut().take().unwrap();
+    let u = load_unknown(&other, &s.id);
+    let used = match u.require_repair(&other, t) {
+        Err(refused) => format!("refused: {}", refused.error()),
+        Ok(repaired) => {
+            let ready = repaired
+                .repair(&other, &actor("repair_owner"), &json!({"by": "test"}), None)
+                .unwrap();
+            let mut ex = s.executor();
+            let bound = ready.bind(&mut ex).unwrap();
+            let _ = bound.dispatch(&other, &actor("resume_authority"), &mut ex);
+            "accepted".to_owned()
+        }
+    };
+    assert_eq!(
+        effects(&s.log()),
+        1,
+        "the risky verdict was {used} after the owner's late outcome ({late})"
+    );
+    assert!(
+        used.contains("StaleToken") || used.contains("reconcile again"),
+        "{used}"
+    );
+    let u = load_unknown(&other, &s.id);
+    let (verdict, evidence) = follow(&other, u, &s);
+    assert_eq!(verdict, "applied", "{evidence}");
+    assert!(other.verify(None).unwrap().is_ok());
+}

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -102,6 +102,8 @@ pub struct RuntimeBuilder {
     read_durability: crate::store::ReadDurability,
     schema: Option<String>,
     pg_connections: Option<usize>,
+    /// See `RuntimeBuilder::simulated_owner` (test tooling): `None` outside rpr's own tests.
+    simulated: Option<(bool, Arc<AtomicBool>)>,
 }
 
 /// How long a step waits for another connection's write lock by default (10 s): see
@@ -132,7 +134,25 @@ impl RuntimeBuilder {
             read_durability: crate::store::ReadDurability::Synced,
             schema: None,
             pg_connections: None,
+            simulated: None,
         }
+    }
+
+    /// Test tooling (feature `test-hooks`, which only rpr's own tests enable; not part of
+    /// the API): lets one process hold owners that behave like a host stopped elsewhere.
+    ///
+    /// With `unverifiable`, this runtime's owner record carries no boot id and no PID
+    /// namespace, so no process can judge it by its pid (nor can it judge others): only its
+    /// lease speaks, as for an owner on another machine. While `frozen` is set, its
+    /// heartbeat renews no lease, as a stopped (SIGSTOP) process's would not. Without these,
+    /// every runtime of one process is judged by that process, which is alive: a lapsed
+    /// lease could never be tested in a single process.
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn simulated_owner(mut self, unverifiable: bool, frozen: Arc<AtomicBool>) -> Self {
+        self.simulated = Some((unverifiable, frozen));
+        self
     }
 
     /// For a `postgres://` location: keep this runtime's tables in `schema` (created if
@@ -247,6 +267,14 @@ impl RuntimeBuilder {
             Store::sqlite(SqliteBackend::open(&self.path, self.busy_timeout)?)
         };
         let database: Arc<str> = Arc::from(store.with(|b| b.database_id().to_owned()));
+        let mut owner = Owner::current();
+        let frozen = self.simulated.map(|(unverifiable, frozen)| {
+            if unverifiable {
+                owner.boot.clear();
+                owner.pidns.clear();
+            }
+            frozen
+        });
         Ok(Runtime {
             store,
             read_durability: self.read_durability,
@@ -254,7 +282,8 @@ impl RuntimeBuilder {
             path: self.path,
             clock: self.clock,
             ids: self.ids,
-            owner: Owner::current(),
+            owner,
+            frozen,
             lease_ms: i64::try_from(self.lease.as_millis())
                 .unwrap_or(i64::MAX)
                 .max(1),

@@ -68,6 +68,8 @@ pub struct Runtime {
     clock: Box<dyn Clock>,
     ids: Box<dyn IdSource>,
     owner: Owner,
+    /// While set, the heartbeat renews nothing (test tooling only: `simulated_owner`).
+    frozen: Option<Arc<std::sync::atomic::AtomicBool>>,
     lease_ms: i64,
     hook: Option<Hook>,
     bounds: Bounds,

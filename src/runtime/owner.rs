@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -81,7 +81,12 @@ struct HeartbeatShared {
 }
 
 impl Heartbeat {
-    fn start(renewal: Renewal, owner: String, lease_ms: i64) -> Option<Self> {
+    fn start(
+        renewal: Renewal,
+        owner: String,
+        lease_ms: i64,
+        frozen: Option<Arc<AtomicBool>>,
+    ) -> Option<Self> {
         let shared = Arc::new(HeartbeatShared::default());
         let theirs = Arc::clone(&shared);
         let every =
@@ -105,6 +110,9 @@ impl Heartbeat {
                     stop = guard;
                     if *stop {
                         return;
+                    }
+                    if frozen.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+                        continue;
                     }
                     let attempts: Vec<String> = theirs
                         .attempts
@@ -397,7 +405,12 @@ impl Runtime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if heartbeat.is_none() && on && self.path.as_os_str() != ":memory:" {
-            *heartbeat = Heartbeat::start(self.renewal(), self.owner_id(), self.lease_ms);
+            *heartbeat = Heartbeat::start(
+                self.renewal(),
+                self.owner_id(),
+                self.lease_ms,
+                self.frozen.clone(),
+            );
         }
         if let Some(h) = heartbeat.as_ref() {
             h.set(attempt, on);
