@@ -180,8 +180,6 @@ unsafe fn close_range(first: RawFd, last: RawFd) {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    use std::os::unix::process::CommandExt;
-    use std::process::Command;
     use std::time::{Duration, Instant};
 
     use super::Sentinel;
@@ -199,22 +197,7 @@ mod tests {
             eprintln!("no writable cgroup2 here: nothing to test");
             return;
         };
-        let procs = cgroup.procs_for_joining().unwrap();
-        let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", "/usr/bin/setsid sleep 30 & sleep 30"]);
-        #[expect(
-            unsafe_code,
-            reason = "the test joins the cgroup as the transport does"
-        )]
-        // SAFETY: one `write(2)` on an open descriptor between `fork` and `exec`.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::unistd::write(&procs, b"0")
-                    .map(drop)
-                    .map_err(Into::into)
-            });
-        }
-        let mut child = cmd.spawn().unwrap();
+        let mut child = crate::process::tree::tests::spawn_in(&cgroup);
         let deadline = Instant::now() + Duration::from_secs(5);
         while std::fs::read_to_string(cgroup.dir().join("cgroup.procs"))
             .unwrap()

@@ -375,7 +375,7 @@ fn is_cgroup2(dir: &Path) -> bool {
 }
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests {
+pub(crate) mod tests {
     use std::os::unix::process::CommandExt;
     use std::process::Command;
     use std::time::Duration;
@@ -404,7 +404,7 @@ mod tests {
 
     /// Starts `sh -c` in `cgroup`: it leaves its group and session through `setsid`
     /// and sleeps; the shell itself sleeps too.
-    fn spawn_in(cgroup: &Cgroup) -> std::process::Child {
+    pub(crate) fn spawn_in(cgroup: &Cgroup) -> std::process::Child {
         let procs = cgroup.procs_for_joining().unwrap();
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "/usr/bin/setsid sleep 30 & sleep 30"]);
