@@ -550,7 +550,13 @@ struct Plan {
     pid: i32,
     due: Instant,
     signal: Signal,
+    /// A plan that waits for the host's attempt record: once its output (this file) says
+    /// the record is committed, it is due after this delay.
+    after_commit: Option<(PathBuf, Duration)>,
 }
+
+/// What a host prints once its attempt record is committed, before it sends the request.
+const COMMITTED: &str = "attempt record committed durably";
 
 /// What a settle step saw: the pathway's state and its last attempt's status.
 type Seen = Option<(State, Option<AttemptStatus>)>;
@@ -749,12 +755,20 @@ impl Ctx {
                     pid,
                     due: due(rng),
                     signal: rng.signal(),
+                    after_commit: None,
                 });
             } else if dispatches && rng.chance(self.options.stop_percent) {
+                // Three stops in four land while the request may be on its way (after the
+                // attempt record, within the write delay); the others anywhere.
+                let after_commit = rng.chance(75).then(|| {
+                    let delay = rng.below(self.options.slow_write_ms.max(1));
+                    (out.to_owned(), Duration::from_millis(delay))
+                });
                 plan = Some(Plan {
                     pid,
                     due: due(rng),
                     signal: Signal::SIGSTOP,
+                    after_commit,
                 });
             }
         }
@@ -1078,6 +1092,17 @@ impl Ctx {
                 .as_ref()
                 .is_some_and(|(c, s)| *c == command && *s == state);
             let mut host = self.pick_host(rng);
+            // Half of the recoveries and readbacks run where the attempt's owner ran (an
+            // operator on that machine), the others anywhere.
+            if matches!(command, "unresolved" | "reconcile")
+                && rng.chance(50)
+                && let Some(owner) = self.owner_host(id.as_deref())
+            {
+                host = match owner {
+                    Machine::This => None,
+                    Machine::Named(name) => Some(name),
+                };
+            }
             if parked {
                 // The host just parked was held stopped past its lease: another machine
                 // takes the next step, as an operator elsewhere would.
@@ -1251,8 +1276,16 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> Signals {
         {
             let mut plans = lock(&ctx.plans);
             let mut due = Vec::new();
+            for p in plans.iter_mut() {
+                let committed = p.after_commit.as_ref().is_some_and(|(out, _)| {
+                    std::fs::read_to_string(out).is_ok_and(|o| o.contains(COMMITTED))
+                });
+                if committed && let Some((_, delay)) = p.after_commit.take() {
+                    p.due = now + delay;
+                }
+            }
             plans.retain(|p| {
-                if p.due > now {
+                if p.due > now || p.after_commit.is_some() {
                     return true;
                 }
                 due.push((p.pid, p.signal));
@@ -1288,7 +1321,7 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> Signals {
                         tally.stops_with_server += 1;
                     }
                     lock(&ctx.stopped).insert(pid, now);
-                    let stay = ctx.lease() + Duration::from_millis(500 + rng.below(3000));
+                    let stay = ctx.lease() + Duration::from_millis(500 + rng.below(2000));
                     held.push(Held {
                         pid,
                         servers,
@@ -1330,6 +1363,7 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> Signals {
                 }
                 if fate == 1 {
                     plans.push(Plan {
+                        after_commit: None,
                         pid: h.pid,
                         due: now
                             + Duration::from_millis(rng.below(ctx.options.slow_write_ms + 500)),
