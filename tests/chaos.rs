@@ -35,7 +35,7 @@ fn every_call_takes_effect_at_most_once_under_random_kills() {
         calls: CALLS,
         hosts: 4,
         seed,
-        stop_percent: 25,
+        stop_percent: 20,
         lease_secs: 2,
         other_host_percent: 50,
         postgres,
@@ -70,10 +70,16 @@ fn every_call_takes_effect_at_most_once_under_random_kills() {
         report.stopped_past_lease > 0,
         "no host was stopped past its lease:\n{table}"
     );
-    assert!(
-        report.takeovers_lapsed > 0,
-        "no takeover with owner_fate lapsed:\n{table}"
-    );
+    // Without other host names (no root to make UTS namespaces; CI must have them) a
+    // SQLite owner is always judged by its process: a stopped one is never taken over.
+    if report.other_hosts || report.store == "PostgreSQL" {
+        assert!(
+            report.takeovers_lapsed > 0,
+            "no takeover with owner_fate lapsed:\n{table}"
+        );
+    } else {
+        eprintln!("no other host names here (not root?): lapsed takeovers not asserted");
+    }
     // The promise: at most once, nothing lost, the ledger verifies, no process left behind.
     let failures = report.failures();
     assert!(failures.is_empty(), "{}\n{table}", failures.join("\n"));

@@ -20,9 +20,24 @@
 //!   0.5 s of their start, with SIGKILL, SIGTERM or SIGINT (SIGINT to the host's process
 //!   group, as Ctrl-C does); and about every `server_kill_ms` one live server process of the
 //!   run, chosen at random, gets one of the three signals.
+//! * **Stops.** Of the dispatching host processes (`call`, `approve`, `resume`) without a
+//!   kill, `stop_percent` get SIGSTOP (three in four within the write delay after the host
+//!   printed that its attempt record is committed; the others within the write delay plus
+//!   0.5 s of their start), half of the time with their server processes. The supervisor
+//!   holds each past its lease (`lease_secs`, passed as `--lease`), then continues it,
+//!   continues it and plans a kill, or kills it while stopped. A worker whose host is still
+//!   stopped past its lease *parks* it and settles the call with other host processes.
+//! * **Host names.** `other_host_percent` of the host processes run in a UTS namespace of
+//!   their own (`chaos-h0`..`chaos-h2`): an owner on another host name is judged by its
+//!   lease alone, so it is taken over on a lapse (`owner_fate: lapsed`), and a readback that
+//!   then finds nothing is unresolved until the owner's own outcome is recorded or the
+//!   owner is shown gone on its own host name.
 //! * **Settling.** Each worker takes up to `max_steps` steps per call with the kills on;
 //!   after all workers are done and the supervisor has stopped, a final pass settles every
-//!   call left unsettled, with no kills.
+//!   call left unsettled, with no kills. A recovery or readback that changed nothing waits
+//!   for the worker's parked hosts to end, else runs again on the owner's host name. The
+//!   soak never attests (accepting the risk of an owner that may still send could send
+//!   twice); an attestation in the ledger is a failure.
 //! * **Figures.** A call's content written more than once is a *double effect*. The log has
 //!   an intent line before each write's syscall and a done line after it; a server killed
 //!   between the two leaves an *interrupted write*. An interrupted *create* (the 'wx' write,
