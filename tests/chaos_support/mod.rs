@@ -1701,24 +1701,30 @@ pub fn recount(options: &Options, dir: &Path) -> Result<Report, String> {
     let calls: Vec<Call> = (0..options.calls)
         .map(|i| Call::new(options.seed, i, nonce.next_u64()))
         .collect();
-    // The calls a run stopped early (`stop_after`) never started have no pathway.
+    // A run stopped early (`stop_after`, or killed) started its workers' calls in turn, so
+    // which calls it started is known only by their pathways: the recount counts the calls
+    // that have one (a call started and lost without one is not seen here).
     let keys: std::collections::HashSet<String> = ctx
         .all_pathways()
         .into_iter()
         .map(|r| r.idempotency_key)
         .collect();
-    let last = calls
-        .iter()
-        .rposition(|c| keys.contains(&c.key))
-        .map_or(0, |i| i + 1);
-    let calls = &calls[..last];
+    let calls: Vec<Call> = calls
+        .into_iter()
+        .filter(|c| keys.contains(&c.key))
+        .collect();
+    let calls = calls.as_slice();
     let mut report = Report {
         calls: calls.len(),
         not_started: options.calls - calls.len(),
         hosts: options.hosts,
         seed: options.seed,
         slow_write_ms: options.slow_write_ms,
-        store: store_name(options),
+        store: if ctx.postgres {
+            "PostgreSQL".into()
+        } else {
+            "SQLite".into()
+        },
         lease_secs: options.lease_secs,
         dir: dir.to_owned(),
         ..Report::default()
