@@ -13,10 +13,19 @@ use chaos_support::Options;
 const USAGE: &str = "\
 usage: cargo bench --bench chaos -- [--calls N] [--hosts N] [--seed N] [--slow-write-ms N]
                                     [--host-kill-percent N] [--server-kill-ms N]
+                                    [--stop-percent N] [--lease SECONDS]
+                                    [--other-host-percent N] [--postgres URL]
+                                    [--stop-after-secs N]
                                     [--verify-every N] [--max-steps N] [--quiet] [--keep]
                                     [--recount DIR]
 defaults: --calls 1000 --hosts 4 --seed 1 --slow-write-ms 2500 --host-kill-percent 50
-          --server-kill-ms 2500 --verify-every 25 --max-steps 40
+          --server-kill-ms 2500 --stop-percent 15 --lease 2 --other-host-percent 50
+          --verify-every 25 --max-steps 40
+--stop-percent: dispatching hosts not killed that are SIGSTOPped, held past their lease
+--other-host-percent: hosts run on another host name (a UTS namespace; needs root)
+--postgres URL: the database in a fresh schema of that PostgreSQL server (build with
+  --features postgres); without it, a SQLite file
+--stop-after-secs N: no new call after N seconds; the calls started are settled and counted
 --recount DIR counts the outcome figures of a kept run again (same --calls and --seed)
 needs node on PATH and server-filesystem in RPR_PEERS_DIR or target/peers (bash .ci/install-peers)";
 
@@ -35,6 +44,10 @@ fn options(args: &[String]) -> Result<(Options, Option<String>), String> {
             recount = Some(it.next().ok_or("`--recount` needs a directory")?.clone());
             continue;
         }
+        if flag == "--postgres" {
+            o.postgres = Some(it.next().ok_or("`--postgres` needs a URL")?.clone());
+            continue;
+        }
         let mut number = || -> Result<u64, String> {
             it.next()
                 .and_then(|v| v.parse().ok())
@@ -50,6 +63,10 @@ fn options(args: &[String]) -> Result<(Options, Option<String>), String> {
             "--slow-write-ms" => o.slow_write_ms = number()?,
             "--host-kill-percent" => o.host_kill_percent = number()?.min(100),
             "--server-kill-ms" => o.server_kill_ms = number()?,
+            "--stop-percent" => o.stop_percent = number()?.min(100),
+            "--lease" => o.lease_secs = number()?.max(1),
+            "--other-host-percent" => o.other_host_percent = number()?.min(100),
+            "--stop-after-secs" => o.stop_after = Some(std::time::Duration::from_secs(number()?)),
             "--verify-every" => o.verify_every = size(number()?)?,
             "--max-steps" => o.max_steps = size(number()?)?,
             "--quiet" => o.progress = false,

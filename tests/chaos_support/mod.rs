@@ -20,9 +20,24 @@
 //!   0.5 s of their start, with SIGKILL, SIGTERM or SIGINT (SIGINT to the host's process
 //!   group, as Ctrl-C does); and about every `server_kill_ms` one live server process of the
 //!   run, chosen at random, gets one of the three signals.
+//! * **Stops.** Of the dispatching host processes (`call`, `approve`, `resume`) without a
+//!   kill, `stop_percent` get SIGSTOP (three in four within the write delay after the host
+//!   printed that its attempt record is committed; the others within the write delay plus
+//!   0.5 s of their start), half of the time with their server processes. The supervisor
+//!   holds each past its lease (`lease_secs`, passed as `--lease`), then continues it,
+//!   continues it and plans a kill, or kills it while stopped. A worker whose host is still
+//!   stopped past its lease *parks* it and settles the call with other host processes.
+//! * **Host names.** `other_host_percent` of the host processes run in a UTS namespace of
+//!   their own (`chaos-h0`..`chaos-h2`): an owner on another host name is judged by its
+//!   lease alone, so it is taken over on a lapse (`owner_fate: lapsed`), and a readback that
+//!   then finds nothing is unresolved until the owner's own outcome is recorded or the
+//!   owner is shown gone on its own host name.
 //! * **Settling.** Each worker takes up to `max_steps` steps per call with the kills on;
 //!   after all workers are done and the supervisor has stopped, a final pass settles every
-//!   call left unsettled, with no kills.
+//!   call left unsettled, with no kills. A recovery or readback that changed nothing waits
+//!   for the worker's parked hosts to end, else runs again on the owner's host name. The
+//!   soak never attests (accepting the risk of an owner that may still send could send
+//!   twice); an attestation in the ledger is a failure.
 //! * **Figures.** A call's content written more than once is a *double effect*. The log has
 //!   an intent line before each write's syscall and a done line after it; a server killed
 //!   between the two leaves an *interrupted write*. An interrupted *create* (the 'wx' write,
@@ -89,6 +104,21 @@ pub struct Options {
     pub progress: bool,
     /// Keeps the scratch directory (database, effects log, outputs) after the run.
     pub keep: bool,
+    /// The share of dispatching host processes (`call`, `approve`, `resume`) without a kill
+    /// planned that get a SIGSTOP planned instead, in percent: held stopped past their lease
+    /// (and, half of the time, their server with them), then continued or killed.
+    pub stop_percent: u64,
+    /// The lease of every attempt (`rpr … --lease`), in seconds.
+    pub lease_secs: u64,
+    /// The share of host processes run on another host name (a UTS namespace of their own,
+    /// `chaos-h0` to `chaos-h2`), in percent: an owner on another host name cannot be judged
+    /// by its process, only by its lease.
+    pub other_host_percent: u64,
+    /// A PostgreSQL server (`postgres://…`) to hold the database, in a schema of the run's
+    /// own, instead of a SQLite file (needs the `postgres` feature).
+    pub postgres: Option<String>,
+    /// Starts no new call after this long; the calls started are settled and counted.
+    pub stop_after: Option<Duration>,
 }
 
 impl Default for Options {
@@ -104,6 +134,11 @@ impl Default for Options {
             max_steps: 40,
             progress: false,
             keep: false,
+            stop_percent: 15,
+            lease_secs: 2,
+            other_host_percent: 50,
+            postgres: None,
+            stop_after: None,
         }
     }
 }
@@ -179,6 +214,45 @@ pub struct Report {
     pub foreign_effects: usize,
     /// Where the run's files are (kept with `keep`).
     pub dir: PathBuf,
+    /// The store: `SQLite` or `PostgreSQL`.
+    pub store: String,
+    /// The lease of every attempt, in seconds.
+    pub lease_secs: u64,
+    /// Whether host processes ran on other host names (UTS namespaces).
+    pub other_hosts: bool,
+    /// Calls not started because `stop_after` had passed.
+    pub not_started: usize,
+    /// SIGSTOPs that landed on a live host process; of those, with its server stopped too.
+    pub stops: u64,
+    /// Of the stops, those where the host's server processes were stopped with it.
+    pub stops_with_server: u64,
+    /// Stopped hosts still stopped past their lease, while the call was settled by other
+    /// host processes.
+    pub stopped_past_lease: u64,
+    /// Stopped hosts continued (SIGCONT).
+    pub continued: u64,
+    /// Stopped hosts killed (SIGKILL) while stopped, never continued.
+    pub killed_while_stopped: u64,
+    /// Continued hosts given a kill plan (they may have ended first).
+    pub kill_planned_after_continue: u64,
+    /// How the hosts that were stopped ended: by signal, or `exit N`.
+    pub stopped_ends: BTreeMap<String, u64>,
+    /// Takeovers of an in-flight attempt (`recovered_unknown`) whose owner's lease lapsed,
+    /// the owner not proven gone (`owner_fate: lapsed`).
+    pub takeovers_lapsed: u64,
+    /// Takeovers whose owner was proven gone.
+    pub takeovers_gone: u64,
+    /// Readbacks that stayed unresolved because the owner was taken over on a lapse alone
+    /// (and may still send).
+    pub unresolved_for_lapse: u64,
+    /// Steps taken on the owner's host name after the same step elsewhere changed nothing
+    /// (where the owner's process can be shown gone).
+    pub on_owner_host: u64,
+    /// Waits for a stopped (or continued, still running) host to end before a step.
+    pub waits_for_stopped: u64,
+    /// `rpr attest` runs (the soak never attests: accepting a risk could legitimately
+    /// send twice).
+    pub attestations: u64,
 }
 
 impl Report {
@@ -200,6 +274,7 @@ impl Report {
             count(self.completed_without_effect),
         );
         must_be_zero("effects of no call", count(self.foreign_effects));
+        must_be_zero("attestations", self.attestations);
         out
     }
 
@@ -219,12 +294,29 @@ impl Report {
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "chaos soak: seed {}, {} calls, {} hosts on one database, server write delay {} ms",
-            self.seed, self.calls, self.hosts, self.slow_write_ms
+            "chaos soak: seed {}, {} calls, {} hosts on one {} database, server write delay {} ms, lease {} s{}",
+            self.seed,
+            self.calls,
+            self.hosts,
+            self.store,
+            self.slow_write_ms,
+            self.lease_secs,
+            if self.other_hosts {
+                ", hosts on other host names"
+            } else {
+                ""
+            }
         );
         let rows: Vec<(&str, String)> = vec![
             ("wall time", format!("{:.1} s", self.wall.as_secs_f64())),
-            ("calls (governed write_file)", self.calls.to_string()),
+            (
+                "calls (governed write_file)",
+                if self.not_started > 0 {
+                    format!("{} (not started: {})", self.calls, self.not_started)
+                } else {
+                    self.calls.to_string()
+                },
+            ),
             (
                 "host processes",
                 format!("{} ({})", total(&self.commands), by_key(&self.commands)),
@@ -240,6 +332,38 @@ impl Report {
                     total(&self.server_kills),
                     by_key(&self.server_kills)
                 ),
+            ),
+            (
+                "stops: host processes (SIGSTOP)",
+                format!(
+                    "{} (server stopped too {}; still stopped past the lease {}; continued {}, killed while stopped {}, kill planned after continue {})",
+                    self.stops,
+                    self.stops_with_server,
+                    self.stopped_past_lease,
+                    self.continued,
+                    self.killed_while_stopped,
+                    self.kill_planned_after_continue
+                ),
+            ),
+            ("stopped hosts ended", by_key(&self.stopped_ends)),
+            (
+                "takeovers of in-flight attempts",
+                format!(
+                    "owner lapsed {}, owner gone {}",
+                    self.takeovers_lapsed, self.takeovers_gone
+                ),
+            ),
+            (
+                "readbacks unresolved: owner lapsed",
+                self.unresolved_for_lapse.to_string(),
+            ),
+            (
+                "waits for a stopped host to end",
+                self.waits_for_stopped.to_string(),
+            ),
+            (
+                "steps on the owner's host name",
+                self.on_owner_host.to_string(),
             ),
             ("repeated calls replayed", self.replays.to_string()),
             (
@@ -300,6 +424,7 @@ impl Report {
                 "effects of no call (must be 0)",
                 self.foreign_effects.to_string(),
             ),
+            ("attestations (must be 0)", self.attestations.to_string()),
         ];
         for (name, value) in rows {
             let _ = writeln!(t, "  {name:<45} {value}");
@@ -434,12 +559,57 @@ impl Call {
 /// How long a host process may run before the watchdog kills it as hung.
 const HUNG: Duration = Duration::from_mins(5);
 
-/// A host process the supervisor is to kill at `due`.
+/// A host process the supervisor is to signal at `due`: a kill, or SIGSTOP.
 #[derive(Debug)]
 struct Plan {
     pid: i32,
     due: Instant,
     signal: Signal,
+    /// A plan that waits for the host's attempt record: once its output (this file) says
+    /// the record is committed, it is due after this delay.
+    after_commit: Option<(PathBuf, Duration)>,
+}
+
+/// What a host prints once its attempt record is committed, before it sends the request.
+const COMMITTED: &str = "attempt record committed durably";
+
+/// What a settle step saw: the pathway's state and its last attempt's status.
+type Seen = Option<(State, Option<AttemptStatus>)>;
+
+/// A host name: this machine's, or another (a UTS namespace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Machine {
+    This,
+    Named(String),
+}
+
+/// A host process the supervisor holds stopped until `until`.
+#[derive(Debug)]
+struct Held {
+    pid: i32,
+    /// Its server processes stopped with it: (pid, start time).
+    servers: Vec<(i32, u64)>,
+    until: Instant,
+}
+
+/// A host process a worker stopped waiting for (it was held stopped past its lease): the
+/// worker reaps it once it has ended and the supervisor holds no plan for it, so its pid
+/// cannot be reused while a plan names it.
+#[derive(Debug)]
+struct Parked {
+    child: std::process::Child,
+    pid: i32,
+}
+
+/// What the supervisor counted.
+#[derive(Debug, Default)]
+struct Signals {
+    server_kills: BTreeMap<String, u64>,
+    stops: u64,
+    stops_with_server: u64,
+    continued: u64,
+    killed_while_stopped: u64,
+    kill_planned_after_continue: u64,
 }
 
 /// What the threads share.
@@ -448,9 +618,12 @@ struct Ctx {
     options: Options,
     host: PathBuf,
     dir: PathBuf,
-    db: PathBuf,
+    /// The database's location: a SQLite file, or a `postgres://` URL.
+    db: String,
     config: String,
     policy: String,
+    /// `--lease`'s value.
+    lease_text: String,
     effects: PathBuf,
     /// Identifies the run's server processes: their command line names it.
     marker: String,
@@ -458,6 +631,16 @@ struct Ctx {
     root: PathBuf,
     plans: Mutex<Vec<Plan>>,
     kills_on: AtomicBool,
+    /// Host processes stopped now, with when they were stopped.
+    stopped: Mutex<HashMap<i32, Instant>>,
+    /// Whether the database is PostgreSQL (`db` a `postgres://` location).
+    postgres: bool,
+    /// This machine's host name.
+    hostname: String,
+    /// Whether host processes may run on other host names (UTS namespaces can be made).
+    other_hosts: bool,
+    /// Past this, no new call starts.
+    deadline: Option<Instant>,
 }
 
 /// How one host process ended.
@@ -466,6 +649,8 @@ struct Ran {
     code: Option<i32>,
     signal: Option<i32>,
     output: String,
+    /// Held stopped past its lease: the worker stopped waiting for it (it is parked).
+    parked: bool,
 }
 
 /// What one worker counted.
@@ -482,6 +667,12 @@ struct Tally {
     verify_failure_text: Option<String>,
     unsettled: Vec<usize>,
     hung: u64,
+    started: Vec<usize>,
+    parked: Vec<Parked>,
+    stopped_past_lease: u64,
+    stopped_ends: BTreeMap<String, u64>,
+    on_owner_host: u64,
+    waits_for_stopped: u64,
 }
 
 impl Tally {
@@ -507,6 +698,14 @@ impl Tally {
             self.verify_failure_text = other.verify_failure_text;
         }
         self.unsettled.extend(other.unsettled);
+        self.started.extend(other.started);
+        self.parked.extend(other.parked);
+        self.stopped_past_lease += other.stopped_past_lease;
+        for (k, v) in other.stopped_ends {
+            *self.stopped_ends.entry(k).or_default() += v;
+        }
+        self.on_owner_host += other.on_owner_host;
+        self.waits_for_stopped += other.waits_for_stopped;
     }
 }
 
@@ -515,9 +714,17 @@ fn signal_name(n: i32) -> String {
 }
 
 impl Ctx {
-    /// Runs the host with `args`; with the kills on, `rng` may plan a kill for it.
-    fn run(&self, out: &Path, args: &[&str], rng: Option<&mut Rng>, tally: &mut Tally) -> Ran {
-        let name = if args[0] == "resume" && args.last() == Some(&"host") {
+    /// Runs the host with `args`, on `host` (another host name: a UTS namespace of its own)
+    /// or this machine's; with the kills on, `rng` may plan a kill or a stop for it.
+    fn run(
+        &self,
+        out: &Path,
+        args: &[&str],
+        host: Option<&str>,
+        rng: Option<&mut Rng>,
+        tally: &mut Tally,
+    ) -> Ran {
+        let name = if args[0] == "resume" && args.contains(&"host") {
             "resume (dispatch)"
         } else {
             args[0]
@@ -525,7 +732,24 @@ impl Ctx {
         *tally.commands.entry(name.to_owned()).or_default() += 1;
         let file = File::create(out).expect("the output file can be created");
         let err = file.try_clone().expect("the output file can be cloned");
-        let mut child = Command::new(&self.host)
+        // The shell names the namespace's host, then execs `rpr`: the pid is the host's.
+        let mut command = match host {
+            Some(h) => {
+                let mut c = Command::new("unshare");
+                c.args([
+                    "--uts",
+                    "--",
+                    "sh",
+                    "-c",
+                    "printf %s \"$0\" > /proc/sys/kernel/hostname && exec \"$@\"",
+                    h,
+                ])
+                .arg(&self.host);
+                c
+            }
+            None => Command::new(&self.host),
+        };
+        let mut child = command
             .args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -535,16 +759,33 @@ impl Ctx {
             .spawn()
             .expect("the host starts");
         let pid = i32::try_from(child.id()).expect("a pid fits i32");
+        let dispatches = matches!(args[0], "call" | "approve" | "resume");
         let mut plan = None;
-        if let Some(rng) = rng.filter(|_| self.kills_on.load(Ordering::SeqCst))
-            && rng.chance(self.options.host_kill_percent)
-        {
-            plan = Some(Plan {
-                pid,
-                due: Instant::now()
-                    + Duration::from_millis(rng.below(self.options.slow_write_ms + 500)),
-                signal: rng.signal(),
-            });
+        if let Some(rng) = rng.filter(|_| self.kills_on.load(Ordering::SeqCst)) {
+            let due = |rng: &mut Rng| {
+                Instant::now() + Duration::from_millis(rng.below(self.options.slow_write_ms + 500))
+            };
+            if rng.chance(self.options.host_kill_percent) {
+                plan = Some(Plan {
+                    pid,
+                    due: due(rng),
+                    signal: rng.signal(),
+                    after_commit: None,
+                });
+            } else if dispatches && rng.chance(self.options.stop_percent) {
+                // Three stops in four land while the request may be on its way (after the
+                // attempt record, within the write delay); the others anywhere.
+                let after_commit = rng.chance(75).then(|| {
+                    let delay = rng.below(self.options.slow_write_ms.max(1));
+                    (out.to_owned(), Duration::from_millis(delay))
+                });
+                plan = Some(Plan {
+                    pid,
+                    due: due(rng),
+                    signal: Signal::SIGSTOP,
+                    after_commit,
+                });
+            }
         }
         let planned = plan.is_some();
         if let Some(plan) = plan {
@@ -552,8 +793,10 @@ impl Ctx {
         }
         // Wait for the exit without reaping, so the pid cannot be reused while a plan
         // names it; drop the plan, then reap. A host that hangs is killed by a watchdog
-        // (so the soak ends) and counted.
+        // (so the soak ends) and counted. A host held stopped past its lease is parked:
+        // the call is settled by other host processes meanwhile, as an operator would.
         let started = Instant::now();
+        let past_lease = self.lease() + Duration::from_millis(300);
         let mut hung = false;
         loop {
             match waitid(
@@ -561,7 +804,20 @@ impl Ctx {
                 WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
             ) {
                 Err(Errno::EINTR) | Ok(WaitStatus::StillAlive) => {
-                    if !hung && started.elapsed() > HUNG {
+                    let stopped = lock(&self.stopped).get(&pid).copied();
+                    if stopped.is_some_and(|at| at.elapsed() > past_lease) {
+                        tally.stopped_past_lease += 1;
+                        // The parked host keeps its output file; the next command gets a new one.
+                        let _ = std::fs::rename(out, out.with_extension(format!("parked-{pid}")));
+                        tally.parked.push(Parked { child, pid });
+                        return Ran {
+                            code: None,
+                            signal: None,
+                            output: String::new(),
+                            parked: true,
+                        };
+                    }
+                    if !hung && stopped.is_none() && started.elapsed() > HUNG {
                         hung = true;
                         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
                     }
@@ -573,6 +829,11 @@ impl Ctx {
         }
         if planned {
             lock(&self.plans).retain(|p| p.pid != pid);
+        }
+        // A SIGSTOP that reached it as it ended: the supervisor holds its pid until it
+        // continues it; reaping before then could let it signal a new process.
+        while lock(&self.stopped).contains_key(&pid) {
+            thread::sleep(Duration::from_millis(20));
         }
         let status = child.wait().expect("the host is reaped");
         let output = std::fs::read_to_string(out).unwrap_or_default();
@@ -598,21 +859,76 @@ impl Ctx {
                 .collect();
             let short: String = kind.join(" ").chars().take(80).collect();
             *tally.host_errors.entry(short.clone()).or_default() += 1;
-            tally
-                .host_error_samples
-                .entry(short)
-                .or_insert_with(|| first.chars().take(400).collect());
+            // Its head and its tail: the reason often follows a long command line.
+            tally.host_error_samples.entry(short).or_insert_with(|| {
+                let chars: Vec<char> = first.chars().collect();
+                if chars.len() <= 400 {
+                    first.to_owned()
+                } else {
+                    let head: String = chars[..200].iter().collect();
+                    let tail: String = chars[chars.len() - 200..].iter().collect();
+                    format!("{head} … {tail}")
+                }
+            });
         }
         Ran {
             code: status.code(),
             signal: status.signal(),
             output,
+            parked: false,
+        }
+    }
+
+    /// The lease of every attempt.
+    fn lease(&self) -> Duration {
+        Duration::from_secs(self.options.lease_secs.max(1))
+    }
+
+    /// Reaps the parked hosts that have ended and that no plan names; with `block`, waits
+    /// for all of them (the supervisor continues or kills each when its hold is over).
+    fn reap_parked(&self, tally: &mut Tally, block: bool) {
+        let since = Instant::now();
+        loop {
+            let mut i = 0;
+            while i < tally.parked.len() {
+                let pid = tally.parked[i].pid;
+                let ended = !matches!(
+                    waitid(
+                        Id::Pid(Pid::from_raw(pid)),
+                        WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
+                    ),
+                    Err(Errno::EINTR) | Ok(WaitStatus::StillAlive)
+                );
+                let held = {
+                    let plans = lock(&self.plans);
+                    plans.iter().any(|p| p.pid == pid) || lock(&self.stopped).contains_key(&pid)
+                };
+                if ended && !held {
+                    let mut parked = tally.parked.swap_remove(i);
+                    let status = parked.child.wait().expect("a parked host is reaped");
+                    let end = status.signal().map_or_else(
+                        || format!("exit {}", status.code().unwrap_or(-1)),
+                        signal_name,
+                    );
+                    *tally.stopped_ends.entry(end).or_default() += 1;
+                } else {
+                    if !held && since.elapsed() > HUNG {
+                        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
+                    i += 1;
+                }
+            }
+            if !block || tally.parked.is_empty() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
         }
     }
 
     /// `rpr ARGS` with the config and policy when the command needs them.
     fn args<'a>(&'a self, command: &'a str, call: &'a Call) -> Vec<&'a str> {
-        let db = self.db.to_str().expect("a UTF-8 path");
+        let db = self.db.as_str();
+        let lease = ["--lease", self.lease_text.as_str()];
         let files = [
             "--config",
             self.config.as_str(),
@@ -637,6 +953,7 @@ impl Ctx {
                     "--approve-as",
                     "alice",
                 ]);
+                a.extend(lease);
             }
             "unresolved" | "verify" => a.extend(["--database", db]),
             "reconcile" => {
@@ -653,6 +970,7 @@ impl Ctx {
                     "--as",
                     "alice",
                 ]);
+                a.extend(lease);
             }
             "resume" | "dispatch" => {
                 // `rpr resume` as the resume authority (bob), or as the execution actor
@@ -661,6 +979,7 @@ impl Ctx {
                 a[0] = "resume";
                 a.extend(files);
                 a.extend(["--database", db, "--key", call.key.as_str(), "--as", who]);
+                a.extend(lease);
             }
             "repair" => a.extend([
                 "--database",
@@ -696,7 +1015,7 @@ impl Ctx {
             }
             thread::sleep(Duration::from_millis(10));
         }
-        panic!("cannot read {}: {last}", self.db.display());
+        panic!("cannot read {}: {last}", self.db);
     }
 
     /// The call's pathway: its state and its last attempt's status.
@@ -705,7 +1024,7 @@ impl Ctx {
         call: &Call,
         id: &mut Option<String>,
     ) -> Option<(State, Option<AttemptStatus>)> {
-        if !self.db.exists() {
+        if !self.postgres && !Path::new(&self.db).exists() {
             return None;
         }
         if id.is_none() {
@@ -736,6 +1055,14 @@ impl Ctx {
     }
 
     /// Takes steps until the call's pathway is terminal, at most `max` steps; true when it is.
+    ///
+    /// A recovery or readback that changed nothing is not simply taken again. When this
+    /// worker has parked a stopped host, that host may own the attempt: a lapse is not
+    /// death, so only its own outcome or its end lets a readback decide, and the worker
+    /// waits for it to end (the supervisor continues or kills it). Otherwise the step is
+    /// taken again on the owner's host name, where the owner's process can be shown gone.
+    /// Nothing here attests: accepting the risk of an owner that may still send could
+    /// legitimately send twice.
     fn settle(
         &self,
         call: &Call,
@@ -747,7 +1074,10 @@ impl Ctx {
     ) -> bool {
         let mut id: Option<String> = None;
         let mut killed = false;
+        let mut parked = false;
+        let mut last: Option<(&str, Seen)> = None;
         for step in 0..max {
+            self.reap_parked(tally, false);
             // The first step is the call itself (its key is new: nothing to look up).
             let state = if step == 0 && kills {
                 None
@@ -773,9 +1103,53 @@ impl Ctx {
                 Some((State::Held, _)) => "release",
                 Some((State::Stopped | State::PartiallyCompleted, _)) => "require-repair",
             };
+            let again = last
+                .as_ref()
+                .is_some_and(|(c, s)| *c == command && *s == state);
+            let mut host = self.pick_host(rng);
+            // Half of the recoveries and readbacks run where the attempt's owner ran (an
+            // operator on that machine), the others anywhere.
+            if matches!(command, "unresolved" | "reconcile")
+                && rng.chance(50)
+                && let Some(owner) = self.owner_host(id.as_deref())
+            {
+                host = match owner {
+                    Machine::This => None,
+                    Machine::Named(name) => Some(name),
+                };
+            }
+            if parked {
+                // The host just parked was held stopped past its lease: another machine
+                // takes the next step, as an operator elsewhere would.
+                host = self.other_than(self.owner_host(id.as_deref()), rng);
+            } else if again && matches!(command, "unresolved" | "reconcile") {
+                if tally.parked.is_empty() {
+                    if let Some(owner) = self.owner_host(id.as_deref()) {
+                        tally.on_owner_host += 1;
+                        host = match owner {
+                            Machine::This => None,
+                            Machine::Named(name) => Some(name),
+                        };
+                    }
+                } else {
+                    tally.waits_for_stopped += 1;
+                    self.reap_parked(tally, true);
+                }
+                if command == "unresolved" {
+                    // An owner on another host name is taken over only once its lease lapses.
+                    thread::sleep(self.lease() / 4);
+                }
+            }
             let args = self.args(command, call);
-            let ran = self.run(out, &args, kills.then_some(&mut *rng), tally);
+            let ran = self.run(
+                out,
+                &args,
+                host.as_deref(),
+                kills.then_some(&mut *rng),
+                tally,
+            );
             killed = ran.signal.is_some();
+            parked = ran.parked;
             if command == "call" {
                 if ran.output.contains("replayed, nothing sent again") {
                     tally.replays += 1;
@@ -787,6 +1161,7 @@ impl Ctx {
                     id = pathway_id(&ran.output);
                 }
             }
+            last = Some((command, state));
         }
         matches!(
             self.state(call, &mut id),
@@ -794,10 +1169,57 @@ impl Ctx {
         )
     }
 
+    /// A host name for a host process: another one (a UTS namespace) for `other_host_percent`
+    /// of them, else this machine's (`None`).
+    fn pick_host(&self, rng: &mut Rng) -> Option<String> {
+        (self.other_hosts && rng.chance(self.options.other_host_percent))
+            .then(|| format!("chaos-h{}", rng.below(3)))
+    }
+
+    /// A host name other than `owner`'s (`None`: this machine's).
+    fn other_than(&self, owner: Option<Machine>, rng: &mut Rng) -> Option<String> {
+        if !self.other_hosts {
+            return None;
+        }
+        match owner {
+            Some(Machine::Named(name)) => {
+                if rng.chance(50) {
+                    return None;
+                }
+                let others: Vec<String> = (0..3)
+                    .map(|k| format!("chaos-h{k}"))
+                    .filter(|h| *h != name)
+                    .collect();
+                let pick = usize::try_from(rng.below(count(others.len()))).unwrap_or(0);
+                Some(others[pick].clone())
+            }
+            _ => Some(format!("chaos-h{}", rng.below(3))),
+        }
+    }
+
+    /// The host name of the owner of the pathway's last attempt, from its `attempt_started`
+    /// event (`None` when there is no attempt).
+    fn owner_host(&self, id: Option<&str>) -> Option<Machine> {
+        let id = id?;
+        let events = self.read(|s| s.events(id, 0, usize::MAX));
+        let owner = events.iter().rev().find_map(|row| {
+            let event: Value = serde_json::from_str(&row.event).ok()?;
+            (event["kind"] == "attempt_started")
+                .then(|| event["data"]["owner"].as_str().map(str::to_owned))
+                .flatten()
+        })?;
+        let host = owner.split('/').next().unwrap_or_default().to_owned();
+        Some(if host == self.hostname {
+            Machine::This
+        } else {
+            Machine::Named(host)
+        })
+    }
+
     /// Runs `rpr verify` (never killed) and counts the result.
     fn verify(&self, out: &Path, tally: &mut Tally) {
-        let args = ["verify", "--database", self.db.to_str().expect("UTF-8")];
-        let ran = self.run(out, &args, None, tally);
+        let args = ["verify", "--database", self.db.as_str()];
+        let ran = self.run(out, &args, None, None, tally);
         tally.verify_runs += 1;
         if ran.code != Some(0) {
             tally.verify_failures += 1;
@@ -850,9 +1272,12 @@ fn pathway_id(output: &str) -> Option<String> {
     Some(id)
 }
 
-/// The supervisor: carries out the host kill plans, and kills server processes.
-fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> BTreeMap<String, u64> {
-    let mut kills = BTreeMap::new();
+/// The supervisor: carries out the host kill and stop plans, continues (or kills) the hosts
+/// it holds stopped when their hold is over, and kills server processes. Once `stop` is
+/// set it continues every host it still holds, then returns.
+fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> Signals {
+    let mut tally = Signals::default();
+    let mut held: Vec<Held> = Vec::new();
     let mean = ctx.options.server_kill_ms;
     let next_in = |rng: &mut Rng| {
         Duration::from_millis(if mean == 0 {
@@ -862,26 +1287,115 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> BTreeMap<String, u64
         })
     };
     let mut next_server_kill = Instant::now() + next_in(&mut rng);
-    while !stop.load(Ordering::SeqCst) {
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        if stopping && held.is_empty() {
+            break;
+        }
         thread::sleep(Duration::from_millis(5));
         let now = Instant::now();
         {
             let mut plans = lock(&ctx.plans);
+            let mut due = Vec::new();
+            for p in plans.iter_mut() {
+                let committed = p.after_commit.as_ref().is_some_and(|(out, _)| {
+                    std::fs::read_to_string(out).is_ok_and(|o| o.contains(COMMITTED))
+                });
+                if committed && let Some((_, delay)) = p.after_commit.take() {
+                    p.due = now + delay;
+                }
+            }
             plans.retain(|p| {
-                if p.due > now {
+                if p.due > now || p.after_commit.is_some() {
                     return true;
                 }
-                // The pid is not reaped while its plan exists, so it is this host (alive or
-                // a zombie). SIGINT goes to its process group, as a terminal's Ctrl-C would.
-                let _ = if p.signal == Signal::SIGINT {
-                    killpg(Pid::from_raw(p.pid), p.signal)
-                } else {
-                    kill(Pid::from_raw(p.pid), p.signal)
-                };
+                due.push((p.pid, p.signal));
                 false
             });
+            // The pid is not reaped while its plan exists (or while it is held), so it is
+            // this host (alive or a zombie).
+            for (pid, signal) in due {
+                let target = Pid::from_raw(pid);
+                if signal == Signal::SIGSTOP {
+                    if !running(pid) || kill(target, Signal::SIGSTOP).is_err() {
+                        continue;
+                    }
+                    // Half of the time the whole machine stops: the host's servers too, so
+                    // a write they hold does not land while the host is stopped.
+                    let servers = if rng.chance(50) {
+                        let servers: Vec<(i32, u64)> = ctx
+                            .servers()
+                            .into_iter()
+                            .filter(|(s, _)| parent(*s) == Some(pid))
+                            .collect();
+                        for (s, start) in &servers {
+                            if start_time(*s) == Some(*start) {
+                                let _ = kill(Pid::from_raw(*s), Signal::SIGSTOP);
+                            }
+                        }
+                        servers
+                    } else {
+                        Vec::new()
+                    };
+                    tally.stops += 1;
+                    if !servers.is_empty() {
+                        tally.stops_with_server += 1;
+                    }
+                    lock(&ctx.stopped).insert(pid, now);
+                    let stay = ctx.lease() + Duration::from_millis(500 + rng.below(2000));
+                    held.push(Held {
+                        pid,
+                        servers,
+                        until: now + stay,
+                    });
+                    continue;
+                }
+                // SIGINT goes to its process group, as a terminal's Ctrl-C would.
+                let _ = if signal == Signal::SIGINT {
+                    killpg(target, signal)
+                } else {
+                    kill(target, signal)
+                };
+            }
+            // A hold that is over: continue the host (and its servers); or kill it while
+            // stopped (a paused machine that never comes back); or continue it and plan a
+            // kill. When the run stops, every host still held is continued.
+            let mut i = 0;
+            while i < held.len() {
+                if held[i].until > now && !stopping {
+                    i += 1;
+                    continue;
+                }
+                let h = held.swap_remove(i);
+                let host = Pid::from_raw(h.pid);
+                let fate = if stopping { 4 } else { rng.below(5) };
+                if fate == 0 {
+                    let _ = kill(host, Signal::SIGKILL);
+                    tally.killed_while_stopped += 1;
+                }
+                for (s, start) in &h.servers {
+                    if start_time(*s) == Some(*start) {
+                        let _ = kill(Pid::from_raw(*s), Signal::SIGCONT);
+                    }
+                }
+                if fate != 0 {
+                    let _ = kill(host, Signal::SIGCONT);
+                    tally.continued += 1;
+                }
+                if fate == 1 {
+                    plans.push(Plan {
+                        after_commit: None,
+                        pid: h.pid,
+                        due: now
+                            + Duration::from_millis(rng.below(ctx.options.slow_write_ms + 500)),
+                        signal: rng.signal(),
+                    });
+                    tally.kill_planned_after_continue += 1;
+                }
+                lock(&ctx.stopped).remove(&h.pid);
+            }
         }
-        if mean > 0 && now >= next_server_kill {
+        if !stopping && mean > 0 && now >= next_server_kill {
             next_server_kill = now + next_in(&mut rng);
             let servers = ctx.servers();
             if servers.is_empty() {
@@ -891,11 +1405,32 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> BTreeMap<String, u64
             let (pid, start) = servers[pick];
             let signal = rng.signal();
             if start_time(pid) == Some(start) && kill(Pid::from_raw(pid), signal).is_ok() {
-                *kills.entry(signal.as_str().to_owned()).or_default() += 1;
+                *tally
+                    .server_kills
+                    .entry(signal.as_str().to_owned())
+                    .or_default() += 1;
             }
         }
     }
-    kills
+    tally
+}
+
+/// Whether `pid` runs (exists and is not a zombie).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().next().map(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
+/// The parent of `pid` (field 4 of `/proc/PID/stat`).
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A process started in the background by a non-interactive shell has SIGINT ignored, and
@@ -965,18 +1500,34 @@ pub fn run(options: &Options) -> Result<Report, String> {
     let policy_path = dir.join("policy.json");
     std::fs::write(&config_path, config.to_string()).map_err(|e| e.to_string())?;
     std::fs::write(&policy_path, policy.to_string()).map_err(|e| e.to_string())?;
+    let db = match &options.postgres {
+        Some(url) => pg::fresh(
+            url,
+            &format!("chaos_{}_seed{}", std::process::id(), options.seed),
+        )?,
+        None => text(&dir.join("rpr.db"))?,
+    };
+    // `--recount` finds the database here.
+    std::fs::write(dir.join("database"), &db).map_err(|e| e.to_string())?;
+    let other_hosts = options.other_host_percent > 0 && other_host_names()?;
     let ctx = Arc::new(Ctx {
         options: options.clone(),
         host,
-        db: dir.join("rpr.db"),
+        postgres: options.postgres.is_some(),
+        db,
         config: text(&config_path)?,
         policy: text(&policy_path)?,
+        lease_text: options.lease_secs.max(1).to_string(),
         effects: effects.clone(),
         marker: text(&root)?,
         root: root.clone(),
         dir: dir.clone(),
         plans: Mutex::new(Vec::new()),
         kills_on: AtomicBool::new(true),
+        stopped: Mutex::new(HashMap::new()),
+        hostname: this_host()?,
+        other_hosts,
+        deadline: options.stop_after.map(|d| started + d),
     });
     let mut nonce = Rng::new(options.seed, u64::MAX);
     let calls: Vec<Call> = (0..options.calls)
@@ -1004,6 +1555,10 @@ pub fn run(options: &Options) -> Result<Report, String> {
                 let mut tally = Tally::default();
                 let out = ctx.dir.join(format!("out/w{w}.txt"));
                 for (n, (i, call)) in mine.iter().enumerate() {
+                    if ctx.deadline.is_some_and(|d| Instant::now() > d) {
+                        break;
+                    }
+                    tally.started.push(*i);
                     let max = ctx.options.max_steps;
                     if !ctx.settle(call, &out, max, &mut rng, true, &mut tally) {
                         tally.unsettled.push(*i);
@@ -1020,6 +1575,8 @@ pub fn run(options: &Options) -> Result<Report, String> {
                         ctx.verify(&out, &mut tally);
                     }
                 }
+                // Every host this worker parked has ended before the final pass.
+                ctx.reap_parked(&mut tally, true);
                 tally
             })
         })
@@ -1034,7 +1591,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
     }
     stop.store(true, Ordering::SeqCst);
     ctx.kills_on.store(false, Ordering::SeqCst);
-    let server_kills = supervisor
+    let signals = supervisor
         .join()
         .map_err(|e| format!("supervisor: {e:?}"))?;
     if !panics.is_empty() {
@@ -1051,6 +1608,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
     for &i in &tally.unsettled.clone() {
         ctx.settle(&calls[i], &out, 20, &mut rng, false, &mut tally);
     }
+    ctx.reap_parked(&mut tally, true);
     ctx.verify(&out, &mut tally);
 
     // Orphans: the run's server processes still alive now. Then wait for them (they may
@@ -1066,14 +1624,29 @@ pub fn run(options: &Options) -> Result<Report, String> {
         }
     }
 
+    tally.started.sort_unstable();
+    let started_calls: Vec<Call> = tally.started.iter().map(|&i| calls[i].clone()).collect();
     let mut report = Report {
-        calls: options.calls,
+        calls: started_calls.len(),
+        not_started: options.calls - started_calls.len(),
         hosts,
         seed: options.seed,
         slow_write_ms: options.slow_write_ms,
+        store: store_name(options),
+        lease_secs: options.lease_secs.max(1),
+        other_hosts,
+        stops: signals.stops,
+        stops_with_server: signals.stops_with_server,
+        stopped_past_lease: tally.stopped_past_lease,
+        continued: signals.continued,
+        killed_while_stopped: signals.killed_while_stopped,
+        kill_planned_after_continue: signals.kill_planned_after_continue,
+        stopped_ends: tally.stopped_ends,
+        on_owner_host: tally.on_owner_host,
+        waits_for_stopped: tally.waits_for_stopped,
         commands: tally.commands,
         host_kills: tally.host_kills,
-        server_kills,
+        server_kills: signals.server_kills,
         replays: tally.replays,
         admitted_after_proposed: tally.admitted_after_proposed,
         host_errors: tally.host_errors,
@@ -1087,10 +1660,13 @@ pub fn run(options: &Options) -> Result<Report, String> {
         dir: dir.clone(),
         ..Report::default()
     };
-    count_outcomes(&ctx, &calls, &mut report)?;
+    count_outcomes(&ctx, &started_calls, &mut report)?;
     report.wall = started.elapsed();
     if !options.keep && report.failures().is_empty() {
         let _ = std::fs::remove_dir_all(&dir);
+        if let Some(url) = &options.postgres {
+            pg::drop(url, &ctx.db);
+        }
     }
     Ok(report)
 }
@@ -1100,22 +1676,30 @@ pub fn run(options: &Options) -> Result<Report, String> {
 /// describes (the same `calls` and `seed` as the run). The figures only the run itself saw
 /// (kills, host processes, verify runs, orphans) are zero.
 pub fn recount(options: &Options, dir: &Path) -> Result<Report, String> {
+    let db = std::fs::read_to_string(dir.join("database"))
+        .unwrap_or_else(|_| dir.join("rpr.db").display().to_string());
     let ctx = Ctx {
         options: options.clone(),
         host: PathBuf::new(),
         dir: dir.to_owned(),
-        db: dir.join("rpr.db"),
+        postgres: db.starts_with("postgres://"),
+        db,
         config: String::new(),
         policy: String::new(),
+        lease_text: String::new(),
         effects: dir.join("effects.log"),
         marker: String::new(),
         root: dir.join("files"),
         plans: Mutex::new(Vec::new()),
         kills_on: AtomicBool::new(false),
+        stopped: Mutex::new(HashMap::new()),
+        hostname: String::new(),
+        other_hosts: false,
+        deadline: None,
     };
-    if !ctx.db.is_file() || !ctx.effects.is_file() {
+    if (!ctx.postgres && !Path::new(&ctx.db).is_file()) || !ctx.effects.is_file() {
         return Err(format!(
-            "{} holds no soak run (rpr.db and effects.log)",
+            "{} holds no soak run (its database and effects.log)",
             dir.display()
         ));
     }
@@ -1123,15 +1707,35 @@ pub fn recount(options: &Options, dir: &Path) -> Result<Report, String> {
     let calls: Vec<Call> = (0..options.calls)
         .map(|i| Call::new(options.seed, i, nonce.next_u64()))
         .collect();
+    // A run stopped early (`stop_after`, or killed) started its workers' calls in turn, so
+    // which calls it started is known only by their pathways: the recount counts the calls
+    // that have one (a call started and lost without one is not seen here).
+    let keys: std::collections::HashSet<String> = ctx
+        .all_pathways()
+        .into_iter()
+        .map(|r| r.idempotency_key)
+        .collect();
+    let calls: Vec<Call> = calls
+        .into_iter()
+        .filter(|c| keys.contains(&c.key))
+        .collect();
+    let calls = calls.as_slice();
     let mut report = Report {
-        calls: options.calls,
+        calls: calls.len(),
+        not_started: options.calls - calls.len(),
         hosts: options.hosts,
         seed: options.seed,
         slow_write_ms: options.slow_write_ms,
+        store: if ctx.postgres {
+            "PostgreSQL".into()
+        } else {
+            "SQLite".into()
+        },
+        lease_secs: options.lease_secs,
         dir: dir.to_owned(),
         ..Report::default()
     };
-    count_outcomes(&ctx, &calls, &mut report)?;
+    count_outcomes(&ctx, calls, &mut report)?;
     Ok(report)
 }
 
@@ -1160,6 +1764,20 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
     for row in ctx.read(|s| s.ledger(0, usize::MAX)) {
         let event: Value = serde_json::from_str(&row.event).map_err(|e| e.to_string())?;
         let kind = event["kind"].as_str().unwrap_or("?").to_owned();
+        if kind == "recovered_unknown" {
+            match event["data"]["owner_fate"].as_str() {
+                Some("lapsed") => report.takeovers_lapsed += 1,
+                Some("gone") => report.takeovers_gone += 1,
+                _ => {}
+            }
+        }
+        // The evidence of a readback that could not settle an attempt taken over on a lapse.
+        if row.event.contains("lease lapsed, and the owner") {
+            report.unresolved_for_lapse += 1;
+        }
+        if row.event.contains("\"attested\"") || row.event.contains("\"accepted_risk\"") {
+            report.attestations += 1;
+        }
         *report.events.entry(kind).or_default() += 1;
     }
 
@@ -1268,4 +1886,68 @@ fn count_outcomes(ctx: &Ctx, calls: &[Call], report: &mut Report) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// `SQLite` or `PostgreSQL`, for the table.
+fn store_name(options: &Options) -> String {
+    if options.postgres.is_some() {
+        "PostgreSQL".into()
+    } else {
+        "SQLite".into()
+    }
+}
+
+/// This machine's host name.
+fn this_host() -> Result<String, String> {
+    nix::unistd::gethostname()
+        .map_err(|e| format!("gethostname: {e}"))?
+        .into_string()
+        .map_err(|h| format!("a host name that is not UTF-8: {}", h.to_string_lossy()))
+}
+
+/// Whether host processes can run on other host names: `unshare --uts` works (root and
+/// util-linux). CI runs as root: there it must.
+fn other_host_names() -> Result<bool, String> {
+    let ok = Command::new("unshare")
+        .args(["--uts", "--", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok && std::env::var_os("CI").is_some() {
+        return Err(
+            "`unshare --uts` failed: CI must run the soak's hosts on other host names (root, util-linux)"
+                .into(),
+        );
+    }
+    Ok(ok)
+}
+
+/// The run's PostgreSQL schema: made fresh, dropped after a clean run.
+mod pg {
+    /// A fresh, migrated schema `schema` at `url`; its location for `rpr --database`.
+    #[cfg(feature = "postgres")]
+    pub(super) fn fresh(url: &str, schema: &str) -> Result<String, String> {
+        drop(url, schema);
+        rpr::store::pg::PgBackend::open_in_schema(url, schema)
+            .map_err(|e| format!("creating schema {schema}: {e}"))?;
+        let sep = if url.contains('?') { '&' } else { '?' };
+        Ok(format!("{url}{sep}options=-csearch_path%3D{schema}"))
+    }
+
+    /// Drops the schema of `location` (or named `location`).
+    #[cfg(feature = "postgres")]
+    pub(super) fn drop(url: &str, location: &str) {
+        let schema = location.rsplit("%3D").next().unwrap_or(location);
+        if let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    pub(super) fn fresh(_: &str, _: &str) -> Result<String, String> {
+        Err("a PostgreSQL run needs the `postgres` feature (`--features postgres`)".into())
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    pub(super) fn drop(_: &str, _: &str) {}
 }

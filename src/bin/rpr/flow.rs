@@ -27,6 +27,15 @@ pub(crate) enum Exit {
     Denied,
 }
 
+/// The lease of the attempts this process dispatches (`--lease`); the library's default
+/// when unset.
+static LEASE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+
+/// Sets the lease of the attempts this process dispatches (once, before any runtime opens).
+pub(crate) fn set_lease(lease: std::time::Duration) {
+    let _ = LEASE.set(lease);
+}
+
 /// Opens the database with the default evidence bounds.
 pub(crate) fn runtime(db: &Path) -> Result<Runtime, Failure> {
     runtime_with(db, rpr::evidence::Bounds::DEFAULT)
@@ -34,8 +43,11 @@ pub(crate) fn runtime(db: &Path) -> Result<Runtime, Failure> {
 
 /// Opens the database; the step hook narrates the write-ahead attempt record.
 pub(crate) fn runtime_with(db: &Path, bounds: rpr::evidence::Bounds) -> Result<Runtime, Failure> {
-    Ok(Runtime::builder(db)
-        .bounds(bounds)
+    let mut builder = Runtime::builder(db).bounds(bounds);
+    if let Some(lease) = LEASE.get() {
+        builder = builder.lease(*lease);
+    }
+    Ok(builder
         .step_hook(|point| match point {
             StepPoint::AfterAttemptCommit => {
                 say!("    attempt record committed durably (status in_flight) — before any byte is sent");

@@ -201,6 +201,11 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
 
 fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
     match &cli.command {
+        Command::Call(a) => a.lease.apply(),
+        Command::Approve(a) | Command::Resume(a) => a.lease.apply(),
+        _ => {}
+    }
+    match &cli.command {
         Command::Call(a) => commands::call(a),
         Command::Approve(a) => commands::approve(a),
         Command::Deny(a) => commands::deny(a),

@@ -88,6 +88,28 @@ pub(crate) struct Restore {
     args: Option<String>,
 }
 
+/// `--lease`: for the commands that dispatch (`call`, `approve`, `resume`).
+#[derive(Debug, Args)]
+pub(crate) struct Lease {
+    /// How long the lease of an attempt this command dispatches runs, in seconds (default
+    /// 600). The command renews it every third of it while the call is in flight, so it need
+    /// not exceed the call's duration. It decides how soon another process may take the
+    /// attempt over when this one cannot be judged by its process (another host name, boot
+    /// or PID namespace, or PostgreSQL): a stopped or cut-off host is taken over once it
+    /// lapses, and a lapse never counts as proof that the call was not sent.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) lease: Option<u64>,
+}
+
+impl Lease {
+    /// Applies `--lease` to the runtimes this process opens.
+    pub(crate) fn apply(&self) {
+        if let Some(secs) = self.lease {
+            crate::flow::set_lease(std::time::Duration::from_secs(secs));
+        }
+    }
+}
+
 /// The arguments of `call`.
 #[derive(Debug, Args)]
 pub(crate) struct CallArgs {
@@ -95,6 +117,8 @@ pub(crate) struct CallArgs {
     files: Files,
     #[command(flatten)]
     db: Database,
+    #[command(flatten)]
+    pub(crate) lease: Lease,
     /// The server, by its name in the configuration.
     #[arg(long, value_name = "NAME")]
     server: String,
@@ -129,6 +153,8 @@ pub(crate) struct LiveStep {
     pub(crate) step: Step,
     #[command(flatten)]
     restore: Restore,
+    #[command(flatten)]
+    pub(crate) lease: Lease,
 }
 
 /// The arguments of `reconcile`.
