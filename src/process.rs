@@ -1,6 +1,7 @@
 //! The platform part of owner and carrier liveness: host name, process start times,
-//! killing a recorded process group, and the whole tree of a carrier ([`tree`]: a cgroup
-//! of its own, and a [`sentinel`] that kills it when the host ends).
+//! killing a recorded process group, the whole tree of a carrier ([`tree`]: a cgroup
+//! of its own, and a [`sentinel`] that kills it when the host ends), and the one thread
+//! every server is forked on ([`spawner`]).
 //!
 //! A process is identified by its pid **and its start time**, so a recycled pid is
 //! never taken for the process that was recorded. The start time can only be read on
@@ -14,6 +15,7 @@ use std::time::Duration;
 use crate::executor::CarrierCgroup;
 
 pub(crate) mod sentinel;
+pub(crate) mod spawner;
 pub(crate) mod tree;
 
 /// Whether [`process_start`] can read start times on this platform (Linux only).

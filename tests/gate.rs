@@ -461,6 +461,26 @@ fn crash_after_effect_is_unknown_the_repeat_is_refused_and_reconcile_completes_i
     assert_eq!(effects(&dir), 1);
 }
 
+/// Issue 26: the gate restarts a crashed server from the thread of the request that
+/// found it dead; the restarted server must not die with that thread. One crash costs
+/// one restart, and every read after it is answered.
+#[test]
+fn one_server_crash_costs_one_restart_and_every_later_read_is_answered() {
+    let (_dir, _, gate) = fault_setup("gate-restart", "crash-after-effect", &[]);
+    let client = connect(&gate);
+    let crashed = result(call(&client, "put", &json!({"key": "k", "value": "v1"})));
+    assert_eq!(crashed["isError"], true, "{crashed}");
+    for i in 0..12 {
+        std::thread::sleep(Duration::from_millis(200));
+        let read = result(call(&client, "get", &json!({"key": "k"})));
+        assert_ne!(read["isError"], true, "read {i} failed: {read}");
+    }
+    let log = client.session().stderr_tail();
+    let starts = log.matches("started (pid").count();
+    assert_eq!(starts, 2, "the first start and one restart:\n{log}");
+    client.shutdown();
+}
+
 #[test]
 fn a_gate_killed_mid_call_and_relaunched_lists_the_call_and_never_resends_it() {
     let (dir, _, gate) = fault_setup("gate-kill", "slow", &["--sleep-ms", "1500"]);

@@ -99,6 +99,29 @@ fn dropping_the_client_leaves_no_process() {
     assert_gone(pid);
 }
 
+/// Issue 26: the parent-death signal fires when the *thread* that forked exits. A
+/// server started from a short-lived thread (the gate restarts a crashed server from a
+/// request's thread) must not die with that thread: it lives as long as the host.
+#[test]
+fn a_server_started_from_a_thread_that_ends_lives_on() {
+    let fx = Fixture::new("thread_ends");
+    let command = fx.command("none");
+    let client = std::thread::spawn(move || McpClient::connect(&command, &fast_config()))
+        .join()
+        .expect("the connecting thread panicked")
+        .unwrap();
+    // The kernel sends the death signal as the thread exits; give it time to land.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        alive(client.session().pid()),
+        "the server died with the thread that started it"
+    );
+    client.ping().unwrap();
+    let Reply::Result(_) = put(&client, Duration::from_secs(5)).unwrap() else {
+        panic!("expected a result")
+    };
+}
+
 #[test]
 fn server_that_ignores_sigterm_and_eof_is_killed() {
     let fx = Fixture::new("sigterm");

@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use super::McpError;
 use crate::executor::CarrierCgroup;
 use crate::process::sentinel::Sentinel;
+use crate::process::spawner;
 use crate::process::tree::{Cgroup, Planned};
 
 /// How long the last rung waits for the killed tree to be gone (a process in
@@ -199,9 +200,10 @@ impl Transport {
     /// Starts the server: no shell, its own process group, piped stdio.
     ///
     /// On Linux the server also gets `SIGKILL` as its parent-death signal, so it dies
-    /// with the host however the host ends; the kernel sends it when the **thread**
-    /// calling `spawn` exits, so call it from a thread that outlives the transport. If
-    /// the host is already gone when the child would `exec`, the spawn fails
+    /// with the host however the host ends. The fork happens on one thread that lives as
+    /// long as the process (the kernel sends the signal when the forking *thread* exits),
+    /// so any thread may call `spawn`, also one that ends before the server. If the host
+    /// is already gone when the child would `exec`, the spawn fails
     /// ([`McpError::Spawn`]). Other platforms have no parent-death signal.
     ///
     /// On Linux the server runs in a cgroup (v2) of its own where one can be created
@@ -216,7 +218,7 @@ impl Transport {
             if let Some(cgroup) = planned.create() {
                 if let Ok(child) = cgroup
                     .procs_for_joining()
-                    .and_then(|procs| build(command, Some(procs)).spawn())
+                    .and_then(|procs| spawner::spawn(build(command, Some(procs))))
                 {
                     return Ok(Self::new(child, Some(cgroup), sentinel, config));
                 }
@@ -227,12 +229,10 @@ impl Transport {
             }
             drop(sentinel);
         }
-        let child = build(command, None)
-            .spawn()
-            .map_err(|source| McpError::Spawn {
-                program: command.program.to_string_lossy().into_owned(),
-                source,
-            })?;
+        let child = spawner::spawn(build(command, None)).map_err(|source| McpError::Spawn {
+            program: command.program.to_string_lossy().into_owned(),
+            source,
+        })?;
         Ok(Self::new(child, None, None, config))
     }
 
@@ -400,7 +400,7 @@ impl Drop for Transport {
 }
 
 /// The command that starts the server: no shell, its own process group, piped stdio,
-/// the parent-death signal, and, with `cgroup_procs` (its cgroup's `cgroup.procs`),
+/// and, with `cgroup_procs` (its cgroup's `cgroup.procs`),
 /// moved into that cgroup before it runs, so every process it starts is in it too.
 fn build(command: &ServerCommand, cgroup_procs: Option<std::fs::File>) -> Command {
     let mut cmd = Command::new(&command.program);
@@ -419,8 +419,6 @@ fn build(command: &ServerCommand, cgroup_procs: Option<std::fs::File>) -> Comman
     if let Some(procs) = cgroup_procs {
         join_cgroup(&mut cmd, procs);
     }
-    #[cfg(target_os = "linux")]
-    die_with_this_thread(&mut cmd);
     cmd
 }
 
@@ -443,47 +441,6 @@ fn join_cgroup(cmd: &mut Command, procs: std::fs::File) {
             nix::unistd::write(&procs, b"0")
                 .map(drop)
                 .map_err(std::io::Error::from)
-        });
-    }
-}
-
-/// Makes the child die with the thread that spawns it (Linux `PR_SET_PDEATHSIG`).
-///
-/// The server runs in its own process group, so a signal aimed at the host's group
-/// (Ctrl-C) does not reach it, and nothing else stops it when the host is killed: an
-/// orphaned server would finish a write after recovery concluded "not applied". In
-/// the child, between `fork` and `exec`, this sets the parent-death signal to
-/// `SIGKILL`, then checks that the parent is still the process that forked: if the
-/// host died before the signal was armed, the child has been re-parented already,
-/// no signal will ever come, and the spawn fails instead of `exec`-ing an orphan.
-///
-/// The kernel sends the signal when the **thread** that forked exits, not only when
-/// the whole process does (the parent of a child is, for this purpose, the forking
-/// thread). Spawn servers from a thread that lives as long as the client.
-#[cfg(target_os = "linux")]
-#[expect(
-    unsafe_code,
-    reason = "`pre_exec` is unsafe; the closure only makes two system calls"
-)]
-fn die_with_this_thread(cmd: &mut Command) {
-    use nix::sys::prctl::set_pdeathsig;
-    use nix::unistd::getppid;
-
-    let parent = Pid::this();
-    // SAFETY: the closure runs in the child after `fork`, where only
-    // async-signal-safe operations are allowed. It calls `prctl(PR_SET_PDEATHSIG)`
-    // and `getppid()`, both plain system calls; it reads `parent`, a copied integer;
-    // on failure it builds an `io::Error` from a raw errno value, which neither
-    // allocates nor takes a lock. It touches no heap, lock, stdio or thread-local.
-    unsafe {
-        cmd.pre_exec(move || {
-            set_pdeathsig(Signal::SIGKILL)?;
-            if getppid() == parent {
-                Ok(())
-            } else {
-                // The host died before the signal was armed: do not run the server.
-                Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH))
-            }
         });
     }
 }
