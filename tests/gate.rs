@@ -728,6 +728,81 @@ fn the_gate_elicits_only_from_a_client_that_declared_elicitation() {
     }
 }
 
+/// Issue 26: a call waiting at a Human Gate form holds up only calls of its own identity.
+/// While the form of a write is open, an unrelated read is answered and an identical write
+/// waits for that form instead of raising a second one; after the one approval the file is
+/// written once and both identical calls get its result.
+#[test]
+fn a_form_left_open_holds_up_only_its_own_identity_and_identical_calls_share_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::channel;
+    use std::sync::{Arc, Mutex};
+
+    let (_dir, root, gate) = files_setup("gate-turns");
+    let note = root.join("note.txt");
+    std::fs::write(&note, "hello").unwrap();
+    let (opened, form_opened) = channel::<()>();
+    let (approve, approval) = channel::<()>();
+    let (opened, approval) = (Mutex::new(opened), Arc::new(Mutex::new(approval)));
+    let forms = Arc::new(AtomicUsize::new(0));
+    let mut config = SessionConfig::default();
+    config.request_timeout = Duration::from_mins(1);
+    config.client_capabilities = json!({"elicitation": {"form": {}}});
+    let counted = Arc::clone(&forms);
+    config.on_request = Some(Arc::new(
+        move |_: rpr::jsonrpc::Request, responder: rpr::mcp::Responder| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let (opened, approval) = (opened.lock().unwrap().clone(), Arc::clone(&approval));
+            // The person takes their time: the form stays open until the test approves.
+            std::thread::spawn(move || {
+                let _ = opened.send(());
+                let _ = approval
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_mins(1));
+                responder.respond(Ok(
+                    json!({"action": "accept", "content": {"approve": true}}),
+                ));
+            });
+        },
+    ));
+    let client = Arc::new(McpClient::connect(&gate_command(&gate), &config).unwrap());
+    let args = json!({"path": root.join("w.txt"), "content": "W"});
+    let write = |client: &Arc<McpClient>| {
+        let (client, args) = (Arc::clone(client), args.clone());
+        std::thread::spawn(move || result(call(&client, "write_file", &args)))
+    };
+    let first = write(&client);
+    form_opened
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the write's form was raised");
+    let second = write(&client);
+    std::thread::sleep(Duration::from_millis(500));
+    let (read_done, read) = channel();
+    let reader = Arc::clone(&client);
+    std::thread::spawn(move || {
+        let _ = read_done.send(result(call(
+            &reader,
+            "read_text_file",
+            &json!({"path": note}),
+        )));
+    });
+    let read = read
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an unrelated read was held up by a form left open");
+    assert_ne!(read["isError"], true, "{read}");
+    assert!(read.to_string().contains("hello"), "{read}");
+    approve.send(()).unwrap();
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
+    for answer in [&first, &second] {
+        assert_ne!(answer["isError"], true, "{answer}");
+    }
+    assert_eq!(meta_id(&first), meta_id(&second), "one pathway for both");
+    assert_eq!(forms.load(Ordering::SeqCst), 1, "one form for both calls");
+    assert_eq!(std::fs::read_to_string(root.join("w.txt")).unwrap(), "W");
+    let _ = approve.send(());
+}
+
 #[test]
 fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
     let dir = TempDir::new("gate-cancel");

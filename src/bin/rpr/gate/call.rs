@@ -15,10 +15,18 @@ use serde_json::{Value, json};
 
 use super::Gate;
 use super::carry::with_pathway;
+use super::turns::{Claim, Held};
 use crate::config::Plan;
 
 /// The `_meta` member a client may set to name the call's identity (idempotency key).
 pub(crate) const KEY_META: &str = "dev.rpr/idempotency-key";
+
+/// What the propose step found: an identical call's open pathway, or what proposing this
+/// call gave (with its turn on a new pathway).
+enum Found<'t> {
+    Open(StoredPathway),
+    Made(Result<Ready, rpr::PathwayError>, Option<Held<'t>>),
+}
 
 /// What the client gets back: a `tools/call` result, or a JSON-RPC error.
 pub(crate) type Answer = Result<Value, ErrorObject>;
@@ -146,40 +154,56 @@ impl Gate {
         let mut executor = self.executor(live, asked);
         // One identity-and-propose at a time in this gate: two identical calls racing
         // here find the same key (the store's unique key settles it across processes).
-        let ready = {
-            let _turn = self
+        // Only this short step is serialised; forms and sends happen in a pathway's turn.
+        let found = {
+            let _propose = self
                 .propose_lock
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             // An identical call still open is answered from its pathway, whatever either
             // call's key: a key names a call; it cannot split one. A key of its own decides
             // only once no identical call is open (a completed key replays its result).
-            let key = match self.open_identical(&live.server, digest) {
-                Ok(Ok(derived)) => match &asked.key {
-                    Some(k) => format!("gate/{}/key/{k}", live.server),
-                    None => derived,
-                },
-                Ok(Err(existing)) => {
-                    return Some(self.existing(existing, live, asked, request));
+            match self.open_identical(&live.server, digest) {
+                Ok(Ok(derived)) => {
+                    let key = match &asked.key {
+                        Some(k) => format!("gate/{}/key/{k}", live.server),
+                        None => derived,
+                    };
+                    let definition = Definition::new(
+                        request.clone(),
+                        live.plan.class,
+                        &key,
+                        self.policy.authority(),
+                    )
+                    .with_metadata(
+                        json!({"server": live.server, "gate": {"command": self.command_line}}),
+                    );
+                    let decision = live.plan.decision();
+                    let decider = definition.authority.decision_owner.clone();
+                    let ready = self.rt.propose_and_bind(
+                        &self.actor,
+                        &decider,
+                        definition,
+                        &|_| decision.clone(),
+                        &mut executor,
+                    );
+                    // The new pathway's turn is taken before an identical call can find it.
+                    let held = match &ready {
+                        Ok(Ready::Admitted(admission)) => match self.turns.claim(admission.id()) {
+                            Claim::Mine(held) => Some(held),
+                            Claim::Taken(_) => None,
+                        },
+                        _ => None,
+                    };
+                    Found::Made(ready, held)
                 }
+                Ok(Err(existing)) => Found::Open(existing),
                 Err(answer) => return Some(answer),
-            };
-            let definition = Definition::new(
-                request.clone(),
-                live.plan.class,
-                &key,
-                self.policy.authority(),
-            )
-            .with_metadata(json!({"server": live.server, "gate": {"command": self.command_line}}));
-            let decision = live.plan.decision();
-            let decider = definition.authority.decision_owner.clone();
-            self.rt.propose_and_bind(
-                &self.actor,
-                &decider,
-                definition,
-                &|_| decision.clone(),
-                &mut executor,
-            )
+            }
+        };
+        let (ready, _turn) = match found {
+            Found::Open(existing) => return Some(self.in_turn(existing, live, asked, request)),
+            Found::Made(ready, held) => (ready, held),
         };
         match ready {
             Ok(Ready::Bound(bound)) => self.send(bound, executor, live, "approved"),
@@ -196,7 +220,7 @@ impl Gate {
             }
             Ok(Ready::Admitted(admission)) => Some(self.admitted(admission, live, asked)),
             // The same key with other content is refused by the store (a conflict, below).
-            Ok(Ready::Existing(stored)) => Some(self.existing(stored, live, asked, request)),
+            Ok(Ready::Existing(stored)) => Some(self.in_turn(stored, live, asked, request)),
             Ok(other) => Some(tool_error(
                 format!("unexpected admission {other:?}; nothing was sent"),
                 None,
@@ -374,6 +398,35 @@ impl Gate {
                 format!("unexpected admission {other:?}; nothing was sent"),
                 None,
             ),
+        }
+    }
+
+    /// Answers from an open pathway in its turn: while another call of this gate holds a
+    /// form open on it or sends it, waits for that call, then answers from the pathway as it
+    /// then stands (one form, one send, for every identical call that waited).
+    fn in_turn(
+        &self,
+        mut stored: StoredPathway,
+        live: &Live,
+        asked: &Asked,
+        request: &Request,
+    ) -> Answer {
+        loop {
+            let turn = match self.turns.claim(stored.id()) {
+                Claim::Mine(_held) => return self.existing(stored, live, asked, request),
+                Claim::Taken(turn) => turn,
+            };
+            turn.wait();
+            let id = stored.id().to_owned();
+            stored = match self.rt.load(&id) {
+                Ok(now) => now,
+                Err(e) => {
+                    return tool_error(
+                        format!("pathway {id} cannot be read ({e}); this call was not sent"),
+                        None,
+                    );
+                }
+            };
         }
     }
 

@@ -8,6 +8,7 @@ mod carry;
 mod downstream;
 mod elicit;
 mod ops;
+mod turns;
 mod upstream;
 
 pub(crate) use ops::{PinArgs, approve_only, is_gate_pathway, live, pin};
@@ -27,6 +28,7 @@ use rpr::{Actor, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use self::downstream::Downstream;
+use self::turns::Turns;
 use self::upstream::Upstream;
 use crate::config::Policy;
 use crate::{Exit, Failure};
@@ -90,6 +92,8 @@ pub(crate) struct Gate {
     call_timeout: Duration,
     approval_timeout: Duration,
     propose_lock: Mutex<()>,
+    /// Which pathways a call of this gate holds a form open on or sends.
+    turns: Turns,
 }
 
 fn utf8(path: &std::path::Path, what: &str) -> Result<String, Failure> {
@@ -139,6 +143,7 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
         call_timeout,
         approval_timeout: Duration::from_secs(args.approval_timeout.max(1)),
         propose_lock: Mutex::new(()),
+        turns: Turns::default(),
     });
     serve(&gate);
     Ok(Exit::Done)
