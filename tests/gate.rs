@@ -803,6 +803,31 @@ fn a_form_left_open_holds_up_only_its_own_identity_and_identical_calls_share_it(
     let _ = approve.send(());
 }
 
+/// Issue 26: a read that failed does not block that read for good. `read_text_file` of a
+/// missing file fails; once the file exists the identical read is sent again (a new
+/// pathway) and answered with the content.
+#[test]
+fn an_identical_read_after_a_failed_read_is_a_new_call() {
+    let (dir, root, gate) = files_setup("gate-read-again");
+    let client = connect(&gate);
+    let path = root.join("later.txt");
+    let args = json!({"path": path});
+    let missing = result(call(&client, "read_text_file", &args));
+    assert_eq!(missing["isError"], true, "{missing}");
+    let failed = meta_id(&missing);
+    std::fs::write(&path, "arrived").unwrap();
+    let again = result(call(&client, "read_text_file", &args));
+    assert_ne!(
+        again["isError"], true,
+        "the read was not sent again: {again}"
+    );
+    assert!(again.to_string().contains("arrived"), "{again}");
+    let id = meta_id(&again);
+    assert_ne!(id, failed, "a new pathway");
+    assert_eq!(state(&dir, &id), State::Completed);
+    client.shutdown();
+}
+
 #[test]
 fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
     let dir = TempDir::new("gate-cancel");

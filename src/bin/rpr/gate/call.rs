@@ -341,7 +341,8 @@ impl Gate {
         )
     }
 
-    /// An open pathway for the identical call (`Err`), or the key for a new one (`Ok`).
+    /// An open pathway for the identical call that may have changed something (`Err`), or
+    /// the key for a new one (`Ok`).
     fn open_identical(
         &self,
         server: &str,
@@ -359,10 +360,12 @@ impl Gate {
             let count = reader.count_with_request(digest).map_err(|e| failed(&e))?;
             (open, count)
         };
-        if let Some(open) = open
-            .iter()
-            .find(|r| r.definition["metadata"]["server"] == server)
-        {
+        // Only a call that may change something holds an identical one: an open read
+        // (one that failed or timed out stays open until an operator closes it) changed
+        // nothing, so an identical call after it is a new call.
+        if let Some(open) = open.iter().find(|r| {
+            r.definition["metadata"]["server"] == server && r.definition["class"] != "read_only"
+        }) {
             let stored = self.rt.load(&open.id).map_err(|e| failed(&e))?;
             return Ok(Err(stored));
         }
