@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::Gate;
 use super::carry::with_pathway;
+use super::era::Era;
 use super::turns::{Claim, Held};
 use crate::config::Plan;
 
@@ -55,7 +56,18 @@ pub(crate) struct Asked {
     pub(crate) progress: Option<Value>,
     /// The client's request id, as text: the tag a cancellation finds the call by.
     pub(crate) tag: String,
+    /// The protocol era of the request (2026-07-28 answers a Human Gate with
+    /// `input_required`).
+    pub(crate) era: Era,
+    /// A 2026-07-28 retry's `requestState` and `inputResponses`, as sent.
+    pub(crate) retry: Option<(String, Value)>,
+    /// The pathway a checked `requestState` names, and the answer to its form (`None`
+    /// when the retry carries no answer under the gate's key).
+    pub(crate) answered: Option<(String, Option<Value>)>,
 }
+
+/// The key of the gate's approval form in `inputRequests` and `inputResponses`.
+pub(crate) const APPROVAL_INPUT: &str = "rpr_approval";
 
 fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
     let invalid = |m: &str| ErrorObject::new(codes::INVALID_PARAMS, m.to_owned());
@@ -86,12 +98,23 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
     let progress = meta
         .and_then(|m| m.get("progressToken"))
         .map(|t| json!({"progressToken": t}));
+    let retry = match params.get("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some((
+            state.clone(),
+            params.get("inputResponses").cloned().unwrap_or(Value::Null),
+        )),
+        Some(_) => return Err(invalid("`requestState` must be a string")),
+    };
     Ok(Asked {
         tool,
         arguments,
         key,
         progress,
         tag: String::new(),
+        era: Era::Legacy,
+        retry,
+        answered: None,
     })
 }
 
@@ -114,9 +137,10 @@ pub(crate) struct Live {
 
 impl Gate {
     /// Handles one `tools/call` from the client.
-    pub(crate) fn call(&self, params: Option<&Value>, tag: &str) -> Answer {
+    pub(crate) fn call(&self, params: Option<&Value>, tag: &str, era: &Era) -> Answer {
         let mut asked = parse(params)?;
         tag.clone_into(&mut asked.tag);
+        asked.era = era.clone();
         let live = match self.live(&asked) {
             Ok(live) => live,
             Err(answer) => return answer,
@@ -128,6 +152,9 @@ impl Gate {
                 format!("the arguments cannot be recorded: {e}"),
             )
         })?;
+        if let Some((state, responses)) = asked.retry.take() {
+            return self.retried(&state, responses, &digest, &live, &mut asked, &request);
+        }
         // An identical call stored first while this one was not stored yet takes its key:
         // this one sent nothing, and is answered again, from that one.
         for _ in 0..2 {
@@ -230,6 +257,40 @@ impl Gate {
                 None,
             )),
         }
+    }
+
+    /// A 2026-07-28 retry of a call the gate answered with its approval form: the
+    /// `requestState` is checked (this gate's key, not expired, issued for this very
+    /// request), then the call goes on from the pathway it names, in that pathway's turn:
+    /// the answer is recorded only if the pathway is still at the gate, and a pathway
+    /// that has moved on is answered from where it stands (never sent again).
+    fn retried(
+        &self,
+        state: &str,
+        responses: Value,
+        digest: &str,
+        live: &Live,
+        asked: &mut Asked,
+        request: &Request,
+    ) -> Answer {
+        let claims = self.state_key.check(state, digest).map_err(|e| {
+            ErrorObject::new(
+                codes::INVALID_PARAMS,
+                format!("{e}; nothing was recorded or sent. Make the call again without `requestState` to be asked again"),
+            )
+        })?;
+        let stored = self.rt.load(&claims.pathway).map_err(|e| {
+            ErrorObject::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "pathway {} cannot be read ({e}); nothing was sent",
+                    claims.pathway
+                ),
+            )
+        })?;
+        let answer = responses.get(APPROVAL_INPUT).cloned();
+        asked.answered = Some((claims.pathway, answer));
+        self.in_turn(stored, live, asked, request)
     }
 
     /// The tool, its pin and what the policy says, before anything is recorded.

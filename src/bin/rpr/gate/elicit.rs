@@ -7,10 +7,11 @@ use std::time::Duration;
 use rpr::Pathway;
 use rpr::mcp::Reply;
 use rpr::stage::Gated;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Gate;
-use super::call::{Answer, Asked, Live, tool_error};
+use super::call::{APPROVAL_INPUT, Answer, Asked, Live, tool_error};
+use super::request_state::Claims;
 use crate::shown;
 
 /// How many characters of argument values a form shows before it summarises.
@@ -34,7 +35,12 @@ impl Gate {
              (it is sent once, then); or deny it with: rpr deny --database {} --pathway {id} --as NAME",
             self.database, self.database
         );
-        if !self.down.elicits_forms() {
+        let can_ask = if asked.era.is_modern() {
+            asked.era.elicits_forms()
+        } else {
+            self.down.elicits_forms()
+        };
+        if !can_ask {
             return tool_error(
                 format!(
                     "this call needs a Human Gate decision by the approval authority ({}), because {}, and the client \
@@ -62,7 +68,7 @@ impl Gate {
             live.pinned,
             live.plan.why,
         ));
-        let params = json!({
+        let mut params = json!({
             "message": message,
             "requestedSchema": {
                 "type": "object",
@@ -77,9 +83,18 @@ impl Gate {
                 "required": ["approve"]
             }
         });
-        let reply = self
-            .down
-            .request("elicitation/create", Some(params), self.approval_timeout);
+        let reply = if asked.era.is_modern() {
+            match &asked.answered {
+                Some((named, Some(answer))) if *named == id => Ok(Reply::Result(answer.clone())),
+                _ => {
+                    params["mode"] = json!("form");
+                    return Ok(self.input_required(&id, p.request_digest(), params));
+                }
+            }
+        } else {
+            self.down
+                .request("elicitation/create", Some(params), self.approval_timeout)
+        };
         let approver = p.definition().authority.approval_authority.clone();
         let action = match &reply {
             Ok(Reply::Result(r)) => r["action"].as_str().unwrap_or("").to_owned(),
@@ -144,5 +159,26 @@ impl Gate {
                 )
             }
         }
+    }
+
+    /// The Human Gate as a 2026-07-28 multi round-trip request: the approval form in
+    /// `inputRequests`, and a `requestState` naming this pathway and request, valid as long
+    /// as a form would wait for its answer. Nothing is recorded: the pathway waits at the
+    /// gate until the retry brings the person's answer.
+    fn input_required(&self, id: &str, request_digest: &str, form: Value) -> Value {
+        let claims = Claims {
+            pathway: id.to_owned(),
+            request_digest: request_digest.to_owned(),
+        };
+        let state = self.state_key.issue(&claims, self.approval_timeout);
+        note!("rpr gate: pathway {id} asks the client for a Human Gate decision (input_required)");
+        json!({
+            "resultType": "input_required",
+            "inputRequests": {
+                APPROVAL_INPUT: {"method": "elicitation/create", "params": form},
+            },
+            "requestState": state,
+            "_meta": {"dev.rpr/pathway": {"id": id, "state": "human_gate"}},
+        })
     }
 }

@@ -7,7 +7,9 @@ mod call;
 mod carry;
 mod downstream;
 mod elicit;
+mod era;
 mod ops;
+mod request_state;
 mod turns;
 mod upstream;
 
@@ -28,6 +30,8 @@ use rpr::{Actor, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use self::downstream::Downstream;
+use self::era::Era;
+use self::request_state::StateKey;
 use self::turns::Turns;
 use self::upstream::Upstream;
 use crate::config::Policy;
@@ -94,6 +98,14 @@ pub(crate) struct Gate {
     propose_lock: Mutex<()>,
     /// Which pathways a call of this gate holds a form open on or sends.
     turns: Turns,
+    /// The key of the `requestState`s of this gate's 2026-07-28 Human Gates.
+    state_key: StateKey,
+    /// The gate's `serverInfo`, with the title naming the server once it has started.
+    info: Mutex<Value>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn utf8(path: &std::path::Path, what: &str) -> Result<String, Failure> {
@@ -144,6 +156,8 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
         approval_timeout: Duration::from_secs(args.approval_timeout.max(1)),
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
+        state_key: StateKey::generate()?,
+        info: Mutex::new(server_info()),
     });
     serve(&gate);
     Ok(Exit::Done)
@@ -242,38 +256,85 @@ impl Gate {
     /// Serves one client request: at once when it is quick, else on its own thread.
     fn request(self: &Arc<Self>, request: Request) -> Option<JoinHandle<()>> {
         let Request { id, method, params } = request;
-        match method.as_str() {
-            "initialize" => {
-                let answer = self.initialize(params.as_ref());
-                self.down.respond(id, answer);
-                None
+        if method == "initialize" {
+            let answer = self.initialize(params.as_ref());
+            self.down.respond(id, answer);
+            return None;
+        }
+        let era = match Era::of(params.as_ref()) {
+            Ok(era) => era,
+            Err(refused) => {
+                self.down.respond(id, Err(refused));
+                return None;
             }
-            "ping" => {
-                self.down.respond(id, Ok(json!({})));
+        };
+        if method == "ping" {
+            self.down
+                .respond(id, era.shape(&method, Ok(json!({})), &lock(&self.info)));
+            return None;
+        }
+        let gate = Arc::clone(self);
+        let tag = id.to_value().to_string();
+        let spawned = std::thread::Builder::new()
+            .name("rpr-gate-request".into())
+            .spawn(move || {
+                let answer = match method.as_str() {
+                    "server/discover" => gate.discover(),
+                    "tools/list" => gate.list_tools(params.as_ref(), &era),
+                    "tools/call" => gate.call(params.as_ref(), &tag, &era),
+                    _ => gate.upstream.pass(&method, era::strip_modern(params), &tag),
+                };
+                let answer = era.shape(&method, answer, &lock(&gate.info));
+                gate.down.respond(id, answer);
+            });
+        match spawned {
+            Ok(worker) => Some(worker),
+            Err(e) => {
+                note!("rpr gate: cannot start a request thread: {e}");
                 None
-            }
-            _ => {
-                let gate = Arc::clone(self);
-                let tag = id.to_value().to_string();
-                let spawned = std::thread::Builder::new()
-                    .name("rpr-gate-request".into())
-                    .spawn(move || {
-                        let answer = match method.as_str() {
-                            "tools/list" => gate.list_tools(params.as_ref()),
-                            "tools/call" => gate.call(params.as_ref(), &tag),
-                            _ => gate.upstream.pass(&method, params, &tag),
-                        };
-                        gate.down.respond(id, answer);
-                    });
-                match spawned {
-                    Ok(worker) => Some(worker),
-                    Err(e) => {
-                        note!("rpr gate: cannot start a request thread: {e}");
-                        None
-                    }
-                }
             }
         }
+    }
+
+    /// The server behind the gate, started, with its tools checked against the policy
+    /// before a client gets to use it (a rule under a name the server lacks would govern
+    /// nothing): what `initialize` and `server/discover` describe.
+    fn described(&self) -> Result<(Value, Value, String), ErrorObject> {
+        let client: Arc<McpClient> = self
+            .upstream
+            .client()
+            .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
+        self.tools(&client).map_err(|e| {
+            note!("rpr gate: {e}");
+            ErrorObject::new(codes::INTERNAL_ERROR, e)
+        })?;
+        let server = client.server();
+        let name = &self.name;
+        let mut info = server_info();
+        info["title"] = json!(format!("rpr gate governing {name} ({})", server.identity()));
+        info.clone_into(&mut lock(&self.info));
+        let governed = "Every tools/call through this server is governed by rpr gate: recorded before it is sent, \
+             admitted by policy (some need a Human Gate approval), and never sent twice when its outcome is unknown.".to_owned();
+        let instructions = match &server.instructions {
+            Some(theirs) => format!("{theirs}\n\n{governed}"),
+            None => governed,
+        };
+        Ok((server.capabilities.clone(), info, instructions))
+    }
+
+    /// `server/discover` (2026-07-28): the revision the gate serves without a handshake and
+    /// the server's capabilities as the gate mirrors them. The server's requests cannot
+    /// reach a 2026-07-28 client (it takes none on stdio), so the gate declares none of the
+    /// client's capabilities to the server for it.
+    fn discover(&self) -> Result<Value, ErrorObject> {
+        let (capabilities, _, instructions) = self.described()?;
+        Ok(json!({
+            "supportedVersions": [era::MODERN],
+            "capabilities": capabilities,
+            "instructions": instructions,
+            "ttlMs": era::LIST_TTL_MS,
+            "cacheScope": "private",
+        }))
     }
 
     /// `initialize`: starts the server with the client's capabilities and answers at
@@ -284,34 +345,13 @@ impl Gate {
             .cloned()
             .unwrap_or_else(|| json!({}));
         self.down.set_capabilities(capabilities);
-        let client: Arc<McpClient> = self
-            .upstream
-            .client()
-            .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
-        // The policy's tool names are checked against the tools the server offers before the
-        // client gets to use it: a rule under a name the server lacks would govern nothing.
-        self.tools(&client).map_err(|e| {
-            note!("rpr gate: {e}");
-            ErrorObject::new(codes::INTERNAL_ERROR, e)
-        })?;
-        let server = client.server();
-        let name = &self.name;
-        let mut result = json!({
+        let (capabilities, info, instructions) = self.described()?;
+        Ok(json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": server.capabilities,
-            "serverInfo": {
-                "name": "rpr-gate",
-                "version": env!("CARGO_PKG_VERSION"),
-                "title": format!("rpr gate governing {name} ({})", server.identity()),
-            },
-        });
-        let governed = "Every tools/call through this server is governed by rpr gate: recorded before it is sent, \
-             admitted by policy (some need a Human Gate approval), and never sent twice when its outcome is unknown.".to_owned();
-        result["instructions"] = json!(match &server.instructions {
-            Some(theirs) => format!("{theirs}\n\n{governed}"),
-            None => governed,
-        });
-        Ok(result)
+            "capabilities": capabilities,
+            "serverInfo": info,
+            "instructions": instructions,
+        }))
     }
 
     /// The server's tools, listed (or as last listed), with the policy's tool names
@@ -339,7 +379,7 @@ impl Gate {
     /// `tools/list`: every page of the server's tools in one answer, each pinned on first
     /// sight; a tool that no longer matches its pin is listed (the model may see it) and
     /// refused at call time.
-    fn list_tools(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+    fn list_tools(&self, params: Option<&Value>, era: &Era) -> Result<Value, ErrorObject> {
         if params
             .and_then(|p| p.get("cursor"))
             .is_some_and(|c| !c.is_null())
@@ -386,7 +426,22 @@ impl Gate {
                 ),
             }
         }
-        let tools: Vec<Value> = list.tools.iter().map(|t| t.definition.clone()).collect();
-        Ok(json!({ "tools": tools }))
+        let mut tools: Vec<&rpr::mcp::Tool> = list.tools.iter().collect();
+        if era.is_modern() {
+            // 2026-07-28 asks for a deterministic order, whatever order the server lists in.
+            tools.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let tools: Vec<Value> = tools.iter().map(|t| t.definition.clone()).collect();
+        let mut result = json!({ "tools": tools });
+        if era.is_modern() {
+            result["ttlMs"] = json!(era::LIST_TTL_MS);
+        }
+        Ok(result)
     }
+}
+
+/// The gate's own `serverInfo` (the server behind it is named in the title `initialize`
+/// and `server/discover` give).
+fn server_info() -> Value {
+    json!({"name": "rpr-gate", "version": env!("CARGO_PKG_VERSION")})
 }

@@ -1,0 +1,214 @@
+//! The protocol era of each client request. A client of the 2025 era opens with
+//! `initialize`; a client of the 2026-07-28 revision has no handshake and puts its version
+//! and capabilities in every request's `_meta`, may ask `server/discover` first, and reads
+//! `resultType` (and, on lists, `ttlMs` and `cacheScope`) on every result. The gate serves
+//! both, request by request, as a dual-era server does (docs/gate.md, "Protocol eras").
+
+use rpr::jsonrpc::{ErrorObject, codes};
+use serde_json::{Map, Value, json};
+
+/// The revision without a handshake.
+pub(crate) const MODERN: &str = "2026-07-28";
+/// `_meta` member naming a request's protocol version (2026-07-28).
+pub(crate) const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` member carrying a request's client capabilities (2026-07-28).
+pub(crate) const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` member of a result naming the server (2026-07-28).
+pub(crate) const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// The error for a protocol version the gate does not serve (2026-07-28).
+pub(crate) const UNSUPPORTED_VERSION: i64 = -32022;
+/// How long a 2026-07-28 client may keep a list the gate gave it. The gate lists the
+/// server's tools again for every `tools/list`, and checks every call against the tool's
+/// pin whatever list the client holds, so a stale list costs a refused call, never a call
+/// to a tool other than the one pinned.
+pub(crate) const LIST_TTL_MS: u64 = 60_000;
+
+/// Results that carry `ttlMs` and `cacheScope` under 2026-07-28.
+const CACHEABLE: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+];
+
+/// The era of one request.
+#[derive(Debug, Clone)]
+pub(crate) enum Era {
+    /// The 2025 era (and earlier): the capabilities are those of `initialize`.
+    Legacy,
+    /// 2026-07-28: the capabilities this request declared.
+    Modern { capabilities: Value },
+}
+
+impl Era {
+    /// The era a request's `_meta` names. A version other than [`MODERN`] is refused with
+    /// the revision's error, which lists the version the gate serves.
+    pub(crate) fn of(params: Option<&Value>) -> Result<Self, ErrorObject> {
+        let meta = params.and_then(|p| p.get("_meta"));
+        let Some(version) = meta.and_then(|m| m.get(VERSION_META)) else {
+            return Ok(Self::Legacy);
+        };
+        if version.as_str() != Some(MODERN) {
+            return Err(ErrorObject {
+                code: UNSUPPORTED_VERSION,
+                message: format!(
+                    "unsupported protocol version {version}: rpr gate serves {MODERN} without a handshake, and 2025-11-25 after `initialize`"
+                ),
+                data: Some(json!({"supported": [MODERN], "requested": version})),
+            });
+        }
+        let capabilities = meta
+            .and_then(|m| m.get(CAPABILITIES_META))
+            .filter(|c| c.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        Ok(Self::Modern { capabilities })
+    }
+
+    pub(crate) fn is_modern(&self) -> bool {
+        matches!(self, Self::Modern { .. })
+    }
+
+    /// Whether this request's client can show a form (2026-07-28: `elicitation` in the
+    /// request's capabilities, where an empty object means form mode).
+    pub(crate) fn elicits_forms(&self) -> bool {
+        match self {
+            Self::Legacy => false,
+            Self::Modern { capabilities } => capabilities
+                .get("elicitation")
+                .and_then(Value::as_object)
+                .is_some_and(|e| e.is_empty() || e.contains_key("form")),
+        }
+    }
+
+    /// An answer as this era shapes it. Under 2026-07-28: `resultType` on every result
+    /// (`complete` unless the gate said otherwise), `ttlMs` and `cacheScope` on the
+    /// cacheable ones, the gate's `serverInfo` in `_meta`, and a missing resource as
+    /// `-32602` (the 2025 era's `-32002`).
+    pub(crate) fn shape(
+        &self,
+        method: &str,
+        answer: Result<Value, ErrorObject>,
+        server_info: &Value,
+    ) -> Result<Value, ErrorObject> {
+        if !self.is_modern() {
+            return answer;
+        }
+        match answer {
+            Ok(Value::Object(mut result)) => {
+                result
+                    .entry("resultType")
+                    .or_insert_with(|| json!("complete"));
+                if CACHEABLE.contains(&method) {
+                    result.entry("ttlMs").or_insert_with(|| json!(0));
+                    result
+                        .entry("cacheScope")
+                        .or_insert_with(|| json!("private"));
+                }
+                let meta = result
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert(SERVER_INFO_META.to_owned(), server_info.clone());
+                }
+                Ok(Value::Object(result))
+            }
+            Ok(other) => Ok(other),
+            Err(e) if e.code == -32002 => Err(ErrorObject {
+                code: codes::INVALID_PARAMS,
+                ..e
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// `params` without the 2026-07-28 members that describe the client to the gate: the
+/// server behind the gate is the gate's peer, not the client's, and the gate cannot pass
+/// a 2026-07-28 client the server's requests.
+pub(crate) fn strip_modern(params: Option<Value>) -> Option<Value> {
+    let mut params = params?;
+    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        if meta.is_empty()
+            && let Some(p) = params.as_object_mut()
+        {
+            p.remove("_meta");
+        }
+    }
+    Some(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modern(version: &str) -> Value {
+        json!({"_meta": {VERSION_META: version, CAPABILITIES_META: {"elicitation": {}}}})
+    }
+
+    #[test]
+    fn a_request_without_the_version_member_is_of_the_2025_era() {
+        assert!(!Era::of(None).unwrap().is_modern());
+        assert!(
+            !Era::of(Some(&json!({"_meta": {"progressToken": 1}})))
+                .unwrap()
+                .is_modern()
+        );
+    }
+
+    #[test]
+    fn an_unknown_version_is_refused_with_the_supported_one() {
+        let e = Era::of(Some(&modern("2099-01-01"))).unwrap_err();
+        assert_eq!(e.code, UNSUPPORTED_VERSION);
+        assert_eq!(e.data.unwrap()["supported"], json!([MODERN]));
+    }
+
+    #[test]
+    fn an_empty_elicitation_object_means_forms() {
+        let era = Era::of(Some(&modern(MODERN))).unwrap();
+        assert!(era.elicits_forms());
+        let url_only = json!({"_meta": {VERSION_META: MODERN, CAPABILITIES_META: {"elicitation": {"url": {}}}}});
+        assert!(!Era::of(Some(&url_only)).unwrap().elicits_forms());
+    }
+
+    #[test]
+    fn modern_results_are_shaped_and_legacy_ones_untouched() {
+        let info = json!({"name": "rpr-gate"});
+        let era = Era::of(Some(&modern(MODERN))).unwrap();
+        let list = era
+            .shape("tools/list", Ok(json!({"tools": []})), &info)
+            .unwrap();
+        assert_eq!(list["resultType"], "complete");
+        assert_eq!(list["ttlMs"], 0);
+        assert_eq!(list["cacheScope"], "private");
+        assert_eq!(list["_meta"][SERVER_INFO_META], info);
+        let call = era
+            .shape(
+                "tools/call",
+                Ok(json!({"resultType": "input_required"})),
+                &info,
+            )
+            .unwrap();
+        assert_eq!(call["resultType"], "input_required");
+        assert!(call.get("ttlMs").is_none());
+        let missing = era.shape("resources/read", Err(ErrorObject::new(-32002, "no")), &info);
+        assert_eq!(missing.unwrap_err().code, codes::INVALID_PARAMS);
+        let legacy = Era::Legacy
+            .shape("tools/list", Ok(json!({"tools": []})), &info)
+            .unwrap();
+        assert_eq!(legacy, json!({"tools": []}));
+    }
+
+    #[test]
+    fn the_clients_modern_meta_is_not_passed_to_the_server() {
+        let p = strip_modern(Some(
+            json!({"uri": "x", "_meta": {VERSION_META: MODERN, "progressToken": 3}}),
+        ));
+        assert_eq!(p, Some(json!({"uri": "x", "_meta": {"progressToken": 3}})));
+        let p = strip_modern(Some(json!({"uri": "x", "_meta": {VERSION_META: MODERN}})));
+        assert_eq!(p, Some(json!({"uri": "x"})));
+    }
+}

@@ -1,0 +1,336 @@
+//! The gate toward clients of both protocol eras (issue 26, item 1): the official Python
+//! SDK's `Client` in its default mode (it probes `server/discover`) and pinned to
+//! 2026-07-28, and the revision's wire typed by hand: `server/discover`, the shaped results,
+//! the Human Gate as a multi round-trip request whose `requestState` a client can neither
+//! forge, move to another request, nor use once it expired or its pathway moved on.
+
+use super::*;
+
+/// Runs `tests/peers/gate_client.py --client CLIENT`.
+fn sdk_as(client: &str, scenario: &str, tool: &str, args: &Value, gate: &[String]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/gate_client.py");
+    let out = Command::new(&peers().python)
+        .arg(script)
+        .args(["--client", client, scenario, tool, &args.to_string(), "--"])
+        .args(gate)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the SDK client ({client}) failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Issue 26: `Client` (mode auto) sent `server/discover`, the gate passed it to the server
+/// (-32601), and the session died; `Client(mode="2026-07-28")` never connected. Both now
+/// read, and write through the Human Gate asked as `input_required`: accepted once and
+/// written once after its readback, declined and denied, cancelled and left at the gate.
+#[test]
+fn the_python_sdk_client_reads_and_writes_through_the_gate_in_both_of_its_modes() {
+    for client in ["auto", "2026-07-28"] {
+        let (dir, root, gate) = files_setup(&format!("gate-era-{client}"));
+        std::fs::write(root.join("a.txt"), "hello\n").unwrap();
+        let read = sdk_as(
+            client,
+            "plain",
+            "read_text_file",
+            &json!({"path": root.join("a.txt")}),
+            &gate,
+        );
+        assert_eq!(read["protocol_version"], "2026-07-28", "{client}: {read}");
+        assert_eq!(read["result"]["is_error"], false, "{client}: {read}");
+        assert_eq!(read["result"]["text"], "hello\n");
+        let tools = read["tools"].as_array().unwrap();
+        let mut sorted = tools.clone();
+        sorted.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        assert_eq!(
+            *tools, sorted,
+            "{client}: a deterministic (sorted) tool order"
+        );
+        assert_eq!(state(&dir, &pathway_of(&read["result"])), State::Completed);
+
+        let b = root.join("b.txt");
+        let wrote = sdk_as(
+            client,
+            "accept",
+            "write_file",
+            &json!({"path": b, "content": "B1"}),
+            &gate,
+        );
+        assert_eq!(
+            wrote["elicitations"].as_array().unwrap().len(),
+            1,
+            "{wrote}"
+        );
+        let message = wrote["elicitations"][0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("write_file") && message.contains("\"B1\""),
+            "{message}"
+        );
+        assert_eq!(wrote["result"]["is_error"], false, "{client}: {wrote}");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "B1");
+        let id = pathway_of(&wrote["result"]);
+        assert_eq!(state(&dir, &id), State::Completed, "{client}");
+        assert_eq!(
+            store(&dir).attempts(&id).unwrap().len(),
+            1,
+            "{client}: sent once"
+        );
+
+        for (scenario, name, want) in [
+            ("decline", "c.txt", State::Denied),
+            ("cancel", "d.txt", State::HumanGate),
+        ] {
+            let f = root.join(name);
+            let report = sdk_as(
+                client,
+                scenario,
+                "write_file",
+                &json!({"path": f, "content": "X"}),
+                &gate,
+            );
+            assert_eq!(
+                report["result"]["is_error"], true,
+                "{client} {scenario}: {report}"
+            );
+            assert!(!f.exists(), "{client} {scenario}: nothing written");
+            let id = pathway_of(&report["result"]);
+            assert_eq!(state(&dir, &id), want, "{client} {scenario}");
+            assert!(store(&dir).attempts(&id).unwrap().is_empty());
+        }
+
+        // A client that cannot show a form is told how to approve, as under 2025-11-25.
+        let plain = sdk_as(
+            client,
+            "plain",
+            "write_file",
+            &json!({"path": root.join("e.txt"), "content": "E"}),
+            &gate,
+        );
+        let said = plain["result"]["text"].as_str().unwrap();
+        assert!(said.contains("rpr approve"), "{client}: {said}");
+    }
+}
+
+/// A 2026-07-28 session typed by hand: no `initialize`, every request with `_meta`.
+struct Modern {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Modern {
+    fn start(gate: &[String]) -> Self {
+        let mut child = Command::new(&gate[0])
+            .args(&gate[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+            next: 0,
+        }
+    }
+
+    /// Sends `method` with `params` and the revision's `_meta` (version `version`), and
+    /// returns the whole response.
+    fn ask_at(&mut self, version: &str, method: &str, mut params: Value) -> Value {
+        self.next += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        });
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        loop {
+            let mut got = String::new();
+            assert!(
+                self.stdout.read_line(&mut got).unwrap() > 0,
+                "the gate closed its stdout"
+            );
+            let message: Value = serde_json::from_str(&got).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+            assert!(
+                message.get("id").is_none() || message.get("method").is_none(),
+                "no request reaches a 2026-07-28 client: {message}"
+            );
+        }
+    }
+
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        self.ask_at("2026-07-28", method, params)
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+fn write_call(path: &Path, content: &str) -> Value {
+    json!({"name": "write_file", "arguments": {"path": path, "content": content}})
+}
+
+fn accepting(mut call: Value, state: &Value, approve: bool) -> Value {
+    call["requestState"] = state.clone();
+    call["inputResponses"] =
+        json!({"rpr_approval": {"action": "accept", "content": {"approve": approve}}});
+    call
+}
+
+/// The revision's wire: `server/discover` and `tools/list` answered by the gate with
+/// `resultType`, `ttlMs` and `cacheScope`; an unknown version refused with -32022; the
+/// Human Gate as `input_required` whose `requestState` is refused when altered or moved to
+/// other arguments (nothing recorded, nothing sent), and whose accepted retry writes once,
+/// after which a replay of that same retry is answered from the pathway, not sent again.
+#[test]
+fn a_2026_07_28_client_gets_the_revisions_results_and_an_unforgeable_human_gate() {
+    let (dir, root, gate) = files_setup("gate-era-wire");
+    let mut s = Modern::start(&gate);
+
+    let found = s.ask("server/discover", json!({}));
+    let r = &found["result"];
+    assert_eq!(r["supportedVersions"], json!(["2026-07-28"]), "{found}");
+    assert_eq!(r["resultType"], "complete");
+    assert!(
+        r["ttlMs"].is_u64() && r["cacheScope"] == "private",
+        "{found}"
+    );
+    assert!(r["capabilities"]["tools"].is_object(), "{found}");
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "rpr-gate"
+    );
+
+    let refused = s.ask_at("2099-01-01", "tools/list", json!({}));
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(refused["error"]["data"]["supported"], json!(["2026-07-28"]));
+
+    let listed = s.ask("tools/list", json!({}));
+    let r = &listed["result"];
+    assert_eq!(r["resultType"], "complete");
+    assert!(
+        r["ttlMs"].is_u64() && r["cacheScope"] == "private",
+        "{listed}"
+    );
+    assert!(!r["tools"].as_array().unwrap().is_empty());
+
+    let f = root.join("f.txt");
+    let asked = s.ask("tools/call", write_call(&f, "F1"));
+    let r = &asked["result"];
+    assert_eq!(r["resultType"], "input_required", "{asked}");
+    let form = &r["inputRequests"]["rpr_approval"];
+    assert_eq!(form["method"], "elicitation/create");
+    assert_eq!(form["params"]["mode"], "form");
+    assert!(
+        form["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"F1\"")
+    );
+    let state_value = r["requestState"].clone();
+    let token = state_value.as_str().unwrap().to_owned();
+    let id = pathway_of(r);
+    assert_eq!(state(&dir, &id), State::HumanGate);
+
+    // Altered: one character of the tag, or the pathway it names.
+    let flipped = {
+        let mut t = token.clone().into_bytes();
+        let last = t.len() - 1;
+        t[last] = if t[last] == b'0' { b'1' } else { b'0' };
+        String::from_utf8(t).unwrap()
+    };
+    let forged = token.replace(&id, "pw_00000000000000000000");
+    for bad in [flipped, forged, "anything".to_owned()] {
+        let answer = s.ask(
+            "tools/call",
+            accepting(write_call(&f, "F1"), &json!(bad), true),
+        );
+        assert_eq!(answer["error"]["code"], -32602, "{bad}: {answer}");
+    }
+    // Moved to other arguments.
+    let g = root.join("g.txt");
+    let moved = s.ask(
+        "tools/call",
+        accepting(write_call(&g, "G"), &state_value, true),
+    );
+    let said = moved["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("another request"), "{moved}");
+    assert!(!f.exists() && !g.exists(), "nothing sent");
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    assert!(store(&dir).attempts(&id).unwrap().is_empty());
+
+    // The real retry: approved, sent once, read back.
+    let done = s.ask(
+        "tools/call",
+        accepting(write_call(&f, "F1"), &state_value, true),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "F1");
+    assert_eq!(state(&dir, &id), State::Completed);
+
+    // The same retry again (a replay, or a client that lost the answer): not sent again.
+    std::fs::write(&f, "changed since").unwrap();
+    let again = s.ask(
+        "tools/call",
+        accepting(write_call(&f, "F1"), &state_value, false),
+    );
+    assert_eq!(again["result"]["resultType"], "complete", "{again}");
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "changed since");
+    assert_eq!(state(&dir, &id), State::Completed);
+    s.stop();
+}
+
+/// A `requestState` lives as long as a form would wait (`--approval-timeout`): an expired
+/// one is refused and records nothing; the call made again without it asks again.
+#[test]
+fn an_expired_request_state_is_refused_and_the_call_asks_again() {
+    let (dir, root, mut gate) = files_setup("gate-era-expiry");
+    let at = gate.iter().position(|a| a == "--").unwrap();
+    gate.splice(at..at, ["--approval-timeout".to_owned(), "1".to_owned()]);
+    let mut s = Modern::start(&gate);
+    let f = root.join("f.txt");
+    let asked = s.ask("tools/call", write_call(&f, "F"));
+    let state_value = asked["result"]["requestState"].clone();
+    let id = pathway_of(&asked["result"]);
+    std::thread::sleep(Duration::from_millis(1300));
+    let late = s.ask(
+        "tools/call",
+        accepting(write_call(&f, "F"), &state_value, true),
+    );
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("expired"),
+        "{late}"
+    );
+    assert!(!f.exists());
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    let again = s.ask("tools/call", write_call(&f, "F"));
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_eq!(
+        pathway_of(&again["result"]),
+        id,
+        "the same pathway, asked again"
+    );
+    assert_ne!(again["result"]["requestState"], state_value);
+    s.stop();
+}
