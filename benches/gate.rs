@@ -16,6 +16,16 @@
 //! * **mutating**: `put` with a readback (`get`) through the gate, each call a new key; every
 //!   step synced and the tools listed before binding, before sending and at the send.
 //!
+//! * **relay** (issue 26): the same read and write through a bare byte relay (this bench run
+//!   as `relay -- SERVER…`: two threads copying stdin and stdout both ways, no parsing), for
+//!   the fault server and, when the peers are installed (`RPR_PEERS_DIR` or
+//!   `target/peers`), `@modelcontextprotocol/server-filesystem` (`read_text_file`, and
+//!   `write_file` of a new file each call, read back with `read_text_file` through the
+//!   gate). The targets compare the gate with the relay: a governed read at most 1.5x the
+//!   relay's read; a governed write at most 1.3x its *floor*: the relay's write, plus the
+//!   relay's read (the readback), plus two synced 4 KiB writes in the bench's directory (the
+//!   pathway's two synced commits), each timed in the same round.
+//!
 //! `--baseline-rpr PATH` adds two gates run by another build's `rpr` (a read-only and a
 //! mutating row, in the same rounds), to compare builds side by side. Its synced-commit count
 //! needs that build's closing line; a build from before `unsynced` commits were counted
@@ -77,6 +87,73 @@ fn server(dir: &std::path::Path) -> Vec<String> {
     ]
 }
 
+/// `relay -- PROGRAM ARGS…`: starts PROGRAM and copies bytes both ways until either side
+/// closes; no parsing (the floor of any process between a client and its server).
+fn relay(argv: &[String]) -> ExitCode {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let Some((program, rest)) = argv.split_first() else {
+        eprintln!("relay: no server command");
+        return ExitCode::from(2);
+    };
+    let mut child = match Command::new(program)
+        .args(rest)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("relay: cannot start {program}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let copy = |mut from: Box<dyn Read + Send>, mut to: Box<dyn Write + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 || to.write_all(&buf[..n]).and_then(|()| to.flush()).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return ExitCode::from(1);
+    };
+    let _up = copy(Box::new(std::io::stdin()), Box::new(stdin));
+    let down = copy(Box::new(stdout), Box::new(std::io::stdout()));
+    let _ = down.join();
+    let _ = child.wait();
+    ExitCode::SUCCESS
+}
+
+/// The same server behind the relay.
+fn relayed(server: &[String]) -> Vec<String> {
+    let me = std::env::current_exe().expect("the bench's own path");
+    let mut argv = vec![me.display().to_string(), "relay".into(), "--".into()];
+    argv.extend(server.iter().cloned());
+    argv
+}
+
+/// Seconds for `n` synced 4 KiB writes to a file in `dir` (what a synced commit costs the
+/// disk at least).
+fn syncs(dir: &std::path::Path, n: usize) -> f64 {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("syncs.bin"))
+        .expect("the sync file");
+    let page = [7u8; 4096];
+    let start = Instant::now();
+    for _ in 0..n {
+        f.write_all(&page).expect("a write");
+        f.sync_data().expect("a sync");
+    }
+    start.elapsed().as_secs_f64()
+}
+
 fn connect(argv: &[String]) -> McpClient {
     let command = ServerCommand::new(&argv[0])
         .args(&argv[1..])
@@ -115,7 +192,7 @@ fn pass(client: &McpClient, calls: usize) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-/// A gate in front of its own server and database, in `dir/name`.
+/// A gate in front of its own fault server and database, in `dir/name`.
 fn gate(dir: &std::path::Path, name: &str, policy: &std::path::Path, extra: &[&str]) -> McpClient {
     gate_of(RPR, dir, name, policy, extra)
 }
@@ -130,6 +207,19 @@ fn gate_of(
 ) -> McpClient {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir).expect("the gate's dir");
+    gate_over(rpr, &dir, "faults", policy, extra, &server(&dir))
+}
+
+/// `rpr gate` (the binary `rpr`) with its database in `dir`, governing `server` as
+/// `--name NAME`.
+fn gate_over(
+    rpr: &str,
+    dir: &std::path::Path,
+    name: &str,
+    policy: &std::path::Path,
+    extra: &[&str],
+    server: &[String],
+) -> McpClient {
     let mut argv = vec![
         rpr.to_owned(),
         "gate".into(),
@@ -138,12 +228,28 @@ fn gate_of(
         "--policy".into(),
         policy.display().to_string(),
         "--name".into(),
-        "faults".into(),
+        name.into(),
     ];
     argv.extend(extra.iter().map(|a| (*a).to_owned()));
     argv.push("--".into());
-    argv.extend(server(&dir));
+    argv.extend(server.iter().cloned());
     connect(&argv)
+}
+
+/// server-filesystem serving `root`, if the peers are installed.
+fn filesystem(root: &std::path::Path) -> Option<Vec<String>> {
+    let peers = std::env::var_os("RPR_PEERS_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/peers"),
+        PathBuf::from,
+    );
+    let bin = peers.join("node_modules/.bin/mcp-server-filesystem");
+    bin.exists().then(|| {
+        vec![
+            "node".to_owned(),
+            bin.display().to_string(),
+            root.display().to_string(),
+        ]
+    })
 }
 
 /// Stops a gate and returns its synced and unsynced commits, from its last words on stderr:
@@ -169,11 +275,24 @@ fn stop(client: McpClient) -> (f64, f64) {
     (before("synced"), before("without"))
 }
 
+/// One measured kind of call: its row name, and how one round of it runs.
+struct Kind<'a> {
+    name: &'static str,
+    run: Box<dyn Fn(usize) -> f64 + 'a>,
+}
+
 #[expect(
     clippy::cast_precision_loss,
-    reason = "call counts shown as rates: far below 2^52"
+    clippy::too_many_lines,
+    reason = "call counts shown as rates: far below 2^52; one table, built in one place"
 )]
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("relay") {
+        let rest = argv.get(1..).unwrap_or_default();
+        let rest = rest.strip_prefix(&["--".to_owned()]).unwrap_or(rest);
+        return relay(rest);
+    }
     let o = match options() {
         Ok(o) => o,
         Err(e) => {
@@ -184,11 +303,21 @@ fn main() -> ExitCode {
     let dir = o.dir.join(format!("rpr-gate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("the bench dir");
     let policy = dir.join("policy.json");
-    let rules = json!({"servers": {"faults": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {
-        "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}});
+    let rules = json!({"servers": {
+        "faults": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {
+            "tool": "get", "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}},
+        "files": {"read_text_file": {"read_only": true}, "write_file": {"human_gate": false, "readback": {
+            "tool": "read_text_file", "arguments": {"path": "$path"},
+            "expect": {"/structuredContent/content": "$content"}, "absent_if_error_contains": "ENOENT"}}}
+    }});
     std::fs::write(&policy, rules.to_string()).expect("the policy");
-    std::fs::create_dir_all(dir.join("direct")).expect("the direct server's dir");
-    let direct = connect(&server(&dir.join("direct")));
+    let own = |name: &str| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).expect("a server's dir");
+        d
+    };
+    let direct = connect(&server(&own("direct")));
+    let relay_fault = connect(&relayed(&server(&own("relay"))));
     let reads = gate(&dir, "reads", &policy, &[]);
     let synced_reads = gate(&dir, "synced-reads", &policy, &["--read-records", "synced"]);
     let writes = gate(&dir, "writes", &policy, &[]);
@@ -198,54 +327,165 @@ fn main() -> ExitCode {
             gate_of(rpr, &dir, "baseline-writes", &policy, &[]),
         )
     });
+    let root = own("files");
+    std::fs::write(root.join("a.txt"), "hello\n").expect("the file to read");
+    let files = filesystem(&root).map(|fs| {
+        (
+            connect(&fs),
+            connect(&relayed(&fs)),
+            gate_over(RPR, &own("files-gate"), "files", &policy, &[], &fs),
+        )
+    });
+    if files.is_none() {
+        eprintln!(
+            "gate bench: server-filesystem is not installed (bash .ci/install-peers); its rows are left out"
+        );
+    }
     // Warm up (each gate pins the tools on its first list).
-    for client in [&direct, &reads, &synced_reads, &writes]
+    for client in [&direct, &relay_fault, &reads, &synced_reads, &writes]
         .into_iter()
         .chain(baseline.iter().flat_map(|(r, w)| [r, w]))
     {
         run(client, "get", 10, |_| json!({"key": "warm"}));
     }
-
-    let mut best = [f64::MAX; 6];
-    let mut best_baseline = [f64::MAX; 2];
-    for round in 0..o.rounds {
-        let times = [
-            pass(&direct, o.calls),
-            pass(&reads, o.calls),
-            run(&direct, "get", o.calls, |_| json!({"key": "k"})),
-            run(&reads, "get", o.calls, |_| json!({"key": "k"})),
-            run(&synced_reads, "get", o.calls, |_| json!({"key": "k"})),
-            run(
-                &writes,
-                "put",
-                o.calls,
-                |i| json!({"key": format!("r{round}-k{i}"), "value": "v"}),
-            ),
-        ];
-        for (b, t) in best.iter_mut().zip(times) {
-            *b = b.min(t);
-        }
-        if let Some((r, w)) = &baseline {
-            let times = [
-                run(r, "get", o.calls, |_| json!({"key": "k"})),
-                run(
-                    w,
-                    "put",
-                    o.calls,
-                    |i| json!({"key": format!("b{round}-k{i}"), "value": "v"}),
-                ),
-            ];
-            for (b, t) in best_baseline.iter_mut().zip(times) {
-                *b = b.min(t);
-            }
+    let a_txt = root.join("a.txt");
+    if let Some((d, r, g)) = &files {
+        for client in [d, r, g] {
+            run(client, "read_text_file", 10, |_| json!({"path": a_txt}));
         }
     }
+
+    let round = std::cell::Cell::new(0usize);
+    let get = |client: &McpClient, n: usize| run(client, "get", n, |_| json!({"key": "k"}));
+    let put = |tag: &str, client: &McpClient, n: usize| {
+        let r = round.get();
+        run(
+            client,
+            "put",
+            n,
+            |i| json!({"key": format!("{tag}-{r}-{i}"), "value": "v"}),
+        )
+    };
+    let mut kinds: Vec<Kind> = vec![
+        Kind {
+            name: "pass-through `resources/list`, direct",
+            run: Box::new(|n| pass(&direct, n)),
+        },
+        Kind {
+            name: "pass-through `resources/list`, relay",
+            run: Box::new(|n| pass(&relay_fault, n)),
+        },
+        Kind {
+            name: "pass-through `resources/list`, gate (the hop alone)",
+            run: Box::new(|n| pass(&reads, n)),
+        },
+        Kind {
+            name: "fault `get`, direct",
+            run: Box::new(|n| get(&direct, n)),
+        },
+        Kind {
+            name: "fault `get`, relay",
+            run: Box::new(|n| get(&relay_fault, n)),
+        },
+        Kind {
+            name: "fault `get`, gate",
+            run: Box::new(|n| get(&reads, n)),
+        },
+        Kind {
+            name: "fault `get`, gate, `--read-records synced`",
+            run: Box::new(|n| get(&synced_reads, n)),
+        },
+        Kind {
+            name: "fault `put`, direct",
+            run: Box::new(|n| put("d", &direct, n)),
+        },
+        Kind {
+            name: "fault `put`, relay",
+            run: Box::new(|n| put("r", &relay_fault, n)),
+        },
+        Kind {
+            name: "fault `put` + readback, gate",
+            run: Box::new(|n| put("g", &writes, n)),
+        },
+        Kind {
+            name: "two synced 4 KiB writes",
+            run: Box::new(|n| syncs(&dir, 2 * n)),
+        },
+    ];
+    if let Some((d, r, g)) = &files {
+        let a_txt = a_txt.clone();
+        let read = move |client: &McpClient, n: usize| {
+            run(client, "read_text_file", n, |_| json!({"path": a_txt}))
+        };
+        let root = root.clone();
+        let write = move |tag: &str, client: &McpClient, n: usize, r: usize| {
+            run(
+                client,
+                "write_file",
+                n,
+                |i| json!({"path": root.join(format!("w-{tag}-{r}-{i}.txt")), "content": "v"}),
+            )
+        };
+        let (read, write) = (std::rc::Rc::new(read), std::rc::Rc::new(write));
+        for (name, client) in [
+            ("files `read_text_file`, direct", d),
+            ("files `read_text_file`, relay", r),
+            ("files `read_text_file`, gate", g),
+        ] {
+            let read = std::rc::Rc::clone(&read);
+            kinds.push(Kind {
+                name,
+                run: Box::new(move |n| read(client, n)),
+            });
+        }
+        for (name, tag, client) in [
+            ("files `write_file`, direct", "d", d),
+            ("files `write_file`, relay", "r", r),
+            ("files `write_file` + readback, gate", "g", g),
+        ] {
+            let write = std::rc::Rc::clone(&write);
+            let round = &round;
+            kinds.push(Kind {
+                name,
+                run: Box::new(move |n| write(tag, client, n, round.get())),
+            });
+        }
+    }
+    if let Some((r, w)) = &baseline {
+        kinds.push(Kind {
+            name: "fault `get`, the baseline build's gate",
+            run: Box::new(|n| get(r, n)),
+        });
+        kinds.push(Kind {
+            name: "fault `put` + readback, the baseline build's gate",
+            run: Box::new(|n| put("b", w, n)),
+        });
+    }
+
+    let mut best = vec![f64::MAX; kinds.len()];
+    for r in 0..o.rounds {
+        round.set(r);
+        for (b, kind) in best.iter_mut().zip(&kinds) {
+            *b = b.min((kind.run)(o.calls));
+        }
+    }
+    let names: Vec<&str> = kinds.iter().map(|k| k.name).collect();
+    drop(kinds);
+    let of = |name: &str| names.iter().position(|n| *n == name).map(|i| best[i]);
     direct.shutdown();
+    relay_fault.shutdown();
     let calls = (o.rounds * o.calls) as f64;
     let (reads_synced, reads_unsynced) = stop(reads);
     let (synced_synced, _) = stop(synced_reads);
     let (writes_synced, _) = stop(writes);
-    let baseline_synced = baseline.map(|(r, w)| (stop(r).0, stop(w).0));
+    if let Some((r, w)) = baseline {
+        let _ = (stop(r), stop(w));
+    }
+    if let Some((d, r, g)) = files {
+        d.shutdown();
+        r.shutdown();
+        let _ = stop(g);
+    }
     let per = |secs: f64| secs * 1e6 / o.calls as f64;
     println!(
         "gate bench: {} calls per round, best of {} rounds, dir {}",
@@ -253,68 +493,51 @@ fn main() -> ExitCode {
         o.rounds,
         dir.display()
     );
-    println!("| calls | µs per call | calls/s | ratio to direct | synced commits per call |");
-    println!("|---|---|---|---|---|");
-    let rows = [
-        (
-            "pass-through `resources/list`, direct",
-            best[0],
-            best[0],
-            None,
-        ),
-        (
-            "pass-through `resources/list`, through the gate (the hop alone)",
-            best[1],
-            best[0],
-            None,
-        ),
-        ("read-only `get`, direct", best[2], best[2], None),
-        (
-            "read-only `get`, through the gate (default `--read-records process-crash-safe`)",
-            best[3],
-            best[2],
-            Some(reads_synced / (calls + 10.0)),
-        ),
-        (
-            "read-only `get`, through the gate, `--read-records synced`",
-            best[4],
-            best[2],
-            Some(synced_synced / (calls + 10.0)),
-        ),
-        (
-            "mutating `put` + readback, through the gate",
-            best[5],
-            best[2],
-            Some(writes_synced / (calls + 10.0)),
-        ),
-    ];
-    let mut rows = rows.to_vec();
-    if let Some((r, w)) = baseline_synced {
-        rows.push((
-            "read-only `get`, through the baseline build's gate (its defaults)",
-            best_baseline[0],
-            best[2],
-            Some(r / (calls + 10.0)),
-        ));
-        rows.push((
-            "mutating `put` + readback, through the baseline build's gate",
-            best_baseline[1],
-            best[2],
-            Some(w / (calls + 10.0)),
-        ));
-    }
-    for (name, secs, base, synced) in rows {
+    println!("| calls | µs per call | calls/s |");
+    println!("|---|---|---|");
+    for (name, secs) in names.iter().zip(&best) {
         println!(
-            "| {name} | {:.0} | {:.0} | {:.2}x | {} |",
-            per(secs),
-            o.calls as f64 / secs,
-            secs / base,
-            synced.map_or_else(|| "-".to_owned(), |s| format!("{s:.2}")),
+            "| {name} | {:.0} | {:.0} |",
+            per(*secs),
+            o.calls as f64 / secs
         );
     }
+    println!();
+    println!("| target | gate µs | against µs | ratio | target |");
+    println!("|---|---|---|---|---|");
+    let syncs2 = of("two synced 4 KiB writes");
+    for (server, read, write) in [
+        ("fault", "`get`", "`put`"),
+        ("files", "`read_text_file`", "`write_file`"),
+    ] {
+        let Some(gate_read) = of(&format!("{server} {read}, gate")) else {
+            continue;
+        };
+        let relay_read = of(&format!("{server} {read}, relay")).unwrap_or(f64::NAN);
+        println!(
+            "| {server} read through the gate / relay | {:.0} | {:.0} | {:.2}x | 1.5x |",
+            per(gate_read),
+            per(relay_read),
+            gate_read / relay_read
+        );
+        let gate_write = of(&format!("{server} {write} + readback, gate")).unwrap_or(f64::NAN);
+        let floor = of(&format!("{server} {write}, relay")).unwrap_or(f64::NAN)
+            + relay_read
+            + syncs2.unwrap_or(f64::NAN);
+        println!(
+            "| {server} write + readback through the gate / floor (relay write + relay read + two syncs) | {:.0} | {:.0} | {:.2}x | 1.3x |",
+            per(gate_write),
+            per(floor),
+            gate_write / floor
+        );
+    }
+    println!();
     println!(
-        "read-only calls through the default gate: {reads_unsynced:.0} commits without a sync of their own for {:.0} calls",
-        calls + 10.0
+        "synced commits per call: fault reads {:.2} (and {reads_unsynced:.0} without a sync of their own), \
+         reads with `--read-records synced` {:.2}, writes {:.2}",
+        reads_synced / (calls + 10.0),
+        synced_synced / (calls + 10.0),
+        writes_synced / (calls + 10.0)
     );
     let _ = std::fs::remove_dir_all(&dir);
     ExitCode::SUCCESS
