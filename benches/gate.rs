@@ -150,7 +150,7 @@ fn syncs(dir: &std::path::Path, n: usize) -> f64 {
         .write(true)
         .open(&path)
         .expect("the sync file");
-    if f.metadata().map(|m| m.len()).unwrap_or(0) < PAGES * 4096 {
+    if f.metadata().map_or(0, |m| m.len()) < PAGES * 4096 {
         f.set_len(PAGES * 4096).expect("the sync file's size");
         f.sync_all().expect("a sync");
     }
