@@ -8,6 +8,8 @@
 #[path = "gate_parts/eras.rs"]
 mod eras;
 mod interop_support;
+#[path = "gate_parts/turns.rs"]
+mod turns;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

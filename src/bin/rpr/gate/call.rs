@@ -215,13 +215,16 @@ impl Gate {
                         &mut executor,
                     );
                     // The new pathway's turn is taken before an identical call can find it.
-                    let held = match &ready {
-                        Ok(Ready::Admitted(admission)) => match self.turns.claim(admission.id()) {
-                            Claim::Mine(held) => Some(held),
-                            Claim::Taken(_) => None,
-                        },
+                    // A bound one is sent now: identical calls wait for that send too.
+                    let id = match &ready {
+                        Ok(Ready::Admitted(admission)) => Some(admission.id()),
+                        Ok(Ready::Bound(bound)) => Some(bound.id()),
                         _ => None,
                     };
+                    let held = id.and_then(|id| match self.turns.claim(id) {
+                        Claim::Mine(held) => Some(held),
+                        Claim::Taken(_) => None,
+                    });
                     Found::Made(ready, held)
                 }
                 Ok(Err(existing)) => Found::Open(existing),
@@ -544,7 +547,8 @@ impl Gate {
                 self.human_gate(p, live, asked)
             }
             StoredPathway::Completed(p) => {
-                // Only a same-key repeat reaches a completed pathway: its result, replayed.
+                // A same-key repeat, or an identical call that waited for this pathway's send:
+                // its result, replayed.
                 let reply = self
                     .rt
                     .reader()
