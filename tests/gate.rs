@@ -1339,6 +1339,133 @@ fn a_readback_tool_must_be_read_only_by_the_policy() {
     client.shutdown();
 }
 
+/// `rpr gate` in front of `@modelcontextprotocol/server-memory`, its graph in `dir`.
+fn memory_gate(dir: &TempDir, policy: &Path) -> Vec<String> {
+    let p = peers();
+    let server = vec![
+        "/usr/bin/env".to_owned(),
+        format!("MEMORY_FILE_PATH={}", dir.join("memory.jsonl").display()),
+        p.node.display().to_string(),
+        p.dir
+            .join("node_modules/.bin/mcp-server-memory")
+            .display()
+            .to_string(),
+    ];
+    gate_argv(dir, policy, "memory", &server)
+}
+
+/// A policy for server-memory: `create_entities` allowed and read back by `readback`.
+fn memory_policy(dir: &TempDir, readback: &Value) -> PathBuf {
+    write_policy(
+        dir,
+        &json!({"servers": {"memory": {
+            "open_nodes": {"read_only": true},
+            "create_entities": {"admission": "allow", "readback": readback}}}}),
+    )
+}
+
+#[test]
+fn a_nested_write_to_server_memory_is_read_back_by_json_pointer_and_completes() {
+    // `create_entities` takes {"entities": [{"name", "entityType", "observations"}]}: a
+    // mapping by top-level names could not reach an entity's name, so every call ended
+    // unknown. By JSON Pointer, `open_nodes` reads the entity back, and the whole entity
+    // read back must equal the one written.
+    let dir = TempDir::new("gate-memory");
+    let policy = memory_policy(
+        &dir,
+        &json!({"tool": "open_nodes", "arguments": {"names": ["$/entities/0/name"]},
+                "expect": {"/structuredContent/entities/0": "$/entities/0"}}),
+    );
+    let client = connect(&memory_gate(&dir, &policy));
+    let entity = json!({"name": "a/b~c", "entityType": "person", "observations": ["likes tea"]});
+    let done = result(call(
+        &client,
+        "create_entities",
+        &json!({"entities": [entity]}),
+    ));
+    assert_ne!(done["isError"], true, "{done}");
+    assert_eq!(state(&dir, &meta_id(&done)), State::Completed);
+    let graph = std::fs::read_to_string(dir.join("memory.jsonl")).unwrap();
+    assert!(graph.contains("likes tea"), "{graph}");
+
+    // A call that holds no entity: the readback could read nothing, so it is refused
+    // before anything is recorded or sent (it could never be more than unknown).
+    let before = pathway_count(&dir);
+    let refused = result(call(&client, "create_entities", &json!({"entities": []})));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("the call's arguments have no /entities/0/name (they stop at /entities, which has no `0`)")
+            && said.contains("nothing was recorded or sent"),
+        "{said}"
+    );
+    assert_eq!(
+        pathway_count(&dir),
+        before,
+        "the refused call recorded nothing"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_readback_pointer_the_schemas_do_not_have_is_refused_when_the_gate_starts() {
+    let dir = TempDir::new("gate-memory-refused");
+    let names = json!({"names": ["$/entities/0/name"]});
+    let expect = json!({"/structuredContent/entities/0/name": "$/entities/0/name"});
+    for (arguments, expect, needle) in [
+        (
+            json!({"names": ["$/entities/0/nmae"]}),
+            expect.clone(),
+            "the readback for `create_entities` of server `memory` uses \"$/entities/0/nmae\", but the \
+             inputSchema of `create_entities` has no /entities/0/nmae: under /entities/0, `nmae` fails",
+        ),
+        (
+            json!({"names": {"first": "$/entities/0/name"}}),
+            expect.clone(),
+            "passes /names/first to `open_nodes`, but the inputSchema of `open_nodes` has no \
+             /names/first: under /names, `first` fails",
+        ),
+        (
+            json!({"names": ["$/entities/0/name"], "limit": 1}),
+            expect.clone(),
+            "passes argument `limit` to `open_nodes`, which has no such argument (it has: names)",
+        ),
+        (
+            names.clone(),
+            json!({"/structuredContent/entities/-/name": "$/entities/0/name"}),
+            "`expect` path /structuredContent/entities/-/name: the outputSchema of `open_nodes` has \
+             no /entities/-/name: under /entities, `-` fails",
+        ),
+        (
+            names.clone(),
+            json!({"/structuredContent/entities/0/name": "$/entities/0/observations/0/text"}),
+            "has no /entities/0/observations/0/text: under /entities/0/observations/0, `text` fails: \
+             the schema says the value there is string, which has no members",
+        ),
+    ] {
+        let readback = json!({"tool": "open_nodes", "arguments": arguments, "expect": expect});
+        let gate = memory_gate(&dir, &memory_policy(&dir, &readback));
+        let mut config = SessionConfig::default();
+        config.request_timeout = Duration::from_secs(30);
+        let said = match McpClient::connect(&gate_command(&gate), &config) {
+            Ok(_) => panic!("the gate started with the readback {readback}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(said.contains(needle), "{needle}\n{said}");
+    }
+    // A pointer that is not one is refused when the policy is loaded.
+    let readback = json!({"tool": "open_nodes", "arguments": {"names": ["$/entities/0/a~2"]},
+                          "expect": expect});
+    let out = run_gate(&memory_gate(&dir, &memory_policy(&dir, &readback)));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("a `~` must be followed by 0 or 1"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.join("memory.jsonl").exists(), "nothing was sent");
+}
+
 #[test]
 fn the_server_is_known_by_its_configured_name_not_the_name_it_reports() {
     let dir = TempDir::new("gate-name");

@@ -280,6 +280,8 @@ impl Gate {
                 None,
             )
         })?;
+        plan.check_arguments(&tool.name, &asked.arguments)
+            .map_err(|e| tool_error(format!("refused: {e}; nothing was recorded or sent"), None))?;
         // The class is the policy's word (the annotation is the server's claim): the call
         // is bound with it, so that is the digest the bound call must show.
         let mut as_planned = claimed;
