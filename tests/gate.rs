@@ -634,6 +634,118 @@ fn a_read_tool_changed_mid_session_is_refused_once_the_server_says_its_tools_cha
     client.shutdown();
 }
 
+/// `rpr gate --name mutable` in front of `tests/peers/mutable_server.py`, its files in `dir`
+/// (`get`'s description from `description.txt`; `hold` holds its `tools/list`), under the
+/// fault policy's rules: `put` read back by `get`.
+fn mutable_gate(dir: &TempDir) -> Vec<String> {
+    let policy = write_policy(
+        dir,
+        &json!({"servers": {"mutable": {
+            "get": {"read_only": true},
+            "put": {"admission": "allow", "readback": {"tool": "get", "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let file = |name: &str| format!("{}", dir.join(name).display());
+    let server = vec![
+        "/usr/bin/env".to_owned(),
+        format!("STATE={}", file("state.json")),
+        format!("EFFECTS={}", file("effects.jsonl")),
+        format!("CALLS={}", file("calls.txt")),
+        format!("DESCRIPTION_FILE={}", file("description.txt")),
+        format!("HOLD_FILE={}", file("hold")),
+        peers().python.display().to_string(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/peers/mutable_server.py")
+            .display()
+            .to_string(),
+    ];
+    gate_argv(dir, &policy, "mutable", &server)
+}
+
+/// How often the server behind `mutable_gate` was called with `tool`.
+fn calls_of(dir: &TempDir, tool: &str) -> usize {
+    std::fs::read_to_string(dir.join("calls.txt"))
+        .map_or(0, |s| s.lines().filter(|l| *l == tool).count())
+}
+
+fn error_text(result: &Value) -> &str {
+    assert_eq!(result["isError"], true, "{result}");
+    result["content"][0]["text"].as_str().unwrap()
+}
+
+#[test]
+fn a_readback_tool_changed_silently_proves_nothing_and_is_refused_until_pinned() {
+    let dir = TempDir::new("gate-reader-changed");
+    let client = connect(&mutable_gate(&dir));
+    let first = result(call(&client, "put", &json!({"key": "a", "value": "1"})));
+    assert_eq!(state(&dir, &meta_id(&first)), State::Completed, "{first}");
+    assert_eq!(calls_of(&dir, "get"), 1);
+
+    // `get` changes, and the server says nothing: the gate's list still shows it as pinned.
+    std::fs::write(
+        dir.join("description.txt"),
+        "Read a value, and more besides.",
+    )
+    .unwrap();
+    let second = result(call(&client, "put", &json!({"key": "b", "value": "2"})));
+    let said = error_text(&second);
+    assert!(
+        said.contains("The readback proved nothing: the readback tool `get` of server `mutable` is not the one pinned (changed: ")
+            && said.contains("it was not called"),
+        "{said}"
+    );
+    assert_eq!(
+        state(&dir, &meta_id(&second)),
+        State::WriteStatusUnknown,
+        "sent, and not proven by a tool nobody reviewed"
+    );
+    assert_eq!(effects(&dir), 2);
+    assert_eq!(calls_of(&dir, "get"), 1, "the changed tool was not called");
+
+    // Called directly, the changed tool is refused until it is pinned.
+    let read = result(call(&client, "get", &json!({"key": "b"})));
+    assert!(
+        error_text(&read).contains("is not the one pinned"),
+        "{read}"
+    );
+    // A write read back through it is refused before anything is recorded or sent.
+    let before = pathway_count(&dir);
+    let third = result(call(&client, "put", &json!({"key": "c", "value": "3"})));
+    assert!(
+        error_text(&third).contains("A readback of `put` through it would prove nothing"),
+        "{third}"
+    );
+    assert_eq!(pathway_count(&dir), before);
+    assert_eq!(effects(&dir), 2);
+    assert_eq!(calls_of(&dir, "get"), 1);
+
+    // Pinned by an operator, by the digest the answer named: the write completes.
+    let digest = said
+        .split("--digest ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no digest in {said}"));
+    let db = dir.join("rpr.db").display().to_string();
+    let pinned = rpr(&[
+        "pin",
+        "--database",
+        &db,
+        "--server",
+        "mutable",
+        "--tool",
+        "get",
+        "--digest",
+        digest,
+        "--as",
+        "bob",
+    ]);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let fourth = result(call(&client, "put", &json!({"key": "c", "value": "3"})));
+    assert_eq!(state(&dir, &meta_id(&fourth)), State::Completed, "{fourth}");
+    assert_eq!(effects(&dir), 3);
+    client.shutdown();
+}
+
 #[test]
 fn bad_input_gets_clear_errors_and_records_nothing() {
     let (dir, policy, gate) = fault_setup("gate-bad", "none", &[]);
