@@ -638,11 +638,17 @@ fn a_read_tool_changed_mid_session_is_refused_once_the_server_says_its_tools_cha
 /// (`get`'s description from `description.txt`; `hold` holds its `tools/list`), under the
 /// fault policy's rules: `put` read back by `get`.
 fn mutable_gate(dir: &TempDir) -> Vec<String> {
+    mutable_gate_with(dir, "allow", "hold")
+}
+
+/// [`mutable_gate`] with `put`'s `admission` and the name of the file that holds the
+/// server's `tools/list`.
+fn mutable_gate_with(dir: &TempDir, admission: &str, hold: &str) -> Vec<String> {
     let policy = write_policy(
         dir,
         &json!({"servers": {"mutable": {
             "get": {"read_only": true},
-            "put": {"admission": "allow", "readback": {"tool": "get", "arguments": {"key": "$key"},
+            "put": {"admission": admission, "readback": {"tool": "get", "arguments": {"key": "$key"},
                     "expect": {"/structuredContent/value": "$value"}}}}}}),
     );
     let file = |name: &str| format!("{}", dir.join(name).display());
@@ -652,7 +658,7 @@ fn mutable_gate(dir: &TempDir) -> Vec<String> {
         format!("EFFECTS={}", file("effects.jsonl")),
         format!("CALLS={}", file("calls.txt")),
         format!("DESCRIPTION_FILE={}", file("description.txt")),
-        format!("HOLD_FILE={}", file("hold")),
+        format!("HOLD_FILE={}", file(hold)),
         peers().python.display().to_string(),
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/peers/mutable_server.py")
@@ -744,6 +750,66 @@ fn a_readback_tool_changed_silently_proves_nothing_and_is_refused_until_pinned()
     assert_eq!(state(&dir, &meta_id(&fourth)), State::Completed, "{fourth}");
     assert_eq!(effects(&dir), 3);
     client.shutdown();
+}
+
+#[test]
+fn the_gate_that_loses_a_race_for_an_approved_pathway_says_who_took_it() {
+    // One approved pathway, two gates on one database. Gate A loads it approved and is held
+    // inside its bind (its server's `tools/list` waits); gate B sends it meanwhile. When A
+    // goes on, its attempt record loses the compare-and-set: it sent nothing, and the
+    // pathway is no longer approved.
+    let dir = TempDir::new("gate-race-lost");
+    let gate_a = mutable_gate_with(&dir, "hold", "hold-a");
+    let gate_b = mutable_gate_with(&dir, "hold", "hold-b");
+    let args = json!({"key": "k", "value": "v"});
+    let a = connect(&gate_a);
+    let held = result(call(&a, "put", &args));
+    let id = meta_id(&held);
+    assert_eq!(state(&dir, &id), State::AwaitingApproval, "{held}");
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "host",
+    ]);
+    assert!(approved.status.success(), "{}", text(&approved));
+
+    std::fs::write(dir.join("hold-a"), "").unwrap();
+    let (lost, won) = std::thread::scope(|s| {
+        let lost = s.spawn(|| result(call(&a, "put", &args)));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !dir.join("hold-a.waiting").exists() {
+            assert!(Instant::now() < deadline, "gate A never reached its bind");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let b = connect(&gate_b);
+        let won = result(call(&b, "put", &args));
+        let b_pid = b.session().pid();
+        b.shutdown();
+        std::fs::remove_file(dir.join("hold-a")).unwrap();
+        (lost.join().unwrap(), (won, b_pid))
+    });
+    let (won, b_pid) = won;
+    assert_eq!(state(&dir, &meta_id(&won)), State::Completed, "{won}");
+    assert_eq!(effects(&dir), 1, "sent once");
+    let said = error_text(&lost);
+    assert!(
+        said.contains(&format!(
+            "another process took pathway {id} first: it is now completed"
+        )) && said.contains(&format!("by process {b_pid} on "))
+            && said.contains("this call sent nothing"),
+        "{said}"
+    );
+    assert!(!said.contains("stays approved"), "{said}");
+    assert_eq!(
+        lost["_meta"]["dev.rpr/pathway"]["state"], "completed",
+        "{lost}"
+    );
+    a.shutdown();
 }
 
 #[test]

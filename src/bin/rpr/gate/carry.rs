@@ -200,6 +200,14 @@ impl Gate {
                 ),
                 Some((p.id(), "partially_completed")),
             ),
+            Outcome::NotSent(n)
+                if matches!(
+                    n.error(),
+                    rpr::PathwayError::Store(rpr::store::StoreError::Conflict { .. })
+                ) =>
+            {
+                self.taken_elsewhere(&id)
+            }
             Outcome::NotSent(n) => {
                 let error = n.error().to_string();
                 let pathway = n.into_pathway();
@@ -254,6 +262,62 @@ impl Gate {
                 )
             })
         }))
+    }
+
+    /// The answer of a call whose pathway another process took first (the compare-and-set
+    /// of its attempt record lost): what the pathway is now and who took it, read after
+    /// the loss. This call sent nothing.
+    fn taken_elsewhere(&self, id: &str) -> Answer {
+        let now = match self.rt.load(id) {
+            Ok(stored) => stored.state().as_str().to_owned(),
+            Err(e) => {
+                return tool_error(
+                    format!(
+                        "another process took pathway {id} first, and it cannot be read now ({e}); \
+                         this call sent nothing"
+                    ),
+                    None,
+                );
+            }
+        };
+        let by = self
+            .rt
+            .reader()
+            .attempts(id)
+            .ok()
+            .and_then(|mut attempts| attempts.pop())
+            .map_or_else(String::new, |a| {
+                format!(
+                    "; its attempt {} ({}) was started{}",
+                    a.id,
+                    a.status,
+                    self.started_by(id, &a.id)
+                )
+            });
+        tool_error(
+            format!(
+                "another process took pathway {id} first: it is now {now}{by}; this call sent nothing. \
+                 See every open pathway with: rpr unresolved --database {}",
+                self.database
+            ),
+            Some((id, &now)),
+        )
+    }
+
+    /// ` by process PID on HOST`, from the ledger's `attempt_started` event of `attempt`
+    /// (its owner), or nothing when that cannot be read.
+    fn started_by(&self, id: &str, attempt: &str) -> String {
+        let events = self.rt.reader().events(id, 0, 1000).unwrap_or_default();
+        events
+            .iter()
+            .filter_map(|row| serde_json::from_str::<Value>(&row.event).ok())
+            .find(|e| e["kind"] == "attempt_started" && e["attempt"] == attempt)
+            .and_then(|e| {
+                let mut owner = e["data"]["owner"].as_str()?.split('/');
+                let (host, pid) = (owner.next()?, owner.next()?);
+                Some(format!(" by process {pid} on {host}"))
+            })
+            .unwrap_or_default()
     }
 
     /// Why the readback proved nothing, for the answer (empty when it ran). A readback tool
