@@ -725,13 +725,36 @@ fn a_readback_tool_changed_silently_proves_nothing_and_is_refused_until_pinned()
     assert_eq!(effects(&dir), 2);
     assert_eq!(calls_of(&dir, "get"), 1);
 
-    // Pinned by an operator, by the digest the answer named: the write completes.
+    // Nor does a reconciliation read back through it.
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = dir.join("policy.json").display().to_string();
+    let unknown = meta_id(&second);
+    let reconcile = [
+        "reconcile",
+        "--database",
+        &db,
+        "--policy",
+        &policy,
+        "--pathway",
+        &unknown,
+    ];
+    let refused = rpr(&reconcile);
+    assert!(
+        text(&refused)
+            .contains("the readback tool `get` of server `mutable` is not the one pinned"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(state(&dir, &unknown), State::WriteStatusUnknown);
+    assert_eq!(calls_of(&dir, "get"), 1);
+
+    // Pinned by an operator, by the digest the answer named: the reconciliation reads the
+    // effect back, and the next write completes.
     let digest = said
         .split("--digest ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("no digest in {said}"));
-    let db = dir.join("rpr.db").display().to_string();
     let pinned = rpr(&[
         "pin",
         "--database",
@@ -746,6 +769,9 @@ fn a_readback_tool_changed_silently_proves_nothing_and_is_refused_until_pinned()
         "bob",
     ]);
     assert!(pinned.status.success(), "{}", text(&pinned));
+    let reconciled = rpr(&reconcile);
+    assert!(reconciled.status.success(), "{}", text(&reconciled));
+    assert_eq!(state(&dir, &unknown), State::Completed);
     let fourth = result(call(&client, "put", &json!({"key": "c", "value": "3"})));
     assert_eq!(state(&dir, &meta_id(&fourth)), State::Completed, "{fourth}");
     assert_eq!(effects(&dir), 3);
