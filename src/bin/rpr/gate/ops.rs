@@ -167,7 +167,7 @@ fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), Failure> {
         PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(()),
         PinCheck::Changed(pin) => Err(format!(
             "the readback tool `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): \
-             a readback through it proves nothing, so nothing was read back. Review the change and pin it \
+             a readback through it proves nothing, so this step did nothing (nothing read back or sent). Review the change and pin it \
              with: rpr pin --database DB --server {server} --tool {tool} --digest {} --as NAME, then run \
              this step again",
             rpr::mcp::changed_fields(&pin.binding, &binding.details).join(", "),
