@@ -376,8 +376,8 @@ impl Plan {
             return Ok(());
         };
         Err(format!(
-            "the readback of `{tool}` reads what this call does not hold: {why}. Its effect could \
-             never be verified, so it is not sent"
+            "the readback of `{tool}` reads what this call does not hold: {why}, so its effect \
+             could never be verified"
         ))
     }
 
