@@ -638,6 +638,210 @@ fn a_read_tool_changed_mid_session_is_refused_once_the_server_says_its_tools_cha
     client.shutdown();
 }
 
+/// `rpr gate --name mutable` in front of `tests/peers/mutable_server.py`, its files in `dir`
+/// (`get`'s description from `description.txt`; `hold` holds its `tools/list`), under the
+/// fault policy's rules: `put` read back by `get`.
+fn mutable_gate(dir: &TempDir) -> Vec<String> {
+    mutable_gate_with(dir, "allow", "hold")
+}
+
+/// [`mutable_gate`] with `put`'s `admission` and the name of the file that holds the
+/// server's `tools/list`.
+fn mutable_gate_with(dir: &TempDir, admission: &str, hold: &str) -> Vec<String> {
+    let policy = write_policy(
+        dir,
+        &json!({"servers": {"mutable": {
+            "get": {"read_only": true},
+            "put": {"admission": admission, "readback": {"tool": "get", "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"}}}}}}),
+    );
+    let file = |name: &str| format!("{}", dir.join(name).display());
+    let server = vec![
+        "/usr/bin/env".to_owned(),
+        format!("STATE={}", file("state.json")),
+        format!("EFFECTS={}", file("effects.jsonl")),
+        format!("CALLS={}", file("calls.txt")),
+        format!("DESCRIPTION_FILE={}", file("description.txt")),
+        format!("HOLD_FILE={}", file(hold)),
+        peers().python.display().to_string(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/peers/mutable_server.py")
+            .display()
+            .to_string(),
+    ];
+    gate_argv(dir, &policy, "mutable", &server)
+}
+
+/// How often the server behind `mutable_gate` was called with `tool`.
+fn calls_of(dir: &TempDir, tool: &str) -> usize {
+    std::fs::read_to_string(dir.join("calls.txt"))
+        .map_or(0, |s| s.lines().filter(|l| *l == tool).count())
+}
+
+fn error_text(result: &Value) -> &str {
+    assert_eq!(result["isError"], true, "{result}");
+    result["content"][0]["text"].as_str().unwrap()
+}
+
+#[test]
+fn a_readback_tool_changed_silently_proves_nothing_and_is_refused_until_pinned() {
+    let dir = TempDir::new("gate-reader-changed");
+    let client = connect(&mutable_gate(&dir));
+    let first = result(call(&client, "put", &json!({"key": "a", "value": "1"})));
+    assert_eq!(state(&dir, &meta_id(&first)), State::Completed, "{first}");
+    assert_eq!(calls_of(&dir, "get"), 1);
+
+    // `get` changes, and the server says nothing: the gate's list still shows it as pinned.
+    std::fs::write(
+        dir.join("description.txt"),
+        "Read a value, and more besides.",
+    )
+    .unwrap();
+    let second = result(call(&client, "put", &json!({"key": "b", "value": "2"})));
+    let said = error_text(&second);
+    assert!(
+        said.contains("The readback proved nothing: the readback tool `get` of server `mutable` is not the one pinned (changed: ")
+            && said.contains("it was not called"),
+        "{said}"
+    );
+    assert_eq!(
+        state(&dir, &meta_id(&second)),
+        State::WriteStatusUnknown,
+        "sent, and not proven by a tool nobody reviewed"
+    );
+    assert_eq!(effects(&dir), 2);
+    assert_eq!(calls_of(&dir, "get"), 1, "the changed tool was not called");
+
+    // Called directly, the changed tool is refused until it is pinned.
+    let read = result(call(&client, "get", &json!({"key": "b"})));
+    assert!(
+        error_text(&read).contains("is not the one pinned"),
+        "{read}"
+    );
+    // A write read back through it is refused before anything is recorded or sent.
+    let before = pathway_count(&dir);
+    let third = result(call(&client, "put", &json!({"key": "c", "value": "3"})));
+    assert!(
+        error_text(&third).contains("A readback of `put` through it would prove nothing"),
+        "{third}"
+    );
+    assert_eq!(pathway_count(&dir), before);
+    assert_eq!(effects(&dir), 2);
+    assert_eq!(calls_of(&dir, "get"), 1);
+
+    // Nor does a reconciliation read back through it.
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = dir.join("policy.json").display().to_string();
+    let unknown = meta_id(&second);
+    let reconcile = [
+        "reconcile",
+        "--database",
+        &db,
+        "--policy",
+        &policy,
+        "--pathway",
+        &unknown,
+    ];
+    let refused = rpr(&reconcile);
+    assert!(
+        text(&refused)
+            .contains("the readback tool `get` of server `mutable` is not the one pinned"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(state(&dir, &unknown), State::WriteStatusUnknown);
+    assert_eq!(calls_of(&dir, "get"), 1);
+
+    // Pinned by an operator, by the digest the answer named: the reconciliation reads the
+    // effect back, and the next write completes.
+    let digest = said
+        .split("--digest ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no digest in {said}"));
+    let pinned = rpr(&[
+        "pin",
+        "--database",
+        &db,
+        "--server",
+        "mutable",
+        "--tool",
+        "get",
+        "--digest",
+        digest,
+        "--as",
+        "bob",
+    ]);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let reconciled = rpr(&reconcile);
+    assert!(reconciled.status.success(), "{}", text(&reconciled));
+    assert_eq!(state(&dir, &unknown), State::Completed);
+    let fourth = result(call(&client, "put", &json!({"key": "c", "value": "3"})));
+    assert_eq!(state(&dir, &meta_id(&fourth)), State::Completed, "{fourth}");
+    assert_eq!(effects(&dir), 3);
+    client.shutdown();
+}
+
+#[test]
+fn the_gate_that_loses_a_race_for_an_approved_pathway_says_who_took_it() {
+    // One approved pathway, two gates on one database. Gate A loads it approved and is held
+    // inside its bind (its server's `tools/list` waits); gate B sends it meanwhile. When A
+    // goes on, its attempt record loses the compare-and-set: it sent nothing, and the
+    // pathway is no longer approved.
+    let dir = TempDir::new("gate-race-lost");
+    let gate_a = mutable_gate_with(&dir, "hold", "hold-a");
+    let gate_b = mutable_gate_with(&dir, "hold", "hold-b");
+    let args = json!({"key": "k", "value": "v"});
+    let a = connect(&gate_a);
+    let held = result(call(&a, "put", &args));
+    let id = meta_id(&held);
+    assert_eq!(state(&dir, &id), State::AwaitingApproval, "{held}");
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "host",
+    ]);
+    assert!(approved.status.success(), "{}", text(&approved));
+
+    std::fs::write(dir.join("hold-a"), "").unwrap();
+    let (lost, won) = std::thread::scope(|s| {
+        let lost = s.spawn(|| result(call(&a, "put", &args)));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !dir.join("hold-a.waiting").exists() {
+            assert!(Instant::now() < deadline, "gate A never reached its bind");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let b = connect(&gate_b);
+        let won = result(call(&b, "put", &args));
+        let b_pid = b.session().pid();
+        b.shutdown();
+        std::fs::remove_file(dir.join("hold-a")).unwrap();
+        (lost.join().unwrap(), (won, b_pid))
+    });
+    let (won, b_pid) = won;
+    assert_eq!(state(&dir, &meta_id(&won)), State::Completed, "{won}");
+    assert_eq!(effects(&dir), 1, "sent once");
+    let said = error_text(&lost);
+    assert!(
+        said.contains(&format!(
+            "another process took pathway {id} first: it is now completed"
+        )) && said.contains(&format!("by process {b_pid} on "))
+            && said.contains("this call sent nothing"),
+        "{said}"
+    );
+    assert!(!said.contains("stays approved"), "{said}");
+    assert_eq!(
+        lost["_meta"]["dev.rpr/pathway"]["state"], "completed",
+        "{lost}"
+    );
+    a.shutdown();
+}
+
 #[test]
 fn bad_input_gets_clear_errors_and_records_nothing() {
     let (dir, policy, gate) = fault_setup("gate-bad", "none", &[]);
@@ -1341,6 +1545,133 @@ fn a_readback_tool_must_be_read_only_by_the_policy() {
     assert_eq!(state(&dir, &meta_id(&done)), State::Completed);
     assert_eq!(effects(&dir), 1);
     client.shutdown();
+}
+
+/// `rpr gate` in front of `@modelcontextprotocol/server-memory`, its graph in `dir`.
+fn memory_gate(dir: &TempDir, policy: &Path) -> Vec<String> {
+    let p = peers();
+    let server = vec![
+        "/usr/bin/env".to_owned(),
+        format!("MEMORY_FILE_PATH={}", dir.join("memory.jsonl").display()),
+        p.node.display().to_string(),
+        p.dir
+            .join("node_modules/.bin/mcp-server-memory")
+            .display()
+            .to_string(),
+    ];
+    gate_argv(dir, policy, "memory", &server)
+}
+
+/// A policy for server-memory: `create_entities` allowed and read back by `readback`.
+fn memory_policy(dir: &TempDir, readback: &Value) -> PathBuf {
+    write_policy(
+        dir,
+        &json!({"servers": {"memory": {
+            "open_nodes": {"read_only": true},
+            "create_entities": {"admission": "allow", "readback": readback}}}}),
+    )
+}
+
+#[test]
+fn a_nested_write_to_server_memory_is_read_back_by_json_pointer_and_completes() {
+    // `create_entities` takes {"entities": [{"name", "entityType", "observations"}]}: a
+    // mapping by top-level names could not reach an entity's name, so every call ended
+    // unknown. By JSON Pointer, `open_nodes` reads the entity back, and the whole entity
+    // read back must equal the one written.
+    let dir = TempDir::new("gate-memory");
+    let policy = memory_policy(
+        &dir,
+        &json!({"tool": "open_nodes", "arguments": {"names": ["$/entities/0/name"]},
+                "expect": {"/structuredContent/entities/0": "$/entities/0"}}),
+    );
+    let client = connect(&memory_gate(&dir, &policy));
+    let entity = json!({"name": "a/b~c", "entityType": "person", "observations": ["likes tea"]});
+    let done = result(call(
+        &client,
+        "create_entities",
+        &json!({"entities": [entity]}),
+    ));
+    assert_ne!(done["isError"], true, "{done}");
+    assert_eq!(state(&dir, &meta_id(&done)), State::Completed);
+    let graph = std::fs::read_to_string(dir.join("memory.jsonl")).unwrap();
+    assert!(graph.contains("likes tea"), "{graph}");
+
+    // A call that holds no entity: the readback could read nothing, so it is refused
+    // before anything is recorded or sent (it could never be more than unknown).
+    let before = pathway_count(&dir);
+    let refused = result(call(&client, "create_entities", &json!({"entities": []})));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("the call's arguments have no /entities/0/name (they stop at /entities, which has no `0`)")
+            && said.contains("nothing was recorded or sent"),
+        "{said}"
+    );
+    assert_eq!(
+        pathway_count(&dir),
+        before,
+        "the refused call recorded nothing"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_readback_pointer_the_schemas_do_not_have_is_refused_when_the_gate_starts() {
+    let dir = TempDir::new("gate-memory-refused");
+    let names = json!({"names": ["$/entities/0/name"]});
+    let expect = json!({"/structuredContent/entities/0/name": "$/entities/0/name"});
+    for (arguments, expect, needle) in [
+        (
+            json!({"names": ["$/entities/0/nmae"]}),
+            expect.clone(),
+            "the readback for `create_entities` of server `memory` uses \"$/entities/0/nmae\", but the \
+             inputSchema of `create_entities` has no /entities/0/nmae: under /entities/0, `nmae` fails",
+        ),
+        (
+            json!({"names": {"first": "$/entities/0/name"}}),
+            expect.clone(),
+            "passes /names/first to `open_nodes`, but the inputSchema of `open_nodes` has no \
+             /names/first: under /names, `first` fails",
+        ),
+        (
+            json!({"names": ["$/entities/0/name"], "limit": 1}),
+            expect.clone(),
+            "passes argument `limit` to `open_nodes`, which has no such argument (it has: names)",
+        ),
+        (
+            names.clone(),
+            json!({"/structuredContent/entities/-/name": "$/entities/0/name"}),
+            "`expect` path /structuredContent/entities/-/name: the outputSchema of `open_nodes` has \
+             no /entities/-/name: under /entities, `-` fails",
+        ),
+        (
+            names.clone(),
+            json!({"/structuredContent/entities/0/name": "$/entities/0/observations/0/text"}),
+            "has no /entities/0/observations/0/text: under /entities/0/observations/0, `text` fails: \
+             the schema says the value there is string, which has no members",
+        ),
+    ] {
+        let readback = json!({"tool": "open_nodes", "arguments": arguments, "expect": expect});
+        let gate = memory_gate(&dir, &memory_policy(&dir, &readback));
+        let mut config = SessionConfig::default();
+        config.request_timeout = Duration::from_secs(30);
+        let said = match McpClient::connect(&gate_command(&gate), &config) {
+            Ok(_) => panic!("the gate started with the readback {readback}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(said.contains(needle), "{needle}\n{said}");
+    }
+    // A pointer that is not one is refused when the policy is loaded.
+    let readback = json!({"tool": "open_nodes", "arguments": {"names": ["$/entities/0/a~2"]},
+                          "expect": expect});
+    let out = run_gate(&memory_gate(&dir, &memory_policy(&dir, &readback)));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("a `~` must be followed by 0 or 1"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.join("memory.jsonl").exists(), "nothing was sent");
 }
 
 #[test]

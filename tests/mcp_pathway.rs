@@ -352,3 +352,38 @@ fn a_looping_tools_list_cursor_refuses_binding() {
     assert_eq!(fx.effects(), 0);
     assert!(rt.verify(None).unwrap().is_ok());
 }
+
+/// A guard that refuses keeps the readback tool from being called: the observation is
+/// inconclusive with the guard's reason as evidence, and no result. A guard that passes
+/// lets the call go on.
+#[test]
+fn a_guarded_readback_refused_calls_nothing_and_proves_nothing() {
+    use rpr::executor::{Observation, Readback};
+    let fx = Fixture::new("readback-guard");
+    std::fs::write(&fx.state, r#"{"k": "v"}"#).unwrap();
+    let client = Arc::new(McpClient::connect(&fx.command("none"), &fast_config()).unwrap());
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&refuse);
+    let mut readback = readback(Arc::clone(&client)).guarded_by(move |_, _| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            Err("the tool is not the one reviewed".to_owned())
+        } else {
+            Ok(())
+        }
+    });
+    let request = Request::new("put", json!({"key": "k", "value": "v"}));
+    match readback.observe(&request) {
+        Observation::Applied { evidence } => assert!(evidence.get("result").is_some()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(readback.refused(), None);
+    refuse.store(true, std::sync::atomic::Ordering::SeqCst);
+    match readback.observe(&request) {
+        Observation::Inconclusive { evidence } => {
+            assert_eq!(evidence["refused"], "the tool is not the one reviewed");
+            assert!(evidence.get("result").is_none(), "not called: {evidence}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(readback.refused(), Some("the tool is not the one reviewed"));
+}

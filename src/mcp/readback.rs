@@ -28,15 +28,20 @@ pub type ReadbackArguments = Box<dyn FnMut(&Request) -> Value + Send>;
 /// original request.
 pub type ReadbackJudge = Box<dyn FnMut(&Request, &Value) -> ReadbackVerdict + Send>;
 
+/// Decides, before a readback call, whether its result could prove anything about the
+/// request (see [`McpReadback::guarded_by`]).
+type ReadbackGuard = Box<dyn FnMut(&McpClient, &Request) -> Result<(), String> + Send>;
+
 /// Observes an effect by calling a read-only tool, on the same server or another.
 ///
 /// The caller chooses the tool (it must really be read-only: annotations are hints
 /// and are not trusted here), how its arguments follow from the request, and how its
 /// result is judged. A failed call (no reply, JSON-RPC error) is
 /// [`Observation::Inconclusive`]; so is an `isError: true` result unless
-/// [`McpReadback::judge_tool_errors`] hands those to the judge too. The evidence is
-/// `{"readback_tool", "server", "arguments"}` plus `"result"`, `"error"` or
-/// `"failure"`.
+/// [`McpReadback::judge_tool_errors`] hands those to the judge too; so is a call a guard
+/// ([`McpReadback::guarded_by`]) refuses, which is not made. The evidence is
+/// `{"readback_tool", "server", "arguments"}` plus `"result"`, `"error"`, `"failure"` or
+/// `"refused"`.
 pub struct McpReadback {
     client: Arc<McpClient>,
     tool: String,
@@ -44,6 +49,8 @@ pub struct McpReadback {
     arguments: ReadbackArguments,
     judge: ReadbackJudge,
     judge_tool_errors: bool,
+    guards: Vec<ReadbackGuard>,
+    refused: Option<String>,
 }
 
 impl std::fmt::Debug for McpReadback {
@@ -76,6 +83,8 @@ impl McpReadback {
             arguments: Box::new(arguments),
             judge: Box::new(judge),
             judge_tool_errors: false,
+            guards: Vec::new(),
+            refused: None,
         }
     }
 
@@ -93,6 +102,26 @@ impl McpReadback {
         self.judge_tool_errors = judge;
         self
     }
+
+    /// Adds a guard that runs before each readback call, after the ones added before it.
+    /// `Err(reason)` says the call's result could prove nothing about this request (the
+    /// tool is no longer the one reviewed, the arguments cannot be derived from the
+    /// request): the tool is not called, and the observation is inconclusive with
+    /// `"refused": reason` in its evidence.
+    #[must_use]
+    pub fn guarded_by<G>(mut self, guard: G) -> Self
+    where
+        G: FnMut(&McpClient, &Request) -> Result<(), String> + Send + 'static,
+    {
+        self.guards.push(Box::new(guard));
+        self
+    }
+
+    /// Why the last observation did not call the tool (a guard's reason), if it did not.
+    #[must_use]
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
 }
 
 impl Readback for McpReadback {
@@ -103,6 +132,14 @@ impl Readback for McpReadback {
             "server": self.client.server().identity(),
             "arguments": arguments,
         });
+        self.refused = None;
+        for guard in &mut self.guards {
+            if let Err(why) = guard(&self.client, request) {
+                evidence["refused"] = Value::from(why.as_str());
+                self.refused = Some(why);
+                return Observation::Inconclusive { evidence };
+            }
+        }
         let timeout = self
             .timeout
             .unwrap_or_else(|| self.client.request_timeout());

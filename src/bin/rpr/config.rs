@@ -15,7 +15,9 @@ use serde_json::Value;
 use crate::Failure;
 
 mod expect;
+mod mapping;
 mod names;
+mod pointer;
 mod rule;
 
 use rule::{ANY_TOOL, Found, ToolRule};
@@ -129,8 +131,9 @@ struct EvidenceBounds {
 }
 
 /// How a mutating tool's effect is read back: a read-only tool on the same server,
-/// its arguments (`"$name"` is the call's argument `name`), and what the result must
-/// hold (JSON Pointer into the result → expected value, also with `"$name"`).
+/// its arguments (`"$name"` is the call's argument `name`, `"$/a/0/b"` a JSON Pointer into
+/// the call's arguments), and what the result must hold (JSON Pointer into the result →
+/// expected value, also with `"$…"`). See `mapping` for how each is checked.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReadbackRule {
@@ -209,15 +212,8 @@ impl Policy {
                 if rb.expect.is_empty() {
                     return Err(format!("{server}/{tool}: readback.expect is empty"));
                 }
-                if let Some(p) = rb
-                    .expect
-                    .keys()
-                    .find(|p| !p.is_empty() && !p.starts_with('/'))
-                {
-                    return Err(format!(
-                        "{server}/{tool}: readback.expect key `{p}` is not a JSON Pointer (start it with `/`)"
-                    ));
-                }
+                mapping::check_syntax(&rb.arguments, rb.expect.iter())
+                    .map_err(|e| format!("{server}/{tool}: {e}"))?;
             }
         }
         Ok(())
@@ -368,6 +364,23 @@ impl Plan {
         self.decision.clone()
     }
 
+    /// Refuses, before anything is recorded or sent, a call whose arguments lack a place its
+    /// readback reads (a pointer the schema allows but this call does not fill): its effect
+    /// could never be verified, so it could only end unknown.
+    pub(crate) fn check_arguments(&self, tool: &str, arguments: &Value) -> Result<(), String> {
+        let Some(why) = self
+            .readback
+            .as_ref()
+            .and_then(|rb| rb.missing_source(arguments))
+        else {
+            return Ok(());
+        };
+        Err(format!(
+            "the readback of `{tool}` reads what this call does not hold: {why}, so its effect \
+             could never be verified"
+        ))
+    }
+
     /// The readback of a mutating tool, on `client`.
     pub(crate) fn readback(&self, client: &Arc<McpClient>) -> Result<McpReadback, Failure> {
         let rule = self
@@ -378,25 +391,10 @@ impl Plan {
     }
 }
 
-/// The `"$name"` placeholders in `template`.
-fn placeholders<'t>(template: &'t Value, out: &mut Vec<&'t str>) {
-    match template {
-        Value::String(s) => out.extend(s.strip_prefix('$')),
-        Value::Array(items) => items.iter().for_each(|v| placeholders(v, out)),
-        Value::Object(map) => map.values().for_each(|v| placeholders(v, out)),
-        _ => {}
-    }
-}
-
-/// The property names an input schema declares, if it declares them.
-fn properties(tool: &Tool) -> Option<Vec<&str>> {
-    let props = tool.definition["inputSchema"]["properties"].as_object()?;
-    Some(props.keys().map(String::as_str).collect())
-}
-
 /// Checks a readback mapping against the two tools when the policy is applied: each
-/// `"$name"` must be an argument the tool declares (else it would read back `null` and
-/// leave every call unknown), and each readback argument one the readback tool declares.
+/// `"$…"` must name a place the tool's input schema has (else it would read back `null` and
+/// leave every call unknown), each place the readback arguments fill one the readback
+/// tool's input schema has, and each `expect` path one its output schema has.
 fn check_mapping(
     server: &str,
     tool: &Tool,
@@ -404,54 +402,17 @@ fn check_mapping(
     rb: &ReadbackRule,
 ) -> Result<(), Failure> {
     let name = &tool.name;
-    if let Some(declared) = properties(tool) {
-        let mut used = Vec::new();
-        placeholders(&rb.arguments, &mut used);
-        for expected in rb.expect.values() {
-            placeholders(expected, &mut used);
-        }
-        if let Some(missing) = used.iter().find(|u| !declared.contains(u)) {
-            return Err(format!(
-                "the readback for `{name}` of server `{server}` uses \"${missing}\", but `{name}` has no \
-                 argument `{missing}` (it has: {}); fix servers.{server}.{name}.readback in the policy",
-                declared.join(", ")
-            )
-            .into());
-        }
-    }
-    if let (Some(declared), Some(given)) = (properties(reader), rb.arguments.as_object())
-        && let Some(unknown) = given.keys().find(|k| !declared.contains(&k.as_str()))
-    {
-        return Err(format!(
-            "the readback for `{name}` of server `{server}` passes argument `{unknown}` to `{}`, \
-             which has no such argument (it has: {}); fix servers.{server}.{name}.readback.arguments",
-            rb.tool,
-            declared.join(", ")
+    mapping::check_schemas(tool, reader, &rb.arguments, rb.expect.values()).map_err(|e| {
+        format!(
+            "the readback for `{name}` of server `{server}` {e}; fix servers.{server}.{name}.readback in the policy"
         )
-        .into());
-    }
+    })?;
     expect::check(reader, rb.expect.keys()).map_err(|e| {
         format!(
             "the readback for `{name}` of server `{server}`: {e}; fix servers.{server}.{name}.readback.expect"
         )
     })?;
     Ok(())
-}
-
-/// Replaces every string `"$name"` in `template` by the request's argument `name`.
-fn fill(template: &Value, request: &Request) -> Value {
-    match template {
-        Value::String(s) => match s.strip_prefix('$') {
-            Some(name) => request.arguments.get(name).cloned().unwrap_or(Value::Null),
-            None => template.clone(),
-        },
-        Value::Array(items) => items.iter().map(|v| fill(v, request)).collect(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.clone(), fill(v, request)))
-            .collect(),
-        other => other.clone(),
-    }
 }
 
 impl ReadbackRule {
@@ -470,8 +431,11 @@ impl ReadbackRule {
         }
         let mut verdict = ReadbackVerdict::Applied;
         for (pointer, expected) in &self.expect {
-            match result.pointer(pointer) {
-                Some(seen) if *seen == fill(expected, request) => {}
+            let seen = pointer::Pointer::parse(pointer)
+                .ok()
+                .and_then(|p| p.resolve(result).ok());
+            match seen {
+                Some(seen) if *seen == mapping::fill(expected, &request.arguments) => {}
                 Some(Value::Null) => {
                     if verdict == ReadbackVerdict::Applied {
                         verdict = ReadbackVerdict::NotApplied;
@@ -483,15 +447,33 @@ impl ReadbackRule {
         verdict
     }
 
+    /// Why a readback could not be derived from a call with `arguments`: the first
+    /// `"$…"` of the rule they lack. `None` when they hold every one.
+    pub(crate) fn missing_source(&self, arguments: &Value) -> Option<String> {
+        mapping::missing_source(&self.arguments, self.expect.values(), arguments)
+    }
+
+    /// The readback on `client`. A call whose arguments lack a place the rule reads is not
+    /// read back: nothing the readback tool says could prove its effect (inconclusive).
     pub(crate) fn on(self, client: &Arc<McpClient>) -> McpReadback {
         let arguments = self.arguments.clone();
+        let sources = self.clone();
         McpReadback::new(
             Arc::clone(client),
             self.tool.clone(),
-            move |request: &Request| fill(&arguments, request),
+            move |request: &Request| mapping::fill(&arguments, &request.arguments),
             move |request: &Request, result: &Value| self.judge(request, result),
         )
         .judge_tool_errors(true)
+        .guarded_by(move |_: &McpClient, request: &Request| {
+            sources
+                .missing_source(&request.arguments)
+                .map_or(Ok(()), |why| {
+                    Err(format!(
+                        "the readback cannot be derived from this call: {why}"
+                    ))
+                })
+        })
     }
 }
 

@@ -33,6 +33,9 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             problems.join("; ")
         )
     })?;
+    live.plan
+        .check_arguments(tool, &arguments)
+        .map_err(|e| format!("{e}; nothing was recorded or sent"))?;
     let rt = flow::runtime_with(Path::new(db), policy.bounds())?;
     let request = Request::new(tool, arguments);
     let digest = request.digest().map_err(|e| {

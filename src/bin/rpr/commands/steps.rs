@@ -54,12 +54,12 @@ fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Fail
 }
 
 /// The live server and tool a stored pathway was proposed for.
-fn live_for<S: Stage>(files: &LiveFiles, p: &Pathway<S>) -> Result<Live, Failure> {
+fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result<Live, Failure> {
     let policy_path = files.policy.as_deref().ok_or_else(|| {
         Usage("`--policy` is required: the readback and the tool's plan come from it".into())
     })?;
     if gate::is_gate_pathway(p) {
-        return gate::live(policy_path, p);
+        return gate::live(rt, policy_path, p);
     }
     let config_path = files.config.as_deref().ok_or_else(|| {
         Usage("`--config` is required (only a pathway proposed by `rpr gate` needs none)".into())
@@ -110,7 +110,7 @@ pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
             if gate::is_gate_pathway(&p) {
                 return gate::approve_only(&rt, p, &approver);
             }
-            let live = live_for(&args.files, &p)?;
+            let live = live_for(&rt, &args.files, &p)?;
             let shown = flow::show_gate(&p, &live)?;
             let executor = p.definition().authority.execution_actor.clone();
             match flow::decide(&rt, p, Gate::Approve(approver), &hint)? {
@@ -155,7 +155,7 @@ pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
     match stored {
         StoredPathway::Unknown(p) => {
             let p = restored(&args.restore, p)?;
-            let live = live_for(&args.files, &p)?;
+            let live = live_for(&rt, &args.files, &p)?;
             say!(
                 "reconciling pathway {} by readback (`{}` on a fresh session of `{}`)",
                 p.id(),
@@ -166,12 +166,12 @@ pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
         }
         StoredPathway::Returned(p) => {
             let p = restored(&args.restore, p)?;
-            let live = live_for(&args.files, &p)?;
+            let live = live_for(&rt, &args.files, &p)?;
             flow::confirm(&rt, &live, p, &hint)
         }
         StoredPathway::RepairUnsettled(p) => {
             let p = restored(&args.restore, p)?;
-            let live = live_for(&args.files, &p)?;
+            let live = live_for(&rt, &args.files, &p)?;
             flow::settle(&rt, &live, p, &hint)
         }
         other => wrong_state(&rt, &other, "reconcile"),
@@ -358,12 +358,12 @@ pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
     match stored {
         StoredPathway::ReadyToResume(p) => {
             let p = restored(&args.restore, p)?;
-            let live = live_for(&args.files, &p)?;
+            let live = live_for(&rt, &args.files, &p)?;
             flow::carry_out(&rt, &live, p, &actor, None, &hint)
         }
         StoredPathway::Approved(p) => {
             let p = restored(&args.restore, p)?;
-            let live = live_for(&args.files, &p)?;
+            let live = live_for(&rt, &args.files, &p)?;
             flow::carry_out(&rt, &live, p, &actor, None, &hint)
         }
         other => wrong_state(&rt, &other, "resume"),

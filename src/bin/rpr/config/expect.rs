@@ -3,15 +3,15 @@
 //! never find the effect, so every call would stay unknown, and before issue 25 a missing
 //! member even read as "not applied", opening the way to a second send.
 
-use serde_json::Value;
-
 use rpr::mcp::Tool;
 
-/// Refuses an `expect` pointer into `structuredContent` that names a member the readback
-/// tool's `outputSchema` does not declare. Checked only as far as the schema says: below a
-/// schema without `properties` (or that admits other members), and for pointers outside
-/// `structuredContent`, nothing is refused; the readback judge still takes a path the
-/// result lacks as inconclusive.
+use super::pointer::{self, Pointer};
+
+/// Refuses an `expect` pointer into `structuredContent` that no result of the readback
+/// tool's `outputSchema` can hold (a member it does not declare, an index into a member that
+/// is not an array, `-`): see [`pointer::walk`]. Checked only as far as the schema says:
+/// what it leaves open, and pointers outside `structuredContent`, are not refused; the
+/// readback judge still takes a path the result lacks as inconclusive.
 pub(super) fn check<'p>(
     reader: &Tool,
     pointers: impl IntoIterator<Item = &'p String>,
@@ -19,74 +19,30 @@ pub(super) fn check<'p>(
     let Some(schema) = reader.definition.get("outputSchema") else {
         return Ok(());
     };
-    for pointer in pointers {
-        let mut segments = pointer.split('/').skip(1).map(unescape);
-        if segments.next().as_deref() != Some("structuredContent") {
+    for text in pointers {
+        let full = Pointer::parse(text)?;
+        let Some((first, rest)) = full.tokens().split_first() else {
+            continue;
+        };
+        if first != "structuredContent" {
             continue;
         }
-        let mut at = schema;
-        let mut walked = String::from("/structuredContent");
-        for segment in segments {
-            match step(at, &segment) {
-                Step::Into(next) => at = next,
-                Step::Unchecked => break,
-                Step::Undeclared(declared) => {
-                    return Err(format!(
-                        "`expect` path {pointer}: the outputSchema of `{}` declares no member `{segment}` \
-                         under {walked} (it declares: {}); a path the result cannot contain never \
-                         finds the effect",
-                        reader.name,
-                        if declared.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            declared.join(", ")
-                        }
-                    ));
-                }
-            }
-            walked.push('/');
-            walked.push_str(&segment);
+        let inner = rest.iter().fold(Pointer::root(), |p, t| p.child(t));
+        if let Err(miss) = pointer::walk(schema, &inner) {
+            return Err(format!(
+                "`expect` path {text}: the outputSchema of `{}` has no {inner}: {miss}; a path the \
+                 result cannot contain never finds the effect",
+                reader.name
+            ));
         }
     }
     Ok(())
 }
 
-enum Step<'s> {
-    Into(&'s Value),
-    /// The schema says nothing more precise below here.
-    Unchecked,
-    /// An object schema that admits only the members it names, none of them this one.
-    Undeclared(Vec<String>),
-}
-
-fn step<'s>(schema: &'s Value, segment: &str) -> Step<'s> {
-    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-        if let Some(next) = props.get(segment) {
-            return Step::Into(next);
-        }
-        return match schema.get("additionalProperties") {
-            // Other members are admitted: described by this schema, or by none.
-            Some(extra @ Value::Object(_)) => Step::Into(extra),
-            Some(Value::Bool(true)) => Step::Unchecked,
-            // Absent or false: the declared members are the ones the result holds.
-            _ => Step::Undeclared(props.keys().cloned().collect()),
-        };
-    }
-    match schema.get("items") {
-        Some(items @ Value::Object(_)) if segment.parse::<usize>().is_ok() => Step::Into(items),
-        _ => Step::Unchecked,
-    }
-}
-
-/// A JSON Pointer reference token, unescaped (RFC 6901).
-fn unescape(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn reader(output: Value) -> Tool {
         Tool::from_definition(
@@ -100,6 +56,10 @@ mod tests {
         let tool = reader(json!({"type": "object", "properties": {"content": {"type": "string"}}}));
         let err = check(&tool, [&"/structuredContent/contnt".to_owned()]).unwrap_err();
         assert!(err.contains("declares no member `contnt`"), "{err}");
+        assert!(
+            err.contains("has no /contnt: at the top, `contnt` fails"),
+            "{err}"
+        );
         assert!(err.contains("(it declares: content)"), "{err}");
         assert!(check(&tool, [&"/structuredContent/content".to_owned()]).is_ok());
     }

@@ -133,6 +133,9 @@ pub(crate) struct Live {
     /// The details of that binding (to name what changed when the bound one differs).
     pub(crate) bound_details: Value,
     pub(crate) server: String,
+    /// The binding of a mutating call's readback tool, which matched its pin: a readback
+    /// through a tool that no longer does proves nothing.
+    pub(crate) reader: Option<Binding>,
 }
 
 impl Gate {
@@ -337,13 +340,16 @@ impl Gate {
         };
         let claimed = ToolBinding::new(client.server(), &tool).map_err(|e| unbindable(&e))?;
         let binding = claimed.to_binding().map_err(|e| unbindable(&e))?;
-        let pinned = self.pin(&server, &tool, &binding)?;
+        let pinned = self.pin(&server, &tool, &binding, None)?;
         let plan = self.policy.plan(&server, &tool, &list).map_err(|e| {
             tool_error(
                 format!("refused by the gate's policy: {e}; nothing was recorded or sent"),
                 None,
             )
         })?;
+        plan.check_arguments(&tool.name, &asked.arguments)
+            .map_err(|e| tool_error(format!("refused: {e}; nothing was recorded or sent"), None))?;
+        let reader = self.reader_pin(&server, &tool, &plan, &client, &list)?;
         // The class is the policy's word (the annotation is the server's claim): the call
         // is bound with it, so that is the digest the bound call must show.
         let mut as_planned = claimed;
@@ -359,12 +365,57 @@ impl Gate {
             expected,
             bound_details,
             server,
+            reader,
         })
     }
 
+    /// The binding of a mutating call's readback tool, checked against its pin (pinned on
+    /// first sight): a readback through a tool that changed since it was reviewed proves
+    /// nothing, so the call is refused before anything is recorded or sent.
+    fn reader_pin(
+        &self,
+        server: &str,
+        tool: &Tool,
+        plan: &Plan,
+        client: &McpClient,
+        list: &ToolList,
+    ) -> Result<Option<Binding>, Answer> {
+        let Some(rb) = plan
+            .readback
+            .as_ref()
+            .filter(|_| plan.class == rpr::ActionClass::Mutating)
+        else {
+            return Ok(None);
+        };
+        // `plan` found the readback tool in this list.
+        let Some(reader) = list.get(&rb.tool) else {
+            return Ok(None);
+        };
+        let binding = ToolBinding::new(client.server(), reader)
+            .and_then(|b| b.to_binding())
+            .map_err(|e| {
+                tool_error(
+                    format!(
+                        "the readback tool `{}` cannot be bound ({e}); nothing was recorded or sent",
+                        rb.tool
+                    ),
+                    None,
+                )
+            })?;
+        self.pin(server, reader, &binding, Some(&tool.name))?;
+        Ok(Some(binding))
+    }
+
     /// Checks `binding` against the pin of `tool` (pinning it on first sight), reading
-    /// first: a binding that matches its pin costs no write.
-    fn pin(&self, server: &str, tool: &Tool, binding: &Binding) -> Result<String, Answer> {
+    /// first: a binding that matches its pin costs no write. `read_back` names the call
+    /// whose readback goes through `tool`, if that is why it is checked.
+    fn pin(
+        &self,
+        server: &str,
+        tool: &Tool,
+        binding: &Binding,
+        read_back: Option<&str>,
+    ) -> Result<String, Answer> {
         let cannot = |e: &dyn std::fmt::Display| {
             tool_error(
                 format!(
@@ -387,10 +438,19 @@ impl Gate {
             .check_pin(server, &tool.name, binding, &tool.definition, &self.actor)
         {
             Ok(PinCheck::FirstSight(pin) | PinCheck::Matches(pin)) => Ok(pin.digest),
-            Ok(PinCheck::Changed(pin)) => Err(tool_error(
-                self.changed_text(server, &tool.name, &pin.binding, binding),
-                None,
-            )),
+            Ok(PinCheck::Changed(pin)) => {
+                let text = self.changed_text(server, &tool.name, &pin.binding, binding);
+                Err(tool_error(
+                    match read_back {
+                        Some(write) => format!(
+                            "{text} A readback of `{write}` through it would prove nothing, so `{write}` \
+                             is not sent either"
+                        ),
+                        None => text,
+                    },
+                    None,
+                ))
+            }
             Err(e) => Err(cannot(&e)),
         }
     }

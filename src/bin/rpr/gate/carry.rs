@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use rpr::executor::Delivery;
+use rpr::executor::{Binding, Delivery, Request};
 use rpr::jsonrpc::{ErrorObject, codes};
-use rpr::mcp::{ExecutorConfig, McpExecutor};
+use rpr::mcp::{ExecutorConfig, McpClient, McpExecutor, McpReadback, ToolBinding};
 use rpr::stage::{Bindable, Bound};
 use rpr::{Confirmed, Outcome, Pathway};
 use serde_json::{Value, json};
@@ -98,17 +98,18 @@ impl Gate {
         }
         let actor = bound.definition().authority.execution_actor.clone();
         // A mutating call with a readback: the reply and the readback in one durable commit.
-        let readback = if live.plan.class == rpr::ActionClass::Mutating {
-            live.plan.readback(&live.client).ok()
+        let mut readback = if live.plan.class == rpr::ActionClass::Mutating {
+            self.readback(live).ok()
         } else {
             None
         };
-        let outcome = match readback {
-            Some(mut readback) => {
-                bound.dispatch_and_confirm(&self.rt, &actor, &mut executor, &mut readback)
-            }
+        let outcome = match readback.as_mut() {
+            Some(readback) => bound.dispatch_and_confirm(&self.rt, &actor, &mut executor, readback),
             None => bound.dispatch(&self.rt, &actor, &mut executor),
         };
+        let mut refused = readback
+            .as_ref()
+            .and_then(|r| r.refused().map(str::to_owned));
         let delivery = executor.delivery.take();
         if let Outcome::NotSent(n) = &outcome
             && matches!(n.error(), rpr::PathwayError::KeyTaken { .. })
@@ -121,7 +122,7 @@ impl Gate {
                 reply_of(delivery, &id)
             }
             Outcome::Returned(returned) => {
-                let mut readback = match live.plan.readback(&live.client) {
+                let mut readback = match self.readback(live) {
                     Ok(r) => r,
                     Err(e) => {
                         return Some(tool_error(
@@ -134,13 +135,16 @@ impl Gate {
                     }
                 };
                 let actor = returned.definition().authority.execution_actor.clone();
-                match returned.confirm(&self.rt, &actor, &mut readback) {
+                let confirmed = returned.confirm(&self.rt, &actor, &mut readback);
+                refused = readback.refused().map(str::to_owned);
+                match confirmed {
                     Ok(Confirmed::Completed(done)) => {
                         note!("rpr gate: pathway {} completed, readback verified", done.id());
                         reply_of(delivery, &id)
                     }
                     Ok(Confirmed::Unknown(u)) => tool_error(
-                        self.unknown_text(u.id(), "the server replied success but the readback did not verify the effect: this call"),
+                        self.unknown_text(u.id(), "the server replied success but the readback did not verify the effect: this call")
+                            + &self.refusal(live, refused.as_deref()),
                         Some((&id, "write_status_unknown")),
                     ),
                     Ok(other) => tool_error(format!("unexpected confirmation {other:?}"), Some((&id, "returned"))),
@@ -179,7 +183,7 @@ impl Gate {
                         self.unknown_text(
                             u.id(),
                             "the server replied success, but the readback did not verify the effect of this call",
-                        ),
+                        ) + &self.refusal(live, refused.as_deref()),
                         Some((u.id(), "write_status_unknown")),
                     ),
                     _ => tool_error(
@@ -196,6 +200,14 @@ impl Gate {
                 ),
                 Some((p.id(), "partially_completed")),
             ),
+            Outcome::NotSent(n)
+                if matches!(
+                    n.error(),
+                    rpr::PathwayError::Store(rpr::store::StoreError::Conflict { .. })
+                ) =>
+            {
+                self.taken_elsewhere(&id)
+            }
             Outcome::NotSent(n) => {
                 let error = n.error().to_string();
                 let pathway = n.into_pathway();
@@ -219,6 +231,154 @@ impl Gate {
             other => tool_error(format!("unexpected outcome {other:?}"), Some((&id, state))),
         })
     }
+}
+
+impl Gate {
+    /// The policy's readback of a mutating call, guarded: before the readback tool is
+    /// called, the tools are listed again and the tool must still match the pin it matched
+    /// when the call was checked. A readback through a tool that changed (silently, or since
+    /// the gate last listed) proves nothing: it is not called, and the call stays unknown.
+    fn readback(&self, live: &Live) -> Result<McpReadback, crate::Failure> {
+        let readback = live.plan.readback(&live.client)?;
+        let (Some(pinned), Some(rule)) = (live.reader.clone(), live.plan.readback.as_ref()) else {
+            return Ok(readback);
+        };
+        let (tool, server, database) = (
+            rule.tool.clone(),
+            live.server.clone(),
+            self.database.clone(),
+        );
+        Ok(readback.guarded_by(move |client: &McpClient, _: &Request| {
+            reader_as_pinned(client, &tool, &pinned).map_err(|(why, digest)| {
+                let pin = digest.map_or_else(String::new, |d| {
+                    format!(
+                        ". An operator reviews the change and pins it with: rpr pin --database {database} \
+                         --server {server} --tool {tool} --digest {d} --as NAME"
+                    )
+                });
+                format!(
+                    "the readback tool `{tool}` of server `{server}` {why}, so a readback through it \
+                     proves nothing; it was not called{pin}"
+                )
+            })
+        }))
+    }
+
+    /// The answer of a call whose pathway another process took first (the compare-and-set
+    /// of its attempt record lost): what the pathway is now and who took it, read after
+    /// the loss. This call sent nothing.
+    fn taken_elsewhere(&self, id: &str) -> Answer {
+        let now = match self.rt.load(id) {
+            Ok(stored) => stored.state().as_str().to_owned(),
+            Err(e) => {
+                return tool_error(
+                    format!(
+                        "another process took pathway {id} first, and it cannot be read now ({e}); \
+                         this call sent nothing"
+                    ),
+                    None,
+                );
+            }
+        };
+        let by = self
+            .rt
+            .reader()
+            .attempts(id)
+            .ok()
+            .and_then(|mut attempts| attempts.pop())
+            .map_or_else(String::new, |a| {
+                format!(
+                    "; its attempt {} ({}) was started{}",
+                    a.id,
+                    a.status,
+                    self.started_by(id, &a.id)
+                )
+            });
+        tool_error(
+            format!(
+                "another process took pathway {id} first: it is now {now}{by}; this call sent nothing. \
+                 See every open pathway with: rpr unresolved --database {}",
+                self.database
+            ),
+            Some((id, &now)),
+        )
+    }
+
+    /// ` by process PID on HOST`, from the ledger's `attempt_started` event of `attempt`
+    /// (its owner), or nothing when that cannot be read.
+    fn started_by(&self, id: &str, attempt: &str) -> String {
+        let events = self.rt.reader().events(id, 0, 1000).unwrap_or_default();
+        events
+            .iter()
+            .filter_map(|row| serde_json::from_str::<Value>(&row.event).ok())
+            .find(|e| e["kind"] == "attempt_started" && e["attempt"] == attempt)
+            .and_then(|e| {
+                let mut owner = e["data"]["owner"].as_str()?.split('/');
+                let (host, pid) = (owner.next()?, owner.next()?);
+                Some(format!(" by process {pid} on {host}"))
+            })
+            .unwrap_or_default()
+    }
+
+    /// Why the readback proved nothing, for the answer (empty when it ran). A readback tool
+    /// that changed is recorded as a change waiting for `rpr pin`, and the tools are listed
+    /// again before the next call, which refuses the tool until it is pinned.
+    fn refusal(&self, live: &Live, refused: Option<&str>) -> String {
+        let Some(why) = refused else {
+            return String::new();
+        };
+        self.upstream.forget_tools();
+        if let (Some(rule), Ok(list)) = (live.plan.readback.as_ref(), self.tools(&live.client))
+            && let Some(reader) = list.get(&rule.tool)
+            && let Ok(seen) =
+                ToolBinding::new(live.client.server(), reader).and_then(|b| b.to_binding())
+            && let Err(e) = self.rt.check_pin(
+                &live.server,
+                &rule.tool,
+                &seen,
+                &reader.definition,
+                &self.actor,
+            )
+        {
+            note!(
+                "rpr gate: the pin of `{}` cannot be checked: {e}",
+                rule.tool
+            );
+        }
+        format!(" The readback proved nothing: {why}.")
+    }
+}
+
+/// Whether `tool`, listed now, is still bound as `pinned`: `Err` says what changed, with
+/// the digest it has now when it has one.
+fn reader_as_pinned(
+    client: &McpClient,
+    tool: &str,
+    pinned: &Binding,
+) -> Result<(), (String, Option<String>)> {
+    let list = client.list_tools().map_err(|e| {
+        (
+            format!("could not be checked against its pin (`tools/list` failed: {e})"),
+            None,
+        )
+    })?;
+    let reader = list
+        .get(tool)
+        .ok_or_else(|| ("is no longer listed by the server".to_owned(), None))?;
+    let seen = ToolBinding::new(client.server(), reader)
+        .and_then(|b| b.to_binding())
+        .map_err(|e| (format!("cannot be bound ({e})"), None))?;
+    if seen.digest == pinned.digest {
+        return Ok(());
+    }
+    let changed = rpr::mcp::changed_fields(&pinned.details, &seen.details).join(", ");
+    Err((
+        format!(
+            "is not the one pinned (changed: {changed}; now {})",
+            seen.target
+        ),
+        Some(seen.digest),
+    ))
 }
 
 /// The server's own result, with the pathway named in `_meta`.

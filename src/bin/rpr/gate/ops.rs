@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
-use rpr::mcp::ServerCommand;
+use rpr::mcp::{ServerCommand, ToolBinding};
 use rpr::stage::{Gated, Stage};
+use rpr::store::PinCheck;
 use rpr::{Actor, Pathway, Runtime};
 use serde_json::json;
 
@@ -112,8 +113,9 @@ pub(crate) fn approve_only<S: Gated + 'static>(
 }
 
 /// The live server and tool of a gate pathway: the recorded command, started again with
-/// this process's environment, planned by `policy`.
-pub(crate) fn live<S: Stage>(policy: &str, p: &Pathway<S>) -> Result<Live, Failure> {
+/// this process's environment, planned by `policy`, its readback tool checked against its
+/// pin in `rt`'s database.
+pub(crate) fn live<S: Stage>(rt: &Runtime, policy: &str, p: &Pathway<S>) -> Result<Live, Failure> {
     let metadata = &p.definition().metadata;
     let argv: Vec<&str> = metadata["gate"]["command"]
         .as_array()
@@ -133,12 +135,45 @@ pub(crate) fn live<S: Stage>(policy: &str, p: &Pathway<S>) -> Result<Live, Failu
         .args(rest)
         .inherit_env(true);
     let name = &p.definition().request.action;
-    Live::start(
+    let live = Live::start(
         &command,
         &format!("cannot start the recorded server `{program}` of `{server}`"),
         &policy,
         &server,
         name,
         |_, _| format!("server `{server}` no longer lists tool `{name}`"),
-    )
+    )?;
+    reader_pinned(rt, &live)?;
+    Ok(live)
+}
+
+/// A readback of a gate pathway goes only through a readback tool that matches its pin (as
+/// in the gate, it is pinned on first sight): one that changed since proves nothing, so the
+/// step is refused before anything is read back, and the change waits for `rpr pin`.
+fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), Failure> {
+    let Some(rule) = &live.plan.readback else {
+        return Ok(());
+    };
+    let (server, tool) = (&live.server, &rule.tool);
+    let list = live
+        .client
+        .list_tools()
+        .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
+    let reader = list
+        .get(tool)
+        .ok_or_else(|| format!("server `{server}` no longer lists the readback tool `{tool}`"))?;
+    let binding = ToolBinding::new(live.client.server(), reader)?.to_binding()?;
+    match rt.check_pin(server, tool, &binding, &reader.definition, &Actor::new("rpr"))? {
+        PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(()),
+        PinCheck::Changed(pin) => Err(format!(
+            "the readback tool `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): \
+             a readback through it proves nothing, so this step did nothing (nothing read back or sent). Review the change and pin it \
+             with: rpr pin --database DB --server {server} --tool {tool} --digest {} --as NAME, then run \
+             this step again",
+            rpr::mcp::changed_fields(&pin.binding, &binding.details).join(", "),
+            binding.target,
+            binding.digest
+        )
+        .into()),
+    }
 }
