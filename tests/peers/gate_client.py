@@ -17,6 +17,13 @@ SCENARIO picks the answers:
 
 Prints one JSON report on stdout (last line): the initialize result's parts, the tool names, the
 elicitations seen and the call's result (`is_error`, `text`, `meta`) or its JSON-RPC error.
+
+Plan mode, for tests/gate_matrix.rs: `python gate_client.py [--client C] --plan PLAN_JSON -- GATE...`
+makes several calls in one session. PLAN_JSON is `{"elicitation": BOOL, "steps": [STEP...]}`; each
+STEP is `{"name", "tool", "arguments", "answer"}` (`answer` as SCENARIO above, what the form of that
+step is answered). The report has `steps`: for each, its `name`, `elicitations` and `result` or `error` (or `exception`);
+a session that does not connect is reported as `connect_error` (exit status 0 either way, so the
+matrix can name the cell).
 """
 
 import asyncio
@@ -81,11 +88,81 @@ async def main(client, scenario, tool, arguments, command):
     print(json.dumps(report, default=str))
 
 
+def result_of(res):
+    """A tool result as the report shows it."""
+    return {
+        "is_error": bool(res.is_error),
+        "text": "\n".join(c.text for c in res.content if c.type == "text"),
+        "meta": res.meta if hasattr(res, "meta") else None,
+        "structured": res.structured_content,
+    }
+
+
+def describe(e):
+    """An exception in one line; an exception group as the exceptions in it."""
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
+async def run_plan(client, plan, command):
+    """Plan mode: one session, the plan's steps in order (see the module's doc)."""
+    report = {"steps": []}
+    current = {"answer": "cancel", "seen": []}
+
+    async def elicit(context, params):
+        current["seen"].append({"message": params.message})
+        answer = current["answer"]
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        if answer == "accept-no":
+            return types.ElicitResult(action="accept", content={"approve": False})
+        return types.ElicitResult(action=answer if answer == "decline" else "cancel")
+
+    kwargs = {"elicitation_callback": elicit} if plan.get("elicitation", True) else {}
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+
+    async def steps(session):
+        for step in plan["steps"]:
+            done = {"name": step["name"], "elicitations": []}
+            report["steps"].append(done)
+            current["answer"], current["seen"] = step.get("answer", "cancel"), done["elicitations"]
+            try:
+                done["result"] = result_of(await session.call_tool(step["tool"], step["arguments"]))
+            except MCPError as e:
+                done["error"] = {"code": e.error.code, "message": e.error.message, "data": e.error.data}
+            except Exception as e:  # noqa: BLE001 - the matrix names the cell with it
+                done["exception"] = describe(e)
+
+    try:
+        if client == "session":
+            async with stdio_client(params) as (read, write):
+                async with ClientSession(read, write, **kwargs) as s:
+                    init = await s.initialize()
+                    report["protocol_version"] = init.protocol_version
+                    report["tools"] = [t.name for t in (await s.list_tools()).tools]
+                    await steps(s)
+        else:
+            async with Client(params, mode=client, **kwargs) as c:
+                report["protocol_version"] = c.protocol_version
+                report["tools"] = [t.name for t in (await c.list_tools()).tools]
+                await steps(c)
+    except BaseException as e:  # noqa: BLE001 - reported, not raised
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        report["connect_error" if "tools" not in report else "session_error"] = describe(e)
+    print(json.dumps(report, default=str))
+
+
 if __name__ == "__main__":
     argv = sys.argv[1:]
     client = "session"
     if argv[0] == "--client":
         client, argv = argv[1], argv[2:]
+    if argv[0] == "--plan":
+        sep = argv.index("--")
+        asyncio.run(run_plan(client, json.loads(argv[1]), argv[sep + 1 :]))
+        sys.exit(0)
     sep = argv.index("--")
     scenario, tool, args_json = argv[:sep]
     asyncio.run(main(client, scenario, tool, json.loads(args_json), argv[sep + 1 :]))

@@ -14,6 +14,11 @@
 //   arrival plus the path validation), so a server whose host was killed mid-call still
 //   writes later if it survives. The wait is once per write: the temporary file of the
 //   EEXIST path is not delayed again.
+// * RPR_SLOW_WRITE_WHEN=after (tests/gate_matrix.rs): the write takes effect at once and its
+//   answer waits RPR_SLOW_WRITE_MS instead, so a host that gives up first has sent a write that
+//   took effect (its outcome is unknown to it). Default `before`: the wait comes first.
+// * RPR_SLOW_WRITE_MATCH: only writes to a path containing this text wait (default: every
+//   write).
 // * RPR_EFFECTS_LOG: around each write that takes effect (the 'wx' write, or the rename
 //   that puts the temporary file in place), two JSON lines are appended with O_APPEND and
 //   fsync: {"step": "intent"} just before the syscall and {"step": "done"} just after (or
@@ -30,6 +35,8 @@ const fs = require('fs');
 const fsp = require('fs/promises');
 
 const delayMs = Number(process.env.RPR_SLOW_WRITE_MS || 0);
+const delayAfter = process.env.RPR_SLOW_WRITE_WHEN === 'after';
+const delayMatch = process.env.RPR_SLOW_WRITE_MATCH || '';
 const effectsLog = process.env.RPR_EFFECTS_LOG || '';
 const parent = process.ppid;
 const writeFile = fsp.writeFile;
@@ -63,6 +70,15 @@ function effect(step, n, path, content, how) {
   }
 }
 
+/** Whether a write to `path` waits RPR_SLOW_WRITE_MS at this point (`when`). */
+function waits(path, when) {
+  return delayMs > 0 && when === (delayAfter ? 'after' : 'before') && path.includes(delayMatch);
+}
+
+function sleep() {
+  return new Promise((resolve) => setTimeout(resolve, delayMs));
+}
+
 fsp.writeFile = async function slowWriteFile(file, data, options) {
   const path = String(file);
   if (temporary.test(path)) {
@@ -70,8 +86,8 @@ fsp.writeFile = async function slowWriteFile(file, data, options) {
     staged.set(path, data);
     return;
   }
-  if (delayMs > 0) {
-    await new Promise((resolve) => setTimeout(resolve, delayMs));
+  if (waits(path, 'before')) {
+    await sleep();
   }
   // Synchronously, between its two log lines (no event-loop turn in between).
   const n = ++seq;
@@ -84,6 +100,9 @@ fsp.writeFile = async function slowWriteFile(file, data, options) {
     throw e;
   }
   effect('done', n, path, data, 'create');
+  if (waits(path, 'after')) {
+    await sleep();
+  }
 };
 
 fsp.rename = async function loggedRename(from, to) {
@@ -103,4 +122,7 @@ fsp.rename = async function loggedRename(from, to) {
     throw e;
   }
   effect('done', n, String(to), content, 'replace');
+  if (waits(String(to), 'after')) {
+    await sleep();
+  }
 };
