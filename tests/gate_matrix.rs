@@ -49,14 +49,6 @@ const EXPECTED_FAILURES: &[(Server, &[Client], &[Cell], Expected)] = &[
     (Server::PythonSdk, &[], &[Cell::Connect], WAITS_FOR_ERAS),
     // The gate refuses a server that answers 2025-06-18 ("did not start").
     (Server::Old, &[], &Cell::ALL, WAITS_FOR_ERAS),
-    // A Human-Gated read-only call approved with `rpr approve` is never sent (see
-    // GATE_GAP_APPROVED_READ).
-    (
-        Server::Everything,
-        &[Client::Inspector],
-        &[Cell::Approved],
-        GATE_GAP_APPROVED_READ,
-    ),
 ];
 
 /// The gate's own MCP client does not yet speak the other protocol eras toward its
@@ -65,17 +57,6 @@ const WAITS_FOR_ERAS: Expected = Expected {
     mark: "waits for h26-eras",
     reason: "the gate's client toward its server speaks only 2025-11-25 (branch h26-eras \
              makes it probe 2026-07-28 servers and accept older ones)",
-};
-
-/// Found by this matrix: an identical call is answered from an open pathway only when
-/// the call may change something (`open_identical` in `src/bin/rpr/gate/call.rs`), so a
-/// read-only call held at the Human Gate and approved with `rpr approve` is never found
-/// again: the same call made again opens a new pathway, held again, and the approved one
-/// waits forever (docs/gate.md promises that the same call sends it).
-const GATE_GAP_APPROVED_READ: Expected = Expected {
-    mark: "gate gap (fails)",
-    reason: "a read-only call held at the Human Gate and approved with `rpr approve` is \
-             never sent: the same call made again opens a new pathway, held again",
 };
 
 fn expected(client: Client, server: Server, cell: Cell) -> Option<Expected> {

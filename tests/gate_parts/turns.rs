@@ -27,3 +27,47 @@ fn an_identical_call_during_an_allowed_send_waits_and_gets_its_result() {
     assert_eq!(effects(&dir), 1, "written once");
     assert_eq!(state(&dir, &meta_id(&first)), State::Completed);
 }
+
+/// Found by the client matrix: a read the policy sends to the Human Gate, approved out of
+/// band with `rpr approve`, was never sent: an identical read skipped every open read, so the
+/// same call made again opened a new pathway, held again. A read not sent yet is now carried
+/// on by the identical call (a read that *was* sent still holds nothing).
+#[test]
+fn a_gated_read_approved_with_rpr_approve_is_sent_by_the_same_call_made_again() {
+    let dir = TempDir::new("gate-approved-read");
+    let policy = write_policy(
+        &dir,
+        &json!({
+            "authority": {"approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"},
+            "servers": {"faults": {
+                "get": {"read_only": true, "human_gate": true},
+                "put": {"human_gate": false, "readback": {"tool": "get", "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"}}}
+            }}
+        }),
+    );
+    std::fs::write(dir.join("state.json"), r#"{"k": "v"}"#).unwrap();
+    let gate = fault_gate(&dir, &policy, "none", &[]);
+    let client = connect(&gate);
+    let held = result(call(&client, "get", &json!({"key": "k"})));
+    let said = held["content"][0]["text"].as_str().unwrap();
+    assert!(said.contains("rpr approve --database"), "{said}");
+    let id = meta_id(&held);
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &dir.join("rpr.db").display().to_string(),
+        "--pathway",
+        &id,
+        "--as",
+        "alice",
+    ]);
+    assert!(approved.status.success(), "{}", text(&approved));
+    let sent = result(call(&client, "get", &json!({"key": "k"})));
+    assert_ne!(sent["isError"], true, "{sent}");
+    assert_eq!(meta_id(&sent), id, "the approved pathway is the one sent");
+    assert_eq!(state(&dir, &id), State::Completed);
+    assert_eq!(pathway_count(&dir), 1);
+    client.shutdown();
+}

@@ -10,7 +10,7 @@ use rpr::executor::{Binding, Request};
 use rpr::jsonrpc::{ErrorObject, codes};
 use rpr::mcp::{ArgumentValidator, McpClient, Tool, ToolBinding, ToolList};
 use rpr::store::PinCheck;
-use rpr::{Admission, Definition, Ready, StoredPathway};
+use rpr::{Admission, Definition, Ready, State, StoredPathway};
 use serde_json::{Value, json};
 
 use super::Gate;
@@ -484,11 +484,19 @@ impl Gate {
             let count = reader.count_with_request(digest).map_err(|e| failed(&e))?;
             (open, count)
         };
-        // Only a call that may change something holds an identical one: an open read
-        // (one that failed or timed out stays open until an operator closes it) changed
-        // nothing, so an identical call after it is a new call.
+        // Only a call that may change something holds an identical one once it was sent: a
+        // read that was sent (and failed, timed out or is in flight) changed nothing, so an
+        // identical call after it is a new call. A read not sent yet (waiting for a decision,
+        // or approved by `rpr approve`) is the one the identical call carries on.
+        let unsent = |s: State| {
+            matches!(
+                s,
+                State::Proposed | State::HumanGate | State::AwaitingApproval | State::Approved
+            )
+        };
         if let Some(open) = open.iter().find(|r| {
-            r.definition["metadata"]["server"] == server && r.definition["class"] != "read_only"
+            r.definition["metadata"]["server"] == server
+                && (r.definition["class"] != "read_only" || unsent(r.state))
         }) {
             let stored = self.rt.load(&open.id).map_err(|e| failed(&e))?;
             return Ok(Err(stored));
