@@ -477,3 +477,30 @@ fn the_executor_delivers_the_last_round_or_an_unknown_effect() {
     assert!(reason.contains("cannot give"), "{reason}");
     assert_gone(fx.server_pid());
 }
+
+/// A modern server slower to answer than the probe's timeout takes the probe late, then
+/// answers `initialize` with `-32022` and its versions: that is modern evidence, so the
+/// client probes once more and uses it in the modern era.
+#[test]
+fn a_modern_server_slower_than_the_probe_is_probed_again_after_its_initialize_refusal() {
+    let fx = Fixture::new("slowprobe");
+    let command = logged(
+        &fx,
+        "slow-discover",
+        &["--era", "modern", "--sleep-ms", "1500"],
+    );
+    let mut config = fast_config();
+    config.discover_timeout = Duration::from_millis(200);
+    let client = McpClient::connect(&command, &config).unwrap();
+    assert_eq!(client.server().era, Era::Modern);
+    result(put(&client, "k", "v").unwrap());
+    assert_eq!(
+        methods(&fx),
+        [
+            "server/discover",
+            "initialize",
+            "server/discover",
+            "tools/call"
+        ]
+    );
+}

@@ -98,6 +98,8 @@ Faults (on tools/call of `put` unless noted):
   ignore-discover      (legacy, on server/discover) never answer it
   exit-on-discover     (legacy, on server/discover) exit 3 at once, as servers do that take
                        nothing before initialize
+  slow-discover        (modern or dual, on the first server/discover) sleep --sleep-ms before
+                       answering, as a server slow to start does
 ";
 
 #[derive(Debug)]

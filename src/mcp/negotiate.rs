@@ -77,7 +77,8 @@ fn newest(versions: &[&'static str], config: &SessionConfig) -> Option<&'static 
         .copied()
 }
 
-/// Sends `server/discover` at `version` and reads the answer.
+/// Sends `server/discover` at `version` and reads the answer. `again`: whether one more
+/// probe is allowed (only the first probe's is).
 fn probe(
     session: &Session,
     version: &str,
@@ -85,7 +86,14 @@ fn probe(
     again: bool,
 ) -> Result<Verdict, McpError> {
     let params = json!({"_meta": era::envelope(version, &config.client_capabilities)});
-    let reply = match session.request("server/discover", Some(params), config.discover_timeout) {
+    // A probe again (the server named its versions) waits as long as any request: the
+    // server has shown it is modern, and it is up.
+    let timeout = if again {
+        config.discover_timeout
+    } else {
+        config.request_timeout
+    };
+    let reply = match session.request("server/discover", Some(params), timeout) {
         Ok(reply) => reply,
         Err(McpError::TimedOut { timeout, .. }) => {
             return Ok(Verdict::Legacy(format!(

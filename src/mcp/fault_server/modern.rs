@@ -96,6 +96,10 @@ impl Server {
             };
         }
         self.modern = true;
+        if self.opts.fault == Fault::SlowDiscover && self.settled.is_none() {
+            log("slow-discover: sleeping before the answer");
+            std::thread::sleep(std::time::Duration::from_millis(self.opts.sleep_ms));
+        }
         if let Err((code, message, data)) = self.check_envelope(params) {
             return Self::error_with(conn, id, code, &message, data);
         }

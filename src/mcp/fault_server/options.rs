@@ -26,6 +26,7 @@ pub(super) enum Fault {
     ChangeReadNotify,
     IgnoreDiscover,
     ExitOnDiscover,
+    SlowDiscover,
 }
 
 /// Which era the server speaks (`--era`).
@@ -64,6 +65,7 @@ impl Fault {
             "change-read-notify" => Self::ChangeReadNotify,
             "ignore-discover" => Self::IgnoreDiscover,
             "exit-on-discover" => Self::ExitOnDiscover,
+            "slow-discover" => Self::SlowDiscover,
             _ => return None,
         })
     }
