@@ -546,53 +546,16 @@ fn a_changed_tool_is_refused_until_rpr_pin_names_its_digest() {
 
     let v2 = fault_gate(&dir, &policy, "none", &["--server-version", "2.0"]);
     let client = connect(&v2);
-    let refused = result(call(&client, "get", &json!({"key": "k"})));
-    assert_eq!(refused["isError"], true);
-    let said = refused["content"][0]["text"].as_str().unwrap().to_owned();
-    assert!(
-        said.contains("not the one pinned") && said.contains("rpr pin"),
-        "{said}"
-    );
+    let digest = refused_get_digest(&client);
     assert_eq!(
         pathway_count(&dir),
         before,
         "a refused call records no pathway"
     );
-    let digest = said
-        .split("--digest ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_owned();
 
-    let db = dir.join("rpr.db").display().to_string();
-    let wrong = rpr(&[
-        "pin",
-        "--database",
-        &db,
-        "--server",
-        "faults",
-        "--tool",
-        "get",
-        "--digest",
-        "00",
-        "--as",
-        "bob",
-    ]);
+    let wrong = pin_get(&dir, "00");
     assert!(!wrong.status.success(), "a digest nobody saw is not pinned");
-    let pinned = rpr(&[
-        "pin",
-        "--database",
-        &db,
-        "--server",
-        "faults",
-        "--tool",
-        "get",
-        "--digest",
-        &digest,
-        "--as",
-        "bob",
-    ]);
+    let pinned = pin_get(&dir, &digest);
     assert!(pinned.status.success(), "{}", text(&pinned));
     let ok = result(call(&client, "get", &json!({"key": "k"})));
     assert_ne!(ok["isError"], true, "{ok}");
@@ -1824,4 +1787,121 @@ fn a_key_added_to_an_unknown_plain_call_does_not_send_it_again() {
     assert_eq!(keyed["isError"], true, "{keyed}");
     assert_eq!(meta_id(&keyed), id, "answered from the open pathway");
     client.shutdown();
+}
+
+/// A client of the gate that speaks only the `initialize` handshake (the gate's side toward
+/// its client), so these tests are about the gate's side toward the server.
+fn connect_legacy(argv: &[String]) -> McpClient {
+    let mut config = SessionConfig::default();
+    config.request_timeout = Duration::from_secs(30);
+    config.accepted_versions = rpr::mcp::LEGACY_VERSIONS
+        .iter()
+        .map(|v| (*v).to_owned())
+        .collect();
+    McpClient::connect(&gate_command(argv), &config)
+        .unwrap_or_else(|e| panic!("the gate did not start: {e}"))
+}
+
+/// Issue 26: a server answering `initialize` with 2025-06-18 was refused ("did not
+/// start"). The gate governs servers of the handshake era and of 2026-07-28 alike: a
+/// gated write is sent once and completes with its readback.
+#[test]
+fn the_gate_governs_a_2025_06_18_server_and_a_2026_07_28_server() {
+    for era in [
+        &["--protocol-version", "2025-06-18"][..],
+        &["--era", "modern"][..],
+    ] {
+        let (dir, _, gate) = fault_setup("gate-era", "none", era);
+        let log = dir.join("requests.jsonl").display().to_string();
+        let gate: Vec<String> = gate
+            .into_iter()
+            .chain(["--request-log".to_owned(), log.clone()])
+            .collect();
+        let client = connect_legacy(&gate);
+        let args = json!({"key": "k", "value": "v"});
+        let put = result(call(&client, "put", &args));
+        assert_ne!(put["isError"], true, "{era:?}: {put}");
+        assert_eq!(state(&dir, &meta_id(&put)), State::Completed, "{era:?}");
+        assert_eq!(effects(&dir), 1, "{era:?}");
+        let read = result(call(&client, "get", &json!({"key": "k"})));
+        assert_eq!(read["structuredContent"]["value"], "v", "{era:?}: {read}");
+        client.shutdown();
+        let received: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let methods: Vec<&str> = received
+            .iter()
+            .map(|r| r["method"].as_str().unwrap())
+            .collect();
+        assert_eq!(methods[0], "server/discover", "{era:?}: probed first");
+        if era[0] == "--era" {
+            assert!(!methods.contains(&"initialize"), "{methods:?}");
+            assert!(
+                received
+                    .iter()
+                    .all(|r| r["meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"),
+                "{received:?}"
+            );
+        } else {
+            assert_eq!(methods[1], "initialize", "{methods:?}");
+        }
+    }
+}
+
+/// A server that moves to the other era is a binding change: refused until `rpr pin`.
+#[test]
+fn a_server_that_changes_era_is_refused_until_rpr_pin() {
+    let (dir, policy, legacy) = fault_setup("gate-era-pin", "none", &[]);
+    let client = connect_legacy(&legacy);
+    assert_ne!(
+        result(call(&client, "get", &json!({"key": "k"})))["isError"],
+        true
+    );
+    client.shutdown();
+
+    let modern = fault_gate(&dir, &policy, "none", &["--era", "modern"]);
+    let client = connect_legacy(&modern);
+    let digest = refused_get_digest(&client);
+    let pinned = pin_get(&dir, &digest);
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let ok = result(call(&client, "get", &json!({"key": "k"})));
+    assert_ne!(ok["isError"], true, "{ok}");
+    client.shutdown();
+}
+
+/// Calls `get`, which must be refused for a binding that is not the pinned one, and
+/// returns the digest the refusal names (`… --digest DIGEST …`).
+fn refused_get_digest(client: &McpClient) -> String {
+    let refused = result(call(client, "get", &json!({"key": "k"})));
+    assert_eq!(refused["isError"], true);
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("not the one pinned") && said.contains("rpr pin"),
+        "{said}"
+    );
+    said.split("--digest ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no digest in {said}"))
+        .to_owned()
+}
+
+/// `rpr pin` of the fault server's `get` at `digest`, as bob.
+fn pin_get(dir: &TempDir, digest: &str) -> Output {
+    let db = dir.join("rpr.db").display().to_string();
+    rpr(&[
+        "pin",
+        "--database",
+        &db,
+        "--server",
+        "faults",
+        "--tool",
+        "get",
+        "--digest",
+        digest,
+        "--as",
+        "bob",
+    ])
 }

@@ -44,20 +44,7 @@ use servers::Setup;
 /// (empty: every client) and its cells that fail for that reason. A listed cell that
 /// passes fails the test, so an entry cannot outlive its reason: delete it when the
 /// work it waits for is merged.
-const EXPECTED_FAILURES: &[(Server, &[Client], &[Cell], Expected)] = &[
-    // The gate speaks 2025-11-25 to the dual-era Python server; its other cells pass.
-    (Server::PythonSdk, &[], &[Cell::Connect], WAITS_FOR_ERAS),
-    // The gate refuses a server that answers 2025-06-18 ("did not start").
-    (Server::Old, &[], &Cell::ALL, WAITS_FOR_ERAS),
-];
-
-/// The gate's own MCP client does not yet speak the other protocol eras toward its
-/// server (branch `h26-eras`: probe 2026-07-28 servers, accept 2025-06-18 ones).
-const WAITS_FOR_ERAS: Expected = Expected {
-    mark: "waits for h26-eras",
-    reason: "the gate's client toward its server speaks only 2025-11-25 (branch h26-eras \
-             makes it probe 2026-07-28 servers and accept older ones)",
-};
+const EXPECTED_FAILURES: &[(Server, &[Client], &[Cell], Expected)] = &[];
 
 fn expected(client: Client, server: Server, cell: Cell) -> Option<Expected> {
     EXPECTED_FAILURES

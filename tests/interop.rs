@@ -381,6 +381,11 @@ fn python_sdk_put_is_completed_by_get() {
     let client = Arc::new(connect(&peers.kv(&state, &effects, "effect-then-sleep")));
     // The Python SDK sends an empty serverInfo.version; it is accepted and bound as is.
     assert_eq!(client.server().identity(), "kv-test-server@");
+    // Its `MCPServer` is dual-era: the `server/discover` probe finds a 2026-07-28 server,
+    // whose name, capabilities and version come from the discover result.
+    assert_eq!(client.server().era, rpr::mcp::Era::Modern);
+    assert_eq!(client.server().protocol_version, "2026-07-28");
+    assert!(client.server().capabilities["tools"].is_object());
 
     let request = Request::new("put", json!({"key": "colour", "value": "green"}));
     let mut readback = kv_readback(&client);
@@ -388,6 +393,7 @@ fn python_sdk_put_is_completed_by_get() {
     assert_eq!(binding.target, "kv-test-server@/put");
     assert_eq!(binding.details["server_version"], "");
     assert_eq!(binding.details["server_version_empty"], true);
+    assert_eq!(binding.details["protocol_version"], "2026-07-28");
     assert_eq!(
         event(&events, "attempt_returned")["data"]["evidence"]["structuredContent"],
         json!({"result": "stored colour"})

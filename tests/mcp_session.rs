@@ -217,7 +217,9 @@ fn unaccepted_protocol_version_shuts_the_server_down() {
         .command("none")
         .arg("--protocol-version")
         .arg("2025-06-18");
-    match McpClient::connect(&command, &fast_config()) {
+    let mut config = fast_config();
+    config.accepted_versions = vec!["2025-11-25".into()];
+    match McpClient::connect(&command, &config) {
         Err(McpError::UnsupportedProtocolVersion { offered, accepted }) => {
             assert_eq!(offered, "2025-06-18");
             assert_eq!(accepted, ["2025-11-25"]);
@@ -225,9 +227,8 @@ fn unaccepted_protocol_version_shuts_the_server_down() {
         other => panic!("expected UnsupportedProtocolVersion, got {other:?}"),
     }
     assert_gone(fx.server_pid());
-    let mut config = fast_config();
-    config.accepted_versions.push("2025-06-18".into());
-    let client = McpClient::connect(&command, &config).unwrap();
+    // Accepted by default (tests/mcp_eras.rs has every legacy version).
+    let client = McpClient::connect(&command, &fast_config()).unwrap();
     assert_eq!(client.server().protocol_version, "2025-06-18");
 }
 
@@ -319,10 +320,11 @@ fn timeout_sends_cancelled_and_drops_the_late_reply() {
         "{err}"
     );
     assert!(!err.nothing_written());
+    // Ids: 1 the `server/discover` probe, 2 `initialize`, 3 the call.
     assert!(eventually(Duration::from_secs(10), || client
         .session()
         .stderr_tail()
-        .contains("cancelled requestId=2")));
+        .contains("cancelled requestId=3")));
     settles_at("late reply dropped", 1, || {
         client.session().stats().dropped_responses
     });

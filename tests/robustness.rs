@@ -937,6 +937,15 @@ fn garbage_server(seed: u64, mode: Mode, log: &Path, pid_file: &Path) -> i32 {
         }
         let request: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
         let method = request["method"].as_str().unwrap_or_default().to_owned();
+        // The client's `server/discover` probe is answered as a legacy server does, at once
+        // and outside the script (it takes no seed): the script starts at `initialize`.
+        if method == "server/discover" {
+            let reply = json!({"jsonrpc": "2.0", "id": request["id"],
+                "error": {"code": -32601, "message": "Method not found"}});
+            let _ = out.write_all(&[to_line(&reply), b"\n".to_vec()].concat());
+            let _ = out.flush();
+            continue;
+        }
         // Only requests get an action: notifications and the client's answers to
         // the server's own requests (a `ping` in the garbage) get garbage at most.
         let (Some(id), Some(_)) = (request.get("id").cloned(), request.get("method")) else {

@@ -5,18 +5,23 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::era::{self, Era, ResultType};
 use super::session::{Reply, Session, SessionConfig};
 use super::transport::{ServerCommand, ShutdownReport};
-use super::{McpError, PROTOCOL_VERSION};
+use super::{McpError, mrtr};
 use crate::executor::Carrier;
 
-/// What the server said about itself in its `initialize` reply.
+/// What the server said about itself: in its `initialize` reply (legacy era), or in its
+/// `server/discover` result (2026-07-28: `capabilities`, `instructions`, and the name and
+/// version from the result's `_meta["io.modelcontextprotocol/serverInfo"]`).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ServerInfo {
     /// The negotiated protocol version.
     pub protocol_version: String,
-    /// `serverInfo.name`.
+    /// The era of that version ([`Era::of_version`]).
+    pub era: Era,
+    /// `serverInfo.name` (empty when a 2026-07-28 server does not say).
     pub name: String,
     /// `serverInfo.version`, verbatim. It may be empty: the Python SDK sends `""`.
     pub version: String,
@@ -105,14 +110,18 @@ impl ToolList {
     }
 }
 
-/// An initialized MCP client connection to one stdio server.
+/// An MCP client connection to one stdio server, in the server's era.
 ///
-/// [`McpClient::connect`] starts the server, sends `initialize` (protocol
-/// [`PROTOCOL_VERSION`], the capabilities of [`SessionConfig::client_capabilities`]
-/// (none by default), `clientInfo` `rpr` and this crate's
-/// version), checks the version the server chose, and sends
-/// `notifications/initialized`. All methods take `&self`, so the client can be
-/// shared (for example in an `Arc`) by an executor and a readback.
+/// [`McpClient::connect`] starts the server and settles the era and version by the
+/// spec's dual-era rules: `server/discover` first (protocol
+/// [`MODERN_PROTOCOL_VERSION`](super::MODERN_PROTOCOL_VERSION)); a 2026-07-28 server is
+/// then used without a handshake, every request carrying the `_meta` envelope; any other
+/// answer, or none within [`SessionConfig::discover_timeout`], falls back to `initialize`
+/// (offering [`PROTOCOL_VERSION`](super::PROTOCOL_VERSION), accepting 2025-11-25,
+/// 2025-06-18, 2025-03-26 and 2024-11-05) and `notifications/initialized`. The client
+/// declares the capabilities of [`SessionConfig::client_capabilities`] (none by default)
+/// and `clientInfo` `rpr` with this crate's version. All methods take `&self`, so the
+/// client can be shared (for example in an `Arc`) by an executor and a readback.
 #[derive(Debug)]
 pub struct McpClient {
     session: Session,
@@ -122,31 +131,15 @@ pub struct McpClient {
 }
 
 impl McpClient {
-    /// Starts the server and runs the `initialize` handshake.
+    /// Starts the server and settles its era and protocol version (see [`McpClient`]).
     ///
-    /// If the server answers a protocol version not in
-    /// [`SessionConfig::accepted_versions`], the server is shut down and
-    /// [`McpError::UnsupportedProtocolVersion`] is returned.
+    /// A server that exits on the `server/discover` probe is reaped and started once more
+    /// for `initialize`. If the server answers `initialize` with a version not in
+    /// [`SessionConfig::accepted_versions`], it is shut down and
+    /// [`McpError::UnsupportedProtocolVersion`] is returned; a 2026-07-28 server with no
+    /// version in common gives [`McpError::NoCommonVersion`].
     pub fn connect(command: &ServerCommand, config: &SessionConfig) -> Result<Self, McpError> {
-        let session = Session::start(command, config)?;
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": config.client_capabilities,
-            "clientInfo": {"name": "rpr", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let result = expect_result(
-            "initialize",
-            session.request_default("initialize", Some(params))?,
-        )?;
-        let server = parse_initialize(&result)?;
-        if !config.accepted_versions.contains(&server.protocol_version) {
-            session.shutdown();
-            return Err(McpError::UnsupportedProtocolVersion {
-                offered: server.protocol_version,
-                accepted: config.accepted_versions.clone(),
-            });
-        }
-        session.notify("notifications/initialized", None)?;
+        let (session, server) = super::negotiate::connect(command, config)?;
         Ok(Self {
             session,
             server,
@@ -155,7 +148,7 @@ impl McpClient {
         })
     }
 
-    /// What the server said about itself at `initialize`.
+    /// What the server said about itself at `initialize` or `server/discover`.
     #[must_use]
     pub fn server(&self) -> &ServerInfo {
         &self.server
@@ -199,6 +192,9 @@ impl McpClient {
                 method: "tools/list".into(),
                 reason: reason.into(),
             };
+            if self.server.era == Era::Modern && era::result_type(&result) != ResultType::Complete {
+                return Err(invalid("`resultType` is not `complete`"));
+            }
             let tools = result
                 .get("tools")
                 .and_then(Value::as_array)
@@ -248,6 +244,18 @@ impl McpClient {
 
     /// [`McpClient::call_tool_with_meta`], cancellable by `tag` with
     /// [`Session::cancel_tagged`].
+    ///
+    /// From a 2026-07-28 server, a result with `resultType: "input_required"` is answered
+    /// by the client: each `inputRequests` entry (`elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`) goes to [`SessionConfig::on_request`] as if
+    /// the server had sent that request, and the same call is sent again with a new
+    /// JSON-RPC id, the answers in `inputResponses` and the server's `requestState`
+    /// unchanged; at most 10 rounds, each with `timeout` for the server and for each
+    /// answer. The reply is the last round's. A round that cannot be finished (no handler,
+    /// an error or no answer from it, a retry cut off, more rounds) is
+    /// [`McpError::InputRequired`]: the server may have acted before it asked, so its
+    /// effect is unknown. A `resultType` this client did not ask for (such as `task`) is
+    /// [`McpError::InvalidReply`].
     pub fn call_tool_tagged(
         &self,
         name: &str,
@@ -260,13 +268,22 @@ impl McpClient {
         if let Some(meta) = meta {
             params["_meta"] = meta.clone();
         }
-        self.session
-            .request_tagged("tools/call", Some(params), timeout, tag)
+        match self.server.era {
+            Era::Legacy => self
+                .session
+                .request_tagged("tools/call", Some(params), timeout, tag),
+            Era::Modern => mrtr::call(&self.session, params, timeout, tag),
+        }
     }
 
-    /// Sends `ping` and expects an empty result object.
+    /// Checks that the server answers: `ping` (expecting a result object), or under
+    /// 2026-07-28, which has no `ping`, `server/discover`.
     pub fn ping(&self) -> Result<(), McpError> {
-        expect_result("ping", self.session.request_default("ping", None)?).map(drop)
+        let method = match self.server.era {
+            Era::Legacy => "ping",
+            Era::Modern => "server/discover",
+        };
+        expect_result(method, self.session.request_default(method, None)?).map(drop)
     }
 
     /// The server process, as the process that carries the calls sent to it: its pid,
@@ -310,7 +327,8 @@ fn expect_result(method: &str, reply: Reply) -> Result<Value, McpError> {
     }
 }
 
-fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
+/// Reads an `initialize` result (the legacy era).
+pub(super) fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
     let invalid = |reason: &str| McpError::InvalidReply {
         method: "initialize".into(),
         reason: reason.into(),
@@ -338,6 +356,7 @@ fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
         Some(_) => return Err(invalid("`instructions` is not a string")),
     };
     Ok(ServerInfo {
+        era: Era::of_version(&protocol_version),
         protocol_version,
         name,
         version,

@@ -116,6 +116,35 @@ pub enum McpError {
         accepted: Vec<String>,
     },
 
+    /// The two sides have no protocol version in common (for example a 2026-07-28 server
+    /// that lists only versions this client does not accept, or a legacy server when only
+    /// modern versions are accepted). The server was shut down; nothing else was sent.
+    #[error(
+        "no protocol version in common: {detail}; this client accepts {accepted:?} \
+         (`SessionConfig::accepted_versions`)"
+    )]
+    NoCommonVersion {
+        /// What the server said (its versions, or how it answered the probe).
+        detail: String,
+        /// The versions the client accepts.
+        accepted: Vec<String>,
+    },
+
+    /// A 2026-07-28 server answered `input_required` and the exchange could not be
+    /// finished: the client has no handler for the server's requests, the handler failed
+    /// or did not answer, the server kept asking past the round limit, or a retry was cut
+    /// off. The server may have acted before it asked.
+    #[error(
+        "`{method}` did not complete: {reason}; the server may have acted before it asked \
+         for input, treat its effect as unknown"
+    )]
+    InputRequired {
+        /// The request's method.
+        method: String,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// `tools/list` returned a cursor it had already returned: the listing would loop.
     #[error("`tools/list` repeated the cursor {cursor:?}; the server's pagination loops, stopped")]
     CursorRepeated {

@@ -1,4 +1,5 @@
-//! A stdio MCP server (protocol 2025-11-25) that injects one fault; the `rpr-fault-server` binary.
+//! A stdio MCP server (protocol 2025-11-25 by default; any legacy version, 2026-07-28, or
+//! both eras on request) that injects one fault; the `rpr-fault-server` binary.
 //!
 //! It exists to test MCP clients: this crate's own tests use it, and a host can use it
 //! to check how its own code handles a server that crashes, lies or misbehaves. It
@@ -31,14 +32,15 @@ use crate::jsonrpc::{
     server::{Incoming, Invalid},
 };
 
+mod modern;
 mod options;
 mod tools;
 
-use options::{Fault, parse_options};
+use options::{Fault, ServerEra, parse_options};
 
 /// The `--help` text: options and faults.
 pub const HELP: &str = "\
-rpr-fault-server: a stdio MCP server (2025-11-25) that injects one fault, for tests.
+rpr-fault-server: a stdio MCP server (2025-11-25 by default) that injects one fault, for tests.
 
 Options:
   --effects PATH          append one JSON line per `put` effect to PATH
@@ -51,7 +53,19 @@ Options:
   --page-size N           tools per tools/list page (default: all on one page)
   --server-name S         serverInfo.name (default rpr-fault-server)
   --server-version S      serverInfo.version (default: this crate's version; may be empty)
-  --protocol-version V    answer this protocolVersion to initialize (default: 2025-11-25)
+  --protocol-version V    answer this protocolVersion to initialize (default: 2025-11-25);
+                          before 2025-06-18 no structuredContent and no tool titles, before
+                          2025-03-26 no tool annotations
+  --era E                 legacy (default: initialize only; server/discover is unknown),
+                          modern (2026-07-28 only: server/discover, the _meta envelope on
+                          every request, -32022 for another version, initialize refused) or
+                          dual (both; the first server/discover or initialize settles it)
+  --modern-version V      the version a modern server supports (default 2026-07-28)
+  --input-required N      (modern) answer a tools/call of `put` with input_required (an
+                          elicitation) N times before it stores; a decline stores nothing
+  --request-log PATH      append {id, method, meta} of each request and notification
+                          received to PATH (id null for a notification)
+  --instructions TEXT     the instructions sent at initialize and server/discover
   --draft07               declare draft-07 `$schema` in the input schemas
   --claim-read-only       annotate `put` readOnlyHint: true (a lie: it still writes)
   --pid-file PATH         write this process's id to PATH at start
@@ -81,6 +95,11 @@ Faults (on tools/call of `put` unless noted):
   change-read-notify   (on tools/call of `get`) after answering the first one, `get` has a new
                        description and the server sends notifications/tools/list_changed
                        (it declares tools.listChanged)
+  ignore-discover      (legacy, on server/discover) never answer it
+  exit-on-discover     (legacy, on server/discover) exit 3 at once, as servers do that take
+                       nothing before initialize
+  slow-discover        (modern or dual, on the first server/discover) sleep --sleep-ms before
+                       answering, as a server slow to start does
 ";
 
 #[derive(Debug)]
@@ -96,6 +115,11 @@ struct Options {
     server_name: String,
     server_version: String,
     protocol_version: String,
+    era: ServerEra,
+    modern_version: String,
+    input_required: usize,
+    request_log: Option<PathBuf>,
+    instructions: Option<String>,
     draft07: bool,
     /// `put` claims to be read-only (`readOnlyHint: true`) and writes all the same.
     claim_read_only: bool,
@@ -125,6 +149,13 @@ struct Server {
     version: String,
     /// For `change-read-notify`: `get` was answered once, and has changed since.
     read_changed: bool,
+    /// The era this process settled on (`--era dual`: the first `server/discover` or
+    /// `initialize`).
+    settled: Option<ServerEra>,
+    /// Whether the request being answered is served under 2026-07-28.
+    modern: bool,
+    /// The ids of every `tools/call` received (a 2026-07-28 retry must use a new one).
+    call_ids: std::collections::HashSet<String>,
 }
 
 impl Server {
@@ -150,33 +181,73 @@ impl Server {
             .map_err(|e| gone(&e))
     }
 
-    fn result(conn: &mut Connection, id: Id, result: Value) -> Result<(), Exit> {
+    /// A result, shaped for the protocol in use: under 2026-07-28 with `resultType` and
+    /// the server's name in `_meta`; before 2025-06-18 without `structuredContent`.
+    fn result(&self, conn: &mut Connection, id: Id, mut result: Value) -> Result<(), Exit> {
+        if self.modern {
+            self.decorate(&mut result);
+        } else if !self.speaks("2025-06-18")
+            && let Some(result) = result.as_object_mut()
+        {
+            result.remove("structuredContent");
+        }
         conn.reply(id, Ok(result)).map_err(|e| gone(&e))
     }
 
+    /// Whether the protocol in use is `version` or newer (an unknown version counts as
+    /// the newest).
+    fn speaks(&self, version: &str) -> bool {
+        const ORDER: [&str; 5] = [
+            "2024-11-05",
+            "2025-03-26",
+            "2025-06-18",
+            "2025-11-25",
+            "2026-07-28",
+        ];
+        let at = |v: &str| ORDER.iter().position(|o| *o == v).unwrap_or(ORDER.len());
+        self.modern || at(&self.opts.protocol_version) >= at(version)
+    }
+
     fn error(conn: &mut Connection, id: Id, code: i64, message: &str) -> Result<(), Exit> {
-        conn.reply(id, Err(ErrorObject::new(code, message)))
-            .map_err(|e| gone(&e))
+        Self::error_with(conn, id, code, message, None)
+    }
+
+    fn error_with(
+        conn: &mut Connection,
+        id: Id,
+        code: i64,
+        message: &str,
+        data: Option<Value>,
+    ) -> Result<(), Exit> {
+        let mut error = ErrorObject::new(code, message);
+        error.data = data;
+        conn.reply(id, Err(error)).map_err(|e| gone(&e))
     }
 
     fn handle(&mut self, conn: &mut Connection, incoming: Incoming) -> Result<(), Exit> {
         match incoming {
             Incoming::Request(Request { id, method, params }) => {
+                self.log_request(&id.to_value(), &method, params.as_ref());
                 let params = params.unwrap_or(Value::Null);
+                self.modern = self.serves_modern(&params);
                 match method.as_str() {
-                    "initialize" => self.initialize(conn, id),
-                    "ping" => Self::result(conn, id, json!({})),
-                    "tools/list" => self.list(conn, id, &params),
-                    "tools/call" => self.call(conn, id, &params),
-                    other => Self::error(
-                        conn,
-                        id,
-                        codes::METHOD_NOT_FOUND,
-                        &format!("Method not found: {other}"),
-                    ),
+                    "server/discover" => self.discover(conn, id, &params),
+                    "initialize" => self.initialize(conn, id, &params),
+                    _ if self.modern => {
+                        if let Err((code, message, data)) = self.check_envelope(&params) {
+                            return Self::error_with(conn, id, code, &message, data);
+                        }
+                        self.dispatch(conn, id, &method, &params)
+                    }
+                    _ => self.dispatch(conn, id, &method, &params),
                 }
             }
             Incoming::Notification(notification) => {
+                self.log_request(
+                    &Value::Null,
+                    &notification.method,
+                    notification.params.as_ref(),
+                );
                 if notification.method == "notifications/cancelled" {
                     self.cancelled(notification.params.as_ref());
                 }
@@ -193,6 +264,28 @@ impl Server {
                     None => Ok(()),
                 }
             }
+        }
+    }
+
+    /// A request other than the lifecycle's, in the era settled for it.
+    fn dispatch(
+        &mut self,
+        conn: &mut Connection,
+        id: Id,
+        method: &str,
+        params: &Value,
+    ) -> Result<(), Exit> {
+        match method {
+            // 2026-07-28 has no `ping`.
+            "ping" if !self.modern => self.result(conn, id, json!({})),
+            "tools/list" => self.list(conn, id, params),
+            "tools/call" => self.call(conn, id, params),
+            other => Self::error(
+                conn,
+                id,
+                codes::METHOD_NOT_FOUND,
+                &format!("Method not found: {other}"),
+            ),
         }
     }
 
@@ -214,7 +307,20 @@ impl Server {
         }
     }
 
-    fn initialize(&mut self, conn: &mut Connection, id: Id) -> Result<(), Exit> {
+    fn initialize(&mut self, conn: &mut Connection, id: Id, params: &Value) -> Result<(), Exit> {
+        if self.opts.era == ServerEra::Modern || self.settled == Some(ServerEra::Modern) {
+            // A modern-only server lists its versions in the error it returns to `initialize`.
+            let data = json!({"supported": [self.opts.modern_version],
+                              "requested": params.get("protocolVersion")});
+            return Self::error_with(
+                conn,
+                id,
+                crate::mcp::UNSUPPORTED_PROTOCOL_VERSION,
+                "this server speaks protocol 2026-07-28: no initialize handshake",
+                Some(data),
+            );
+        }
+        self.settled = Some(ServerEra::Legacy);
         if self.opts.fault == Fault::NotifyBeforeInit {
             Self::send(
                 conn,
@@ -222,15 +328,15 @@ impl Server {
             )?;
             Self::send_log(conn, "before init")?;
         }
-        Self::result(
-            conn,
-            id,
-            json!({
-                "protocolVersion": self.opts.protocol_version,
-                "capabilities": {"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}},
-                "serverInfo": {"name": self.opts.server_name, "version": self.version},
-            }),
-        )
+        let mut result = json!({
+            "protocolVersion": self.opts.protocol_version,
+            "capabilities": {"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}},
+            "serverInfo": {"name": self.opts.server_name, "version": self.version},
+        });
+        if let Some(text) = &self.opts.instructions {
+            result["instructions"] = json!(text);
+        }
+        self.result(conn, id, result)
     }
 }
 
@@ -294,6 +400,9 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         lists: 0,
         version: server_version,
         read_changed: false,
+        settled: None,
+        modern: false,
+        call_ids: std::collections::HashSet::new(),
     };
     let mut conn = Connection::new(
         MessageReader::new(std::io::stdin().lock()),

@@ -11,8 +11,12 @@
 //!   notifications and requests at any time; per-request timeouts followed by
 //!   `notifications/cancelled`; every failure says how much of the request was
 //!   written ([`McpError`]);
-//! - [`McpClient`]: the lifecycle (`initialize` at [`PROTOCOL_VERSION`],
-//!   `notifications/initialized`), paginated `tools/list`, `tools/call`;
+//! - [`McpClient`]: the lifecycle in the server's era, settled by the spec's dual-era
+//!   rules: a `server/discover` probe at [`MODERN_PROTOCOL_VERSION`], then either the
+//!   stateless 2026-07-28 protocol (a `_meta` envelope on every request, `resultType`
+//!   read, `input_required` rounds answered) or `initialize` (offering
+//!   [`PROTOCOL_VERSION`], accepting every version of [`LEGACY_VERSIONS`]) and
+//!   `notifications/initialized`; paginated `tools/list`, `tools/call`;
 //! - [`ToolBinding`], [`ArgumentValidator`]: what a call is bound to and how its
 //!   arguments are checked before anything is sent;
 //! - [`McpExecutor`] and [`McpReadback`]: the core [`crate::executor::Executor`] and
@@ -24,15 +28,19 @@
 //! hosts to test their own handling; run it with `--help`. It is test tooling: it
 //! redirects stdin, blocks `SIGTERM` and can run forever, so it is off by default.
 //!
-//! Not covered: remote transports (HTTP), OAuth, tasks, sampling, elicitation, and
-//! the 2026-07-28 protocol revision. Unix only (process groups and signals).
+//! Not covered: remote transports (HTTP), OAuth, tasks, and answering sampling or
+//! elicitation itself (a host answers them through [`SessionConfig::on_request`]). Unix
+//! only (process groups and signals).
 
 mod binding;
 mod client;
+mod era;
 mod error;
 mod executor;
 #[cfg(feature = "fault-server")]
 pub mod fault_server;
+mod mrtr;
+mod negotiate;
 mod readback;
 mod schema;
 mod session;
@@ -40,6 +48,10 @@ mod transport;
 
 pub use binding::{ToolBinding, UNBOUND_TOOL_FIELDS, bound_definition, changed_fields};
 pub use client::{InvalidTool, McpClient, ServerInfo, Tool, ToolList};
+pub use era::{
+    Era, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
+    META_SERVER_INFO, MODERN_PROTOCOL_VERSION, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION,
+};
 pub use error::McpError;
 pub use executor::{ExecutorConfig, McpExecutor};
 pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};
@@ -49,5 +61,6 @@ pub use session::{
 };
 pub use transport::{ServerCommand, ShutdownReport, ShutdownStage, Transport, TransportConfig};
 
-/// The MCP protocol revision this client speaks: `2025-11-25`.
+/// The MCP protocol revision this client offers in `initialize`: `2025-11-25` (the newest
+/// of the handshake era; see [`LEGACY_VERSIONS`] for those it accepts back).
 pub const PROTOCOL_VERSION: &str = "2025-11-25";

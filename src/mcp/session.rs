@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::McpError;
+use super::era;
 use super::transport::{ServerCommand, ShutdownReport, Transport, join_briefly};
 use crate::jsonrpc::{
     Id, Message, MessageReader, MessageWriter, Notification, Request, encode_line,
@@ -37,6 +38,11 @@ pub use config::{NotificationCallback, Reply, RequestCallback, SessionConfig, Se
 pub use reader::Responder;
 use reader::{Incoming, Shared, State, reader_loop};
 use writer::{Ticket, TicketWait, WriteJob, writer_loop};
+
+/// Requests a timeout never cancels: `initialize` (the spec forbids it) and the
+/// `server/discover` probe (sent before the era is known; a legacy server may not take a
+/// notification before `initialize`).
+const NEVER_CANCELLED: [&str; 2] = ["initialize", "server/discover"];
 
 /// A JSON-RPC client session with one server process.
 ///
@@ -116,7 +122,10 @@ impl Session {
     /// Sends a request and waits up to `timeout` (from now) for its reply.
     ///
     /// On timeout a `notifications/cancelled` is sent (except for `initialize`, which
-    /// must never be cancelled) and a reply arriving later is dropped.
+    /// must never be cancelled, and the `server/discover` probe, which a legacy server
+    /// does not know) and a reply arriving later is dropped. Once the client settled on
+    /// protocol 2026-07-28, every request's `params._meta` carries the protocol version,
+    /// the client's capabilities and its name (merged with what the caller put there).
     pub fn request(
         &self,
         method: &str,
@@ -157,7 +166,7 @@ impl Session {
     fn request_inner(
         &self,
         method: &str,
-        params: Option<Value>,
+        mut params: Option<Value>,
         timeout: Duration,
         tag: Option<&str>,
     ) -> Result<Reply, McpError> {
@@ -172,6 +181,9 @@ impl Session {
             }
             state.next_id += 1;
             let id = Id::Number(state.next_id);
+            if let Some(envelope) = &state.envelope {
+                params = Some(era::with_envelope(params, envelope));
+            }
             let (tx, rx) = mpsc::channel();
             state.pending.insert(id.clone(), tx);
             if let Some(tag) = tag {
@@ -266,7 +278,7 @@ impl Session {
                 Err(RecvTimeoutError::Timeout) => {
                     let still_pending = self.shared.lock().pending.remove(id).is_some();
                     if still_pending {
-                        if method != "initialize" {
+                        if !NEVER_CANCELLED.contains(&method) {
                             let params = json!({"requestId": id.to_value(), "reason": "timeout"});
                             let _ = self.notify("notifications/cancelled", Some(params));
                         }
@@ -287,6 +299,38 @@ impl Session {
             Incoming::Reply(reply) => Ok(reply),
             Incoming::Lost(reason) => Err(lost(reason)),
         }
+    }
+
+    /// Records the protocol version the lifecycle settled on and, for 2026-07-28, the
+    /// `_meta` envelope every later request carries.
+    pub(crate) fn settle(&self, version: &str, envelope: Option<serde_json::Map<String, Value>>) {
+        let mut state = self.shared.lock();
+        state.version = Some(version.to_owned());
+        state.envelope = envelope;
+    }
+
+    /// Hands a request the server asked the client inside a result (a 2026-07-28
+    /// `inputRequests` entry) to [`SessionConfig::on_request`], as if the server had sent
+    /// it, and waits up to `timeout` for the answer. `Err` says why there is none.
+    pub(crate) fn ask_client(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Result<Value, crate::jsonrpc::ErrorObject>, String> {
+        if self.shared.on_request.is_none() {
+            return Err(
+                "this client has no handler for the server's requests (SessionConfig::on_request)"
+                    .into(),
+            );
+        }
+        let (tx, rx) = mpsc::channel();
+        let method = request.method.clone();
+        let responder = reader::Responder::to_client(request.id.clone(), tx);
+        self.shared.hand_on(request, responder);
+        rx.recv_timeout(timeout).map_err(|e| match e {
+            RecvTimeoutError::Timeout => format!("no answer to `{method}` within {timeout:?}"),
+            RecvTimeoutError::Disconnected => format!("`{method}` was dropped unanswered"),
+        })
     }
 
     /// Sends a request with the session's default timeout.

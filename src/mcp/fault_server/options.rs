@@ -24,6 +24,21 @@ pub(super) enum Fault {
     NotifyBeforeInit,
     LoopCursor,
     ChangeReadNotify,
+    IgnoreDiscover,
+    ExitOnDiscover,
+    SlowDiscover,
+}
+
+/// Which era the server speaks (`--era`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ServerEra {
+    /// `initialize` only; `server/discover` is an unknown method.
+    Legacy,
+    /// 2026-07-28 only: `server/discover`, the `_meta` envelope on every request,
+    /// `initialize` refused with `-32022`.
+    Modern,
+    /// Both: the first `server/discover` or `initialize` settles the era of the process.
+    Dual,
 }
 
 impl Fault {
@@ -48,6 +63,9 @@ impl Fault {
             "notify-before-init" => Self::NotifyBeforeInit,
             "loop-cursor" => Self::LoopCursor,
             "change-read-notify" => Self::ChangeReadNotify,
+            "ignore-discover" => Self::IgnoreDiscover,
+            "exit-on-discover" => Self::ExitOnDiscover,
+            "slow-discover" => Self::SlowDiscover,
             _ => return None,
         })
     }
@@ -68,6 +86,11 @@ pub(super) fn parse_options(
         server_name: "rpr-fault-server".into(),
         server_version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: "2025-11-25".into(),
+        era: ServerEra::Legacy,
+        modern_version: crate::mcp::MODERN_PROTOCOL_VERSION.into(),
+        input_required: 0,
+        request_log: None,
+        instructions: None,
         draft07: false,
         claim_read_only: false,
         pid_file: None,
@@ -98,6 +121,20 @@ pub(super) fn parse_options(
             "--server-name" => opts.server_name = value()?,
             "--server-version" => opts.server_version = value()?,
             "--protocol-version" => opts.protocol_version = value()?,
+            "--era" => {
+                opts.era = match value()?.as_str() {
+                    "legacy" => ServerEra::Legacy,
+                    "modern" => ServerEra::Modern,
+                    "dual" => ServerEra::Dual,
+                    other => {
+                        return Err(format!("unknown era {other:?}; use legacy, modern or dual"));
+                    }
+                }
+            }
+            "--modern-version" => opts.modern_version = value()?,
+            "--input-required" => opts.input_required = count(value()?)?,
+            "--request-log" => opts.request_log = Some(value()?.into()),
+            "--instructions" => opts.instructions = Some(value()?),
             "--draft07" => opts.draft07 = true,
             "--claim-read-only" => opts.claim_read_only = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),

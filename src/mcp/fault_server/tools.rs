@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::modern::Round;
 use super::options::Fault;
 use super::{Connection, Exit, Server, log};
 use crate::jsonrpc::{Id, codes, server::Incoming};
@@ -39,7 +40,7 @@ impl Server {
                 schema["$schema"] = json!("http://json-schema.org/draft-07/schema#");
             }
         }
-        vec![
+        let mut tools = vec![
             json!({
                 "name": "put",
                 "title": "Put",
@@ -62,7 +63,19 @@ impl Server {
                                 "idempotentHint": true, "openWorldHint": false},
                 "_meta": {"listing": self.lists},
             }),
-        ]
+        ];
+        for tool in &mut tools {
+            let Some(tool) = tool.as_object_mut() else {
+                continue;
+            };
+            if !self.speaks("2025-06-18") {
+                tool.remove("title");
+            }
+            if !self.speaks("2025-03-26") {
+                tool.remove("annotations");
+            }
+        }
+        tools
     }
 
     pub(super) fn list(
@@ -83,6 +96,10 @@ impl Server {
         let size = self.opts.page_size.unwrap_or(tools.len());
         let end = (offset + size).min(tools.len());
         let mut result = json!({"tools": tools[offset..end]});
+        if self.modern {
+            result["ttlMs"] = json!(0);
+            result["cacheScope"] = json!("private");
+        }
         if self.opts.fault == Fault::LoopCursor {
             result["nextCursor"] = json!("again");
         } else if end < tools.len() {
@@ -95,10 +112,10 @@ impl Server {
             if let Err(e) = closed {
                 log(&format!("could not close stdin: {e}"));
             }
-            Self::result(conn, id, result)?;
+            self.result(conn, id, result)?;
             return Err(Exit(3));
         }
-        Self::result(conn, id, result)
+        self.result(conn, id, result)
     }
 
     fn read_state(&self) -> BTreeMap<String, String> {
@@ -150,11 +167,11 @@ impl Server {
         match name {
             "get" => {
                 let Some(key) = arguments.get("key").and_then(Value::as_str) else {
-                    return Self::result(conn, id, tool_error("`key` must be a string"));
+                    return self.result(conn, id, tool_error("`key` must be a string"));
                 };
                 let value = self.read_state().get(key).cloned();
                 let structured = json!({"key": key, "value": value});
-                Self::result(
+                self.result(
                     conn,
                     id,
                     json!({"content": [{"type": "text", "text": structured.to_string()}], "structuredContent": structured}),
@@ -174,8 +191,21 @@ impl Server {
                     arguments.get("key").and_then(Value::as_str),
                     arguments.get("value").and_then(Value::as_str),
                 ) else {
-                    return Self::result(conn, id, tool_error("`key` and `value` must be strings"));
+                    return self.result(conn, id, tool_error("`key` and `value` must be strings"));
                 };
+                if self.modern && self.opts.input_required > 0 {
+                    match self.input_round(&id, params) {
+                        Round::Ask(result) => return self.result(conn, id, result),
+                        Round::Store => {}
+                        Round::Declined(action) => {
+                            let text = format!("the person answered {action}; nothing was stored");
+                            return self.result(conn, id, tool_error(&text));
+                        }
+                        Round::Refused((code, message, data)) => {
+                            return Self::error_with(conn, id, code, &message, data);
+                        }
+                    }
+                }
                 self.put(conn, id, key, value)
             }
             other => Self::error(
@@ -200,7 +230,7 @@ impl Server {
                 log("crash-after-effect: exiting before the reply");
                 Err(Exit(3))
             }
-            Fault::IsError => Self::result(
+            Fault::IsError => self.result(
                 conn,
                 id,
                 tool_error("injected tool failure; nothing was stored"),
@@ -219,7 +249,7 @@ impl Server {
             Fault::Slow => {
                 std::thread::sleep(Duration::from_millis(self.opts.sleep_ms));
                 self.apply_effect(key, value);
-                Self::result(conn, id, ok)
+                self.result(conn, id, ok)
             }
             Fault::GarbageReply => {
                 self.apply_effect(key, value);
@@ -236,17 +266,17 @@ impl Server {
                     Id::Number(n) => Id::String(n.to_string()),
                     Id::String(s) => Id::String(format!("{s}-wrong")),
                 };
-                Self::result(conn, wrong, ok)
+                self.result(conn, wrong, ok)
             }
             Fault::ReplyTwice => {
                 self.apply_effect(key, value);
-                Self::result(conn, id.clone(), ok.clone())?;
-                Self::result(conn, id, ok)
+                self.result(conn, id.clone(), ok.clone())?;
+                self.result(conn, id, ok)
             }
             Fault::HugeLine => {
                 self.apply_effect(key, value);
                 let text = "x".repeat(self.opts.huge_bytes);
-                Self::result(
+                self.result(
                     conn,
                     id,
                     json!({"content": [{"type": "text", "text": text}]}),
@@ -256,9 +286,9 @@ impl Server {
                 let problems = Self::interleave(conn)?;
                 if problems.is_empty() {
                     self.apply_effect(key, value);
-                    Self::result(conn, id, ok)
+                    self.result(conn, id, ok)
                 } else {
-                    Self::result(
+                    self.result(
                         conn,
                         id,
                         tool_error(&format!(
@@ -270,7 +300,7 @@ impl Server {
             }
             _ => {
                 self.apply_effect(key, value);
-                Self::result(conn, id, ok)
+                self.result(conn, id, ok)
             }
         }
     }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::Responder;
 use crate::jsonrpc::{DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, Notification, Request};
-use crate::mcp::PROTOCOL_VERSION;
+use crate::mcp::era::{LEGACY_VERSIONS, MODERN_VERSIONS};
 use crate::mcp::transport::TransportConfig;
 
 /// A callback that receives server notifications on the session's reader thread.
@@ -39,9 +39,19 @@ pub struct SessionConfig {
     pub request_timeout: Duration,
     /// Process settings: shutdown waits and stderr capacity.
     pub transport: TransportConfig,
-    /// Protocol versions accepted in the `initialize` reply (default: only
-    /// [`PROTOCOL_VERSION`]).
+    /// The protocol versions this client accepts, of either era (default: all it
+    /// speaks, [`MODERN_VERSIONS`] and [`LEGACY_VERSIONS`]). With a modern version among
+    /// them, [`McpClient::connect`](crate::mcp::McpClient::connect) probes with
+    /// `server/discover` first; with a legacy one, it offers the newest of them in
+    /// `initialize` and accepts any of them back. Only legacy versions: no probe. Only
+    /// modern ones: a server that does not answer the probe as a 2026-07-28 server is
+    /// refused.
     pub accepted_versions: Vec<String>,
+    /// How long the `server/discover` probe may take before the server is taken to be a
+    /// legacy server that ignores unknown methods (default 5 s). Such a server costs this
+    /// much at every connect; a server that answers the probe with any error costs
+    /// nothing.
+    pub discover_timeout: Duration,
     /// Most `tools/list` pages fetched before giving up (default 100).
     pub max_tool_pages: usize,
     /// Capacity of the notification queue; the oldest entry is dropped when it is full
@@ -56,8 +66,10 @@ pub struct SessionConfig {
     /// dropping them (default false: a client that never sends a progress token has no use
     /// for them; a proxy that passes its client's token on does).
     pub pass_progress: bool,
-    /// The `capabilities` this client declares in `initialize` (default `{}`: none). Declare
-    /// only what [`SessionConfig::on_request`] really serves.
+    /// The `capabilities` this client declares in `initialize`, or under 2026-07-28 in every
+    /// request's `_meta` (default `{}`: none). Declare only what
+    /// [`SessionConfig::on_request`] really serves: under 2026-07-28 the server's
+    /// `input_required` asks reach that handler too.
     pub client_capabilities: Value,
 }
 
@@ -67,7 +79,12 @@ impl Default for SessionConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             request_timeout: Duration::from_secs(30),
             transport: TransportConfig::default(),
-            accepted_versions: vec![PROTOCOL_VERSION.to_owned()],
+            accepted_versions: MODERN_VERSIONS
+                .iter()
+                .chain(LEGACY_VERSIONS.iter())
+                .map(|v| (*v).to_owned())
+                .collect(),
+            discover_timeout: Duration::from_secs(5),
             max_tool_pages: 100,
             notification_queue: 256,
             on_notification: None,
@@ -85,6 +102,7 @@ impl std::fmt::Debug for SessionConfig {
             .field("request_timeout", &self.request_timeout)
             .field("transport", &self.transport)
             .field("accepted_versions", &self.accepted_versions)
+            .field("discover_timeout", &self.discover_timeout)
             .field("max_tool_pages", &self.max_tool_pages)
             .field("notification_queue", &self.notification_queue)
             .field(

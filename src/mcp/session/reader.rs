@@ -23,8 +23,19 @@ use crate::jsonrpc::{
 #[derive(Debug)]
 pub struct Responder {
     id: Option<Id>,
-    writer: Sender<WriteJob>,
-    max: usize,
+    to: AnswerTo,
+}
+
+/// Where a responder's answer goes.
+#[derive(Debug)]
+enum AnswerTo {
+    /// To the server, as a JSON-RPC response line (a request the server sent).
+    Server {
+        writer: Sender<WriteJob>,
+        max: usize,
+    },
+    /// To the client itself (an `inputRequests` entry of a 2026-07-28 result).
+    Client(Sender<Result<Value, ErrorObject>>),
 }
 
 impl Responder {
@@ -39,14 +50,29 @@ impl Responder {
         self.send(outcome);
     }
 
+    /// A responder that hands the answer to `answer` instead of the server.
+    pub(super) fn to_client(id: Id, answer: Sender<Result<Value, ErrorObject>>) -> Self {
+        Self {
+            id: Some(id),
+            to: AnswerTo::Client(answer),
+        }
+    }
+
     fn send(&mut self, outcome: Result<Value, ErrorObject>) {
         let Some(id) = self.id.take() else { return };
-        let response = Message::Response(Response {
-            id: Some(id),
-            outcome,
-        });
-        if let Ok(line) = encode_line(&response.to_value(), self.max) {
-            let _ = self.writer.send(WriteJob::Line { line, ticket: None });
+        match &self.to {
+            AnswerTo::Server { writer, max } => {
+                let response = Message::Response(Response {
+                    id: Some(id),
+                    outcome,
+                });
+                if let Ok(line) = encode_line(&response.to_value(), *max) {
+                    let _ = writer.send(WriteJob::Line { line, ticket: None });
+                }
+            }
+            AnswerTo::Client(answer) => {
+                let _ = answer.send(outcome);
+            }
         }
     }
 }
@@ -75,6 +101,10 @@ pub(super) struct State {
     /// [`Session::request_tagged`](super::Session::request_tagged)).
     pub(super) tags: HashMap<String, Id>,
     pub(super) closed: Option<String>,
+    /// The protocol version in use, once the lifecycle settled it.
+    pub(super) version: Option<String>,
+    /// Under 2026-07-28, the `_meta` envelope merged into every request.
+    pub(super) envelope: Option<serde_json::Map<String, Value>>,
     pub(super) notifications: VecDeque<Notification>,
     pub(super) stats: SessionStats,
     pub(super) recent_errors: VecDeque<String>,
@@ -176,28 +206,27 @@ impl Shared {
     }
 
     /// A request from the server: `ping` is answered here; the rest go to the request
-    /// callback, or are refused with `-32601` without one.
+    /// callback, or are refused with `-32601` without one, or when the protocol version in
+    /// use has no such request.
     fn request(&self, request: Request, writer: &Sender<WriteJob>, max: usize) {
         let responder = Responder {
             id: Some(request.id.clone()),
-            writer: writer.clone(),
-            max,
+            to: AnswerTo::Server {
+                writer: writer.clone(),
+                max,
+            },
         };
+        if let Some(why) = self.not_in_version(&request.method) {
+            self.lock().stats.requests_refused += 1;
+            let message = format!("Method not found: {} ({why})", request.method);
+            return responder.respond(Err(ErrorObject::new(codes::METHOD_NOT_FOUND, message)));
+        }
         if request.method == "ping" {
             self.lock().stats.pings_answered += 1;
             return responder.respond(Ok(json!({})));
         }
-        if let Some(callback) = &self.on_request {
-            let method = request.method.clone();
-            let call = std::panic::AssertUnwindSafe(|| callback(request, responder));
-            if std::panic::catch_unwind(call).is_err() {
-                // The unwind dropped the responder, which answered with an internal error.
-                Self::record_error(
-                    &mut self.lock(),
-                    format!("the request callback panicked on {method}"),
-                );
-            }
-            return;
+        if self.on_request.is_some() {
+            return self.hand_on(request, responder);
         }
         self.lock().stats.requests_refused += 1;
         responder.respond(Err(ErrorObject::new(
@@ -207,6 +236,38 @@ impl Shared {
                 request.method
             ),
         )));
+    }
+
+    /// Why the protocol version in use has no server request `method`, if it has none:
+    /// under 2026-07-28 a server sends no request at all (it asks in `input_required`
+    /// results), and before 2025-06-18 there is no elicitation.
+    fn not_in_version(&self, method: &str) -> Option<String> {
+        let state = self.lock();
+        let version = state.version.as_deref()?;
+        if state.envelope.is_some() {
+            return Some(format!(
+                "under protocol {version} a server asks for input in an `input_required` result, \
+                 never by a request"
+            ));
+        }
+        (method == "elicitation/create" && !crate::mcp::era::has_elicitation(version))
+            .then(|| format!("protocol {version} has no elicitation"))
+    }
+
+    /// Hands a request to the request callback; a panic in it is caught and counted (the
+    /// unwind drops the responder, which answers with an internal error).
+    pub(super) fn hand_on(&self, request: Request, responder: Responder) {
+        let Some(callback) = &self.on_request else {
+            return drop(responder);
+        };
+        let method = request.method.clone();
+        let call = std::panic::AssertUnwindSafe(|| callback(request, responder));
+        if std::panic::catch_unwind(call).is_err() {
+            Self::record_error(
+                &mut self.lock(),
+                format!("the request callback panicked on {method}"),
+            );
+        }
     }
 
     fn unreadable(&self, error: JsonRpcError) {
