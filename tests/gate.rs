@@ -919,6 +919,12 @@ fn a_form_left_open_holds_up_only_its_own_identity_and_identical_calls_share_it(
     let mut config = SessionConfig::default();
     config.request_timeout = Duration::from_mins(1);
     config.client_capabilities = json!({"elicitation": {"form": {}}});
+    // A 2025-era session: the gate asks it with `elicitation/create` and holds the call
+    // open meanwhile (a 2026-07-28 client is asked by `input_required` instead).
+    config.accepted_versions = rpr::mcp::LEGACY_VERSIONS
+        .iter()
+        .map(|v| (*v).to_owned())
+        .collect();
     let counted = Arc::clone(&forms);
     config.on_request = Some(Arc::new(
         move |_: rpr::jsonrpc::Request, responder: rpr::mcp::Responder| {

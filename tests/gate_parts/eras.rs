@@ -123,6 +123,8 @@ struct Modern {
     stdin: std::process::ChildStdin,
     stdout: BufReader<std::process::ChildStdout>,
     next: u64,
+    /// Responses read while waiting for another one.
+    early: Vec<Value>,
 }
 
 impl Modern {
@@ -141,12 +143,13 @@ impl Modern {
             stdin,
             stdout,
             next: 0,
+            early: Vec::new(),
         }
     }
 
     /// Sends `method` with `params` and the revision's `_meta` (version `version`), and
-    /// returns the whole response.
-    fn ask_at(&mut self, version: &str, method: &str, mut params: Value) -> Value {
+    /// returns the request's id.
+    fn send_at(&mut self, version: &str, method: &str, mut params: Value) -> u64 {
         self.next += 1;
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": version,
@@ -155,21 +158,35 @@ impl Modern {
         let id = self.next;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         writeln!(self.stdin, "{line}").unwrap();
+        id
+    }
+
+    /// The response to request `id` (responses to other requests are kept for later).
+    fn wait(&mut self, id: u64) -> Value {
         loop {
+            if let Some(at) = self.early.iter().position(|m| m["id"] == id) {
+                return self.early.remove(at);
+            }
             let mut got = String::new();
             assert!(
                 self.stdout.read_line(&mut got).unwrap() > 0,
                 "the gate closed its stdout"
             );
             let message: Value = serde_json::from_str(&got).unwrap();
-            if message["id"] == id {
-                return message;
-            }
             assert!(
                 message.get("id").is_none() || message.get("method").is_none(),
                 "no request reaches a 2026-07-28 client: {message}"
             );
+            if message.get("id").is_some() {
+                self.early.push(message);
+            }
         }
+    }
+
+    /// Sends `method` and waits for its response.
+    fn ask_at(&mut self, version: &str, method: &str, params: Value) -> Value {
+        let id = self.send_at(version, method, params);
+        self.wait(id)
     }
 
     fn ask(&mut self, method: &str, params: Value) -> Value {
@@ -332,5 +349,37 @@ fn an_expired_request_state_is_refused_and_the_call_asks_again() {
         "the same pathway, asked again"
     );
     assert_ne!(again["result"]["requestState"], state_value);
+    s.stop();
+}
+
+/// Identical calls share one form in the 2026-07-28 era too: while the first call's form is
+/// out (`input_required`, no call holding the pathway), an identical call waits for its
+/// answer instead of raising a second form, then gets the pathway's result: one form, one
+/// send.
+#[test]
+fn identical_2026_07_28_calls_share_one_form() {
+    let (dir, root, gate) = files_setup("gate-era-share");
+    let mut s = Modern::start(&gate);
+    let f = root.join("f.txt");
+    let asked = s.ask("tools/call", write_call(&f, "F"));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state_value = asked["result"]["requestState"].clone();
+    let id = pathway_of(&asked["result"]);
+    let second = s.send_at("2026-07-28", "tools/call", write_call(&f, "F"));
+    std::thread::sleep(Duration::from_millis(500));
+    let done = s.ask(
+        "tools/call",
+        accepting(write_call(&f, "F"), &state_value, true),
+    );
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    let second = s.wait(second);
+    assert_eq!(
+        second["result"]["resultType"], "complete",
+        "no second form: {second}"
+    );
+    assert_ne!(second["result"]["isError"], true, "{second}");
+    assert_eq!(pathway_of(&second["result"]), id);
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "F");
     s.stop();
 }

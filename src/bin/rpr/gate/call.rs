@@ -547,6 +547,10 @@ impl Gate {
         request: &Request,
     ) -> Answer {
         loop {
+            // A call without the answer to a form that is out waits for that answer too.
+            if asked.answered.is_none() {
+                self.turns.wait_for_form(stored.id());
+            }
             let turn = match self.turns.claim(stored.id()) {
                 Claim::Mine(_held) => return self.existing(stored, live, asked, request),
                 Claim::Taken(turn) => turn,

@@ -85,7 +85,10 @@ impl Gate {
         });
         let reply = if asked.era.is_modern() {
             match &asked.answered {
-                Some((named, Some(answer))) if *named == id => Ok(Reply::Result(answer.clone())),
+                Some((named, Some(answer))) if *named == id => {
+                    self.turns.form_answered(&id);
+                    Ok(Reply::Result(answer.clone()))
+                }
                 _ => {
                     params["mode"] = json!("form");
                     return Ok(self.input_required(&id, p.request_digest(), params));
@@ -171,6 +174,8 @@ impl Gate {
             request_digest: request_digest.to_owned(),
         };
         let state = self.state_key.issue(&claims, self.approval_timeout);
+        self.turns
+            .form_out(id, std::time::Instant::now() + self.approval_timeout);
         note!("rpr gate: pathway {id} asks the client for a Human Gate decision (input_required)");
         json!({
             "resultType": "input_required",

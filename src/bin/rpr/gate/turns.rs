@@ -2,9 +2,15 @@
 //! sends it works on it alone; an identical call arriving meanwhile waits for that turn to
 //! end, then answers from the pathway as it then stands. Calls of other identities never
 //! wait here, so a form left open for minutes holds up only its own identity.
+//!
+//! A form asked as a 2026-07-28 multi round-trip request is out with the client while no
+//! call holds a turn (the call returned `input_required`). Until the client's retry answers
+//! it or its `requestState` expires, an identical call without that state waits for it too,
+//! so identical calls share one form in both eras.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -14,6 +20,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Default)]
 pub(crate) struct Turns {
     working: Mutex<HashMap<String, Arc<Turn>>>,
+    /// Pathways whose form is out with a 2026-07-28 client, until when.
+    forms: Mutex<HashMap<String, Instant>>,
+    form_closed: Condvar,
 }
 
 /// One call's turn on one pathway.
@@ -66,6 +75,39 @@ impl Turns {
     }
 }
 
+impl Turns {
+    /// Pathway `id`'s form went out as `input_required`, answerable until `until`.
+    pub(crate) fn form_out(&self, id: &str, until: Instant) {
+        lock(&self.forms).insert(id.to_owned(), until);
+    }
+
+    /// A retry brought the answer to pathway `id`'s form (whatever it was).
+    pub(crate) fn form_answered(&self, id: &str) {
+        lock(&self.forms).remove(id);
+        self.form_closed.notify_all();
+    }
+
+    /// Blocks while pathway `id`'s form is out and has not expired.
+    pub(crate) fn wait_for_form(&self, id: &str) {
+        let mut forms = lock(&self.forms);
+        loop {
+            let Some(until) = forms.get(id).copied() else {
+                return;
+            };
+            let now = Instant::now();
+            if until <= now {
+                forms.remove(id);
+                return;
+            }
+            forms = self
+                .form_closed
+                .wait_timeout(forms, until - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         lock(&self.turns.working).remove(&self.id);
@@ -94,5 +136,27 @@ mod tests {
         drop(held);
         waiter.join().unwrap();
         assert!(matches!(turns.claim("pw_a"), Claim::Mine(_)), "free again");
+    }
+
+    #[test]
+    fn a_form_out_holds_identical_calls_until_answered_or_expired() {
+        let turns = Arc::new(Turns::default());
+        turns.form_out("pw_a", Instant::now() + std::time::Duration::from_mins(1));
+        let t = Arc::clone(&turns);
+        let waiter = std::thread::spawn(move || t.wait_for_form("pw_a"));
+        turns.wait_for_form("pw_b");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "waits while the form is out");
+        turns.form_answered("pw_a");
+        waiter.join().unwrap();
+        turns.form_out(
+            "pw_c",
+            Instant::now() + std::time::Duration::from_millis(30),
+        );
+        turns.wait_for_form("pw_c");
+        assert!(
+            lock(&turns.forms).is_empty(),
+            "an expired form is forgotten"
+        );
     }
 }
