@@ -55,8 +55,14 @@ Options:
   --draft07               declare draft-07 `$schema` in the input schemas
   --claim-read-only       annotate `put` readOnlyHint: true (a lie: it still writes)
   --pid-file PATH         write this process's id to PATH at start
-  --cancel-log PATH       append the requestId of each notifications/cancelled to PATH
+  --cancel-log PATH       append each notifications/cancelled to PATH, one JSON line
+                          {\"requestId\", \"reason\"} each
+  --fault-on TOOL         the tool the fault hits: put (default) or get; on `get` only
+                          crash-after-read, never-reply, slow, is-error and rpc-error act
   --help                  this text
+
+A request `rpr-fault/hang` is never answered (whatever the fault): a request that a
+client can only cancel.
 
 Faults (on tools/call of `put` unless noted):
   none                 store and reply
@@ -81,6 +87,10 @@ Faults (on tools/call of `put` unless noted):
   change-read-notify   (on tools/call of `get`) after answering the first one, `get` has a new
                        description and the server sends notifications/tools/list_changed
                        (it declares tools.listChanged)
+  elicit-url           (on tools/call of `get`) if the client declared elicitation.url: an
+                       elicitation/create in URL mode, then (after the client's answer)
+                       notifications/elicitation/complete, then the result, whose
+                       structuredContent.value is the client's action; else a tool error
 ";
 
 #[derive(Debug)]
@@ -101,6 +111,8 @@ struct Options {
     claim_read_only: bool,
     pid_file: Option<PathBuf>,
     cancel_log: Option<PathBuf>,
+    /// The fault hits `get` instead of `put` (`--fault-on get`).
+    fault_on_get: bool,
 }
 
 fn log(message: &str) {
@@ -125,6 +137,8 @@ struct Server {
     version: String,
     /// For `change-read-notify`: `get` was answered once, and has changed since.
     read_changed: bool,
+    /// The `capabilities` the client declared in `initialize`.
+    client_capabilities: Value,
 }
 
 impl Server {
@@ -164,10 +178,17 @@ impl Server {
             Incoming::Request(Request { id, method, params }) => {
                 let params = params.unwrap_or(Value::Null);
                 match method.as_str() {
-                    "initialize" => self.initialize(conn, id),
+                    "initialize" => {
+                        self.client_capabilities = params["capabilities"].clone();
+                        self.initialize(conn, id)
+                    }
                     "ping" => Self::result(conn, id, json!({})),
                     "tools/list" => self.list(conn, id, &params),
                     "tools/call" => self.call(conn, id, &params),
+                    "rpr-fault/hang" => {
+                        log("rpr-fault/hang: never answered");
+                        Ok(())
+                    }
                     other => Self::error(
                         conn,
                         id,
@@ -197,17 +218,21 @@ impl Server {
     }
 
     fn cancelled(&self, params: Option<&Value>) {
-        let request = params
-            .and_then(|p| p.get("requestId"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        log(&format!("cancelled requestId={request}"));
+        let field = |name: &str| {
+            params
+                .and_then(|p| p.get(name))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let (request, reason) = (field("requestId"), field("reason"));
+        log(&format!("cancelled requestId={request} reason={reason}"));
         if let Some(path) = &self.opts.cancel_log {
+            let line = json!({"requestId": request, "reason": reason});
             let written = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
-                .and_then(|mut f| writeln!(f, "{request}"));
+                .and_then(|mut f| writeln!(f, "{line}"));
             if let Err(e) = written {
                 log(&format!("could not write the cancel log: {e}"));
             }
@@ -294,6 +319,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         lists: 0,
         version: server_version,
         read_changed: false,
+        client_capabilities: Value::Null,
     };
     let mut conn = Connection::new(
         MessageReader::new(std::io::stdin().lock()),

@@ -24,6 +24,7 @@ pub(super) enum Fault {
     NotifyBeforeInit,
     LoopCursor,
     ChangeReadNotify,
+    ElicitUrl,
 }
 
 impl Fault {
@@ -48,6 +49,7 @@ impl Fault {
             "notify-before-init" => Self::NotifyBeforeInit,
             "loop-cursor" => Self::LoopCursor,
             "change-read-notify" => Self::ChangeReadNotify,
+            "elicit-url" => Self::ElicitUrl,
             _ => return None,
         })
     }
@@ -72,6 +74,7 @@ pub(super) fn parse_options(
         claim_read_only: false,
         pid_file: None,
         cancel_log: None,
+        fault_on_get: false,
     };
     let mut fault_name = std::env::var("RPR_FAULT").ok();
     let mut args = args.into_iter();
@@ -102,6 +105,13 @@ pub(super) fn parse_options(
             "--claim-read-only" => opts.claim_read_only = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),
             "--cancel-log" => opts.cancel_log = Some(value()?.into()),
+            "--fault-on" => {
+                opts.fault_on_get = match value()?.as_str() {
+                    "put" => false,
+                    "get" => true,
+                    other => return Err(format!("--fault-on {other:?}: expected put or get")),
+                }
+            }
             other => return Err(format!("unknown option {other:?}; see --help")),
         }
     }
