@@ -1,4 +1,4 @@
-//! The fourteen pathway states and the edges between them, as data.
+//! The fifteen pathway states and the edges between them, as data.
 //!
 //! This is the run-time view of the state machine in `src/state_machine.json`. The
 //! typed transitions in [`crate::pathway`] each name one edge of [`EDGES`]; the store
@@ -6,7 +6,7 @@
 //! `tests/state_machine.rs` proves that this table, the JSON file and the typed
 //! methods agree.
 
-/// One of the fourteen pathway states.
+/// One of the fifteen pathway states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[expect(
     clippy::exhaustive_enums,
@@ -41,11 +41,15 @@ pub enum State {
     Denied,
     /// Abandoned with residuals recorded by the residual owner. Terminal.
     Aborted,
+    /// A read-only call that errored, timed out or was cut off, its reason recorded.
+    /// Terminal: a read changes nothing, so there is nothing to repair or reconcile (an
+    /// identical read later is a new pathway).
+    Failed,
 }
 
 impl State {
     /// Every state, in the order of the spec file.
-    pub const ALL: [State; 14] = [
+    pub const ALL: [State; 15] = [
         State::Proposed,
         State::AwaitingApproval,
         State::Approved,
@@ -60,6 +64,7 @@ impl State {
         State::Completed,
         State::Denied,
         State::Aborted,
+        State::Failed,
     ];
 
     /// The snake_case name used in the database, the ledger and the spec file.
@@ -80,13 +85,17 @@ impl State {
             State::Completed => "completed",
             State::Denied => "denied",
             State::Aborted => "aborted",
+            State::Failed => "failed",
         }
     }
 
     /// Whether no edge leaves this state.
     #[must_use]
     pub const fn is_terminal(self) -> bool {
-        matches!(self, State::Completed | State::Denied | State::Aborted)
+        matches!(
+            self,
+            State::Completed | State::Denied | State::Aborted | State::Failed
+        )
     }
 
     /// Whether `self -> to` is an edge of the state machine.
@@ -139,7 +148,7 @@ pub(crate) use named;
 
 named!(
     State,
-    "one of the fourteen pathway states in src/state_machine.json"
+    "one of the fifteen pathway states in src/state_machine.json"
 );
 
 /// A name that is not one of an enum's snake_case names (a [`State`], an
@@ -240,6 +249,7 @@ pub const EDGES: &[(State, State)] = &[
     (State::Running, State::PartiallyCompleted),
     (State::Running, State::WriteStatusUnknown),
     (State::Running, State::RepairRequired),
+    (State::Running, State::Failed),
     (State::Held, State::HumanGate),
     (State::Held, State::Approved),
     (State::Held, State::Aborted),

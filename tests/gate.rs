@@ -208,6 +208,21 @@ fn raw_session(
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
 ) {
+    let (child, stdin, stdout, _) = raw_session_declaring(gate, &json!({}));
+    (child, stdin, stdout)
+}
+
+/// [`raw_session`] with the client declaring `capabilities`; also returns the
+/// `initialize` result.
+fn raw_session_declaring(
+    gate: &[String],
+    capabilities: &Value,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+    Value,
+) {
     let mut child = Command::new(&gate[0])
         .args(&gate[1..])
         .stdin(Stdio::piped())
@@ -218,12 +233,87 @@ fn raw_session(
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        "protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}});
     writeln!(stdin, "{init}").unwrap();
+    let reply = next_reply(&mut stdout, &json!(1));
+    assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{reply}");
+    (child, stdin, stdout, reply["result"].clone())
+}
+
+/// The next message the gate writes to its client.
+fn next_message(stdout: &mut BufReader<std::process::ChildStdout>) -> Value {
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("2025-11-25"), "{line}");
-    (child, stdin, stdout)
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
+
+/// The gate's answer to request `id`, skipping what comes before it (notifications).
+fn next_reply(stdout: &mut BufReader<std::process::ChildStdout>, id: &Value) -> Value {
+    loop {
+        let message = next_message(stdout);
+        if &message["id"] == id && message.get("method").is_none() {
+            return message;
+        }
+    }
+}
+
+/// `argv` with `--call-timeout SECONDS`.
+fn with_call_timeout(mut argv: Vec<String>, seconds: u64) -> Vec<String> {
+    let at = argv.iter().position(|a| a == "--call-timeout").unwrap();
+    argv[at + 1] = seconds.to_string();
+    argv
+}
+
+/// Waits until pathway `id`'s state is `want` (the gate records it on its own threads).
+fn await_state(dir: &TempDir, id: &str, want: State) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = store(dir).pathway(id).unwrap().map(|p| p.state);
+        if now == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pathway {id} is {now:?}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The only pathway in the store, once there is one.
+fn await_only_pathway(dir: &TempDir) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if dir.join("rpr.db").exists()
+            && let Ok(all) = store(dir).list_pathways(None, 10, None)
+            && let [only] = all.as_slice()
+        {
+            return only.id.clone();
+        }
+        assert!(Instant::now() < deadline, "no pathway was recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts that the gate answers nothing more to what was sent before: a `ping` sent
+/// now is answered first. (An answer the gate was about to send would come before it.)
+fn answers_nothing_before_a_ping(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut BufReader<std::process::ChildStdout>,
+) {
+    // The recorded outcome comes just before an answer would: give that answer its time.
+    std::thread::sleep(Duration::from_millis(500));
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": "ping-after", "method": "ping"})
+    )
+    .unwrap();
+    let next = next_message(stdout);
+    assert_eq!(
+        next["id"], "ping-after",
+        "the gate answered a cancelled request: {next}"
+    );
 }
 
 #[test]
@@ -992,6 +1082,12 @@ fn an_identical_read_after_a_failed_read_is_a_new_call() {
     let missing = result(call(&client, "read_text_file", &args));
     assert_eq!(missing["isError"], true, "{missing}");
     let failed = meta_id(&missing);
+    assert_eq!(missing["_meta"]["dev.rpr/pathway"]["state"], "failed");
+    assert_eq!(
+        state(&dir, &failed),
+        State::Failed,
+        "a read that failed is closed"
+    );
     std::fs::write(&path, "arrived").unwrap();
     let again = result(call(&client, "read_text_file", &args));
     assert_ne!(
@@ -1005,18 +1101,23 @@ fn an_identical_read_after_a_failed_read_is_a_new_call() {
     client.shutdown();
 }
 
+/// Issue 26: MCP's cancellation, for a governed call and a request passed through. The
+/// client's `notifications/cancelled` reaches the server under the id the gate used there
+/// (once: no second cancellation at the timeout), the client gets no answer to either
+/// cancelled request, and the governed call, which the server never answers, stays
+/// unknown (it wrote before the cancellation came).
 #[test]
 fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
     let dir = TempDir::new("gate-cancel");
     let policy = fault_policy(&dir);
     let log = dir.join("cancelled.log");
     let log_arg = log.display().to_string();
-    let mut gate = fault_gate(&dir, &policy, "never-reply", &["--cancel-log", &log_arg]);
     // A short call timeout: the server never answers.
-    let at = gate.iter().position(|a| a == "--call-timeout").unwrap();
-    gate[at + 1] = "3".into();
+    let gate = with_call_timeout(
+        fault_gate(&dir, &policy, "never-reply", &["--cancel-log", &log_arg]),
+        3,
+    );
     let (mut child, mut stdin, mut stdout) = raw_session(&gate);
-    let mut line = String::new();
     let put = json!({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
         "params": {"name": "put", "arguments": {"key": "k", "value": "v"}}});
     writeln!(stdin, "{put}").unwrap();
@@ -1028,30 +1129,246 @@ fn the_clients_cancellation_reaches_the_server_and_the_call_stays_unknown() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A request passed through, which the fault server never answers.
+    let hang = json!({"jsonrpc": "2.0", "id": "hang-1", "method": "rpr-fault/hang"});
+    writeln!(stdin, "{hang}").unwrap();
+    // Sent on before it is cancelled (a request cancelled before that is not sent on).
+    std::thread::sleep(Duration::from_millis(500));
+    let cancels = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let logged = std::fs::read_to_string(&log).unwrap_or_default();
+            if logged.lines().count() >= n {
+                return logged;
+            }
+            assert!(Instant::now() < deadline, "cancellations seen: {logged}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for id in ["call-7", "hang-1"] {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "user pressed stop"}});
+        writeln!(stdin, "{cancel}").unwrap();
+    }
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::WriteStatusUnknown);
+    // The passed-through request waits as long (the same timeout) and started later.
+    std::thread::sleep(Duration::from_secs(1));
+    answers_nothing_before_a_ping(&mut stdin, &mut stdout);
+    let cancelled: Vec<Value> = cancels(2)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(cancelled.len(), 2, "one cancellation each: {cancelled:?}");
+    for c in &cancelled {
+        assert!(
+            c["requestId"] != "call-7" && c["requestId"] != "hang-1",
+            "with the server's id, not the client's: {c}"
+        );
+        assert_eq!(
+            c["reason"], "cancelled by the client: user pressed stop",
+            "the client's cancellation, not the timeout's: {c}"
+        );
+    }
+    assert_eq!(effects(&dir), 1);
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// Issue 26: a governed call whose answer arrives after the client cancelled it: that
+/// answer is its outcome (here read back and completed), and the client gets no answer.
+#[test]
+fn a_cancelled_call_the_server_answers_anyway_is_recorded_and_not_answered() {
+    let (dir, _, gate) = fault_setup("gate-cancel-late", "slow", &["--sleep-ms", "1500"]);
+    let (mut child, mut stdin, mut stdout) = raw_session(&gate);
+    let put = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "put", "arguments": {"key": "k", "value": "late"}}});
+    writeln!(stdin, "{put}").unwrap();
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::Running);
+    // The attempt is recorded just before the request is written: give it that moment.
+    std::thread::sleep(Duration::from_millis(300));
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": {"requestId": "call-7", "reason": "user pressed stop"}});
+        "params": {"requestId": 8}});
     writeln!(stdin, "{cancel}").unwrap();
-    line.clear();
-    stdout.read_line(&mut line).unwrap();
-    let reply: Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(reply["id"], "call-7");
-    assert_eq!(reply["result"]["isError"], true, "{reply}");
-    let id = meta_id(&reply["result"]);
+    await_state(&dir, &id, State::Completed);
+    answers_nothing_before_a_ping(&mut stdin, &mut stdout);
+    assert_eq!(effects(&dir), 1);
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// Issue 26: a read the client cancelled, which the server never answers, ends failed,
+/// "cancelled by the client", and is not answered.
+#[test]
+fn a_cancelled_read_ends_failed_cancelled_by_the_client() {
+    let (dir, _, gate) = fault_setup("gate-cancel-read", "never-reply", &["--fault-on", "get"]);
+    let gate = with_call_timeout(gate, 2);
+    let (mut child, mut stdin, mut stdout) = raw_session(&gate);
+    let get = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "get", "arguments": {"key": "k"}}});
+    writeln!(stdin, "{get}").unwrap();
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::Running);
+    std::thread::sleep(Duration::from_millis(300));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 9}});
+    writeln!(stdin, "{cancel}").unwrap();
+    await_state(&dir, &id, State::Failed);
+    answers_nothing_before_a_ping(&mut stdin, &mut stdout);
+    let attempt = store(&dir).attempts(&id).unwrap().pop().unwrap();
+    let why = attempt.outcome.unwrap().to_string();
+    assert!(why.contains("cancelled by the client"), "{why}");
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// Issue 26: a read that errors, is rejected, times out or is cut off ends `failed`, with
+/// its reason in the client's answer and the attempt's record (not `repair_required` or
+/// unknown, which nothing could settle); the identical read after it is a new pathway.
+#[test]
+fn a_read_that_errors_times_out_or_is_cut_off_ends_failed_with_its_reason() {
+    for (fault, reason) in [
+        ("is-error", "injected tool failure on get"),
+        ("rpc-error", "injected rpc-error on get"),
+        ("never-reply", "got no reply within"),
+        ("crash-after-read", "no usable reply arrived"),
+    ] {
+        let (dir, _, gate) =
+            fault_setup(&format!("gate-read-{fault}"), fault, &["--fault-on", "get"]);
+        let client = connect(&with_call_timeout(gate, 2));
+        let args = json!({"key": "k"});
+        let answer = |reply: Reply| match reply {
+            Reply::Result(r) => (r["_meta"]["dev.rpr/pathway"].clone(), r.to_string()),
+            Reply::Error(e) => {
+                let data = e.data.clone().unwrap_or_default();
+                (data["dev.rpr/pathway"].clone(), e.message)
+            }
+        };
+        let (pathway, said) = answer(call(&client, "get", &args));
+        assert_eq!(pathway["state"], "failed", "{fault}: {said}");
+        assert!(said.contains(reason), "{fault}: {said}");
+        let id = pathway["id"].as_str().unwrap().to_owned();
+        assert_eq!(state(&dir, &id), State::Failed, "{fault}");
+        let attempt = store(&dir).attempts(&id).unwrap().pop().unwrap();
+        let recorded = attempt.outcome.unwrap().to_string();
+        assert!(recorded.contains(reason), "{fault}: {recorded}");
+        let (again, _) = answer(call(&client, "get", &args));
+        assert_ne!(
+            again["id"], pathway["id"],
+            "{fault}: the read again is a new call"
+        );
+        assert_eq!(state(&dir, again["id"].as_str().unwrap()), State::Failed);
+        client.shutdown();
+        let db = dir.join("rpr.db").display().to_string();
+        let verified = rpr(&["verify", "--database", &db]);
+        assert!(verified.status.success(), "{fault}: {}", text(&verified));
+    }
+}
+
+/// Issue 26: the client's own elicitation capability reaches the server as declared, so a
+/// server offers URL mode; its `elicitation/create` in URL mode and its
+/// `notifications/elicitation/complete` pass through the gate.
+#[test]
+fn url_mode_elicitation_is_declared_as_the_client_declared_it_and_passes_through() {
+    let (dir, _, gate) = fault_setup("gate-url-elicit", "elicit-url", &[]);
+    let declared = json!({"elicitation": {"form": {}, "url": {}}});
+    let (mut child, mut stdin, mut stdout, _) = raw_session_declaring(&gate, &declared);
+    let get = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "get", "arguments": {"key": "k"}}});
+    writeln!(stdin, "{get}").unwrap();
+    let ask = next_message(&mut stdout);
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert_eq!(ask["params"]["mode"], "url", "{ask}");
     assert_eq!(
-        state(&dir, &id),
-        State::WriteStatusUnknown,
-        "no answer: unknown"
+        ask["params"]["url"],
+        "https://example.com/authorize?state=fault"
     );
-    let cancelled = std::fs::read_to_string(&log).unwrap_or_default();
+    let answer = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}});
+    writeln!(stdin, "{answer}").unwrap();
+    let mut complete = None;
+    let result = loop {
+        let message = next_message(&mut stdout);
+        if message["method"] == "notifications/elicitation/complete" {
+            complete = Some(message);
+        } else if message["id"] == 5 {
+            break message;
+        }
+    };
+    let complete = complete.expect("the completion notification reached the client");
+    assert_eq!(complete["params"]["elicitationId"], "fault-elicitation-1");
     assert_eq!(
-        cancelled.lines().count(),
-        1,
-        "the server got one cancellation: {cancelled}"
+        result["result"]["structuredContent"]["value"], "accept",
+        "{result}"
     );
-    assert_ne!(
-        cancelled.trim(),
-        "\"call-7\"",
-        "with the server's id, not the client's"
+    assert_eq!(state(&dir, &meta_id(&result["result"])), State::Completed);
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// Issue 26: the gate does not govern tasks. It does not mirror the server's `tasks`
+/// capability; a task-augmented `tools/call` gets a JSON-RPC error saying so, and a tool
+/// that can only run as a task is refused; neither records a pathway.
+#[test]
+fn tasks_are_not_advertised_and_a_task_call_is_refused_without_a_pathway() {
+    let dir = TempDir::new("gate-tasks");
+    let policy = dir.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({"servers": {"everything": {"echo": {"read_only": true}}}}).to_string(),
+    )
+    .unwrap();
+    let p = peers();
+    let everything = vec![
+        p.node.display().to_string(),
+        p.dir
+            .join("node_modules/.bin/mcp-server-everything")
+            .display()
+            .to_string(),
+        "stdio".into(),
+    ];
+    let gate = gate_argv(&dir, &policy, "everything", &everything);
+    let (mut child, mut stdin, mut stdout, init) = raw_session_declaring(&gate, &json!({}));
+    assert!(init["capabilities"].get("tools").is_some(), "{init}");
+    assert!(
+        init["capabilities"].get("tasks").is_none(),
+        "tasks mirrored: {init}"
+    );
+    let calls = [
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"message": "hi"}, "task": {"ttl": 60000}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "simulate-research-query", "arguments": {"topic": "x"}, "task": {"ttl": 60000}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "simulate-research-query", "arguments": {"topic": "x"}}}),
+    ];
+    for call in calls {
+        writeln!(stdin, "{call}").unwrap();
+        let reply = next_reply(&mut stdout, &call["id"]);
+        assert_eq!(reply["id"], call["id"], "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("rpr gate does not govern tasks")
+                || message.contains("not governed by rpr gate"),
+            "{reply}"
+        );
+        if call["params"].get("task").is_some() {
+            assert_eq!(reply["error"]["code"], -32602, "{reply}");
+            assert!(message.contains("without `task`"), "{reply}");
+        } else {
+            assert_eq!(reply["error"]["code"], -32601, "{reply}");
+        }
+    }
+    assert_eq!(pathway_count(&dir), 0, "no pathway recorded");
+    // A plain call of the same tool is governed as usual.
+    let plain = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"message": "hi"}}});
+    writeln!(stdin, "{plain}").unwrap();
+    let reply = next_reply(&mut stdout, &json!(6));
+    assert_eq!(
+        state(&dir, &meta_id(&reply["result"])),
+        State::Completed,
+        "{reply}"
     );
     drop(stdin);
     child.wait().unwrap();

@@ -735,3 +735,55 @@ fn a_given_tool_list_is_what_the_call_is_bound_and_checked_against() {
     drop(given);
     client.shutdown();
 }
+
+/// Issue 26: `ExecutorConfig::call_tag` reaches the session, so `Session::cancel_tagged`
+/// finds the `tools/call`: the server gets one `notifications/cancelled` under the call's
+/// own id, with the caller's reason (not a second one at the timeout), and without an
+/// answer the delivery is `PossiblyWritten`, saying it was cancelled.
+#[test]
+fn a_tagged_call_is_cancelled_under_its_own_id_and_ends_possibly_written() {
+    let fx = Fixture::new("tagged-cancel");
+    let log = fx.dir.join("cancelled.log");
+    let command = fx.command("never-reply").arg("--cancel-log").arg(&log);
+    let client = Arc::new(McpClient::connect(&command, &fast_config()).unwrap());
+    let exec = ExecutorConfig::default()
+        .with_call_timeout(Duration::from_secs(2))
+        .with_call_tag("client-call-1");
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put").with_config(exec);
+    let request = put_request();
+    let binding = executor.bind(&request).unwrap();
+    executor.prepare(&request, &binding).unwrap();
+    let canceller = {
+        let client = Arc::clone(&client);
+        let fx_effects = fx.effects.clone();
+        std::thread::spawn(move || {
+            // Once the server has the call (its effect is written), cancel it.
+            while std::fs::read_to_string(&fx_effects).map_or(0, |s| s.lines().count()) == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            client
+                .session()
+                .cancel_tagged("client-call-1", "stopped by the user")
+        })
+    };
+    let delivery = executor.execute(&request);
+    assert!(canceller.join().unwrap(), "the tag found the waiting call");
+    let Delivery::PossiblyWritten { reason } = &delivery else {
+        panic!("{delivery:?}")
+    };
+    assert!(
+        reason.contains("cancelled") && reason.contains("stopped by the user"),
+        "{reason}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = logged
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "one cancellation: {logged}");
+    assert!(
+        lines[0]["requestId"].is_number(),
+        "the call's own id: {logged}"
+    );
+    assert_eq!(lines[0]["reason"], "stopped by the user");
+}

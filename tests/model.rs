@@ -483,7 +483,7 @@ macro_rules! terminal {
         }
     )*};
 }
-terminal!(Completed, Denied, Aborted);
+terminal!(Completed, Denied, Aborted, Failed);
 
 /// A handle and the database (0 = A, 1 = B) it came from.
 #[derive(Debug)]
@@ -1623,6 +1623,7 @@ impl World {
             StoredPathway::Completed(p) => (Some(p.state()), None),
             StoredPathway::Denied(p) => (Some(p.state()), None),
             StoredPathway::Aborted(p) => (Some(p.state()), None),
+            StoredPathway::Failed(p) => (Some(p.state()), None),
             StoredPathway::InFlightElsewhere { attempt, .. } => {
                 match &flight {
                     Some(f)
@@ -2311,6 +2312,7 @@ impl World {
             Outcome::Failed(p) => self.ok(&call, p),
             Outcome::Partial(p) => self.ok(&call, p),
             Outcome::Unknown(p) => self.ok(&call, p),
+            Outcome::ReadFailed(p) => self.ok(&call, p),
             Outcome::Unrecorded(unrecorded) => {
                 let taken = ex.attempt.as_ref().is_some_and(|at| {
                     self.takeovers

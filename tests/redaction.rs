@@ -116,12 +116,12 @@ fn a_secret_in_error_data_is_redacted_in_the_error_message_too() {
         }),
         class: rpr::executor::RejectionClass::NotApplied,
     }]);
-    let Outcome::Failed(_) =
+    let Outcome::ReadFailed(_) =
         p.bind(&mut ex)
             .unwrap()
             .dispatch(&rt, &actor("execution_actor"), &mut ex)
     else {
-        panic!("a not-applied rejection needs repair")
+        panic!("a rejected read ends failed")
     };
     let db_text = db_dump(&dir.db());
     assert!(

@@ -592,3 +592,32 @@ fn call_answers_an_identical_call_from_its_open_pathway_whatever_its_key() {
         1
     );
 }
+
+/// Issue 26: `rpr call` of a read that fails says the pathway is failed, with the reason,
+/// and exits 1 (nothing to repair); the same read again is a new pathway.
+#[test]
+fn call_of_a_read_that_fails_ends_failed_and_the_same_read_again_is_a_new_pathway() {
+    let dir = Scratch::new("cli-read-failed");
+    let config = dir.write(
+        "mcp-get-fails.json",
+        &serde_json::json!({"mcpServers": {"ledger": {
+            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
+                     "--fault", "is-error", "--fault-on", "get"],
+        }}}),
+    );
+    let policy = dir.policy();
+    let db = dir.join("rpr.db").display().to_string();
+    for round in 1..=2 {
+        let output = run(call_args(&config, &policy, &db, "get", r#"{"key": "k"}"#));
+        let out = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{out}");
+        assert!(
+            out.contains("is FAILED") && out.contains("injected tool failure on get"),
+            "{out}"
+        );
+        let pathways = host_support::pathways(dir.join("rpr.db").as_path());
+        assert_eq!(pathways.len(), round, "{pathways:?}");
+        assert!(pathways.iter().all(|p| p.2 == "failed"), "{pathways:?}");
+    }
+}

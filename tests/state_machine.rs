@@ -304,6 +304,12 @@ fn every_typed_method_records_exactly_the_spec_edges() {
     admitted(&rt, "n", ActionClass::Mutating)
         .abort(&rt, &resid, &json!({}))
         .unwrap();
+    // O: a read-only call that timed out ends failed (a read changes nothing).
+    let Outcome::ReadFailed(_) =
+        dispatch(&rt, admitted(&rt, "o", ActionClass::ReadOnly), possibly())
+    else {
+        panic!()
+    };
 
     let observed: BTreeSet<(String, String)> = ledger_edges(&rt).into_iter().collect();
     assert_eq!(
@@ -312,4 +318,101 @@ fn every_typed_method_records_exactly_the_spec_edges() {
         "the typed methods must record exactly the spec's edges"
     );
     assert!(rt.verify(None).unwrap().is_ok());
+}
+
+/// Issue 26: a read-only call that errors, is rejected, times out or is cut off ends in the
+/// terminal state `failed`, its reason in the attempt's outcome and the ledger; the same
+/// deliveries leave a call that may change something `repair_required` or unknown, never
+/// failed (here its target even claims to be read-only: the definition decides).
+#[test]
+fn a_read_that_errors_times_out_or_is_cut_off_ends_failed_and_a_write_never_does() {
+    let dir = TempDir::new("read-failed");
+    let rt = runtime(&dir.db());
+    let rejected = |class| Delivery::Rejected {
+        error: json!({"code": -32000, "message": "no such key"}),
+        class,
+    };
+    let cases = [
+        (
+            Delivery::ToolFailed {
+                reply: json!({"content": [{"type": "text", "text": "ENOENT: no such file"}], "isError": true}),
+            },
+            "ENOENT: no such file",
+            State::RepairRequired,
+        ),
+        (possibly(), "timeout", State::WriteStatusUnknown),
+        (
+            Delivery::PossiblyWritten {
+                reason: "the server closed its stdout".into(),
+            },
+            "the server closed its stdout",
+            State::WriteStatusUnknown,
+        ),
+        (
+            rejected(rpr::executor::RejectionClass::Unknown),
+            "no such key",
+            State::WriteStatusUnknown,
+        ),
+        (
+            rejected(rpr::executor::RejectionClass::NotApplied),
+            "no such key",
+            State::RepairRequired,
+        ),
+        (
+            Delivery::NothingWritten {
+                reason: "the pipe was closed before the request".into(),
+            },
+            "the pipe was closed before the request",
+            State::RepairRequired,
+        ),
+    ];
+    for (i, (delivery, reason, write_ends)) in cases.into_iter().enumerate() {
+        let read = dispatch(
+            &rt,
+            admitted(&rt, &format!("read-{i}"), ActionClass::ReadOnly),
+            delivery.clone(),
+        );
+        let Outcome::ReadFailed(failed) = read else {
+            panic!("case {i}: a read ended {read}")
+        };
+        assert_eq!(failed.state(), State::Failed);
+        let stored = rt.reader().pathway(failed.id()).unwrap().unwrap();
+        assert_eq!(stored.state, State::Failed, "case {i}");
+        let attempt = rt.reader().attempts(failed.id()).unwrap().pop().unwrap();
+        assert_eq!(attempt.id, failed.attempt());
+        let outcome = attempt.outcome.unwrap().to_string();
+        assert!(outcome.contains(reason), "case {i}: {outcome}");
+        let loaded = rt.load(failed.id()).unwrap();
+        assert!(
+            matches!(loaded, rpr::StoredPathway::Failed(_)),
+            "case {i}: {loaded}"
+        );
+
+        let write = dispatch(
+            &rt,
+            admitted(&rt, &format!("write-{i}"), ActionClass::Mutating),
+            delivery,
+        );
+        let state = match &write {
+            Outcome::Failed(p) => p.state(),
+            Outcome::Unknown(p) => p.state(),
+            other => panic!("case {i}: a write ended {other}"),
+        };
+        assert_eq!(state, write_ends, "case {i}");
+    }
+    let failed_reads = rt
+        .reader()
+        .list_pathways(None, 100, Some(State::Failed))
+        .unwrap();
+    assert_eq!(failed_reads.len(), 6);
+    assert!(
+        rt.reader()
+            .list_unresolved(None, 100)
+            .unwrap()
+            .iter()
+            .all(|p| p.state != State::Failed),
+        "a failed read is closed: not unresolved"
+    );
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
 }

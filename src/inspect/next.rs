@@ -176,6 +176,12 @@ pub fn next_action(
         State::Completed | State::Denied | State::Aborted => {
             ("none", &[], "terminal: nothing more happens", &[])
         }
+        State::Failed => (
+            "none",
+            &[],
+            "terminal: a read that failed changed nothing; an identical read is a new pathway",
+            &[],
+        ),
     };
     let roles = roles_for(acts);
     NextAction {

@@ -15,6 +15,7 @@ use crate::jsonrpc::ErrorObject;
 /// | [`McpError::WriteFailed`] | some, or all without a confirmed flush |
 /// | [`McpError::TimedOut`] | all (or a stalled write still in progress) |
 /// | [`McpError::ConnectionLost`] | all |
+/// | [`McpError::Cancelled`] | all |
 ///
 /// [`McpError::nothing_written`] is true only for `NotSent`.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +71,23 @@ pub enum McpError {
         written: usize,
         /// Bytes in the whole request line.
         total: usize,
+    },
+
+    /// The caller cancelled the request after it was written
+    /// ([`Session::cancel_tagged`](super::Session::cancel_tagged): one
+    /// `notifications/cancelled` was sent), and no reply came before the timeout. A late
+    /// reply will be dropped. The server may have acted on it.
+    #[error(
+        "`{method}` was cancelled after it was sent ({reason}), and no reply came within \
+         {timeout:?}; the server may have acted on it, treat its effect as unknown"
+    )]
+    Cancelled {
+        /// The request's method.
+        method: String,
+        /// The reason the cancellation gave.
+        reason: String,
+        /// The timeout that expired after the cancellation.
+        timeout: Duration,
     },
 
     /// The request was written, then the connection ended or the reply was unreadable.

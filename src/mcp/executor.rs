@@ -26,7 +26,11 @@ pub struct ExecutorConfig {
     /// `progressToken`); not part of the request, its digest or the binding.
     pub call_meta: Option<Value>,
     /// A tag under which the `tools/call` waits, so that it can be cancelled with
-    /// [`Session::cancel_tagged`](super::Session::cancel_tagged).
+    /// [`Session::cancel_tagged`](super::Session::cancel_tagged): the server gets
+    /// `notifications/cancelled` under the request's own id, and the call still waits for
+    /// its answer until the timeout. An answer that arrives is the outcome as usual;
+    /// without one the delivery is `PossiblyWritten` ([`McpError::Cancelled`](super::McpError::Cancelled)),
+    /// so a call that may change something stays unknown and a read ends failed.
     pub call_tag: Option<String>,
     /// The caller's word on the tool's class, overruling its `readOnlyHint` (a server's
     /// claim) in the binding: a host whose policy says a tool only reads (or that an
@@ -330,11 +334,12 @@ impl Executor for McpExecutor {
             .config
             .call_timeout
             .unwrap_or_else(|| self.client.request_timeout());
-        let delivery = match self.client.call_tool_with_meta(
+        let delivery = match self.client.call_tool_tagged(
             &self.tool,
             &request.arguments,
             self.config.call_meta.as_ref(),
             timeout,
+            self.config.call_tag.as_deref(),
         ) {
             Ok(Reply::Result(result)) => classify_result(result),
             Ok(Reply::Error(error)) => Delivery::Rejected {

@@ -69,8 +69,14 @@ Options:
   --draft07               declare draft-07 `$schema` in the input schemas
   --claim-read-only       annotate `put` readOnlyHint: true (a lie: it still writes)
   --pid-file PATH         write this process's id to PATH at start
-  --cancel-log PATH       append the requestId of each notifications/cancelled to PATH
+  --cancel-log PATH       append each notifications/cancelled to PATH, one JSON line
+                          {\"requestId\", \"reason\"} each
+  --fault-on TOOL         the tool the fault hits: put (default) or get; on `get` only
+                          crash-after-read, never-reply, slow, is-error and rpc-error act
   --help                  this text
+
+A request `rpr-fault/hang` is never answered (whatever the fault): a request that a
+client can only cancel.
 
 Faults (on tools/call of `put` unless noted):
   none                 store and reply
@@ -100,6 +106,10 @@ Faults (on tools/call of `put` unless noted):
                        nothing before initialize
   slow-discover        (modern or dual, on the first server/discover) sleep --sleep-ms before
                        answering, as a server slow to start does
+  elicit-url           (on tools/call of `get`) if the client declared elicitation.url: an
+                       elicitation/create in URL mode, then (after the client's answer)
+                       notifications/elicitation/complete, then the result, whose
+                       structuredContent.value is the client's action; else a tool error
 ";
 
 #[derive(Debug)]
@@ -125,6 +135,8 @@ struct Options {
     claim_read_only: bool,
     pid_file: Option<PathBuf>,
     cancel_log: Option<PathBuf>,
+    /// The fault hits `get` instead of `put` (`--fault-on get`).
+    fault_on_get: bool,
 }
 
 fn log(message: &str) {
@@ -156,6 +168,8 @@ struct Server {
     modern: bool,
     /// The ids of every `tools/call` received (a 2026-07-28 retry must use a new one).
     call_ids: std::collections::HashSet<String>,
+    /// The `capabilities` the client declared in `initialize`.
+    client_capabilities: Value,
 }
 
 impl Server {
@@ -232,7 +246,10 @@ impl Server {
                 self.modern = self.serves_modern(&params);
                 match method.as_str() {
                     "server/discover" => self.discover(conn, id, &params),
-                    "initialize" => self.initialize(conn, id, &params),
+                    "initialize" => {
+                        self.client_capabilities = params["capabilities"].clone();
+                        self.initialize(conn, id, &params)
+                    }
                     _ if self.modern => {
                         if let Err((code, message, data)) = self.check_envelope(&params) {
                             return Self::error_with(conn, id, code, &message, data);
@@ -280,6 +297,10 @@ impl Server {
             "ping" if !self.modern => self.result(conn, id, json!({})),
             "tools/list" => self.list(conn, id, params),
             "tools/call" => self.call(conn, id, params),
+            "rpr-fault/hang" => {
+                log("rpr-fault/hang: never answered");
+                Ok(())
+            }
             other => Self::error(
                 conn,
                 id,
@@ -290,17 +311,21 @@ impl Server {
     }
 
     fn cancelled(&self, params: Option<&Value>) {
-        let request = params
-            .and_then(|p| p.get("requestId"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        log(&format!("cancelled requestId={request}"));
+        let field = |name: &str| {
+            params
+                .and_then(|p| p.get(name))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let (request, reason) = (field("requestId"), field("reason"));
+        log(&format!("cancelled requestId={request} reason={reason}"));
         if let Some(path) = &self.opts.cancel_log {
+            let line = json!({"requestId": request, "reason": reason});
             let written = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
-                .and_then(|mut f| writeln!(f, "{request}"));
+                .and_then(|mut f| writeln!(f, "{line}"));
             if let Err(e) = written {
                 log(&format!("could not write the cancel log: {e}"));
             }
@@ -403,6 +428,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         settled: None,
         modern: false,
         call_ids: std::collections::HashSet::new(),
+        client_capabilities: Value::Null,
     };
     let mut conn = Connection::new(
         MessageReader::new(std::io::stdin().lock()),

@@ -147,17 +147,28 @@ impl Session {
     ) -> Result<Reply, McpError> {
         let result = self.request_inner(method, params, timeout, tag);
         if let Some(tag) = tag {
-            self.shared.lock().tags.remove(tag);
+            let mut state = self.shared.lock();
+            if let Some(id) = state.tags.remove(tag) {
+                // Cancelled, then answered: the cancellation is forgotten with the tag.
+                state.cancelled.remove(&id);
+            }
         }
         result
     }
 
     /// Sends `notifications/cancelled` for the request waiting under `tag`; returns
     /// whether there was one. The request still waits for its reply (a server may answer
-    /// anyway) until its timeout.
+    /// anyway) until its timeout; without one it ends [`McpError::Cancelled`] (with
+    /// `reason`), and no second cancellation is sent.
     pub fn cancel_tagged(&self, tag: &str, reason: &str) -> bool {
-        let id = self.shared.lock().tags.get(tag).cloned();
-        let Some(id) = id else { return false };
+        let id = {
+            let mut state = self.shared.lock();
+            let Some(id) = state.tags.get(tag).cloned() else {
+                return false;
+            };
+            state.cancelled.insert(id.clone(), reason.to_owned());
+            id
+        };
         let params = json!({"requestId": id.to_value(), "reason": reason});
         self.notify("notifications/cancelled", Some(params)).is_ok()
     }
@@ -276,8 +287,22 @@ impl Session {
                     return Err(lost("the session's reader stopped".into()));
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    let still_pending = self.shared.lock().pending.remove(id).is_some();
+                    let (still_pending, cancelled) = {
+                        let mut state = self.shared.lock();
+                        (
+                            state.pending.remove(id).is_some(),
+                            state.cancelled.remove(id),
+                        )
+                    };
                     if still_pending {
+                        if let Some(reason) = cancelled {
+                            // Cancelled once already (cancel_tagged): not again.
+                            return Err(McpError::Cancelled {
+                                method: method.to_owned(),
+                                reason,
+                                timeout,
+                            });
+                        }
                         if !NEVER_CANCELLED.contains(&method) {
                             let params = json!({"requestId": id.to_value(), "reason": "timeout"});
                             let _ = self.notify("notifications/cancelled", Some(params));

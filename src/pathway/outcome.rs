@@ -2,7 +2,7 @@
 
 use super::stage::Loadable;
 use super::stage::{
-    Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Held, HumanGate,
+    Aborted, Approved, AwaitingApproval, Bound, Completed, Denied, Failed, Held, HumanGate,
     PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
     Stopped, Unknown,
 };
@@ -79,8 +79,14 @@ pub enum Outcome {
     /// returned by [`Pathway::dispatch_and_confirm`], which reads back at once).
     Returned(Pathway<Returned>),
     /// The tool failed, a rejection the policy calls not applied, or nothing was written
-    /// after the attempt was recorded: the repair owner must act.
+    /// after the attempt was recorded: the repair owner must act. (A read-only call that
+    /// fails ends [`Outcome::ReadFailed`] instead.)
     Failed(Pathway<RepairRequired>),
+    /// A read-only call errored, was rejected, timed out or was cut off: the pathway is
+    /// `failed`, with the reason in its attempt's outcome. Terminal: a read changes
+    /// nothing, so there is nothing to repair or reconcile. Only a pathway whose definition
+    /// *and* binding are read-only ends here; a call that may change something never does.
+    ReadFailed(Pathway<Failed>),
     /// Part of the effect happened.
     Partial(Pathway<PartiallyCompleted>),
     /// The effect may or may not have happened.
@@ -138,6 +144,8 @@ pub enum StoredPathway {
     Denied(Pathway<Denied>),
     /// Aborted (terminal; only from `load`).
     Aborted(Pathway<Aborted>),
+    /// A failed read (terminal; only from `load`).
+    Failed(Pathway<Failed>),
     /// An attempt is in flight in another live process: not ours to touch.
     InFlightElsewhere {
         /// The pathway row.
@@ -253,6 +261,7 @@ impl fmt::Display for Outcome {
             Outcome::Completed(p) => (p.id(), p.state()),
             Outcome::Returned(p) => (p.id(), p.state()),
             Outcome::Failed(p) => (p.id(), p.state()),
+            Outcome::ReadFailed(p) => (p.id(), p.state()),
             Outcome::Partial(p) => (p.id(), p.state()),
             Outcome::Unknown(p) => (p.id(), p.state()),
         };
@@ -311,6 +320,7 @@ const _: fn(&StoredPathway) = |stored| {
         StoredPathway::Completed(p) => loadable(p),
         StoredPathway::Denied(p) => loadable(p),
         StoredPathway::Aborted(p) => loadable(p),
+        StoredPathway::Failed(p) => loadable(p),
         StoredPathway::InFlightElsewhere { .. } => {}
     }
 };
@@ -335,6 +345,7 @@ impl StoredPathway {
             Self::Completed(p) => p.id(),
             Self::Denied(p) => p.id(),
             Self::Aborted(p) => p.id(),
+            Self::Failed(p) => p.id(),
             Self::InFlightElsewhere { pathway, .. } => &pathway.id,
         }
     }
@@ -358,6 +369,7 @@ impl StoredPathway {
             Self::Completed(p) => p.state(),
             Self::Denied(p) => p.state(),
             Self::Aborted(p) => p.state(),
+            Self::Failed(p) => p.state(),
             Self::InFlightElsewhere { pathway, .. } => pathway.state,
         }
     }
@@ -381,6 +393,7 @@ impl StoredPathway {
             Self::Completed(p) => p.request_digest(),
             Self::Denied(p) => p.request_digest(),
             Self::Aborted(p) => p.request_digest(),
+            Self::Failed(p) => p.request_digest(),
             Self::InFlightElsewhere { pathway, .. } => &pathway.request_digest,
         }
     }

@@ -120,6 +120,12 @@ stage!(
     /// Abandoned, residuals recorded. Terminal.
     Aborted {} => State::Aborted
 );
+stage!(
+    /// A read-only call that errored, timed out or was cut off; the attempt's outcome
+    /// records why. Terminal: a read changes nothing, so nothing is left to repair or
+    /// reconcile.
+    Failed { attempt: String } => State::Failed
+);
 
 /// Stages that re-hydration ([`Runtime::load`](crate::Runtime::load),
 /// [`Runtime::recover`](crate::Runtime::recover)) may hand out: every stage but [`Bound`].
@@ -146,6 +152,7 @@ impl Loadable for ReadyToResume {}
 impl Loadable for Completed {}
 impl Loadable for Denied {}
 impl Loadable for Aborted {}
+impl Loadable for Failed {}
 
 /// Stages from which the residual owner may abort.
 #[diagnostic::on_unimplemented(

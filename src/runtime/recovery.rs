@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use super::{RELOADS, Runtime};
 use crate::pathway::stage::{
-    Aborted, Approved, AwaitingApproval, Completed, Denied, Held, HumanGate, PartiallyCompleted,
-    Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned, Stopped, Unknown,
+    Aborted, Approved, AwaitingApproval, Completed, Denied, Failed, Held, HumanGate,
+    PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
+    Stopped, Unknown,
 };
 use crate::pathway::{Core, Definition, Pathway, PathwayError, StoredPathway, request_json};
 use crate::state::{AttemptStatus, State};
@@ -196,6 +197,13 @@ impl Runtime {
             State::Aborted => StoredPathway::Aborted(Pathway {
                 core,
                 stage: Aborted { _private: () },
+            }),
+            State::Failed => StoredPathway::Failed(Pathway {
+                core,
+                stage: Failed {
+                    attempt: need_attempt()?,
+                    _private: (),
+                },
             }),
         })
     }

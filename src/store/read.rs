@@ -219,8 +219,11 @@ impl ReadStore {
     ) -> Result<Vec<PathwayRecord>, StoreError> {
         on_postgres!(self, pg => pg.list_unresolved(after, limit));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // The index `pathways_unresolved` covers `NOT IN` the first three terminal states
+        // (its predicate, written before `failed` existed, must appear here as written for
+        // the index to be used); a failed read, also terminal, is filtered out beside it.
         let mut stmt = self.conn().prepare_cached(&format!(
-            "{PATHWAY_SELECT} WHERE state NOT IN ('completed', 'denied', 'aborted') AND id > ?1 ORDER BY id LIMIT ?2"
+            "{PATHWAY_SELECT} WHERE state NOT IN ('completed', 'denied', 'aborted') AND state <> 'failed' AND id > ?1 ORDER BY id LIMIT ?2"
         ))?;
         let mut out = Vec::new();
         for r in stmt.query_map(params![after.unwrap_or(""), limit], pathway_row)? {

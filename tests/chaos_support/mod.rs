@@ -1086,7 +1086,9 @@ impl Ctx {
             };
             let command = match &state {
                 None | Some((State::Proposed, _)) => "call",
-                Some((State::Completed | State::Denied | State::Aborted, _)) => return true,
+                Some((State::Completed | State::Denied | State::Aborted | State::Failed, _)) => {
+                    return true;
+                }
                 // After a kill the host restarts with the same call: it must replay.
                 Some(_) if killed && rng.chance(30) => "call",
                 Some((State::HumanGate | State::AwaitingApproval, _)) => "approve",

@@ -294,7 +294,7 @@ fn build_tools() -> Value {
         tool(
             "rpr.list_unresolved",
             "List unresolved pathways",
-            "A page of pathways not yet completed, denied or aborted, ordered by id, each with the action it needs and the roles and actors that must take it.",
+            "A page of pathways not yet completed, denied, aborted or failed (a read that failed), ordered by id, each with the action it needs and the roles and actors that must take it.",
             input(
                 json!({"limit": limit_schema(), "cursor": cursor_schema()}),
                 &[]

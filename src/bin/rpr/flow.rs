@@ -373,6 +373,25 @@ pub(crate) fn carry_out<S: Bindable>(
             hint.next("repair", f.id(), " --as NAME --evidence TEXT");
             Ok(Exit::Pending)
         }
+        Outcome::ReadFailed(f) => {
+            let outcome = rt
+                .reader()
+                .attempts(f.id())?
+                .pop()
+                .and_then(|a| a.outcome);
+            let o = outcome.as_ref().unwrap_or(&Value::Null);
+            let why = match (o["reason"].as_str(), o["error"]["message"].as_str()) {
+                (Some(reason), _) => reason.to_owned(),
+                (None, Some(message)) => format!("the server answered an error: {message}"),
+                (None, None) => format!("the tool answered {}", result_text(Some(o))),
+            };
+            Err(format!(
+                "pathway {} is FAILED — the read-only call failed: {why}. A read changes nothing: \
+                 there is nothing to repair, and the same read again is a new pathway",
+                f.id()
+            )
+            .into())
+        }
         Outcome::Partial(p) => {
             say!(
                 "pathway {} is PARTIALLY_COMPLETED — the repair owner must act",

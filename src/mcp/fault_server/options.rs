@@ -27,6 +27,7 @@ pub(super) enum Fault {
     IgnoreDiscover,
     ExitOnDiscover,
     SlowDiscover,
+    ElicitUrl,
 }
 
 /// Which era the server speaks (`--era`).
@@ -66,6 +67,7 @@ impl Fault {
             "ignore-discover" => Self::IgnoreDiscover,
             "exit-on-discover" => Self::ExitOnDiscover,
             "slow-discover" => Self::SlowDiscover,
+            "elicit-url" => Self::ElicitUrl,
             _ => return None,
         })
     }
@@ -95,6 +97,7 @@ pub(super) fn parse_options(
         claim_read_only: false,
         pid_file: None,
         cancel_log: None,
+        fault_on_get: false,
     };
     let mut fault_name = std::env::var("RPR_FAULT").ok();
     let mut args = args.into_iter();
@@ -139,6 +142,13 @@ pub(super) fn parse_options(
             "--claim-read-only" => opts.claim_read_only = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),
             "--cancel-log" => opts.cancel_log = Some(value()?.into()),
+            "--fault-on" => {
+                opts.fault_on_get = match value()?.as_str() {
+                    "put" => false,
+                    "get" => true,
+                    other => return Err(format!("--fault-on {other:?}: expected put or get")),
+                }
+            }
             other => return Err(format!("unknown option {other:?}; see --help")),
         }
     }

@@ -169,6 +169,12 @@ impl Server {
                 let Some(key) = arguments.get("key").and_then(Value::as_str) else {
                     return self.result(conn, id, tool_error("`key` must be a string"));
                 };
+                if self.opts.fault == Fault::ElicitUrl {
+                    return self.elicit_url(conn, id);
+                }
+                if self.opts.fault_on_get && self.get_fault(conn, &id)? {
+                    return Ok(());
+                }
                 let value = self.read_state().get(key).cloned();
                 let structured = json!({"key": key, "value": value});
                 self.result(
@@ -303,6 +309,86 @@ impl Server {
                 self.result(conn, id, ok)
             }
         }
+    }
+
+    /// The fault of `--fault-on get`, on a call of `get`: `Ok(true)` when the fault
+    /// answered (or chose not to), `Ok(false)` when `get` goes on as usual.
+    fn get_fault(&self, conn: &mut Connection, id: &Id) -> Result<bool, Exit> {
+        match self.opts.fault {
+            Fault::CrashAfterRead => {
+                log("crash-after-read (get): exiting before the reply");
+                Err(Exit(3))
+            }
+            Fault::NeverReply => {
+                log("never-reply (get): not replying");
+                Ok(true)
+            }
+            Fault::Slow => {
+                std::thread::sleep(Duration::from_millis(self.opts.sleep_ms));
+                Ok(false)
+            }
+            Fault::IsError => {
+                self.result(conn, id.clone(), tool_error("injected tool failure on get"))?;
+                Ok(true)
+            }
+            Fault::RpcError => {
+                Self::error(
+                    conn,
+                    id.clone(),
+                    self.opts.rpc_error_code,
+                    "injected rpc-error on get",
+                )?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// `elicit-url`: a URL-mode elicitation round trip, then the client's action as the
+    /// result (a tool error when the client did not declare URL mode).
+    fn elicit_url(&self, conn: &mut Connection, id: Id) -> Result<(), Exit> {
+        let declared = &self.client_capabilities["elicitation"];
+        if declared.get("url").is_none() {
+            return self.result(
+                conn,
+                id,
+                tool_error(&format!(
+                    "the client did not declare URL-mode elicitation (its elicitation capability: {declared})"
+                )),
+            );
+        }
+        let ask = Id::from("srv-elicit-url");
+        Self::send(
+            conn,
+            &json!({"jsonrpc": "2.0", "id": "srv-elicit-url", "method": "elicitation/create",
+            "params": {"mode": "url", "elicitationId": "fault-elicitation-1",
+                       "url": "https://example.com/authorize?state=fault",
+                       "message": "Authorize the fault server"}}),
+        )?;
+        let outcome = loop {
+            match conn.receive() {
+                Ok(None) | Err(_) => return Err(Exit(0)),
+                Ok(Some(Incoming::Response(r))) if r.id.as_ref() == Some(&ask) => break r.outcome,
+                Ok(Some(other)) => log(&format!(
+                    "ignoring {other:?} while waiting for the elicitation's answer"
+                )),
+            }
+        };
+        let action = match &outcome {
+            Ok(result) => result["action"].as_str().unwrap_or("none").to_owned(),
+            Err(e) => format!("error {}", e.code),
+        };
+        Self::send(
+            conn,
+            &json!({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+            "params": {"elicitationId": "fault-elicitation-1"}}),
+        )?;
+        let structured = json!({"key": "elicitation", "value": action});
+        self.result(
+            conn,
+            id,
+            json!({"content": [{"type": "text", "text": structured.to_string()}], "structuredContent": structured}),
+        )
     }
 
     /// Sends notifications and two server requests, then reads until both are

@@ -100,6 +100,9 @@ pub(super) struct State {
     /// Requests waiting under a caller's tag (see
     /// [`Session::request_tagged`](super::Session::request_tagged)).
     pub(super) tags: HashMap<String, Id>,
+    /// Requests cancelled by [`Session::cancel_tagged`](super::Session::cancel_tagged)
+    /// while they wait, with the reason given.
+    pub(super) cancelled: HashMap<Id, String>,
     pub(super) closed: Option<String>,
     /// The protocol version in use, once the lifecycle settled it.
     pub(super) version: Option<String>,

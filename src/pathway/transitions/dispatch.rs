@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use crate::executor::{Delivery, Executor, Readback, RejectionClass};
 use crate::pathway::outcome::{NotSent, Outcome, Unrecorded};
 use crate::pathway::stage::{
-    Bindable, Bound, Completed, PartiallyCompleted, RepairRequired, Returned, Stage, Unknown,
+    Bindable, Bound, Completed, Failed, PartiallyCompleted, RepairRequired, Returned, Stage,
+    Unknown,
 };
 use crate::pathway::{ActionClass, Actor, Pathway, PathwayError, Refused, request_json};
 use crate::runtime::{Runtime, StepPoint};
@@ -82,6 +83,11 @@ impl Pathway<Bound> {
     ///
     /// The execution actor may dispatch; a resumed pathway may also be dispatched by
     /// the resume authority.
+    ///
+    /// A read (a pathway whose definition and binding are both read-only) whose call
+    /// errors, is rejected, times out or is cut off ends [`Outcome::ReadFailed`] (state
+    /// `failed`, the reason in its attempt's outcome): a read changes nothing, so there is
+    /// nothing to repair or reconcile. A call that may change something never does.
     pub fn dispatch(self, rt: &Runtime, actor: &Actor, executor: &mut dyn Executor) -> Outcome {
         self.dispatch_with(rt, actor, executor, None)
     }
@@ -271,6 +277,8 @@ enum Class {
     Completed,
     Returned,
     Failed,
+    /// A read that errored, was rejected, timed out or was cut off.
+    ReadFailed,
     Partial,
     Unknown,
 }
@@ -284,6 +292,11 @@ fn record_delivery(
     readback: Option<&mut dyn Readback>,
 ) -> Outcome {
     let mutating = p.core.definition.class != ActionClass::ReadOnly;
+    // Only a read may conclude `failed` from an error or an unknown result, since it changes
+    // nothing. A read is read-only by its definition *and* its binding: `bind` refuses a
+    // read-only definition on a mutating target, and a definition declared mutating is
+    // never treated as a read, whatever its target says.
+    let read = !mutating && p.stage.binding.class == ActionClass::ReadOnly;
     let (class, status, kind, evidence): (Class, AttemptStatus, &'static str, Value) =
         match delivery {
             Delivery::NothingWritten { reason } => (
@@ -338,12 +351,17 @@ fn record_delivery(
                 json!({"error": error, "class": "unknown"}),
             ),
         };
+    let class = match class {
+        Class::Failed | Class::Unknown if read => Class::ReadFailed,
+        other => other,
+    };
     // A reply may echo the request's secret arguments: redact those too.
     let evidence = rt.fit_beside(&evidence, &request_json(&p.core.definition.request));
     let to = match class {
         Class::Completed => Some(State::Completed),
         Class::Returned => None,
         Class::Failed => Some(State::RepairRequired),
+        Class::ReadFailed => Some(State::Failed),
         Class::Partial => Some(State::PartiallyCompleted),
         Class::Unknown => Some(State::WriteStatusUnknown),
     };
@@ -414,6 +432,13 @@ fn record_delivery(
                 _private: (),
             },
         )),
+        Class::ReadFailed => Outcome::ReadFailed(p.into_stage(
+            v,
+            Failed {
+                attempt,
+                _private: (),
+            },
+        )),
         Class::Partial => Outcome::Partial(p.into_stage(
             v,
             PartiallyCompleted {
@@ -428,6 +453,14 @@ fn record_delivery(
                 _private: (),
             },
         )),
+    }
+}
+
+impl Pathway<Failed> {
+    /// The attempt of the failed read (its outcome records why it failed).
+    #[must_use]
+    pub fn attempt(&self) -> &str {
+        &self.stage.attempt
     }
 }
 

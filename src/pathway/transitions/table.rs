@@ -62,6 +62,11 @@ pub const TRANSITIONS: &[(State, State, &str)] = &[
         State::RepairRequired,
         "Pathway<Bound>::dispatch (failed, not applied, nothing written)",
     ),
+    (
+        State::Running,
+        State::Failed,
+        "Pathway<Bound>::dispatch | Pathway<Bound>::dispatch_and_confirm (a read-only call that errored, timed out or was cut off)",
+    ),
     (State::Held, State::HumanGate, "Pathway<Held>::escalate"),
     (State::Held, State::Approved, "Pathway<Held>::release"),
     (State::Held, State::Aborted, "Pathway<Held>::abort"),

@@ -126,7 +126,7 @@ pub(super) fn unresolved_tx(
 ) -> Result<Vec<PathwayRecord>, PgError> {
     let rows = tx.query(
         pathway_select!(
-            "WHERE state NOT IN ('completed', 'denied', 'aborted') AND id > $1 ORDER BY id LIMIT $2"
+            "WHERE state NOT IN ('completed', 'denied', 'aborted') AND state <> 'failed' AND id > $1 ORDER BY id LIMIT $2"
         ),
         &[&after.unwrap_or(""), &limit(n)],
     )?;

@@ -144,7 +144,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
 
 /// What the store holds of an identical call (same server, tool and canonical arguments).
 enum Identical {
-    /// Open (not completed, denied or aborted) under another key than this call's.
+    /// Open (not completed, denied, aborted or failed) under another key than this call's.
     Open(StoredPathway),
     /// None open; `seen` pathways ever had these tool and arguments (on any server).
     None { seen: u64 },

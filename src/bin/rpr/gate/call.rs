@@ -74,6 +74,13 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
     let params = params
         .and_then(Value::as_object)
         .ok_or_else(|| invalid("`tools/call` needs params (an object)"))?;
+    if params.contains_key("task") {
+        // Refused before anything is recorded: no pathway (the gate cannot carry a task's
+        // later result to a pathway, and does not advertise `tasks`).
+        return Err(invalid(
+            "a task-augmented `tools/call` is not governed by rpr gate (it does not support              tasks); nothing was recorded or sent. Make the call without `task`: the gate then              records, admits and sends it as one call",
+        ));
+    }
     let tool = params
         .get("name")
         .and_then(Value::as_str)
@@ -239,7 +246,7 @@ impl Gate {
             Found::Made(ready, held) => (ready, held),
         };
         match ready {
-            Ok(Ready::Bound(bound)) => self.send(bound, executor, live, "approved"),
+            Ok(Ready::Bound(bound)) => self.send(bound, executor, live, asked, "approved"),
             Ok(Ready::NotBound(refused)) => {
                 self.upstream.forget_tools();
                 let (p, e) = refused.into_parts();
@@ -314,6 +321,16 @@ impl Gate {
                 format!("Unknown tool: {}{why}", asked.tool),
             )));
         };
+        if tool.definition["execution"]["taskSupport"] == "required" {
+            return Err(Err(ErrorObject::new(
+                codes::METHOD_NOT_FOUND,
+                format!(
+                    "tool `{}` can only be called as a task, and rpr gate does not govern tasks; \
+                     nothing was recorded or sent",
+                    asked.tool
+                ),
+            )));
+        }
         let validator = ArgumentValidator::new(&tool).map_err(|e| {
             tool_error(
                 format!(
@@ -485,8 +502,8 @@ impl Gate {
             (open, count)
         };
         // Only a call that may change something holds an identical one once it was sent: a
-        // read that was sent (and failed, timed out or is in flight) changed nothing, so an
-        // identical call after it is a new call. A read not sent yet (waiting for a decision,
+        // read that was sent (in flight; one that failed is closed: `failed`) changed
+        // nothing, so an identical call after it is a new call. A read not sent yet (waiting for a decision,
         // or approved by `rpr approve`) is the one the identical call carries on.
         let unsent = |s: State| {
             matches!(
@@ -639,6 +656,13 @@ impl Gate {
                     ),
                 }
             }
+            StoredPathway::Failed(_) => tool_error(
+                format!(
+                    "pathway {id} (this idempotency key) is a read that failed; it was not sent again. \
+                     Read again without this key (or with a new one): a read changes nothing"
+                ),
+                Some((&id, "failed")),
+            ),
             StoredPathway::Unknown(_) => tool_error(
                 self.unknown_text(&id, "an identical call before this one"),
                 Some((&id, "write_status_unknown")),

@@ -42,12 +42,14 @@ impl Gate {
         let state = p.state().as_str().to_owned();
         let mut executor = self.executor(live, asked);
         match p.bind(&mut executor) {
-            Ok(bound) => self.send(bound, executor, live, &state).unwrap_or_else(|| {
-                tool_error(
-                    format!("pathway {id} was not sent; it stays {state}"),
-                    Some((&id, &state)),
-                )
-            }),
+            Ok(bound) => self
+                .send(bound, executor, live, asked, &state)
+                .unwrap_or_else(|| {
+                    tool_error(
+                        format!("pathway {id} was not sent; it stays {state}"),
+                        Some((&id, &state)),
+                    )
+                }),
             Err(e) => {
                 self.upstream.forget_tools();
                 tool_error(
@@ -64,12 +66,14 @@ impl Gate {
     /// itself when it is not stored yet), sends, and reads a mutating call's effect back.
     /// `state` is where a stored pathway stays when nothing is sent. `None`: the pathway
     /// was not stored yet and an identical call's, stored first, holds its key (nothing was
-    /// sent; the caller answers from that one).
+    /// sent; the caller answers from that one). A call the client cancelled before this
+    /// point is not sent.
     pub(crate) fn send(
         &self,
         bound: Pathway<Bound>,
         mut executor: Keeping,
         live: &Live,
+        asked: &Asked,
         state: &str,
     ) -> Option<Answer> {
         let id = bound.id().to_owned();
@@ -79,6 +83,15 @@ impl Gate {
             "nothing was recorded".to_owned()
         };
         let named = |state: &str| bound.is_stored().then(|| (id.clone(), state.to_owned()));
+        if self.down.is_cancelled(&asked.tag) {
+            // Not answered either (the client cancelled it): said for the log.
+            note!("rpr gate: a call cancelled by the client before it was sent: not sent; {stays}");
+            let pathway = named(state);
+            return Some(tool_error(
+                format!("cancelled by the client before it was sent; nothing was sent and {stays}"),
+                pathway.as_ref().map(|(i, s)| (i.as_str(), s.as_str())),
+            ));
+        }
         if bound.binding().digest != live.expected {
             // The server changed between the pin check and the bind: nothing is sent; the
             // next call lists the tools again and checks the new definition against the pin.
@@ -167,6 +180,7 @@ impl Gate {
                     Some((f.id(), "repair_required")),
                 ),
             },
+            Outcome::ReadFailed(f) => read_failed(delivery, f.id()),
             // Same shape as the Failed arm above: a JSON-RPC error passed on, else the text
             // for its state (unknown and failed say different things).
             Outcome::Unknown(u) => {
@@ -379,6 +393,28 @@ fn reader_as_pinned(
         ),
         Some(seen.digest),
     ))
+}
+
+/// The answer to a read that failed: the server's own error result or JSON-RPC error,
+/// else why it failed (timed out, cut off, cancelled), with the pathway, which is `failed`.
+fn read_failed(delivery: Option<Delivery>, id: &str) -> Answer {
+    match delivery {
+        Some(Delivery::ToolFailed { reply }) => Ok(with_pathway(reply, id, "failed")),
+        Some(Delivery::Rejected { error, .. }) => Err(forwarded(&error, id, "failed")),
+        Some(Delivery::PossiblyWritten { reason } | Delivery::NothingWritten { reason }) => {
+            tool_error(
+                format!(
+                    "the read failed: {reason}. Pathway {id} is failed; a read changes nothing, so \
+                 the same read again is a new call"
+                ),
+                Some((id, "failed")),
+            )
+        }
+        _ => tool_error(
+            format!("the read failed; pathway {id} is failed. The same read again is a new call"),
+            Some((id, "failed")),
+        ),
+    }
 }
 
 /// The server's own result, with the pathway named in `_meta`.

@@ -25,6 +25,9 @@ pub(crate) struct Downstream {
     closed: Mutex<bool>,
     /// The `capabilities` the client declared in `initialize`.
     capabilities: Mutex<Value>,
+    /// The client's requests being served, by id (as JSON text): `true` once the client
+    /// cancelled one (its answer is then not sent).
+    serving: Mutex<HashMap<String, bool>>,
 }
 
 impl Downstream {
@@ -38,6 +41,7 @@ impl Downstream {
             next: AtomicI64::new(0),
             closed: Mutex::new(false),
             capabilities: Mutex::new(Value::Null),
+            serving: Mutex::new(HashMap::new()),
         }
     }
 
@@ -59,7 +63,33 @@ impl Downstream {
         }
     }
 
+    /// Notes that the client's request `tag` (its id as JSON text) is being served, so
+    /// that it can be cancelled.
+    pub(crate) fn serving(&self, tag: &str) {
+        lock(&self.serving).insert(tag.to_owned(), false);
+    }
+
+    /// The client cancelled its request `tag`: its answer will not be sent. Whether the
+    /// request was being served.
+    pub(crate) fn cancel(&self, tag: &str) -> bool {
+        lock(&self.serving)
+            .get_mut(tag)
+            .map(|c| *c = true)
+            .is_some()
+    }
+
+    /// Whether the client cancelled its request `tag`, which is still being served.
+    pub(crate) fn is_cancelled(&self, tag: &str) -> bool {
+        lock(&self.serving).get(tag).copied().unwrap_or(false)
+    }
+
+    /// Answers the client's request `id`, unless the client cancelled it: a cancelled
+    /// request is not answered (MCP's cancellation).
     pub(crate) fn respond(&self, id: Id, outcome: Result<Value, ErrorObject>) {
+        if lock(&self.serving).remove(&id.to_value().to_string()) == Some(true) {
+            note!("rpr gate: request {id} was cancelled by the client; its answer is not sent");
+            return;
+        }
         self.send(&Message::Response(Response {
             id: Some(id),
             outcome,
@@ -85,11 +115,13 @@ impl Downstream {
         *lock(&self.capabilities) = capabilities;
     }
 
-    /// Whether the client declared `capability` (a top-level member of its capabilities).
-    pub(crate) fn declared(&self, capability: &str) -> bool {
+    /// What the client declared for `capability` (a top-level member of its capabilities),
+    /// as it declared it, if it is an object.
+    pub(crate) fn declared(&self, capability: &str) -> Option<Value> {
         lock(&self.capabilities)
             .get(capability)
-            .is_some_and(Value::is_object)
+            .filter(|v| v.is_object())
+            .cloned()
     }
 
     /// Whether the client declared form-mode elicitation (an empty `elicitation` object

@@ -4,6 +4,7 @@
 //! what the gate has to say goes to stderr.
 
 mod call;
+mod cancel;
 mod carry;
 mod downstream;
 mod elicit;
@@ -203,25 +204,9 @@ fn serve(gate: &Arc<Gate>) {
             Ok(Some(Message::Notification(n))) => match n.method.as_str() {
                 // The gate initialized the server itself when it started it.
                 "notifications/initialized" => {}
-                // Mapped to the id the gate used for the request it sent on. A governed
-                // call keeps waiting for the server's answer: without one it ends unknown.
-                "notifications/cancelled" => {
-                    let params = n.params.as_ref();
-                    let tag = params
-                        .and_then(|p| p.get("requestId"))
-                        .map(Value::to_string);
-                    let reason = params
-                        .and_then(|p| p.get("reason"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("cancelled by the client");
-                    if let Some(tag) = tag
-                        && !gate.upstream.cancel(&tag, reason)
-                    {
-                        note!(
-                            "rpr gate: the client cancelled request {tag}, which is not waiting on the server"
-                        );
-                    }
-                }
+                // Passed on under the id the gate used toward the server; the client gets
+                // no answer to the request it cancelled (gate/cancel.rs).
+                "notifications/cancelled" => gate.client_cancelled(n.params.as_ref()),
                 _ => gate.upstream.notify(&n),
             },
             Err(e) if e.is_fatal() => {
@@ -275,6 +260,7 @@ impl Gate {
         }
         let gate = Arc::clone(self);
         let tag = id.to_value().to_string();
+        self.down.serving(&tag);
         let spawned = std::thread::Builder::new()
             .name("rpr-gate-request".into())
             .spawn(move || {
@@ -319,7 +305,7 @@ impl Gate {
             Some(theirs) => format!("{theirs}\n\n{governed}"),
             None => governed,
         };
-        Ok((server.capabilities.clone(), info, instructions))
+        Ok((upstream::mirrored(&server.capabilities), info, instructions))
     }
 
     /// `server/discover` (2026-07-28): the revision the gate serves without a handshake and

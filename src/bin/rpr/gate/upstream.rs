@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rpr::jsonrpc::{ErrorObject, Notification, Request, codes};
 use rpr::mcp::{McpClient, Reply, Responder, ServerCommand, SessionConfig, ToolList};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::downstream::Downstream;
 
@@ -18,8 +18,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The capabilities a client may declare that concern requests from the server; the
-/// gate declares to the server those its client declared, and passes the requests on.
+/// gate declares to the server those its client declared, as declared (so
+/// `elicitation: {"form": {}, "url": {}}` offers URL mode too), and passes the requests
+/// and their notifications on. Not `tasks`: the gate does not govern tasks.
 const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
+
+/// The server's capabilities as the gate mirrors them to its client: without `tasks`, since
+/// a task-augmented call is not governed by the gate (it is refused; see docs/gate.md).
+pub(crate) fn mirrored(capabilities: &Value) -> Value {
+    let mut mirrored = capabilities.clone();
+    if let Some(members) = mirrored.as_object_mut() {
+        members.remove("tasks");
+    }
+    mirrored
+}
 
 /// The governed server.
 pub(crate) struct Upstream {
@@ -56,8 +68,7 @@ impl Upstream {
         config.pass_progress = true;
         let declared: serde_json::Map<String, Value> = CLIENT_SIDE
             .iter()
-            .filter(|c| self.down.declared(c))
-            .map(|c| ((*c).to_owned(), json!({})))
+            .filter_map(|c| Some(((*c).to_owned(), self.down.declared(c)?)))
             .collect();
         config.client_capabilities = Value::Object(declared);
         let (down, stale) = (Arc::clone(&self.down), Arc::clone(&self.stale));
@@ -150,6 +161,13 @@ impl Upstream {
         let client = self
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
+        if self.down.is_cancelled(tag) {
+            // Cancelled before it was sent on: not sent (nor answered).
+            return Err(ErrorObject::new(
+                codes::INTERNAL_ERROR,
+                "cancelled by the client before it was sent on",
+            ));
+        }
         match client
             .session()
             .request_tagged(method, params, self.request_timeout, Some(tag))

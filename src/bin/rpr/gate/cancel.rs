@@ -1,0 +1,44 @@
+//! The client's `notifications/cancelled`: the request it names is cancelled toward the
+//! server (a `notifications/cancelled` under the id the gate used there), governed or
+//! passed through, and the client gets no answer to it. A governed call goes on waiting
+//! for the server's answer: one that arrives is its outcome, recorded; without one a call
+//! that may change something stays unknown, and a read ends failed.
+
+use rpr::jsonrpc::Id;
+use serde_json::Value;
+
+use super::Gate;
+
+impl Gate {
+    /// Handles the client's `notifications/cancelled` (its `params`).
+    pub(crate) fn client_cancelled(&self, params: Option<&Value>) {
+        let Some(id) = params
+            .and_then(|p| p.get("requestId"))
+            .and_then(Id::from_value)
+        else {
+            note!("rpr gate: the client sent a cancellation without a usable requestId; ignored");
+            return;
+        };
+        let reason = match params.and_then(|p| p.get("reason")).and_then(Value::as_str) {
+            Some(theirs) => format!("cancelled by the client: {theirs}"),
+            None => "cancelled by the client".to_owned(),
+        };
+        // The tag a request the gate sent on waits under: the client's id as JSON text.
+        let tag = id.to_value().to_string();
+        if !self.down.cancel(&tag) {
+            note!(
+                "rpr gate: the client cancelled request {id}, which is not being served; ignored"
+            );
+            return;
+        }
+        if self.upstream.cancel(&tag, &reason) {
+            note!(
+                "rpr gate: request {id} {reason}; the server was told, and the client gets no answer"
+            );
+        } else {
+            note!(
+                "rpr gate: request {id} {reason}; it is not waiting on the server now (a call not yet sent is not sent), and the client gets no answer"
+            );
+        }
+    }
+}
