@@ -26,13 +26,16 @@
 //! `serde_json` keeps integers as exact `i64`/`u64`, which can hold values that
 //! no double represents. This module writes an integer exactly (as ECMAScript
 //! would write the equal double) when its magnitude is at most 2^53
-//! (9 007 199 254 740 992), and refuses larger magnitudes with
-//! [`CanonicalError::UnsafeInteger`] instead of rounding them. A silently rounded
-//! identifier would hash as a *different* value than the one that was sent, so
-//! refusing is the only honest answer; RFC 8785 Appendix D recommends sending
-//! such numbers as JSON strings. The rule applies to every integer above 2^53,
-//! including the few (like 2^53 + 2) that a double happens to hold exactly, so
-//! that the rule is one comparison, not a property of each value's bit pattern.
+//! (9 007 199 254 740 992). A larger magnitude is written only when its digits are
+//! already the text ECMAScript writes for the nearest double (such as
+//! `169313365100000000`, which is how this module writes the double 1.693133651e17,
+//! and which `serde_json` reads back as an integer): writing it changes nothing, so the
+//! canonical text of a value is itself canonical (found by the fuzz target
+//! `canonical`). Every other integer above 2^53 is refused with
+//! [`CanonicalError::UnsafeInteger`] instead of being rounded (9 007 199 254 740 993,
+//! `u64::MAX`). A silently rounded identifier would hash as a *different* value than
+//! the one that was sent, so refusing is the only honest answer; RFC 8785 Appendix D
+//! recommends sending such numbers as JSON strings.
 //! Numbers that `serde_json` holds as doubles (anything written with a fraction
 //! or an exponent, such as `1e30`) are already doubles and are always accepted.
 //!
@@ -571,7 +574,6 @@ mod tests {
         let cases: &[(Value, i128)] = &[
             (json!(limit + 1), (1 << 53) + 1),
             (json!(-(1_i64 << 53) - 1), -(1 << 53) - 1),
-            (json!(limit + 2), (1 << 53) + 2),
             (json!(u64::MAX), i128::from(u64::MAX)),
             (json!(i64::MIN), i128::from(i64::MIN)),
             (json!({"nested": [1, u64::MAX]}), i128::from(u64::MAX)),
@@ -589,6 +591,17 @@ mod tests {
         assert!(to_string(&parsed).is_err());
         // Written as a double it is a double: rounded by the parser, then accepted.
         assert_eq!(canonical("9007199254740993.0"), "9007199254740992");
+        // Digits that are a double's own text are that double, written unchanged.
+        for (value, text) in [
+            (json!(limit + 2), "9007199254740994"),
+            (json!(-(1_i64 << 53) - 2), "-9007199254740994"),
+            (json!(169_313_365_100_000_000_u64), "169313365100000000"),
+            (json!(1_152_921_504_606_847_000_u64), "1152921504606847000"),
+        ] {
+            assert_eq!(to_string(&value).as_deref(), Ok(text), "{value}");
+        }
+        // 2^60 is a double, but its text is 1152921504606847000: its exact digits are refused.
+        assert!(to_string(&json!(1_u64 << 60)).is_err());
         let message = to_string(&json!(u64::MAX)).unwrap_err().to_string();
         assert!(message.contains("18446744073709551615"), "{message}");
         assert!(message.contains("JSON string"), "{message}");

@@ -12,6 +12,8 @@
 //! Every server is shut down at the end of its test and its pid and process group are
 //! checked to be gone.
 
+#[path = "interop_parts/canonical.rs"]
+mod canonical;
 mod interop_support;
 
 use std::sync::Arc;

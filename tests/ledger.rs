@@ -739,3 +739,32 @@ fn a_reply_holding_a_double_above_two_to_the_53_verifies() {
     let report = rt.verify(None).unwrap();
     assert!(report.is_ok(), "{:#?}", report.problems);
 }
+
+/// Found by the canonical fuzz target (issue 30): a request whose arguments hold a double
+/// above 2^53 (`1.693133651e17`) is stored as its canonical text `169313365100000000`,
+/// which reads back as an integer above 2^53. The pathway must load, send and verify like
+/// any other: the stored text is the writer's own.
+#[test]
+fn a_request_holding_a_double_above_two_to_the_53_loads_sends_and_verifies() {
+    let dir = TempDir::new("ledger-big-double-request");
+    let rt = runtime(&dir.db());
+    let mut def = definition("big-request", ActionClass::Mutating);
+    def.request =
+        rpr::executor::Request::new("put", json!({"key": "big", "amount": 1.693_133_651e17}));
+    let p = allowed(&rt, def);
+    let id = p.id().to_owned();
+    let stored = rt.load(&id).expect("the pathway loads back");
+    let rpr::StoredPathway::Approved(p) = stored else {
+        panic!("{}", stored.state().as_str())
+    };
+    let mut ex = Scripted::new(vec![Delivery::Succeeded {
+        reply: json!({"ok": true}),
+    }]);
+    let outcome = p
+        .bind(&mut ex)
+        .unwrap()
+        .dispatch(&rt, &actor("execution_actor"), &mut ex);
+    assert!(matches!(outcome, Outcome::Returned(_)), "{outcome:?}");
+    let report = rt.verify(None).unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+}

@@ -19,7 +19,10 @@ pub(super) fn write_number<S: Sink>(
             .map(|signed| (signed.unsigned_abs(), signed < 0))
     };
     if let Some((magnitude, negative)) = magnitude_and_sign {
-        if magnitude > MAX_SAFE_MAGNITUDE && integers == Integers::Safe {
+        if magnitude > MAX_SAFE_MAGNITUDE
+            && integers == Integers::Safe
+            && !is_double_text(magnitude)
+        {
             let value = i128::from(magnitude);
             return Err(CanonicalError::UnsafeInteger {
                 value: if negative { -value } else { value },
@@ -44,6 +47,20 @@ pub(super) fn write_number<S: Sink>(
             text: number.to_string(),
         }),
     }
+}
+
+/// Whether `magnitude`'s decimal digits are exactly what ECMAScript writes for the double
+/// nearest to it: then the integer *is* that double's canonical text (this module wrote
+/// it so, for a double above 2^53), and writing it changes nothing.
+fn is_double_text(magnitude: u64) -> bool {
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "the nearest double is the point: the text is kept only if it names it exactly"
+    )]
+    let nearest = magnitude as f64;
+    let mut written = String::new();
+    write_double(nearest, &mut written);
+    written == magnitude.to_string()
 }
 
 /// Writes a finite double as ECMAScript `Number.prototype.toString` does
