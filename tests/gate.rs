@@ -138,17 +138,22 @@ fn files_setup(tag: &str) -> (TempDir, PathBuf, Vec<String>) {
 
 /// Runs `tests/peers/gate_client.py`: one SDK session through the gate, one call.
 fn sdk(scenario: &str, tool: &str, args: &Value, gate: &[String]) -> Value {
+    sdk_as("session", scenario, tool, args, gate)
+}
+
+/// Runs `tests/peers/gate_client.py --client CLIENT` (`session`, `auto`, `2026-07-28`).
+fn sdk_as(client: &str, scenario: &str, tool: &str, args: &Value, gate: &[String]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/gate_client.py");
     let out = Command::new(&peers().python)
         .arg(script)
-        .args([scenario, tool, &args.to_string(), "--"])
+        .args(["--client", client, scenario, tool, &args.to_string(), "--"])
         .args(gate)
         .output()
         .expect("python runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the SDK client failed ({}):\n{stdout}\n{}",
+        "the SDK client ({client}) failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );

@@ -6,26 +6,6 @@
 
 use super::*;
 
-/// Runs `tests/peers/gate_client.py --client CLIENT`.
-fn sdk_as(client: &str, scenario: &str, tool: &str, args: &Value, gate: &[String]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/gate_client.py");
-    let out = Command::new(&peers().python)
-        .arg(script)
-        .args(["--client", client, scenario, tool, &args.to_string(), "--"])
-        .args(gate)
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the SDK client ({client}) failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
 /// Issue 26: `Client` (mode auto) sent `server/discover`, the gate passed it to the server
 /// (-32601), and the session died; `Client(mode="2026-07-28")` never connected. Both now
 /// read, and write through the Human Gate asked as `input_required`: accepted once and
