@@ -1,0 +1,3 @@
+//! What the fuzz targets share: a small pathway database, built once per process.
+
+pub mod stories;
