@@ -3,19 +3,22 @@
 pub mod canonical;
 pub mod evidence;
 pub mod executor;
+pub mod gate;
 pub mod inspect;
 pub mod ledger;
 pub mod pathway;
+pub mod policy;
 mod process;
 mod runtime;
+pub mod shown;
 pub mod state;
 pub mod store;
 
 pub use pathway::stage;
 pub use pathway::token;
 pub use pathway::{
-    ALLOW_ALL, Act, ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition,
-    NotSent, Outcome, Pathway, PathwayError, Policy, Refused, Role, StoredPathway, Unrecorded,
+    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, Authority, Confirmed, Decision,
+    Definition, NotSent, Outcome, Pathway, PathwayError, Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
     Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Ready, Runtime,

@@ -79,7 +79,7 @@ fn bad_call_input_is_refused_before_anything_is_recorded() {
     fails(
         &call(&missing, &policy, db, "put", ok_args),
         1,
-        "cannot start server `ledger`",
+        "server `ledger` did not start",
     );
 
     let mut unknown_server = call(&config, &policy, db, "put", ok_args);
@@ -353,8 +353,8 @@ fn a_server_that_cannot_start_is_reported_without_its_env_values() {
     let output = run(&args);
     let out = text(&output);
     assert_eq!(output.status.code(), Some(1), "{out}");
-    assert!(out.contains("cannot start server `ledger`"), "{out}");
-    assert!(out.contains("API_TOKEN=<redacted>"), "{out}");
+    assert!(out.contains("server `ledger` did not start"), "{out}");
+    assert!(out.contains("no-such-server"), "names the program: {out}");
     assert!(!out.contains("sk-live-secret-0123456789"), "{out}");
     assert!(!out.contains("panicked"), "{out}");
     for suffix in ["", "-wal"] {

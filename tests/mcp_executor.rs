@@ -736,6 +736,49 @@ fn a_given_tool_list_is_what_the_call_is_bound_and_checked_against() {
     client.shutdown();
 }
 
+/// Issue 26: a call bound to a list the caller checked, with `list_at_send`, is checked
+/// against the server as it is at the send: one `tools/list`, right before the call. The
+/// fault server changes `put` from its N+1-th list on.
+#[test]
+fn a_given_list_checked_at_send_lists_once_and_sends_nothing_after_a_change() {
+    let request = put_request();
+    // Changed from the 3rd list: the caller's list is the 1st, the check at the send the
+    // 2nd, so the call goes out (bind or prepare listing too would see the change).
+    let fx = Fixture::new("at-send-once");
+    let command = fx.command("change-schema").arg("--lists-before").arg("2");
+    let client = Arc::new(McpClient::connect(&command, &fast_config()).unwrap());
+    let list = Arc::new(client.list_tools().unwrap());
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put")
+        .with_config(ExecutorConfig::default().with_tool_list_checked_at_send(list));
+    let binding = executor.bind(&request).unwrap();
+    executor.prepare(&request, &binding).unwrap();
+    let delivery = executor.execute(&request);
+    assert!(
+        matches!(delivery, Delivery::Succeeded { .. }),
+        "one tools/list, at the send: {delivery:?}"
+    );
+    assert_eq!(fx.effects(), 1);
+    client.shutdown();
+
+    // Changed from the 2nd list: bound and prepared against the caller's list, the change
+    // is seen at the send and nothing is sent.
+    let fx = Fixture::new("at-send-changed");
+    let command = fx.command("change-schema").arg("--lists-before").arg("1");
+    let client = Arc::new(McpClient::connect(&command, &fast_config()).unwrap());
+    let list = Arc::new(client.list_tools().unwrap());
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put")
+        .with_config(ExecutorConfig::default().with_tool_list_checked_at_send(list));
+    let binding = executor.bind(&request).unwrap();
+    executor.prepare(&request, &binding).unwrap();
+    let delivery = executor.execute(&request);
+    let Delivery::NothingWritten { reason } = delivery else {
+        panic!("{delivery:?}")
+    };
+    assert!(reason.contains("binding_changed"), "{reason}");
+    assert_eq!(fx.effects(), 0, "nothing was sent");
+    client.shutdown();
+}
+
 /// Issue 26: `ExecutorConfig::call_tag` reaches the session, so `Session::cancel_tagged`
 /// finds the `tools/call`: the server gets one `notifications/cancelled` under the call's
 /// own id, with the caller's reason (not a second one at the timeout), and without an

@@ -589,6 +589,8 @@ struct Flight {
     stopped: bool,
     /// Its executor panicked: it stays in flight while the process lives.
     abandoned: bool,
+    /// A read (read-only by its definition and its binding): taken over, it ends `failed`.
+    read: bool,
 }
 
 /// Whether recovery may take an in-flight attempt over, as the model knows its owner.
@@ -1595,7 +1597,7 @@ impl World {
     /// Takes a loaded pathway into the pool after checking its stage against the model.
     /// A pathway whose attempt the model knows in flight must come back as
     /// `InFlightElsewhere`, or (where [`World::lapse`] allows, and must where it says so)
-    /// taken over as unknown; any other pathway in its stored state. `in_flight` is the
+    /// taken over as unknown (a read: failed); any other pathway in its stored state. `in_flight` is the
     /// pathway whose executor is running this very call (if any).
     fn adopt(
         &self,
@@ -1659,7 +1661,12 @@ impl World {
             }
         };
         if let (Some(state), Some(f)) = (state, &flight) {
-            if state == State::WriteStatusUnknown && self.lapse(rt, f) != Lapse::Never {
+            let taken = if f.read {
+                State::Failed
+            } else {
+                State::WriteStatusUnknown
+            };
+            if state == taken && self.lapse(rt, f) != Lapse::Never {
                 self.taken_over(db, rt, &id, f);
             } else {
                 self.fail(format!(
@@ -1700,7 +1707,16 @@ impl World {
         self.takeovers
             .borrow_mut()
             .insert((db, id.to_owned(), f.attempt.clone()));
-        self.expect(db, id, State::WriteStatusUnknown);
+        // A read changes nothing: taken over, it ends failed (its attempt unknown).
+        let taken = if f.read {
+            State::Failed
+        } else {
+            State::WriteStatusUnknown
+        };
+        self.expect(db, id, taken);
+        if f.read {
+            self.cover("a read taken over after a lapse ends failed");
+        }
         let fate = self
             .rt(rt)
             .pathway_events(id)
@@ -2721,7 +2737,14 @@ impl World {
             let what = "[inside execute] recover";
             match self.rt(rt).recover() {
                 Ok(all) => {
-                    if !all.iter().any(|s| s.id() == ctx.pathway) {
+                    // A read taken over just above ended failed: recovery lists only the
+                    // unresolved.
+                    let ended = self
+                        .expected
+                        .borrow()
+                        .get(&(ctx.db, ctx.pathway.clone()))
+                        .is_some_and(|s| s.is_terminal());
+                    if !ended && !all.iter().any(|s| s.id() == ctx.pathway) {
                         self.fail(format!(
                             "{what} through {}: the in-flight pathway {} is missing",
                             RT_NAMES[rt], ctx.pathway
@@ -3062,11 +3085,19 @@ impl ModelExec<'_> {
             return;
         };
         let records = self.world.rt(rt).attempt_records(&pathway).unwrap();
-        let Some(attempt) = records.last().map(|a| a.id.clone()) else {
+        let Some(last) = records.last() else {
             self.world
                 .fail(format!("{pathway}: executed without an attempt record"));
             return;
         };
+        let attempt = last.id.clone();
+        let definition_read = self
+            .world
+            .rt(rt)
+            .pathway_record(&pathway)
+            .unwrap()
+            .is_some_and(|r| r.definition["class"] == "read_only");
+        let read = definition_read && last.binding["class"] == "read_only";
         self.world.flights.borrow_mut().insert(
             (db, pathway.clone()),
             Flight {
@@ -3075,6 +3106,7 @@ impl ModelExec<'_> {
                 generation: self.world.generation[rt].get(),
                 stopped: false,
                 abandoned: false,
+                read,
             },
         );
         self.world.expect(db, &pathway, State::Running);

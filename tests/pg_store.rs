@@ -735,6 +735,37 @@ fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found
     assert_eq!(truncated, 2, "{:#?}", cut.problems);
 }
 
+/// A read taken over after its lease lapsed ends `failed` (the runtime decides it is a read:
+/// `Runtime::recover`), in the same transaction and ledger event as an unknown would be,
+/// and the ledger checks clean.
+#[test]
+fn a_read_taken_over_after_its_lease_ends_failed() {
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let s = Schema::new("lease_read");
+    let (owner, taker) = (s.open(), s.open());
+    let mut pw = propose(&owner, "r1");
+    advance(&owner, &mut pw, |p| {
+        start_step(p, "at_r1", 1, None, "host-a/1", 200, wall_ms())
+    });
+    let lease = owner.attempts(&pw.id).unwrap()[0].lease_until.unwrap();
+    let start = Instant::now();
+    while taker.now_ms().unwrap() <= lease {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let v = taker
+        .take_over(&pw.id, "at_r1", "host-b/2", wall_ms(), true)
+        .unwrap();
+    let stored = taker.pathway(&pw.id).unwrap().unwrap();
+    assert_eq!((stored.state, stored.version), (State::Failed, v));
+    assert_eq!(
+        taker.attempts(&pw.id).unwrap()[0].status,
+        AttemptStatus::Unknown
+    );
+    let report = taker.verify(None).unwrap();
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+}
+
 #[test]
 fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
     let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
@@ -752,7 +783,7 @@ fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
         lease > db_now && lease <= db_now + 1_500,
         "lease {lease}, database now {db_now}"
     );
-    match taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour) {
+    match taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour, false) {
         Err(PgError::LeaseHeld {
             lease_until,
             database_now,
@@ -774,7 +805,7 @@ fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
     std::thread::sleep(Duration::from_millis(900));
     assert!(taker.now_ms().unwrap() > lease, "past the first term");
     assert!(matches!(
-        taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour),
+        taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour, false),
         Err(PgError::LeaseHeld { .. })
     ));
     // The owner stops renewing (cut off): once the database's clock passes the lease, the
@@ -786,7 +817,7 @@ fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let v = taker
-        .take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour)
+        .take_over(&pw.id, "at_l1", "host-b/2", wall_ms() + 2 * hour, false)
         .unwrap();
     let stored = taker.pathway(&pw.id).unwrap().unwrap();
     assert_eq!(
@@ -810,7 +841,7 @@ fn leases_are_judged_by_the_database_clock_and_a_late_outcome_is_fenced() {
     assert_eq!(takeover["data"]["lease_until"], renewed);
     // Taking over twice finds nothing in flight.
     assert!(matches!(
-        taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms()),
+        taker.take_over(&pw.id, "at_l1", "host-b/2", wall_ms(), false),
         Err(PgError::NotInFlight { .. })
     ));
 

@@ -855,8 +855,10 @@ fn malformed_reply(rng: &mut Rng, id: &Value) -> Value {
         2 => json!({"jsonrpc": "2.0", "id": id, "error": {"code": "x", "message": "m"}}),
         3 => json!({"jsonrpc": "1.0", "id": id, "result": {}}),
         4 => json!({"id": id, "result": {}}),
-        5 => json!({"jsonrpc": "2.0", "id": id, "method": 5}),
-        6 => json!({"jsonrpc": "2.0", "id": id, "method": "x", "params": 7}),
+        // Not `{"id": id, "method": 5}`: a line naming a method is a request of the
+        // server's (its id the server's own), never a reply, and ends no request.
+        5 => json!({"jsonrpc": "2.0", "id": id, "error": {"code": 1}}),
+        6 => json!({"jsonrpc": 2, "id": id, "result": {}}),
         _ => json!({"jsonrpc": "2.0", "id": id, "error": []}),
     }
 }

@@ -5,6 +5,9 @@
 //! it knows. A [`Readback`] independently observes whether an effect happened.
 
 pub mod file;
+mod keeping;
+
+pub use keeping::Keeping;
 
 use serde_json::Value;
 

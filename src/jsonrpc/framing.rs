@@ -33,8 +33,12 @@ fn keep_tail(tail: &mut Vec<u8>, chunk: &[u8]) {
 /// a top-level `"id"` member among the short members that open the object (`serde_json` and
 /// most servers write `{"id":…,"jsonrpc":…,"result":…}`), or as the object's last member
 /// (`…,"id":5}`, as the TypeScript SDK writes replies). Only numbers and strings without
-/// escapes are read; anything less certain is `None`. A wrong `Some` is possible only for
-/// a line that is not JSON, and its cost is a request failed as lost (fail closed).
+/// escapes are read; anything less certain is `None`. The id may be a request's (a server
+/// reads it to answer the line); a reader that wants only the id of a reply
+/// ([`MessageReader::replies_only`]) drops it when a `method` member shows among the
+/// opening members. A wrong `Some` is then possible only for a line that is not JSON, or a
+/// request whose `method` follows a long member, and its cost is a request failed as
+/// lost (fail closed).
 #[must_use]
 pub(crate) fn overflow_id(head: &[u8], tail: &[u8]) -> Option<Id> {
     head_id(head).or_else(|| tail_id(tail))
@@ -63,20 +67,47 @@ fn id_from(text: &str) -> Option<Id> {
     Id::from_value(&serde_json::from_str(text).ok()?)
 }
 
-fn head_id(head: &[u8]) -> Option<Id> {
+/// The short members that open the object whose first bytes are `head`, in order, as (key,
+/// JSON text of the value): up to the first member whose value is not a number or a plain
+/// string.
+fn opening_members(head: &[u8]) -> Vec<(&str, &str)> {
     let text = match std::str::from_utf8(head) {
         Ok(t) => t,
-        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).ok()?,
+        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default(),
     };
-    let mut rest = text.trim_start().strip_prefix('{')?;
-    loop {
-        let (key, after) = plain_string(rest.trim_start())?;
-        let (value, after) = short_scalar(after.trim_start().strip_prefix(':')?.trim_start())?;
-        if key == "id" {
-            return id_from(value);
+    let mut members = Vec::new();
+    let Some(mut rest) = text.trim_start().strip_prefix('{') else {
+        return members;
+    };
+    while let Some((key, after)) = plain_string(rest.trim_start()) {
+        let Some((value, after)) = after
+            .trim_start()
+            .strip_prefix(':')
+            .and_then(|a| short_scalar(a.trim_start()))
+        else {
+            break;
+        };
+        members.push((key, value));
+        match after.trim_start().strip_prefix(',') {
+            Some(next) => rest = next,
+            None => break,
         }
-        rest = after.trim_start().strip_prefix(',')?;
     }
+    members
+}
+
+fn head_id(head: &[u8]) -> Option<Id> {
+    let members = opening_members(head);
+    let (_, value) = members.iter().find(|(key, _)| *key == "id")?;
+    id_from(value)
+}
+
+/// Whether the first bytes of a line show a `method` member among the short members that
+/// open it: the line is a request or a notification, never a reply.
+fn head_names_method(head: &[u8]) -> bool {
+    opening_members(head)
+        .iter()
+        .any(|(key, _)| *key == "method")
 }
 
 fn tail_id(tail: &[u8]) -> Option<Id> {
@@ -118,6 +149,7 @@ fn tail_id(tail: &[u8]) -> Option<Id> {
 pub struct MessageReader<R> {
     inner: R,
     max: usize,
+    replies_only: bool,
 }
 
 impl<R: BufRead> MessageReader<R> {
@@ -128,7 +160,20 @@ impl<R: BufRead> MessageReader<R> {
 
     /// A reader that refuses lines longer than `max` bytes (line terminator excluded).
     pub fn with_max_message_bytes(inner: R, max: usize) -> Self {
-        Self { inner, max }
+        Self {
+            inner,
+            max,
+            replies_only: false,
+        }
+    }
+
+    /// For a client: the id of a line over the cap ([`JsonRpcError::LineTooLong`]) is given
+    /// only when the line's first bytes do not show it is a request or a notification (a
+    /// `method` member among its opening members). A request of the server's carries an id
+    /// of the server's own, which says nothing about the client's requests.
+    pub(crate) fn replies_only(mut self) -> Self {
+        self.replies_only = true;
+        self
     }
 
     /// The cap in force, in bytes.
@@ -205,7 +250,8 @@ impl<R: BufRead> MessageReader<R> {
                 return Err(JsonRpcError::LineTooLong {
                     length: seen,
                     limit: self.max,
-                    id: overflow_id(&head, &tail),
+                    id: overflow_id(&head, &tail)
+                        .filter(|_| !(self.replies_only && head_names_method(&head))),
                 });
             }
             if !blank(&line) {
@@ -428,6 +474,30 @@ mod overflow_tests {
             let _ = overflow_id(&bytes[..cut], &bytes[cut..]);
             let _ = overflow_id(&bytes[cut..], &bytes[..cut]);
         }
+    }
+
+    #[test]
+    fn a_reader_of_replies_gives_no_id_for_a_request_over_the_cap() {
+        let big = "x".repeat(2_000);
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"sampling/createMessage\",\"params\":\"{big}\"}}\n"
+        );
+        let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"{big}\"}}\n");
+        let input = format!("{request}{reply}");
+        let ids = |reader: MessageReader<&[u8]>| {
+            let mut reader = reader;
+            std::iter::from_fn(|| match reader.read_line() {
+                Err(JsonRpcError::LineTooLong { id, .. }) => Some(id),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+        };
+        // A server answers the request over its cap with the request's id.
+        let plain = MessageReader::with_max_message_bytes(input.as_bytes(), 1000);
+        assert_eq!(ids(plain), [Some(Id::Number(1)), Some(Id::Number(1))]);
+        // A client: the server's request names an id of the server's, not one of its own.
+        let client = MessageReader::with_max_message_bytes(input.as_bytes(), 1000).replies_only();
+        assert_eq!(ids(client), [None, Some(Id::Number(1))]);
     }
 
     #[test]

@@ -128,6 +128,9 @@ pub struct McpClient {
     server: ServerInfo,
     request_timeout: Duration,
     max_tool_pages: usize,
+    /// The server process's start time, read once: it cannot change while the process is
+    /// not reaped (its pid is not reused before).
+    start: std::sync::OnceLock<String>,
 }
 
 impl McpClient {
@@ -145,6 +148,7 @@ impl McpClient {
             server,
             request_timeout: config.request_timeout,
             max_tool_pages: config.max_tool_pages,
+            start: std::sync::OnceLock::new(),
         })
     }
 
@@ -300,14 +304,14 @@ impl McpClient {
             return None;
         }
         let pid = self.session.pid();
-        Some(
-            Carrier::new(
-                pid,
-                pid,
-                crate::process::process_start(pid).unwrap_or_default(),
-            )
-            .with_cgroup(self.session.server_cgroup()),
-        )
+        let start = match self.start.get() {
+            Some(start) => start.clone(),
+            None => match crate::process::process_start(pid) {
+                Some(start) => self.start.get_or_init(|| start).clone(),
+                None => String::new(),
+            },
+        };
+        Some(Carrier::new(pid, pid, start).with_cgroup(self.session.server_cgroup()))
     }
 
     /// Shuts the server down (see [`Session::shutdown`]).

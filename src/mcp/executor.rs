@@ -43,8 +43,15 @@ pub struct ExecutorConfig {
     /// It saves three `tools/list` round trips per call and gives up the check that the
     /// server did not change the tool, without saying so, since that list was taken: use it
     /// for read-only calls; leave it `None` (the default: list each time) for calls that
-    /// change the world.
+    /// change the world, or set [`ExecutorConfig::list_at_send`] too.
     pub tool_list: Option<Arc<super::client::ToolList>>,
+    /// With [`ExecutorConfig::tool_list`]: `bind` and `prepare` check against that list,
+    /// and `execute` still lists the tools right before the call and sends nothing
+    /// (`NothingWritten`) unless the live tool matches the binding. What is sent is
+    /// checked against the server as it is at the send, as without a given list, for one
+    /// `tools/list` instead of three: for calls that change the world, bound to a list
+    /// the caller checked (against a pin, say). Without a given list it changes nothing.
+    pub list_at_send: bool,
 }
 
 impl ExecutorConfig {
@@ -83,6 +90,15 @@ impl ExecutorConfig {
         self
     }
 
+    /// Sets [`ExecutorConfig::tool_list`] with [`ExecutorConfig::list_at_send`]: bound to
+    /// `list`, checked against a fresh `tools/list` at the send.
+    #[must_use]
+    pub fn with_tool_list_checked_at_send(mut self, list: Arc<super::client::ToolList>) -> Self {
+        self.tool_list = Some(list);
+        self.list_at_send = true;
+        self
+    }
+
     /// Adds `code` to [`ExecutorConfig::not_applied_codes`].
     #[must_use]
     pub fn with_not_applied_code(mut self, code: i64) -> Self {
@@ -103,7 +119,11 @@ impl ExecutorConfig {
 ///   `inputSchema` (`invalid_arguments`);
 /// - [`Executor::execute`] re-checks the binding once more right before the call
 ///   (a change yields [`Delivery::NothingWritten`]), sends `tools/call`, and maps the
-///   outcome to a [`Delivery`] by what is actually known:
+///   outcome to a [`Delivery`] by what is actually known.
+///
+/// With [`ExecutorConfig::tool_list`] the first three listings take that list instead;
+/// with [`ExecutorConfig::list_at_send`] too, `execute` still lists the tools itself
+/// (one `tools/list` per call, at the send). The outcome maps as follows:
 ///
 /// | outcome | delivery |
 /// |---|---|
@@ -180,8 +200,19 @@ impl McpExecutor {
     /// Lists the tools now (or takes [`ExecutorConfig::tool_list`]) and returns the live
     /// binding of this executor's tool.
     pub fn live_binding(&self) -> Result<(ToolBinding, Tool), Refusal> {
+        self.binding_from(false)
+    }
+
+    /// [`McpExecutor::live_binding`]; `at_send` lists the tools now when
+    /// [`ExecutorConfig::list_at_send`] asks for it.
+    fn binding_from(&self, at_send: bool) -> Result<(ToolBinding, Tool), Refusal> {
         let listed;
-        let list = if let Some(list) = &self.config.tool_list {
+        let given = self
+            .config
+            .tool_list
+            .as_ref()
+            .filter(|_| !(at_send && self.config.list_at_send));
+        let list = if let Some(list) = given {
             list.as_ref()
         } else {
             listed = self.client.list_tools().map_err(|e| {
@@ -227,9 +258,10 @@ impl McpExecutor {
         }
     }
 
-    /// Re-lists the tools, compares with `bound`, and validates the arguments.
-    fn verify(&self, request: &Request, bound: &Binding) -> Result<(), Refusal> {
-        let (live, tool) = self.live_binding()?;
+    /// Re-lists the tools (see [`ExecutorConfig::tool_list`]; `at_send`: right before the
+    /// call), compares with `bound`, and validates the arguments.
+    fn verify(&self, request: &Request, bound: &Binding, at_send: bool) -> Result<(), Refusal> {
+        let (live, tool) = self.binding_from(at_send)?;
         let live_details = live.details();
         if live_details != bound.details || live.target() != bound.target {
             let changed = changed_fields(&bound.details, &live_details).join(", ");
@@ -292,7 +324,7 @@ impl Executor for McpExecutor {
     fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
         self.prepared = None;
         self.check_action(request)?;
-        self.verify(request, binding)?;
+        self.verify(request, binding, false)?;
         let request_digest = request_digest(request)
             .map_err(|e| Refusal::new("invalid_arguments", format!("{e}; nothing was sent")))?;
         self.prepared = Some(Prepared {
@@ -324,7 +356,7 @@ impl Executor for McpExecutor {
         }
         if let Err(refusal) = self
             .check_action(request)
-            .and_then(|()| self.verify(request, &bound))
+            .and_then(|()| self.verify(request, &bound, true))
         {
             return Delivery::NothingWritten {
                 reason: format!("refused just before the call: {refusal}"),

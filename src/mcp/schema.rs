@@ -1,5 +1,8 @@
 //! Validation of tool arguments against the tool's `inputSchema`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use serde_json::Value;
 
 use super::McpError;
@@ -7,6 +10,29 @@ use super::client::Tool;
 
 /// Most validation messages kept in one refusal.
 const MAX_MESSAGES: usize = 10;
+
+/// Most compiled schemas kept for reuse (the cache is emptied when it is full).
+const MAX_COMPILED: usize = 256;
+
+/// Compiled validators by the exact text of the schema they were compiled from (its
+/// `$schema` included, so the dialect too): a governed call checks its arguments several
+/// times (before it is recorded, at bind, prepare and send), and compiling costs more than
+/// checking. A schema that differs by one byte is compiled anew.
+static COMPILED: Mutex<Option<HashMap<String, Arc<jsonschema::Validator>>>> = Mutex::new(None);
+
+fn compiled(text: &str) -> Option<Arc<jsonschema::Validator>> {
+    let cache = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    cache.as_ref()?.get(text).cloned()
+}
+
+fn keep(text: String, validator: &Arc<jsonschema::Validator>) {
+    let mut cache = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    let map = cache.get_or_insert_with(HashMap::new);
+    if map.len() >= MAX_COMPILED {
+        map.clear();
+    }
+    map.insert(text, Arc::clone(validator));
+}
 
 /// The JSON Schema dialect used for a tool's `inputSchema`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +49,7 @@ pub enum Dialect {
 /// No remote or file `$ref` is ever fetched: a schema that needs one is reported as
 /// unsupported.
 pub struct ArgumentValidator {
-    validator: jsonschema::Validator,
+    validator: Arc<jsonschema::Validator>,
     dialect: Dialect,
 }
 
@@ -37,7 +63,8 @@ impl std::fmt::Debug for ArgumentValidator {
 
 impl ArgumentValidator {
     /// Compiles `tool`'s input schema: 2020-12 unless `$schema` names draft-07;
-    /// any other declared dialect is refused with [`McpError::UnsupportedSchema`].
+    /// any other declared dialect is refused with [`McpError::UnsupportedSchema`]. A
+    /// schema compiled before in this process, byte for byte the same, is reused.
     pub fn new(tool: &Tool) -> Result<Self, McpError> {
         let schema = tool.input_schema();
         let unsupported = |reason: String| McpError::UnsupportedSchema {
@@ -65,10 +92,17 @@ impl ArgumentValidator {
             Dialect::Draft202012 => jsonschema::Draft::Draft202012,
             Dialect::Draft07 => jsonschema::Draft::Draft7,
         };
-        let validator = jsonschema::options()
-            .with_draft(draft)
-            .build(schema)
-            .map_err(|e| unsupported(format!("it does not compile: {}", e.masked())))?;
+        let text = schema.to_string();
+        if let Some(validator) = compiled(&text) {
+            return Ok(Self { validator, dialect });
+        }
+        let validator = Arc::new(
+            jsonschema::options()
+                .with_draft(draft)
+                .build(schema)
+                .map_err(|e| unsupported(format!("it does not compile: {}", e.masked())))?,
+        );
+        keep(text, &validator);
         Ok(Self { validator, dialect })
     }
 
@@ -100,5 +134,42 @@ impl ArgumentValidator {
         } else {
             Err(messages)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(schema: &Value) -> Tool {
+        Tool::from_definition(json!({"name": "t", "inputSchema": schema})).unwrap()
+    }
+
+    /// The same schema is compiled once; a schema that differs in one keyword (or only in
+    /// its dialect) gets its own validator, which judges by that schema.
+    #[test]
+    fn a_schema_is_compiled_once_and_a_changed_one_anew() {
+        let base =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "maximum": 7}}});
+        let a = ArgumentValidator::new(&tool(&base)).unwrap();
+        let b = ArgumentValidator::new(&tool(&base)).unwrap();
+        assert!(Arc::ptr_eq(&a.validator, &b.validator), "reused");
+
+        let mut stricter = base.clone();
+        stricter["properties"]["n"]["maximum"] = json!(3);
+        let c = ArgumentValidator::new(&tool(&stricter)).unwrap();
+        assert!(!Arc::ptr_eq(&a.validator, &c.validator));
+        assert!(a.check(&json!({"n": 5})).is_ok());
+        assert!(
+            c.check(&json!({"n": 5})).is_err(),
+            "judged by its own schema"
+        );
+
+        let mut draft7 = base.clone();
+        draft7["$schema"] = json!("http://json-schema.org/draft-07/schema#");
+        let d = ArgumentValidator::new(&tool(&draft7)).unwrap();
+        assert!(!Arc::ptr_eq(&a.validator, &d.validator));
+        assert_eq!(d.dialect(), Dialect::Draft07);
     }
 }

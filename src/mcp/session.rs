@@ -88,7 +88,8 @@ impl Session {
             .name("rpr-mcp-reader".into())
             .spawn(move || {
                 reader_loop(
-                    MessageReader::with_max_message_bytes(BufReader::new(stdout), max),
+                    MessageReader::with_max_message_bytes(BufReader::new(stdout), max)
+                        .replies_only(),
                     &reader_shared,
                     &reply_writer,
                     max,

@@ -117,6 +117,17 @@ impl ServerCommand {
     pub fn program(&self) -> &OsStr {
         &self.program
     }
+
+    /// The program and its arguments, as text (a part that is not UTF-8 is shown lossily):
+    /// what a pathway records so that an operator step can start the server again. The
+    /// environment is not part of it.
+    #[must_use]
+    pub fn command_line(&self) -> Vec<String> {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
 }
 
 /// Timing and buffer settings of the transport.

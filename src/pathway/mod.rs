@@ -92,22 +92,24 @@ pub enum Decision {
     Deny(String),
 }
 
-/// An admission policy: any `Fn(&Definition) -> Decision`.
+/// An admission rule: any `Fn(&Definition) -> Decision`.
 ///
-/// `Fn` is a supertrait, so a closure written where a policy is expected needs no type
-/// annotation: `proposed.admit(&rt, &alice, &|_| Decision::Hold)`. A policy with state of its
-/// own is a closure over it (`&|d| rules.decide(d)`). [`ALLOW_ALL`] admits everything.
-pub trait Policy: Fn(&Definition) -> Decision {
+/// `Fn` is a supertrait, so a closure written where a rule is expected needs no type
+/// annotation: `proposed.admit(&rt, &alice, &|_| Decision::Hold)`. A rule with state of its
+/// own is a closure over it: the gate and `rpr call` admit by the plan an
+/// [`rpr::policy::Policy`](crate::policy::Policy) gives (`&|_| plan.decision()`).
+/// [`ALLOW_ALL`] admits everything.
+pub trait Admit: Fn(&Definition) -> Decision {
     /// Decides what to do with a proposal.
     fn decide(&self, definition: &Definition) -> Decision {
         self(definition)
     }
 }
 
-impl<F: Fn(&Definition) -> Decision + ?Sized> Policy for F {}
+impl<F: Fn(&Definition) -> Decision + ?Sized> Admit for F {}
 
-/// The policy that admits every proposal ([`Decision::Allow`]).
-pub const ALLOW_ALL: &dyn Policy = &|_| Decision::Allow;
+/// The rule that admits every proposal ([`Decision::Allow`]).
+pub const ALLOW_ALL: &dyn Admit = &|_| Decision::Allow;
 
 /// What can refuse a pathway step.
 #[derive(Debug, thiserror::Error)]

@@ -33,6 +33,8 @@ pub use builder::{
 pub(crate) use owner::{CarrierRecord, Tracked};
 use owner::{Heartbeat, IN_FLIGHT, Owner};
 pub use propose::{Decided, Proposal, Ready};
+#[cfg(feature = "postgres")]
+pub(crate) use recovery::READ_ENDS_FAILED;
 pub(crate) use store::Store;
 /// How often `load` reads a pathway again when what it read went stale before its
 /// recovery step could be recorded (the step is refused by compare-and-set, never misapplied).

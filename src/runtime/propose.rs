@@ -146,7 +146,7 @@ impl Runtime {
         proposer: &Actor,
         decider: &Actor,
         definition: Definition,
-        policy: &dyn crate::pathway::Policy,
+        policy: &dyn crate::pathway::Admit,
     ) -> Result<Decided, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
         let stored = self.propose_inner(proposer, definition, false, admit_by(decider, policy))?;
@@ -180,7 +180,7 @@ impl Runtime {
         proposer: &Actor,
         decider: &Actor,
         definition: Definition,
-        policy: &dyn crate::pathway::Policy,
+        policy: &dyn crate::pathway::Admit,
         executor: &mut dyn Executor,
     ) -> Result<Ready, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
@@ -332,7 +332,7 @@ impl Runtime {
 /// pathway to, and the events that record it.
 fn admit_by<'a>(
     decider: &'a Actor,
-    policy: &'a dyn crate::pathway::Policy,
+    policy: &'a dyn crate::pathway::Admit,
 ) -> impl FnOnce(&Definition) -> (crate::pathway::Decision, State, Vec<EventDraft>) + 'a {
     move |definition| {
         let decision = policy.decide(definition);

@@ -232,8 +232,15 @@ impl Runtime {
             if self.carries_here(attempt) {
                 return Ok(elsewhere());
             }
-            return match backend.take_over(&record.id, &attempt.id, &self.owner_id(), self.now()) {
-                Ok(version) => Ok(self.taken_unknown(core, version, &record.id, &attempt.id)),
+            let read = is_read(&core.definition, attempt);
+            return match backend.take_over(
+                &record.id,
+                &attempt.id,
+                &self.owner_id(),
+                self.now(),
+                read,
+            ) {
+                Ok(version) => Ok(self.taken(core, version, &record.id, &attempt.id, read)),
                 Err(PgError::LeaseHeld { .. }) => Ok(elsewhere()),
                 // Settled since it was read: read again.
                 Err(PgError::NotInFlight { .. }) => Err(StoreError::Conflict {
@@ -254,7 +261,9 @@ impl Runtime {
     /// An in-flight attempt whose owner is proven gone, or whose owner's lease lapsed,
     /// becomes unknown (recorded, with which of the two it was: after a lapse alone the
     /// owner may still send, and no readback settles the attempt). Its carrier, if it
-    /// survived its owner, is killed now, before anyone reads back.
+    /// survived its owner, is killed now, before anyone reads back. A read (read-only by its
+    /// definition and its binding) changes nothing, so it ends `failed` instead: its
+    /// attempt's answer is unknown, and an identical read later is a new call.
     fn recovered_unknown(
         &self,
         core: Box<Core>,
@@ -266,24 +275,34 @@ impl Runtime {
             definition_digest: core.definition_digest.clone(),
             request_digest: core.request_digest.clone(),
         };
+        let read = is_read(&core.definition, attempt);
+        let to = if read {
+            State::Failed
+        } else {
+            State::WriteStatusUnknown
+        };
+        let mut data = if proven_gone {
+            json!({ "owner": attempt.owner, "owner_fate": "gone", "reason": "in-flight attempt whose owner is gone" })
+        } else {
+            json!({ "owner": attempt.owner, "owner_fate": "lapsed", "reason": "in-flight attempt whose owner's lease lapsed; the owner was not proven gone and may still send" })
+        };
+        if read {
+            data["read"] = json!(READ_ENDS_FAILED);
+        }
         let step = Step {
             pathway: record.id.clone(),
             expected_state: State::Running,
             expected_version: record.version,
             fence,
-            to: Some(State::WriteStatusUnknown),
+            to: Some(to),
             events: vec![EventDraft {
                 kind: "recovered_unknown",
                 actor: "rpr-recovery".into(),
                 from: Some(State::Running),
-                to: State::WriteStatusUnknown,
+                to,
                 attempt: Some(attempt.id.clone()),
                 attempt_status: Some(AttemptStatus::Unknown.as_str()),
-                data: if proven_gone {
-                    json!({ "owner": attempt.owner, "owner_fate": "gone", "reason": "in-flight attempt whose owner is gone" })
-                } else {
-                    json!({ "owner": attempt.owner, "owner_fate": "lapsed", "reason": "in-flight attempt whose owner's lease lapsed; the owner was not proven gone and may still send" })
-                },
+                data,
             }],
             attempt: Some(AttemptWrite::Finish {
                 id: attempt.id.clone(),
@@ -294,28 +313,48 @@ impl Runtime {
             at: self.now(),
         };
         let version = self.write(move |b| b.apply(step))?;
-        Ok(self.taken_unknown(core, version, &record.id, &attempt.id))
+        Ok(self.taken(core, version, &record.id, &attempt.id, read))
     }
 
-    /// The unknown stage of a pathway whose in-flight attempt was just taken over (stored
-    /// at `version`). Its carrier, if it outlived its owner, is killed now, best effort:
-    /// reconcile checks again and refuses a not-applied verdict while the carrier cannot
-    /// be shown gone.
-    fn taken_unknown(
+    /// The stage of a pathway whose in-flight attempt was just taken over (stored at
+    /// `version`): unknown, or failed for a read. Its carrier, if it outlived its owner, is
+    /// killed now, best effort: reconcile checks again and refuses a not-applied verdict
+    /// while the carrier cannot be shown gone.
+    fn taken(
         &self,
         mut core: Box<Core>,
         version: i64,
         pathway: &str,
         attempt: &str,
+        read: bool,
     ) -> StoredPathway {
         let _ = self.settle_carrier(pathway, attempt);
         core.version = version;
+        let attempt = attempt.to_owned();
+        if read {
+            return StoredPathway::Failed(Pathway {
+                core,
+                stage: Failed {
+                    attempt,
+                    _private: (),
+                },
+            });
+        }
         StoredPathway::Unknown(Pathway {
             core,
             stage: Unknown {
-                attempt: attempt.to_owned(),
+                attempt,
                 _private: (),
             },
         })
     }
+}
+
+/// What the recovery records of a read whose owner ended mid-call.
+pub(crate) const READ_ENDS_FAILED: &str = "a read-only call (by its definition and its binding) changes nothing: it ends failed, and an identical read later is a new call";
+
+/// Whether an attempt is a read: read-only by its definition *and* by the class its binding
+/// recorded (as dispatch decides; a definition declared mutating is never a read).
+pub(crate) fn is_read(definition: &Definition, attempt: &AttemptRecord) -> bool {
+    definition.class == crate::ActionClass::ReadOnly && attempt.binding["class"] == "read_only"
 }

@@ -11,6 +11,7 @@ use super::{EventDraft, MIGRATION_2_SQL, MIGRATION_3_SQL, SCHEMA_SQL, SCHEMA_VER
 use crate::ledger;
 use crate::state::State;
 
+mod checkpoint;
 mod steps;
 
 /// `journal_size_limit`: the most a checkpointed WAL keeps on disk (4 MiB).
@@ -26,6 +27,8 @@ pub(crate) const DB_NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 /// The SQLite implementation of [`Backend`](super::Backend) (the steps: `sqlite/steps.rs`).
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
+    /// Takes the log's checkpoints off the steps' path; stopped before `read` closes.
+    checkpointer: std::sync::Arc<checkpoint::Checkpointer>,
     read: ReadStore,
     path: std::path::PathBuf,
     busy_timeout: Duration,
@@ -176,7 +179,7 @@ impl SqliteBackend {
     /// it to [`SCHEMA_VERSION`]. A database that holds anything but rpr's tables is refused
     /// ([`StoreError::NotRprDatabase`]) before anything is written to it.
     pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)?;
+        let mut conn = Connection::open(path)?;
         conn.busy_timeout(busy_timeout)?;
         // Every statement of a step and of its row check stays prepared (rusqlite's
         // default keeps 16; a whole call uses about 20 distinct statements).
@@ -198,7 +201,12 @@ impl SqliteBackend {
             // leaving it at its largest size), and bounds what it keeps after a checkpoint.
             conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         }
+        let checkpointer = checkpoint::Checkpointer::new(path, busy_timeout);
+        if path.as_os_str() != ":memory:" {
+            checkpoint::install(&mut conn, &checkpointer)?;
+        }
         let mut backend = Self {
+            checkpointer,
             read: ReadStore::from_sqlite(conn),
             path: path.to_owned(),
             busy_timeout,
@@ -468,5 +476,13 @@ fn keep_wal_files(conn: &Connection) -> Result<(), StoreError> {
             rusqlite::ffi::Error::new(rc),
             Some("could not keep the WAL files (SQLITE_FCNTL_PERSIST_WAL)".into()),
         )))
+    }
+}
+
+impl Drop for SqliteBackend {
+    /// The checkpoint thread ends first, so the step connection closes last and leaves the
+    /// write-ahead log as it always did.
+    fn drop(&mut self) {
+        self.checkpointer.stop();
     }
 }

@@ -3,18 +3,16 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
-use std::sync::Arc;
 
-use rpr::executor::Binding;
-use rpr::mcp::{McpClient, McpExecutor, ServerCommand, SessionConfig, Tool, ToolBinding, ToolList};
+use rpr::executor::{Binding, Keeping};
+use rpr::policy::{Live, Policy};
 use rpr::stage::{Bindable, Gated, RepairUnsettled, Returned, Stage, Unknown};
 use rpr::token::Reconciled;
 use rpr::{Actor, AttemptStatus, Confirmed, Outcome, Pathway, Runtime, StepPoint};
 use serde_json::Value;
 
 use crate::Failure;
-use crate::config::{Config, Plan, Policy};
-pub(crate) use crate::keeping::Keeping;
+use crate::config::Config;
 
 /// How a command ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,76 +81,21 @@ pub(crate) fn print_binding(b: &Binding) {
     );
 }
 
-/// One tool on one running server, with what the policy decides for it.
-pub(crate) struct Live {
-    pub(crate) server: String,
-    pub(crate) client: Arc<McpClient>,
-    pub(crate) tool: Tool,
-    pub(crate) plan: Plan,
-}
-
-impl Live {
-    /// Starts server `server` of the config, lists its tools and plans `tool`.
-    pub(crate) fn open(
-        config: &Config,
-        policy: &Policy,
-        server: &str,
-        tool: &str,
-    ) -> Result<Self, Failure> {
-        policy.check_config(config)?;
-        let command = config.command(server)?;
-        let started = format!("cannot start server `{server}` ({command:?})");
-        Self::start(&command, &started, policy, server, tool, |client, list| {
-            let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_str()).collect();
-            format!(
-                "server `{server}` ({}) has no tool `{tool}` (it has: {})",
-                client.server().identity(),
-                names.join(", ")
-            )
-        })
+/// Starts server `server` of the config, lists its tools and plans `tool` (the policy's
+/// notes about unchecked readbacks go to stderr).
+pub(crate) fn open_live(
+    config: &Config,
+    policy: &Policy,
+    server: &str,
+    tool: &str,
+) -> Result<Live, Failure> {
+    policy.check_configured(config.names())?;
+    let command = config.command(server)?;
+    let started = Live::start(&command, policy, server, tool)?;
+    for unchecked in &started.notes {
+        note!("note: {unchecked}");
     }
-
-    /// Starts `command` (`cannot_start` prefixes its error), lists its tools, and plans
-    /// `tool` of `server` by `policy`; `missing` says why a tool that is not listed is missing.
-    pub(crate) fn start(
-        command: &ServerCommand,
-        cannot_start: &str,
-        policy: &Policy,
-        server: &str,
-        tool: &str,
-        missing: impl FnOnce(&McpClient, &ToolList) -> String,
-    ) -> Result<Self, Failure> {
-        policy.check_governs(server)?;
-        let client = McpClient::connect(command, &SessionConfig::default())
-            .map_err(|e| format!("{cannot_start}: {e}"))?;
-        let client = Arc::new(client);
-        let list = client
-            .list_tools()
-            .map_err(|e| format!("server `{server}`: tools/list failed: {e}"))?;
-        policy.check_offered(server, &list)?;
-        for unchecked in policy.check_readbacks(server, &list)? {
-            note!("note: {unchecked}");
-        }
-        let Some(found) = list.get(tool).cloned() else {
-            return Err(missing(&client, &list).into());
-        };
-        let plan = policy.plan(server, &found, &list)?;
-        Ok(Self {
-            server: server.to_owned(),
-            client,
-            tool: found,
-            plan,
-        })
-    }
-
-    pub(crate) fn executor(&self) -> McpExecutor {
-        McpExecutor::new(Arc::clone(&self.client), self.tool.name.clone())
-    }
-
-    /// What a call would be bound to now.
-    fn binding(&self) -> Result<Binding, Failure> {
-        Ok(ToolBinding::new(self.client.server(), &self.tool)?.to_binding()?)
-    }
+    Ok(started.live)
 }
 
 /// Prints the command line of the next step (real mode), or nothing (the demo).

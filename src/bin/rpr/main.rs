@@ -72,8 +72,7 @@ mod config;
 mod copy;
 mod flow;
 mod gate;
-mod keeping;
-mod shown;
+pub(crate) use rpr::shown;
 
 use std::process::ExitCode;
 

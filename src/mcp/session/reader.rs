@@ -3,8 +3,7 @@
 //! or hands on its notifications.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::BufReader;
-use std::process::ChildStdout;
+use std::io::BufRead;
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -273,12 +272,16 @@ impl Shared {
         }
     }
 
-    fn unreadable(&self, error: JsonRpcError) {
+    /// A line that is no message: recorded, and when it is a malformed or over-long reply
+    /// (not `names_method`, a request or notification of the server's), its request is
+    /// answered now (lost), not left to time out.
+    fn unreadable(&self, error: JsonRpcError, names_method: bool) {
         let mut state = self.lock();
         if let JsonRpcError::InvalidMessage {
             id: Some(id),
             reason,
         } = &error
+            && !names_method
             && let Some(tx) = state.pending.remove(id)
         {
             let _ = tx.send(Incoming::Lost(format!(
@@ -302,26 +305,90 @@ impl Shared {
     }
 }
 
-pub(super) fn reader_loop(
-    mut reader: MessageReader<BufReader<ChildStdout>>,
+pub(super) fn reader_loop<R: BufRead>(
+    mut reader: MessageReader<R>,
     shared: &Shared,
     writer: &Sender<WriteJob>,
     max: usize,
 ) {
     loop {
-        match reader.read_message() {
+        let value = match reader.read_value() {
             Ok(None) => {
                 shared.close("the server closed its stdout (it exited or crashed)");
                 return;
             }
-            Ok(Some(Message::Response(response))) => shared.deliver(response),
-            Ok(Some(Message::Notification(notification))) => shared.notification(notification),
-            Ok(Some(Message::Request(request))) => shared.request(request, writer, max),
+            Ok(Some(value)) => value,
             Err(error) if error.is_fatal() => {
                 shared.close(&error.to_string());
                 return;
             }
-            Err(error) => shared.unreadable(error),
+            Err(error) => {
+                shared.unreadable(error, false);
+                continue;
+            }
+        };
+        // A request or notification of the server's, even a malformed one, is no reply:
+        // its id (the server's own) must not end a request of the client's.
+        let names_method = value.get("method").is_some();
+        match Message::from_value(value) {
+            Ok(Message::Response(response)) => shared.deliver(response),
+            Ok(Message::Notification(notification)) => shared.notification(notification),
+            Ok(Message::Request(request)) => shared.request(request, writer, max),
+            Err(error) => shared.unreadable(error, names_method),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared {
+            state: Mutex::new(State::default()),
+            queue_capacity: 16,
+            on_notification: None,
+            on_request: None,
+            pass_progress: false,
+        }
+    }
+
+    /// Reads `lines` with request 1 pending; returns how it ended.
+    fn pending_one_through(lines: &str) -> String {
+        let shared = shared();
+        let (tx, rx) = mpsc::channel();
+        shared.lock().pending.insert(Id::Number(1), tx);
+        let (writer, _jobs) = mpsc::channel();
+        let reader = MessageReader::with_max_message_bytes(lines.as_bytes(), 200).replies_only();
+        reader_loop(reader, &shared, &writer, 200);
+        match rx.try_recv() {
+            Ok(Incoming::Reply(Reply::Result(v))) => format!("result {v}"),
+            Ok(Incoming::Reply(_)) => "another reply".into(),
+            Ok(Incoming::Lost(reason)) => format!("lost: {reason}"),
+            Err(_) => "nothing".into(),
+        }
+    }
+
+    #[test]
+    fn a_request_of_the_servers_never_ends_a_request_of_the_same_id() {
+        let pad = "x".repeat(300);
+        let over_long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{{"p":"{pad}"}}}}"#
+        );
+        let malformed = r#"{"jsonrpc":"2.0","id":1,"method":5}"#;
+        let reply = r#"{"jsonrpc":"2.0","id":1,"result":{"ok":true}}"#;
+        let lines = format!("{over_long}\n{malformed}\n{reply}\n");
+        assert_eq!(pending_one_through(&lines), r#"result {"ok":true}"#);
+    }
+
+    #[test]
+    fn a_malformed_or_over_long_reply_ends_its_request_as_lost() {
+        let pad = "x".repeat(300);
+        let over_long = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"p":"{pad}"}}}}"#);
+        assert!(pending_one_through(&format!("{over_long}\n")).contains("exceeded the 200-byte"));
+        let malformed = r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#;
+        assert!(pending_one_through(&format!("{malformed}\n")).contains("malformed"));
     }
 }

@@ -7,7 +7,7 @@ use crate::pathway::stage::{
     Abortable, Aborted, Approved, AwaitingApproval, Denied, Gated, Held, HumanGate, Proposed, Stage,
 };
 use crate::pathway::token::Approval;
-use crate::pathway::{Actor, Decision, Pathway, PathwayError, Policy, Refused};
+use crate::pathway::{Actor, Admit, Decision, Pathway, PathwayError, Refused};
 use crate::runtime::Runtime;
 use crate::state::State;
 use crate::store::{ApprovalWrite, EventDraft};
@@ -20,7 +20,7 @@ impl Pathway<Proposed> {
         self,
         rt: &Runtime,
         actor: &Actor,
-        policy: &dyn Policy,
+        policy: &dyn Admit,
     ) -> Result<Admission, Refused<Proposed>> {
         if let Err(e) = self.core.authorize(actor, Act::Admit) {
             return Err(Refused::new(self, e));

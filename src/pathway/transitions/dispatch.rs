@@ -216,7 +216,12 @@ impl Pathway<Bound> {
     ) -> Result<(String, Change), PathwayError> {
         let from = self.stage.from;
         let attempt_id = rt.new_id("at");
-        let seq = i64::try_from(rt.attempt_records(&self.core.id)?.len()).unwrap_or(i64::MAX) + 1;
+        // A pathway not stored yet (its row is written with this attempt) has no attempts.
+        let seq = if self.core.pending.is_some() {
+            1
+        } else {
+            i64::try_from(rt.attempt_records(&self.core.id)?.len()).unwrap_or(i64::MAX) + 1
+        };
         let stored = rt.check(&request_json(request))?;
         let stored_request = crate::canonical::to_string(&stored)?;
         let request_text_digest = crate::canonical::sha256_hex_bytes(stored_request.as_bytes());

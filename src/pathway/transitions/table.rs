@@ -65,7 +65,7 @@ pub const TRANSITIONS: &[(State, State, &str)] = &[
     (
         State::Running,
         State::Failed,
-        "Pathway<Bound>::dispatch | Pathway<Bound>::dispatch_and_confirm (a read-only call that errored, timed out or was cut off)",
+        "Pathway<Bound>::dispatch | Pathway<Bound>::dispatch_and_confirm | Runtime::recover (a read-only call that errored, timed out or was cut off, or whose owner ended mid-call)",
     ),
     (State::Held, State::HumanGate, "Pathway<Held>::escalate"),
     (State::Held, State::Approved, "Pathway<Held>::release"),

@@ -12,7 +12,8 @@ use crate::store::StoreError;
 impl PgBackend {
     /// Takes over the in-flight `attempt` of `pathway` once its lease has lapsed by the
     /// database's clock: the attempt becomes `unknown` and the pathway
-    /// `write_status_unknown` (only a reconciliation moves it on: nothing is resent), with
+    /// `write_status_unknown` (only a reconciliation moves it on: nothing is resent; a read,
+    /// `read`, ends `failed`), with
     /// a `recovered_unknown` event naming the old owner, the lease, the database's time and
     /// `by`. `at` is the caller's time for the event; it decides nothing. Returns the new
     /// version. [`PgError::LeaseHeld`] while the lease runs; [`PgError::NotInFlight`] when
@@ -25,7 +26,14 @@ impl PgBackend {
         attempt: &str,
         by: &str,
         at: i64,
+        read: bool,
     ) -> Result<i64, PgError> {
+        // A read changes nothing: it ends failed (`Runtime::recover` decides which it is).
+        let to = if read {
+            State::Failed
+        } else {
+            State::WriteStatusUnknown
+        };
         self.write(|tx| {
             let (state, version) = lock_pathway(tx, pathway)?;
             check_pathway(tx, pathway)?;
@@ -67,23 +75,29 @@ impl PgBackend {
             )?;
             tx.execute(
                 "UPDATE pathways SET state = $1, version = version + 1, updated_at = $2 WHERE id = $3",
-                &[&State::WriteStatusUnknown.as_str(), &at, &pathway],
+                &[&to.as_str(), &at, &pathway],
             )?;
             let event = EventDraft {
                 kind: "recovered_unknown",
                 actor: "rpr-recovery".into(),
                 from: Some(State::Running),
-                to: State::WriteStatusUnknown,
+                to,
                 attempt: Some(attempt.to_owned()),
                 attempt_status: Some(AttemptStatus::Unknown.as_str()),
-                data: json!({
-                    "owner": owner,
-                    "owner_fate": "lapsed",
-                    "reason": "in-flight attempt whose lease lapsed by the database's clock; the owner was not proven gone and may still send",
-                    "lease_until": lease_until,
-                    "database_now": database_now,
-                    "taken_over_by": by,
-                }),
+                data: {
+                    let mut data = json!({
+                        "owner": owner,
+                        "owner_fate": "lapsed",
+                        "reason": "in-flight attempt whose lease lapsed by the database's clock; the owner was not proven gone and may still send",
+                        "lease_until": lease_until,
+                        "database_now": database_now,
+                        "taken_over_by": by,
+                    });
+                    if read {
+                        data["read"] = json!(crate::runtime::READ_ENDS_FAILED);
+                    }
+                    data
+                },
             };
             ledger::append(tx, pathway, at, vec![event])?;
             Ok(version + 1)

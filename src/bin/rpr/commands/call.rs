@@ -8,8 +8,10 @@ use rpr::{Actor, Admission, Definition, Proposal, Runtime, StoredPathway};
 use serde_json::json;
 
 use super::{CallArgs, hint, json_object, show_next};
-use crate::config::{Config, Policy};
-use crate::flow::{self, Gate, Live};
+use rpr::policy::Policy;
+
+use crate::config::Config;
+use crate::flow::{self, Gate};
 use crate::{Exit, Failure};
 
 /// `call`: propose → admit → Human Gate → bind → dispatch → readback.
@@ -25,7 +27,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     let config = Config::load(&args.files.config)?;
     let policy = Policy::load(&args.files.policy)?;
     let db = &args.db.database;
-    let live = Live::open(&config, &policy, server, tool)?;
+    let live = flow::open_live(&config, &policy, server, tool)?;
     let validator = ArgumentValidator::new(&live.tool)?;
     validator.check(&arguments).map_err(|problems| {
         format!(

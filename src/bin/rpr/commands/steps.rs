@@ -11,9 +11,10 @@ use super::{
     AbortArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs, RepairArgs,
     Restore, Step, Target, Verdict, find, hint, json_object, show_next,
 };
-use crate::config::{Config, Policy, existing_database};
-use crate::flow::{self, Gate, Hint, Live};
-use crate::gate;
+use rpr::policy::{Live, Policy};
+
+use crate::config::{Config, existing_database};
+use crate::flow::{self, Gate, Hint};
 use crate::{Exit, Failure, Usage};
 
 fn live_hint(files: &LiveFiles, db: &Database) -> Hint {
@@ -58,8 +59,13 @@ fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result
     let policy_path = files.policy.as_deref().ok_or_else(|| {
         Usage("`--policy` is required: the readback and the tool's plan come from it".into())
     })?;
-    if gate::is_gate_pathway(p) {
-        return gate::live(rt, policy_path, p);
+    if rpr::gate::is_gate_pathway(p) {
+        let policy = Policy::load(policy_path)?;
+        let started = rpr::gate::recorded_live(rt, &policy, p)?;
+        for unchecked in &started.notes {
+            note!("note: {unchecked}");
+        }
+        return Ok(started.live);
     }
     let config_path = files.config.as_deref().ok_or_else(|| {
         Usage("`--config` is required (only a pathway proposed by `rpr gate` needs none)".into())
@@ -69,7 +75,7 @@ fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result
     let server = p.definition().metadata["server"]
         .as_str()
         .ok_or("the pathway does not name its server (not proposed by this host)")?;
-    Live::open(&config, &policy, server, &p.definition().request.action)
+    flow::open_live(&config, &policy, server, &p.definition().request.action)
 }
 
 /// Restores a redacted request from `--args` (the full original arguments).
@@ -107,8 +113,8 @@ pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
     macro_rules! approve_and_go {
         ($p:expr) => {{
             let p = restored(&args.restore, $p)?;
-            if gate::is_gate_pathway(&p) {
-                return gate::approve_only(&rt, p, &approver);
+            if rpr::gate::is_gate_pathway(&p) {
+                return crate::gate::approve_only(&rt, p, &approver);
             }
             let live = live_for(&rt, &args.files, &p)?;
             let shown = flow::show_gate(&p, &live)?;

@@ -2,8 +2,8 @@
 //! both; a server's annotations (`readOnlyHint`, `destructiveHint`) are its claims, and
 //! count only where a rule says `"trust_annotations": true`.
 
-use rpr::mcp::Tool;
-use rpr::{ActionClass, Decision};
+use crate::mcp::Tool;
+use crate::{ActionClass, Decision};
 use serde::Deserialize;
 
 use super::ReadbackRule;

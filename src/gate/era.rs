@@ -4,7 +4,7 @@
 //! `resultType` (and, on lists, `ttlMs` and `cacheScope`) on every result. The gate serves
 //! both, request by request, as a dual-era server does (docs/gate.md, "Protocol eras").
 
-use rpr::jsonrpc::{ErrorObject, codes};
+use crate::jsonrpc::{ErrorObject, codes};
 use serde_json::{Map, Value, json};
 
 /// The revision without a handshake.

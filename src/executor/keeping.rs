@@ -1,28 +1,31 @@
-//! `Keeping`: the MCP executor, keeping the delivery the server sent (for the person at the
-//! terminal, or the gate's client) while the ledger keeps its bounded copy.
+//! [`Keeping`]: an executor that keeps the delivery its server sent, for whoever is waiting
+//! for it (the person at the terminal, the gate's client), while the ledger keeps its
+//! bounded copy (a large result is stored as its digest).
 
-use rpr::executor::{Binding, Carrier, Delivery, Executor, Refusal, Request};
-use rpr::mcp::McpExecutor;
 use serde_json::Value;
 
-/// The MCP executor, keeping the delivery as the server sent it, for the person at the
-/// terminal or the gate's client (the ledger keeps the bounded copy: a large result is
-/// stored as its digest).
-pub(crate) struct Keeping {
-    pub(crate) inner: McpExecutor,
-    pub(crate) delivery: Option<Delivery>,
+use super::{Binding, Carrier, Delivery, Executor, Refusal, Request};
+
+/// Wraps an executor and keeps the last delivery as the server sent it.
+#[derive(Debug)]
+pub struct Keeping<E> {
+    /// The executor that sends.
+    pub inner: E,
+    /// The last delivery, until taken.
+    pub delivery: Option<Delivery>,
 }
 
-impl Keeping {
-    pub(crate) fn new(inner: McpExecutor) -> Self {
+impl<E: Executor> Keeping<E> {
+    /// Wraps `inner`.
+    pub fn new(inner: E) -> Self {
         Self {
             inner,
             delivery: None,
         }
     }
 
-    /// The success reply, if the call succeeded.
-    pub(crate) fn reply(&mut self) -> Option<Value> {
+    /// The success reply, if the last call succeeded (taken: a second call gives `None`).
+    pub fn reply(&mut self) -> Option<Value> {
         match self.delivery.take() {
             Some(Delivery::Succeeded { reply }) => Some(reply),
             _ => None,
@@ -30,7 +33,7 @@ impl Keeping {
     }
 }
 
-impl Executor for Keeping {
+impl<E: Executor> Executor for Keeping<E> {
     fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
         self.inner.bind(request)
     }

@@ -4,7 +4,7 @@
 //! for the server's answer: one that arrives is its outcome, recorded; without one a call
 //! that may change something stays unknown, and a read ends failed.
 
-use rpr::jsonrpc::Id;
+use crate::jsonrpc::Id;
 use serde_json::Value;
 
 use super::Gate;

@@ -3,23 +3,23 @@
 //! server's own requests passed on), matched to their replies by id.
 
 use std::collections::HashMap;
-use std::io::Stdout;
+use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rpr::jsonrpc::{ErrorObject, Id, Message, MessageWriter, Notification, Response};
-use rpr::mcp::Reply;
+use crate::jsonrpc::{ErrorObject, Id, Message, MessageWriter, Notification, Response};
+use crate::mcp::Reply;
 use serde_json::Value;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The MCP client at the other end of stdin and stdout.
+/// The MCP client at the other end of the gate's input and output.
 pub(crate) struct Downstream {
-    out: Mutex<MessageWriter<Stdout>>,
+    out: Mutex<MessageWriter<Box<dyn Write + Send>>>,
     pending: Mutex<HashMap<Id, mpsc::Sender<Reply>>>,
     next: AtomicI64,
     closed: Mutex<bool>,
@@ -31,10 +31,10 @@ pub(crate) struct Downstream {
 }
 
 impl Downstream {
-    pub(crate) fn new(max_message_bytes: usize) -> Self {
+    pub(crate) fn new(output: impl Write + Send + 'static, max_message_bytes: usize) -> Self {
         Self {
             out: Mutex::new(MessageWriter::with_max_message_bytes(
-                std::io::stdout(),
+                Box::new(output),
                 max_message_bytes,
             )),
             pending: Mutex::new(HashMap::new()),
@@ -54,7 +54,7 @@ impl Downstream {
                 let error = Message::Response(Response {
                     id: Some(id.clone()),
                     outcome: Err(ErrorObject::new(
-                        rpr::jsonrpc::codes::INTERNAL_ERROR,
+                        crate::jsonrpc::codes::INTERNAL_ERROR,
                         format!("the reply could not be written: {e}"),
                     )),
                 });
@@ -150,7 +150,7 @@ impl Downstream {
         ));
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id.clone(), tx);
-        self.send(&Message::Request(rpr::jsonrpc::Request {
+        self.send(&Message::Request(crate::jsonrpc::Request {
             id: id.clone(),
             method: method.to_owned(),
             params,

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rpr::jsonrpc::{ErrorObject, Notification, Request, codes};
-use rpr::mcp::{McpClient, Reply, Responder, ServerCommand, SessionConfig, ToolList};
+use crate::jsonrpc::{ErrorObject, Notification, Request, codes};
+use crate::mcp::{McpClient, Reply, Responder, ServerCommand, SessionConfig, ToolList};
 use serde_json::Value;
 
 use super::downstream::Downstream;
@@ -63,9 +63,11 @@ impl Upstream {
     }
 
     fn config(&self) -> SessionConfig {
-        let mut config = SessionConfig::default();
-        config.request_timeout = self.request_timeout;
-        config.pass_progress = true;
+        let mut config = SessionConfig {
+            request_timeout: self.request_timeout,
+            pass_progress: true,
+            ..SessionConfig::default()
+        };
         let declared: serde_json::Map<String, Value> = CLIENT_SIDE
             .iter()
             .filter_map(|c| Some(((*c).to_owned(), self.down.declared(c)?)))

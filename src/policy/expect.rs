@@ -3,7 +3,7 @@
 //! never find the effect, so every call would stay unknown, and before issue 25 a missing
 //! member even read as "not applied", opening the way to a second send.
 
-use rpr::mcp::Tool;
+use crate::mcp::Tool;
 
 use super::pointer::{self, Pointer};
 

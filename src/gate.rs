@@ -1,7 +1,29 @@
-//! `rpr gate`: a governing MCP stdio proxy. An MCP host launches it in place of a
-//! server; it launches the server as its child and puts every `tools/call` on a
-//! responsibility pathway (see docs/gate.md). Stdout carries protocol messages only;
-//! what the gate has to say goes to stderr.
+//! The gate: a governing MCP stdio proxy. An MCP host launches `rpr gate` (or a host of its
+//! own calls [`serve`]) in place of a server; the gate starts the server as its child and puts
+//! every `tools/call` on a responsibility pathway (see docs/gate.md). What it writes to its
+//! client carries protocol messages only; what the gate has to say goes to stderr.
+//!
+//! ```no_run
+//! use rpr::gate::{Options, serve};
+//! use rpr::mcp::ServerCommand;
+//! use rpr::policy::Policy;
+//! use rpr::{Actor, Runtime};
+//!
+//! let policy = Policy::load("policy.json")?;
+//! let rt = Runtime::builder("pathways.db").bounds(policy.bounds()).open()?;
+//! let server = ServerCommand::new("my-mcp-server").inherit_env(true);
+//! let options = Options::new("files", Actor::new("agent"), "pathways.db", "policy.json");
+//! serve(rt, policy, &server, options, std::io::stdin().lock(), std::io::stdout())?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+/// Writes one line of the gate's log on stderr, every string from a server, a client or an
+/// actor in it escaped ([`crate::shown::text`]).
+macro_rules! note {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::shown::text(&format!($($arg)*)))
+    };
+}
 
 mod call;
 mod cancel;
@@ -9,25 +31,18 @@ mod carry;
 mod downstream;
 mod elicit;
 mod era;
-mod ops;
+mod recorded;
 mod request_state;
 mod turns;
 mod upstream;
 
-pub(crate) use ops::{PinArgs, approve_only, is_gate_pathway, live, pin};
+pub use recorded::{is_gate_pathway, recorded_live};
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rpr::jsonrpc::{
-    DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, Message, MessageReader, Request, codes,
-};
-use rpr::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand, ToolList};
-use rpr::store::PinCheck;
-use rpr::{Actor, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use self::downstream::Downstream;
@@ -35,51 +50,82 @@ use self::era::Era;
 use self::request_state::StateKey;
 use self::turns::Turns;
 use self::upstream::Upstream;
-use crate::config::Policy;
-use crate::{Exit, Failure};
+use crate::jsonrpc::server::Incoming;
+use crate::jsonrpc::{DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, MessageReader, Request, codes};
+use crate::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand, ToolList};
+use crate::policy::Policy;
+use crate::store::PinCheck;
+use crate::{Actor, Runtime, StoredPathway};
 
-/// `rpr gate --database DB --policy POLICY [--actor NAME] [--name NAME] -- COMMAND [ARGS...]`
-#[derive(Debug, clap::Args)]
-pub(crate) struct GateArgs {
-    /// The pathway database (created when missing).
-    #[arg(long, value_name = "DB")]
-    pub(crate) database: PathBuf,
-    /// The policy file (JSON; see docs/gate.md).
-    #[arg(long, value_name = "POLICY")]
-    pub(crate) policy: PathBuf,
+/// How a gate runs: whose calls it proposes, the server's name, its time limits, and the
+/// files its messages name in the next command for the operator.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// The actor that proposes every call (the agent behind the MCP client).
-    #[arg(long, value_name = "NAME", default_value = "agent")]
-    pub(crate) actor: String,
+    pub actor: Actor,
     /// The name the policy and the pins know the server by: its key in the host's MCP
-    /// configuration. Required: the name a server reports (`serverInfo.name`) is its own
-    /// claim and may change; a new one is a binding change, refused until `rpr pin`.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) name: String,
-    /// Seconds a governed `tools/call` (and a request passed through) may take before
-    /// its outcome is recorded as unknown.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
-    pub(crate) call_timeout: u64,
-    /// Seconds the person at the client has to answer a Human Gate elicitation.
-    #[arg(long, value_name = "SECONDS", default_value_t = elicit::DEFAULT_APPROVAL_WAIT.as_secs())]
-    pub(crate) approval_timeout: u64,
-    /// How the records of read-only calls are committed: `process-crash-safe` (without a
-    /// sync of their own: they survive a crash of the gate, and a crash of the machine can
-    /// lose the last of them) or `synced` (each step synced, as for every call that
-    /// changes something, which is always synced).
-    #[arg(long, value_name = "HOW", value_enum, default_value_t = ReadRecords::ProcessCrashSafe)]
-    pub(crate) read_records: ReadRecords,
-    /// The MCP server to govern, started as the gate's child with the gate's environment.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub(crate) command: Vec<OsString>,
+    /// configuration. The name a server reports (`serverInfo.name`) is its own claim and
+    /// may change; a new one is a binding change, refused until `rpr pin`.
+    pub name: String,
+    /// How long a governed `tools/call` (and a request passed through) may take before its
+    /// outcome is recorded as unknown (at least a second).
+    pub call_timeout: Duration,
+    /// How long the person at the client has to answer a Human Gate (at least a second).
+    pub approval_timeout: Duration,
+    /// The database as the operator commands the gate prints should name it.
+    pub database: String,
+    /// The policy file as the operator commands the gate prints should name it.
+    pub policy: String,
 }
 
-/// `--read-records`: how the steps of read-only calls are committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ReadRecords {
-    /// Each step synced.
-    Synced,
-    /// Committed without a sync of their own ([`rpr::store::ReadDurability::ProcessCrashSafe`]).
-    ProcessCrashSafe,
+impl Options {
+    /// Options with the default time limits: 60 s per call, [`DEFAULT_APPROVAL_WAIT`] for a
+    /// Human Gate.
+    #[must_use]
+    pub fn new(
+        name: impl Into<String>,
+        actor: Actor,
+        database: impl Into<String>,
+        policy: impl Into<String>,
+    ) -> Self {
+        Self {
+            actor,
+            name: name.into(),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            approval_timeout: DEFAULT_APPROVAL_WAIT,
+            database: database.into(),
+            policy: policy.into(),
+        }
+    }
+}
+
+/// How long a governed call may take by default before its outcome is recorded as unknown.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_mins(1);
+
+pub use elicit::DEFAULT_APPROVAL_WAIT;
+
+/// Why a gate could not start serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateError {
+    /// The policy does not govern the server (`Options::name`).
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    /// The recovery scan of the database failed.
+    #[error("recovery of {database} failed: {error}")]
+    Recovery {
+        /// The database, as [`Options::database`] names it.
+        database: String,
+        /// What failed.
+        error: crate::PathwayError,
+    },
+    /// The key of the 2026-07-28 Human Gate's `requestState` could not be made.
+    #[error("{0}")]
+    Key(String),
+    /// An operator step on a gate pathway was refused before anything was read back or
+    /// sent ([`recorded_live`]); the message says why and what to do.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// The gate's state, shared by the threads that serve the client's requests.
@@ -89,7 +135,7 @@ pub(crate) struct Gate {
     policy_path: String,
     database: String,
     actor: Actor,
-    /// The server's identity for the policy and the pins (`--name`).
+    /// The server's identity for the policy and the pins ([`Options::name`]).
     name: String,
     upstream: Upstream,
     down: Arc<Downstream>,
@@ -103,74 +149,68 @@ pub(crate) struct Gate {
     state_key: StateKey,
     /// The gate's `serverInfo`, with the title naming the server once it has started.
     info: Mutex<Value>,
+    /// The last tool list the policy's names and readbacks were checked against.
+    checked_list: Mutex<Option<Arc<ToolList>>>,
+    /// Whether the policy's unchecked readbacks were noted.
+    said_unchecked: std::sync::Once,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn utf8(path: &std::path::Path, what: &str) -> Result<String, Failure> {
-    path.to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("the {what} path is not valid UTF-8 ({})", path.display()).into())
-}
-
-/// Runs the gate until the client closes its stdin.
-pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
-    let policy_path = utf8(&args.policy, "policy")?;
-    let database = utf8(&args.database, "database")?;
-    let policy = Policy::load(&policy_path)?;
-    policy
-        .check_governs(&args.name)
-        .map_err(|e| format!("policy {policy_path}: {e}"))?;
-    let rt = Runtime::builder(&args.database)
-        .bounds(policy.bounds())
-        .read_durability(match args.read_records {
-            ReadRecords::Synced => rpr::store::ReadDurability::Synced,
-            ReadRecords::ProcessCrashSafe => rpr::store::ReadDurability::ProcessCrashSafe,
-        })
-        .open()
-        .map_err(|e| format!("cannot open database {database}: {e}"))?;
-    report_unresolved(&rt, &database)?;
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or("no server command given after `--`")?;
-    let command = ServerCommand::new(program).args(rest).inherit_env(true);
-    let down = Arc::new(Downstream::new(DEFAULT_MAX_MESSAGE_BYTES));
-    let call_timeout = Duration::from_secs(args.call_timeout.max(1));
+/// Governs the MCP server `command` for the client at the other end of `input` and
+/// `output`, until the client closes `input`: it reports what a previous gate left
+/// unresolved, then serves. Calls in flight finish and record their outcomes before the
+/// server is stopped. `rt` should be opened with `policy.bounds()`.
+///
+/// # Errors
+///
+/// The policy does not govern [`Options::name`], or the recovery scan fails; nothing was
+/// served.
+pub fn serve(
+    rt: Runtime,
+    policy: Policy,
+    command: &ServerCommand,
+    options: Options,
+    input: impl BufRead,
+    output: impl Write + Send + 'static,
+) -> Result<(), GateError> {
+    policy.check_governs(&options.name)?;
+    report_unresolved(&rt, &options.database)?;
+    let down = Arc::new(Downstream::new(output, DEFAULT_MAX_MESSAGE_BYTES));
+    let call_timeout = options.call_timeout.max(Duration::from_secs(1));
     let gate = Arc::new(Gate {
-        upstream: Upstream::new(command, call_timeout, Arc::clone(&down)),
+        upstream: Upstream::new(command.clone(), call_timeout, Arc::clone(&down)),
+        command_line: command.command_line(),
         rt,
         policy,
-        policy_path,
-        database,
-        actor: Actor::new(&args.actor),
-        name: args.name.clone(),
+        policy_path: options.policy,
+        database: options.database,
+        actor: options.actor,
+        name: options.name,
         down,
-        command_line: args
-            .command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
         call_timeout,
-        approval_timeout: Duration::from_secs(args.approval_timeout.max(1)),
+        approval_timeout: options.approval_timeout.max(Duration::from_secs(1)),
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
-        state_key: StateKey::generate()?,
+        state_key: StateKey::generate().map_err(GateError::Key)?,
         info: Mutex::new(server_info()),
+        checked_list: Mutex::new(None),
+        said_unchecked: std::sync::Once::new(),
     });
-    serve(&gate);
-    Ok(Exit::Done)
+    serve_client(&gate, input);
+    Ok(())
 }
 
 /// Finds what a previous gate left unresolved (an attempt in flight when it stopped is
 /// now unknown) and says so on stderr; none of it is sent again.
-fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), Failure> {
-    for stored in rt
-        .recover()
-        .map_err(|e| format!("recovery of {database} failed: {e}"))?
-    {
+fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), GateError> {
+    let recovered = rt.recover().map_err(|error| GateError::Recovery {
+        database: database.to_owned(),
+        error,
+    })?;
+    for stored in recovered {
         let why = match &stored {
             StoredPathway::Unknown(_) => {
                 "write status unknown (it was sent; whether it took effect is not known); it will not be sent again: rpr reconcile"
@@ -187,21 +227,22 @@ fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn serve(gate: &Arc<Gate>) {
-    let mut reader =
-        MessageReader::with_max_message_bytes(std::io::stdin().lock(), DEFAULT_MAX_MESSAGE_BYTES);
+fn serve_client(gate: &Arc<Gate>, input: impl BufRead) {
+    let mut reader = MessageReader::with_max_message_bytes(input, DEFAULT_MAX_MESSAGE_BYTES);
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     loop {
         workers.retain(|w| !w.is_finished());
-        match reader.read_message() {
+        // The same rules as every server of this crate (crate::jsonrpc::server): a request
+        // is answered once, a notification or a response never, even a malformed one.
+        match crate::jsonrpc::server::read_incoming(&mut reader) {
             Ok(None) => break,
-            Ok(Some(Message::Request(request))) => {
+            Ok(Some(Incoming::Request(request))) => {
                 if let Some(worker) = gate.request(request) {
                     workers.push(worker);
                 }
             }
-            Ok(Some(Message::Response(response))) => gate.down.deliver(response),
-            Ok(Some(Message::Notification(n))) => match n.method.as_str() {
+            Ok(Some(Incoming::Response(response))) => gate.down.deliver(response),
+            Ok(Some(Incoming::Notification(n))) => match n.method.as_str() {
                 // The gate initialized the server itself when it started it.
                 "notifications/initialized" => {}
                 // Passed on under the id the gate used toward the server; the client gets
@@ -209,16 +250,15 @@ fn serve(gate: &Arc<Gate>) {
                 "notifications/cancelled" => gate.client_cancelled(n.params.as_ref()),
                 _ => gate.upstream.notify(&n),
             },
-            Err(e) if e.is_fatal() => {
-                note!("rpr gate: reading from the client failed: {e}");
-                break;
-            }
-            Err(e) => {
-                note!("rpr gate: {e}");
-                // The same reply rules as every server of this crate (rpr::jsonrpc::server).
-                if let Some(reply) = rpr::jsonrpc::server::error_reply(&e) {
+            Ok(Some(Incoming::Invalid(invalid))) => {
+                note!("rpr gate: {}", invalid.error);
+                if let Some(reply) = invalid.reply {
                     gate.down.send_value(&reply);
                 }
+            }
+            Err(e) => {
+                note!("rpr gate: reading from the client failed: {e}");
+                break;
             }
         }
     }
@@ -343,10 +383,12 @@ impl Gate {
     /// The server's tools, listed (or as last listed), with the policy's tool names
     /// checked against them: a name the server does not offer refuses the list.
     pub(crate) fn tools(&self, client: &McpClient) -> Result<Arc<ToolList>, String> {
-        // Unchecked readbacks are said once per gate: the list is read again after each
-        // server restart.
-        static SAID: std::sync::Once = std::sync::Once::new();
         let list = self.upstream.tools(client)?;
+        let mut checked = lock(&self.checked_list);
+        if checked.as_ref().is_some_and(|c| Arc::ptr_eq(c, &list)) {
+            // This very list passed the checks below already.
+            return Ok(list);
+        }
         self.policy
             .check_offered(&self.name, &list)
             .map_err(|e| format!("refused by the gate's policy: {e}"))?;
@@ -354,11 +396,13 @@ impl Gate {
             .policy
             .check_readbacks(&self.name, &list)
             .map_err(|e| format!("refused by the gate's policy: {e}"))?;
-        SAID.call_once(|| {
+        // Said once per gate: the list is read again after each server restart.
+        self.said_unchecked.call_once(|| {
             for line in &unchecked {
                 note!("rpr gate: note: {line}");
             }
         });
+        *checked = Some(Arc::clone(&list));
         Ok(list)
     }
 
@@ -381,7 +425,7 @@ impl Gate {
         let list = self.tools(&client).map_err(internal)?;
         let server = &self.name;
         for tool in &list.tools {
-            let binding = match rpr::mcp::ToolBinding::new(client.server(), tool)
+            let binding = match crate::mcp::ToolBinding::new(client.server(), tool)
                 .and_then(|b| b.to_binding())
             {
                 Ok(b) => b,
@@ -412,7 +456,7 @@ impl Gate {
                 ),
             }
         }
-        let mut tools: Vec<&rpr::mcp::Tool> = list.tools.iter().collect();
+        let mut tools: Vec<&crate::mcp::Tool> = list.tools.iter().collect();
         if era.is_modern() {
             // 2026-07-28 asks for a deterministic order, whatever order the server lists in.
             tools.sort_by(|a, b| a.name.cmp(&b.name));

@@ -6,7 +6,7 @@
 //! tool's `inputSchema`); and the sources against each call's arguments before anything
 //! is recorded or sent.
 
-use rpr::mcp::Tool;
+use crate::mcp::Tool;
 use serde_json::Value;
 
 use super::pointer::{self, Pointer};

@@ -32,12 +32,14 @@ fn escape_where(s: &str, keep: impl Fn(char) -> bool) -> String {
 
 /// A name or one-line value (server, tool, actor): every unsafe character escaped,
 /// newlines too.
-pub(crate) fn name(s: &str) -> String {
+#[must_use]
+pub fn name(s: &str) -> String {
     escape_where(s, |_| false)
 }
 
 /// Text of several lines that `rpr` composed: unsafe characters escaped, its newlines kept.
-pub(crate) fn text(s: &str) -> String {
+#[must_use]
+pub fn text(s: &str) -> String {
     escape_where(s, |c| c == '\n')
 }
 
@@ -62,7 +64,8 @@ fn json(v: &Value) -> String {
 }
 
 /// `v` pretty-printed, escaped: the whole of it.
-pub(crate) fn pretty(v: &Value) -> String {
+#[must_use]
+pub fn pretty(v: &Value) -> String {
     json_escaped(&serde_json::to_string_pretty(v).unwrap_or_default())
 }
 
@@ -75,7 +78,7 @@ fn measure(v: &Value) -> (usize, String) {
     };
     (
         text.chars().count(),
-        rpr::canonical::sha256_hex_bytes(text.as_bytes()),
+        crate::canonical::sha256_hex_bytes(text.as_bytes()),
     )
 }
 
@@ -164,7 +167,8 @@ const MARK: usize = 160;
 /// first, then short scalars, then the rest; a value cut says how much of it is shown, its
 /// length and sha256; values left out are counted. `whole_at` says where the whole request
 /// can be read.
-pub(crate) fn arguments(args: &Value, budget: usize, whole_at: &str) -> String {
+#[must_use]
+pub fn arguments(args: &Value, budget: usize, whole_at: &str) -> String {
     let whole = pretty(args);
     if whole.chars().count() <= budget {
         return format!("arguments (whole):\n{whole}");
@@ -265,7 +269,7 @@ mod tests {
         let dry = shown.find("/options/dryRun = false").expect(&shown);
         let cut = shown.find("/a = \"yyy").expect(&shown);
         assert!(to < dry && dry < cut, "{shown}");
-        let sha = rpr::canonical::sha256_hex_bytes(big.as_bytes());
+        let sha = crate::canonical::sha256_hex_bytes(big.as_bytes());
         assert!(
             shown.contains(&format!(
                 "of 5000 characters shown; sha256 of the whole value {sha}"

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use rpr::Pathway;
-use rpr::mcp::Reply;
-use rpr::stage::Gated;
+use crate::mcp::Reply;
+use crate::stage::Gated;
+use crate::{Pathway, State};
 use serde_json::{Value, json};
 
 use super::Gate;
-use super::call::{APPROVAL_INPUT, Answer, Asked, Live, tool_error};
+use super::call::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
 use super::request_state::Claims;
 use crate::shown;
 
@@ -18,7 +18,7 @@ use crate::shown;
 const FORM_BUDGET: usize = 4000;
 
 /// How long an elicitation may wait for the person at the client, by default.
-pub(crate) const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_mins(10);
+pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_mins(10);
 
 impl Gate {
     /// The Human Gate: asks the person at the client when it can elicit; otherwise
@@ -26,7 +26,7 @@ impl Gate {
     pub(crate) fn human_gate<S: Gated + 'static>(
         &self,
         p: Pathway<S>,
-        live: &Live,
+        checked: &Checked,
         asked: &Asked,
     ) -> Answer {
         let id = p.id().to_owned();
@@ -46,9 +46,9 @@ impl Gate {
                     "this call needs a Human Gate decision by the approval authority ({}), because {}, and the client \
                      cannot ask (it declared no form elicitation). Pathway {id} waits at the gate; nothing was sent. {approve_hint}",
                     p.definition().authority.approval_authority,
-                    live.plan.why
+                    checked.live.plan.why
                 ),
-                Some((&id, "human_gate")),
+                Some((&id, State::HumanGate)),
             );
         }
         // The whole arguments when they fit the form, else a marked summary that shows the
@@ -56,17 +56,17 @@ impl Gate {
         let whole_at = format!(
             "The whole request (values under secret-like member names redacted): tool rpr.get_pathway \
              {{\"pathway_id\": \"{id}\"}} of `rpr-mcp --database {}`; its request digest is {}.",
-            rpr::store::shown_location(std::path::Path::new(&self.database)),
+            crate::store::shown_location(std::path::Path::new(&self.database)),
             p.request_digest()
         );
         let shown = shown::arguments(&p.definition().request.arguments, FORM_BUDGET, &whole_at);
         let message = shown::text(&format!(
             "rpr gate: approve this call?\n\ntool: {}\nserver: {} ({})\nbinding digest: {}\npathway: {id}\nwhy a Human Gate: {}\n{shown}",
-            shown::name(&live.tool.name),
-            shown::name(&live.server),
-            shown::name(&live.client.server().identity()),
-            live.pinned,
-            live.plan.why,
+            shown::name(&checked.live.tool.name),
+            shown::name(&checked.live.server),
+            shown::name(&checked.live.client.server().identity()),
+            checked.pinned,
+            checked.live.plan.why,
         ));
         let mut params = json!({
             "message": message,
@@ -113,7 +113,7 @@ impl Gate {
                             format!(
                                 "the approval could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
                             ),
-                            Some((&id, "human_gate")),
+                            Some((&id, State::HumanGate)),
                         );
                     }
                 };
@@ -123,11 +123,11 @@ impl Gate {
                             "rpr gate: pathway {id} approved at the client (recorded as {})",
                             shown::name(approver.as_str())
                         );
-                        self.carry(p, live, asked)
+                        self.carry(p, checked, asked)
                     }
                     Err(e) => tool_error(
                         format!("the approval could not be applied ({e}); nothing was sent"),
-                        Some((&id, "human_gate")),
+                        Some((&id, State::HumanGate)),
                     ),
                 }
             }
@@ -138,13 +138,13 @@ impl Gate {
                         format!(
                             "denied at the Human Gate by the person at the client (pathway {id}); nothing was sent"
                         ),
-                        Some((&id, "denied")),
+                        Some((&id, State::Denied)),
                     ),
                     Err(e) => tool_error(
                         format!(
                             "the denial could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
                         ),
-                        Some((&id, "human_gate")),
+                        Some((&id, State::HumanGate)),
                     ),
                 }
             }
@@ -158,7 +158,7 @@ impl Gate {
                     format!(
                         "no Human Gate decision: {why}. Pathway {id} waits at the gate; nothing was sent. Make the same call again to be asked again. {approve_hint}"
                     ),
-                    Some((&id, "human_gate")),
+                    Some((&id, State::HumanGate)),
                 )
             }
         }
@@ -183,7 +183,7 @@ impl Gate {
                 APPROVAL_INPUT: {"method": "elicitation/create", "params": form},
             },
             "requestState": state,
-            "_meta": {"dev.rpr/pathway": {"id": id, "state": "human_gate"}},
+            "_meta": {"dev.rpr/pathway": {"id": id, "state": State::HumanGate.as_str()}},
         })
     }
 }

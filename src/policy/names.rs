@@ -2,11 +2,10 @@
 //! a name nothing has governs nothing, and the tool it meant falls under another rule, so a
 //! misspelt name is refused when the server starts, with the names there are.
 
-use rpr::mcp::ToolList;
+use crate::mcp::ToolList;
 
 use super::rule::ANY_TOOL;
-use super::{Config, Policy};
-use crate::Failure;
+use super::{Policy, PolicyError};
 
 /// `names` joined for a message, or `none`.
 fn listed<'n>(names: impl IntoIterator<Item = &'n str>) -> String {
@@ -22,7 +21,7 @@ impl Policy {
     /// The server the command or gate governs, `server`, must be named in the policy
     /// (`"servers": {"NAME": {}}` with no rules is a name too). A policy may name other
     /// servers besides (one policy may serve several gates).
-    pub(crate) fn check_governs(&self, server: &str) -> Result<(), Failure> {
+    pub fn check_governs(&self, server: &str) -> Result<(), PolicyError> {
         if self.servers.contains_key(server) {
             return Ok(());
         }
@@ -36,12 +35,16 @@ impl Policy {
         .into())
     }
 
-    /// Every server the policy names must be in `config`.
-    pub(crate) fn check_config(&self, config: &Config) -> Result<(), Failure> {
+    /// Every server the policy names must be one of `configured` (the names of the
+    /// servers in the host's MCP client configuration).
+    pub fn check_configured<'n>(
+        &self,
+        configured: impl IntoIterator<Item = &'n str> + Clone,
+    ) -> Result<(), PolicyError> {
         let unknown: Vec<String> = self
             .servers
             .keys()
-            .filter(|name| !config.has(name))
+            .filter(|name| !configured.clone().into_iter().any(|c| c == name.as_str()))
             .map(|name| format!("`{name}`"))
             .collect();
         if unknown.is_empty() {
@@ -51,14 +54,14 @@ impl Policy {
             "the policy names server(s) {} that the config does not have (it has: {}); fix the \
              names in the policy (a rule under a name no server has governs nothing)",
             unknown.join(", "),
-            listed(config.names())
+            listed(configured)
         )
         .into())
     }
 
     /// Every tool the policy names for `server` (a rule's own name, and the tool of each
     /// readback) must be one `list` offers, unless its rule says `"may_be_absent": true`.
-    pub(crate) fn check_offered(&self, server: &str, list: &ToolList) -> Result<(), String> {
+    pub fn check_offered(&self, server: &str, list: &ToolList) -> Result<(), String> {
         let Some(rules) = self.servers.get(server) else {
             return Ok(());
         };
@@ -96,7 +99,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpr::mcp::Tool;
+    use crate::mcp::Tool;
     use serde_json::json;
 
     fn offering(names: &[&str]) -> ToolList {

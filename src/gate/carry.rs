@@ -3,51 +3,72 @@
 
 use std::sync::Arc;
 
-use rpr::executor::{Binding, Delivery, Request};
-use rpr::jsonrpc::{ErrorObject, codes};
-use rpr::mcp::{ExecutorConfig, McpClient, McpExecutor, McpReadback, ToolBinding};
-use rpr::stage::{Bindable, Bound};
-use rpr::{Confirmed, Outcome, Pathway};
+use crate::executor::{Binding, Delivery, Request};
+use crate::jsonrpc::{ErrorObject, codes};
+use crate::mcp::{ExecutorConfig, McpClient, McpExecutor, McpReadback, ToolBinding};
+use crate::stage::{Bindable, Bound};
+use crate::{Confirmed, Outcome, Pathway, State};
 use serde_json::{Value, json};
 
 use super::Gate;
-use super::call::{Answer, Asked, Live, tool_error};
-use crate::flow::Keeping;
+use super::call::{Answer, Asked, Checked, tool_error};
+use crate::executor::Keeping;
 
 impl Gate {
-    /// The executor of `live`'s tool for this call: a read-only call is bound to the list its
-    /// pin was just checked in; a call that changes the world lists the tools each time.
-    pub(crate) fn executor(&self, live: &Live, asked: &Asked) -> Keeping {
+    /// The executor of `live`'s tool for this call. A read is bound to the list its pin was
+    /// just checked in. A call that may change the world and is proposed now (`fresh`) is
+    /// bound to that list too and checked against a fresh `tools/list` right before it is
+    /// sent (a tool changed since is not sent); one stored earlier (approved at a Human
+    /// Gate, say) lists the tools at its bind, its prepare and its send.
+    pub(crate) fn executor(
+        &self,
+        checked: &Checked,
+        asked: &Asked,
+        fresh: bool,
+    ) -> Keeping<McpExecutor> {
         let mut config = ExecutorConfig::default()
-            .with_class(live.plan.class)
+            .with_class(checked.live.plan.class)
             .with_call_timeout(self.call_timeout)
             .with_call_tag(asked.tag.clone());
         if let Some(meta) = &asked.progress {
             config = config.with_call_meta(meta.clone());
         }
-        if live.plan.class == rpr::ActionClass::ReadOnly {
+        if checked.live.plan.class == crate::ActionClass::ReadOnly {
             // A read changes nothing: it is bound to the list its pin was just checked in
             // (kept until the server says its tools changed, or restarts) instead of
             // listing three more times.
-            config = config.with_tool_list(Arc::clone(&live.list));
+            config = config.with_tool_list(Arc::clone(&checked.live.list));
+        } else if fresh {
+            // The pin was checked in this list a moment ago: bind and prepare against it, and
+            // list once, at the send, where a change means nothing is sent.
+            config = config.with_tool_list_checked_at_send(Arc::clone(&checked.live.list));
         }
         Keeping::new(
-            McpExecutor::new(Arc::clone(&live.client), live.tool.name.clone()).with_config(config),
+            McpExecutor::new(
+                Arc::clone(&checked.live.client),
+                checked.live.tool.name.clone(),
+            )
+            .with_config(config),
         )
     }
 
     /// Binds a stored pathway, then [`Gate::send`]s it.
-    pub(crate) fn carry<S: Bindable>(&self, p: Pathway<S>, live: &Live, asked: &Asked) -> Answer {
+    pub(crate) fn carry<S: Bindable>(
+        &self,
+        p: Pathway<S>,
+        checked: &Checked,
+        asked: &Asked,
+    ) -> Answer {
         let id = p.id().to_owned();
-        let state = p.state().as_str().to_owned();
-        let mut executor = self.executor(live, asked);
+        let state = p.state();
+        let mut executor = self.executor(checked, asked, false);
         match p.bind(&mut executor) {
             Ok(bound) => self
-                .send(bound, executor, live, asked, &state)
+                .send(bound, executor, checked, asked, state)
                 .unwrap_or_else(|| {
                     tool_error(
                         format!("pathway {id} was not sent; it stays {state}"),
-                        Some((&id, &state)),
+                        Some((&id, state)),
                     )
                 }),
             Err(e) => {
@@ -56,7 +77,7 @@ impl Gate {
                     format!(
                         "pathway {id} could not be bound ({e}); it stays {state}; nothing was sent"
                     ),
-                    Some((&id, &state)),
+                    Some((&id, state)),
                 )
             }
         }
@@ -71,10 +92,10 @@ impl Gate {
     pub(crate) fn send(
         &self,
         bound: Pathway<Bound>,
-        mut executor: Keeping,
-        live: &Live,
+        mut executor: Keeping<McpExecutor>,
+        checked: &Checked,
         asked: &Asked,
-        state: &str,
+        state: State,
     ) -> Option<Answer> {
         let id = bound.id().to_owned();
         let stays = if bound.is_stored() {
@@ -82,22 +103,23 @@ impl Gate {
         } else {
             "nothing was recorded".to_owned()
         };
-        let named = |state: &str| bound.is_stored().then(|| (id.clone(), state.to_owned()));
+        let named = |state: State| bound.is_stored().then(|| (id.clone(), state));
         if self.down.is_cancelled(&asked.tag) {
             // Not answered either (the client cancelled it): said for the log.
             note!("rpr gate: a call cancelled by the client before it was sent: not sent; {stays}");
             let pathway = named(state);
             return Some(tool_error(
                 format!("cancelled by the client before it was sent; nothing was sent and {stays}"),
-                pathway.as_ref().map(|(i, s)| (i.as_str(), s.as_str())),
+                pathway.as_ref().map(|(i, s)| (i.as_str(), *s)),
             ));
         }
-        if bound.binding().digest != live.expected {
+        if bound.binding().digest != checked.expected {
             // The server changed between the pin check and the bind: nothing is sent; the
             // next call lists the tools again and checks the new definition against the pin.
             self.upstream.forget_tools();
             let changed =
-                rpr::mcp::changed_fields(&bound.binding().details, &live.bound_details).join(", ");
+                crate::mcp::changed_fields(&bound.binding().details, &checked.bound_details)
+                    .join(", ");
             let pathway = named(state);
             return Some(tool_error(
                 format!(
@@ -106,13 +128,13 @@ impl Gate {
                      new definition against its pin",
                     bound.binding().target
                 ),
-                pathway.as_ref().map(|(i, s)| (i.as_str(), s.as_str())),
+                pathway.as_ref().map(|(i, s)| (i.as_str(), *s)),
             ));
         }
         let actor = bound.definition().authority.execution_actor.clone();
         // A mutating call with a readback: the reply and the readback in one durable commit.
-        let mut readback = if live.plan.class == rpr::ActionClass::Mutating {
-            self.readback(live).ok()
+        let mut readback = if checked.live.plan.class == crate::ActionClass::Mutating {
+            self.readback(checked).ok()
         } else {
             None
         };
@@ -125,7 +147,7 @@ impl Gate {
             .and_then(|r| r.refused().map(str::to_owned));
         let delivery = executor.delivery.take();
         if let Outcome::NotSent(n) = &outcome
-            && matches!(n.error(), rpr::PathwayError::KeyTaken { .. })
+            && matches!(n.error(), crate::PathwayError::KeyTaken { .. })
         {
             return None;
         }
@@ -135,7 +157,7 @@ impl Gate {
                 reply_of(delivery, &id)
             }
             Outcome::Returned(returned) => {
-                let mut readback = match self.readback(live) {
+                let mut readback = match self.readback(checked) {
                     Ok(r) => r,
                     Err(e) => {
                         return Some(tool_error(
@@ -143,7 +165,7 @@ impl Gate {
                                 "the server replied success, but the effect cannot be read back ({e}); pathway {id} awaits confirmation (returned). See: rpr unresolved --database {}",
                                 self.database
                             ),
-                            Some((&id, "returned")),
+                            Some((&id, State::Running)),
                         ));
                     }
                 };
@@ -157,19 +179,31 @@ impl Gate {
                     }
                     Ok(Confirmed::Unknown(u)) => tool_error(
                         self.unknown_text(u.id(), "the server replied success but the readback did not verify the effect: this call")
-                            + &self.refusal(live, refused.as_deref()),
-                        Some((&id, "write_status_unknown")),
+                            + &self.refusal(checked, refused.as_deref()),
+                        Some((&id, State::WriteStatusUnknown)),
                     ),
-                    Ok(other) => tool_error(format!("unexpected confirmation {other:?}"), Some((&id, "returned"))),
-                    Err(e) => tool_error(format!("the readback could not be recorded ({e}); pathway {id} awaits confirmation"), Some((&id, "returned"))),
+                    Err(e) => tool_error(format!("the readback could not be recorded ({e}); pathway {id} awaits confirmation"), Some((&id, State::Running))),
                 }
             }
             Outcome::Failed(f) => match delivery {
                 Some(Delivery::ToolFailed { reply }) => {
-                    Ok(with_pathway(reply, f.id(), "repair_required"))
+                    Ok(with_pathway(reply, f.id(), State::RepairRequired))
                 }
                 Some(Delivery::Rejected { error, .. }) => {
-                    Err(forwarded(&error, f.id(), "repair_required"))
+                    Err(forwarded(&error, f.id(), State::RepairRequired))
+                }
+                Some(Delivery::NothingWritten { reason }) => {
+                    // A tool changed since its pin was checked is found at the send.
+                    self.upstream.forget_tools();
+                    tool_error(
+                        format!(
+                            "nothing was sent: {reason}. Pathway {} needs repair before it may be sent \
+                             again. See: rpr unresolved --database {}",
+                            f.id(),
+                            self.database
+                        ),
+                        Some((f.id(), State::RepairRequired)),
+                    )
                 }
                 _ => tool_error(
                     format!(
@@ -177,7 +211,7 @@ impl Gate {
                         f.id(),
                         self.database
                     ),
-                    Some((f.id(), "repair_required")),
+                    Some((f.id(), State::RepairRequired)),
                 ),
             },
             Outcome::ReadFailed(f) => read_failed(delivery, f.id()),
@@ -191,18 +225,18 @@ impl Gate {
                 self.upstream.forget_tools();
                 match delivery {
                     Some(Delivery::Rejected { error, .. }) => {
-                        Err(forwarded(&error, u.id(), "write_status_unknown"))
+                        Err(forwarded(&error, u.id(), State::WriteStatusUnknown))
                     }
                     Some(Delivery::Succeeded { .. }) => tool_error(
                         self.unknown_text(
                             u.id(),
                             "the server replied success, but the readback did not verify the effect of this call",
-                        ) + &self.refusal(live, refused.as_deref()),
-                        Some((u.id(), "write_status_unknown")),
+                        ) + &self.refusal(checked, refused.as_deref()),
+                        Some((u.id(), State::WriteStatusUnknown)),
                     ),
                     _ => tool_error(
                         self.unknown_text(u.id(), "this call"),
-                        Some((u.id(), "write_status_unknown")),
+                        Some((u.id(), State::WriteStatusUnknown)),
                     ),
                 }
             }
@@ -212,12 +246,12 @@ impl Gate {
                     p.id(),
                     self.database
                 ),
-                Some((p.id(), "partially_completed")),
+                Some((p.id(), State::PartiallyCompleted)),
             ),
             Outcome::NotSent(n)
                 if matches!(
                     n.error(),
-                    rpr::PathwayError::Store(rpr::store::StoreError::Conflict { .. })
+                    crate::PathwayError::Store(crate::store::StoreError::Conflict { .. })
                 ) =>
             {
                 self.taken_elsewhere(&id)
@@ -240,9 +274,8 @@ impl Gate {
                     "the outcome of attempt {} could not be recorded ({}); the pathway will be reported unknown and not sent again",
                     u.attempt, u.error
                 ),
-                Some((&id, "running")),
+                Some((&id, State::Running)),
             ),
-            other => tool_error(format!("unexpected outcome {other:?}"), Some((&id, state))),
         })
     }
 }
@@ -252,14 +285,16 @@ impl Gate {
     /// called, the tools are listed again and the tool must still match the pin it matched
     /// when the call was checked. A readback through a tool that changed (silently, or since
     /// the gate last listed) proves nothing: it is not called, and the call stays unknown.
-    fn readback(&self, live: &Live) -> Result<McpReadback, crate::Failure> {
-        let readback = live.plan.readback(&live.client)?;
-        let (Some(pinned), Some(rule)) = (live.reader.clone(), live.plan.readback.as_ref()) else {
+    fn readback(&self, checked: &Checked) -> Result<McpReadback, crate::policy::PolicyError> {
+        let readback = checked.live.plan.readback(&checked.live.client)?;
+        let (Some(pinned), Some(rule)) =
+            (checked.reader.clone(), checked.live.plan.readback.as_ref())
+        else {
             return Ok(readback);
         };
         let (tool, server, database) = (
             rule.tool.clone(),
-            live.server.clone(),
+            checked.live.server.clone(),
             self.database.clone(),
         );
         Ok(readback.guarded_by(move |client: &McpClient, _: &Request| {
@@ -283,7 +318,7 @@ impl Gate {
     /// the loss. This call sent nothing.
     fn taken_elsewhere(&self, id: &str) -> Answer {
         let now = match self.rt.load(id) {
-            Ok(stored) => stored.state().as_str().to_owned(),
+            Ok(stored) => stored.state(),
             Err(e) => {
                 return tool_error(
                     format!(
@@ -314,7 +349,7 @@ impl Gate {
                  See every open pathway with: rpr unresolved --database {}",
                 self.database
             ),
-            Some((id, &now)),
+            Some((id, now)),
         )
     }
 
@@ -337,17 +372,19 @@ impl Gate {
     /// Why the readback proved nothing, for the answer (empty when it ran). A readback tool
     /// that changed is recorded as a change waiting for `rpr pin`, and the tools are listed
     /// again before the next call, which refuses the tool until it is pinned.
-    fn refusal(&self, live: &Live, refused: Option<&str>) -> String {
+    fn refusal(&self, checked: &Checked, refused: Option<&str>) -> String {
         let Some(why) = refused else {
             return String::new();
         };
         self.upstream.forget_tools();
-        if let (Some(rule), Ok(list)) = (live.plan.readback.as_ref(), self.tools(&live.client))
-            && let Some(reader) = list.get(&rule.tool)
+        if let (Some(rule), Ok(list)) = (
+            checked.live.plan.readback.as_ref(),
+            self.tools(&checked.live.client),
+        ) && let Some(reader) = list.get(&rule.tool)
             && let Ok(seen) =
-                ToolBinding::new(live.client.server(), reader).and_then(|b| b.to_binding())
+                ToolBinding::new(checked.live.client.server(), reader).and_then(|b| b.to_binding())
             && let Err(e) = self.rt.check_pin(
-                &live.server,
+                &checked.live.server,
                 &rule.tool,
                 &seen,
                 &reader.definition,
@@ -385,7 +422,7 @@ fn reader_as_pinned(
     if seen.digest == pinned.digest {
         return Ok(());
     }
-    let changed = rpr::mcp::changed_fields(&pinned.details, &seen.details).join(", ");
+    let changed = crate::mcp::changed_fields(&pinned.details, &seen.details).join(", ");
     Err((
         format!(
             "is not the one pinned (changed: {changed}; now {})",
@@ -399,20 +436,20 @@ fn reader_as_pinned(
 /// else why it failed (timed out, cut off, cancelled), with the pathway, which is `failed`.
 fn read_failed(delivery: Option<Delivery>, id: &str) -> Answer {
     match delivery {
-        Some(Delivery::ToolFailed { reply }) => Ok(with_pathway(reply, id, "failed")),
-        Some(Delivery::Rejected { error, .. }) => Err(forwarded(&error, id, "failed")),
+        Some(Delivery::ToolFailed { reply }) => Ok(with_pathway(reply, id, State::Failed)),
+        Some(Delivery::Rejected { error, .. }) => Err(forwarded(&error, id, State::Failed)),
         Some(Delivery::PossiblyWritten { reason } | Delivery::NothingWritten { reason }) => {
             tool_error(
                 format!(
                     "the read failed: {reason}. Pathway {id} is failed; a read changes nothing, so \
                  the same read again is a new call"
                 ),
-                Some((id, "failed")),
+                Some((id, State::Failed)),
             )
         }
         _ => tool_error(
             format!("the read failed; pathway {id} is failed. The same read again is a new call"),
-            Some((id, "failed")),
+            Some((id, State::Failed)),
         ),
     }
 }
@@ -420,26 +457,30 @@ fn read_failed(delivery: Option<Delivery>, id: &str) -> Answer {
 /// The server's own result, with the pathway named in `_meta`.
 pub(crate) fn reply_of(delivery: Option<Delivery>, id: &str) -> Answer {
     match delivery {
-        Some(Delivery::Succeeded { reply }) => Ok(with_pathway(reply, id, "completed")),
+        Some(Delivery::Succeeded { reply }) => Ok(with_pathway(reply, id, State::Completed)),
         _ => tool_error(
             format!("pathway {id} is completed, but the server's reply was not kept"),
-            Some((id, "completed")),
+            Some((id, State::Completed)),
         ),
     }
 }
 
-pub(crate) fn with_pathway(mut reply: Value, id: &str, state: &str) -> Value {
+/// The server's own result, with the pathway and its stored state named in `_meta`.
+pub(crate) fn with_pathway(mut reply: Value, id: &str, state: State) -> Value {
     if let Some(obj) = reply.as_object_mut() {
         let meta = obj.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert("dev.rpr/pathway".into(), json!({"id": id, "state": state}));
+            meta.insert(
+                "dev.rpr/pathway".into(),
+                json!({"id": id, "state": state.as_str()}),
+            );
         }
     }
     reply
 }
 
 /// The server's JSON-RPC error, passed on with the pathway in its data.
-pub(crate) fn forwarded(error: &Value, id: &str, state: &str) -> ErrorObject {
+pub(crate) fn forwarded(error: &Value, id: &str, state: State) -> ErrorObject {
     let mut e = ErrorObject::new(
         error["code"].as_i64().unwrap_or(codes::INTERNAL_ERROR),
         error["message"]
@@ -447,7 +488,7 @@ pub(crate) fn forwarded(error: &Value, id: &str, state: &str) -> ErrorObject {
             .unwrap_or("the server answered with an error"),
     );
     let mut data = error.get("data").cloned().unwrap_or(Value::Null);
-    let note = json!({"id": id, "state": state});
+    let note = json!({"id": id, "state": state.as_str()});
     data = match data {
         Value::Object(mut m) => {
             m.insert("dev.rpr/pathway".into(), note);

@@ -6,18 +6,18 @@
 
 use std::sync::Arc;
 
-use rpr::executor::{Binding, Request};
-use rpr::jsonrpc::{ErrorObject, codes};
-use rpr::mcp::{ArgumentValidator, McpClient, Tool, ToolBinding, ToolList};
-use rpr::store::PinCheck;
-use rpr::{Admission, Definition, Ready, State, StoredPathway};
+use crate::executor::{Binding, Request};
+use crate::jsonrpc::{ErrorObject, codes};
+use crate::mcp::{ArgumentValidator, McpClient, Tool, ToolBinding, ToolList};
+use crate::store::PinCheck;
+use crate::{Admission, Definition, Ready, State, StoredPathway};
 use serde_json::{Value, json};
 
 use super::Gate;
 use super::carry::with_pathway;
 use super::era::Era;
 use super::turns::{Claim, Held};
-use crate::config::Plan;
+use crate::policy::{Live, Plan};
 
 /// The `_meta` member a client may set to name the call's identity (idempotency key).
 pub(crate) const KEY_META: &str = "dev.rpr/idempotency-key";
@@ -26,7 +26,7 @@ pub(crate) const KEY_META: &str = "dev.rpr/idempotency-key";
 /// call gave (with its turn on a new pathway).
 enum Found<'t> {
     Open(StoredPathway),
-    Made(Result<Ready, rpr::PathwayError>, Option<Held<'t>>),
+    Made(Result<Ready, crate::PathwayError>, Option<Held<'t>>),
 }
 
 /// What the client gets back: a `tools/call` result, or a JSON-RPC error.
@@ -37,13 +37,13 @@ pub(crate) type Answer = Result<Value, ErrorObject>;
     clippy::unnecessary_wraps,
     reason = "a tool error is one kind of answer to a call; every path returns an `Answer`"
 )]
-pub(crate) fn tool_error(text: impl Into<String>, pathway: Option<(&str, &str)>) -> Answer {
+pub(crate) fn tool_error(text: impl Into<String>, pathway: Option<(&str, State)>) -> Answer {
     let mut result = json!({
         "content": [{"type": "text", "text": text.into()}],
         "isError": true,
     });
     if let Some((id, state)) = pathway {
-        result["_meta"] = json!({"dev.rpr/pathway": {"id": id, "state": state}});
+        result["_meta"] = json!({"dev.rpr/pathway": {"id": id, "state": state.as_str()}});
     }
     Ok(result)
 }
@@ -125,21 +125,15 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
     })
 }
 
-/// What the gate knows about the tool being called, checked before anything is recorded.
-// Same shape as the library's plain records (store::NewPathway, check's raw rows, the
-// pathway's Core): field lists, nothing to share.
-pub(crate) struct Live {
-    pub(crate) client: Arc<McpClient>,
-    /// The list the tool was checked in (against its pin and the policy).
-    pub(crate) list: Arc<ToolList>,
-    pub(crate) tool: Tool,
-    pub(crate) plan: Plan,
+/// The tool being called, checked before anything is recorded: the [`Live`] tool with its
+/// plan, and what its pin and its readback tool's pin say.
+pub(crate) struct Checked {
+    pub(crate) live: Live,
     pub(crate) pinned: String,
     /// The digest the call must be bound to: the pinned binding with the policy's class.
     pub(crate) expected: String,
     /// The details of that binding (to name what changed when the bound one differs).
     pub(crate) bound_details: Value,
-    pub(crate) server: String,
     /// The binding of a mutating call's readback tool, which matched its pin: a readback
     /// through a tool that no longer does proves nothing.
     pub(crate) reader: Option<Binding>,
@@ -151,8 +145,8 @@ impl Gate {
         let mut asked = parse(params)?;
         tag.clone_into(&mut asked.tag);
         asked.era = era.clone();
-        let live = match self.live(&asked) {
-            Ok(live) => live,
+        let checked = match self.checked(&asked) {
+            Ok(checked) => checked,
             Err(answer) => return answer,
         };
         let request = Request::new(asked.tool.clone(), asked.arguments.clone());
@@ -163,12 +157,12 @@ impl Gate {
             )
         })?;
         if let Some((state, responses)) = asked.retry.take() {
-            return self.retried(&state, responses, &digest, &live, &mut asked, &request);
+            return self.retried(&state, responses, &digest, &checked, &mut asked, &request);
         }
         // An identical call stored first while this one was not stored yet takes its key:
         // this one sent nothing, and is answered again, from that one.
         for _ in 0..2 {
-            if let Some(answer) = self.propose_and_send(&live, &asked, &request, &digest) {
+            if let Some(answer) = self.propose_and_send(&checked, &asked, &request, &digest) {
                 return answer;
             }
         }
@@ -183,12 +177,12 @@ impl Gate {
     /// identical call, stored first, took its key.
     fn propose_and_send(
         &self,
-        live: &Live,
+        checked: &Checked,
         asked: &Asked,
         request: &Request,
         digest: &str,
     ) -> Option<Answer> {
-        let mut executor = self.executor(live, asked);
+        let mut executor = self.executor(checked, asked, true);
         // One identity-and-propose at a time in this gate: two identical calls racing
         // here find the same key (the store's unique key settles it across processes).
         // Only this short step is serialised; forms and sends happen in a pathway's turn.
@@ -200,22 +194,22 @@ impl Gate {
             // An identical call still open is answered from its pathway, whatever either
             // call's key: a key names a call; it cannot split one. A key of its own decides
             // only once no identical call is open (a completed key replays its result).
-            match self.open_identical(&live.server, digest) {
+            match self.open_identical(&checked.live.server, digest) {
                 Ok(Ok(derived)) => {
                     let key = match &asked.key {
-                        Some(k) => format!("gate/{}/key/{k}", live.server),
+                        Some(k) => format!("gate/{}/key/{k}", checked.live.server),
                         None => derived,
                     };
                     let definition = Definition::new(
                         request.clone(),
-                        live.plan.class,
+                        checked.live.plan.class,
                         &key,
                         self.policy.authority(),
                     )
                     .with_metadata(
-                        json!({"server": live.server, "gate": {"command": self.command_line}}),
+                        json!({"server": checked.live.server, "gate": {"command": self.command_line}}),
                     );
-                    let decision = live.plan.decision();
+                    let decision = checked.live.plan.decision();
                     let decider = definition.authority.decision_owner.clone();
                     let ready = self.rt.propose_and_bind(
                         &self.actor,
@@ -242,11 +236,11 @@ impl Gate {
             }
         };
         let (ready, _turn) = match found {
-            Found::Open(existing) => return Some(self.in_turn(existing, live, asked, request)),
+            Found::Open(existing) => return Some(self.in_turn(existing, checked, asked, request)),
             Found::Made(ready, held) => (ready, held),
         };
         match ready {
-            Ok(Ready::Bound(bound)) => self.send(bound, executor, live, asked, "approved"),
+            Ok(Ready::Bound(bound)) => self.send(bound, executor, checked, asked, State::Approved),
             Ok(Ready::NotBound(refused)) => {
                 self.upstream.forget_tools();
                 let (p, e) = refused.into_parts();
@@ -255,16 +249,12 @@ impl Gate {
                         "pathway {} could not be bound ({e}); it stays approved; nothing was sent",
                         p.id()
                     ),
-                    Some((p.id(), "approved")),
+                    Some((p.id(), State::Approved)),
                 ))
             }
-            Ok(Ready::Admitted(admission)) => Some(self.admitted(admission, live, asked)),
+            Ok(Ready::Admitted(admission)) => Some(self.admitted(admission, checked, asked)),
             // The same key with other content is refused by the store (a conflict, below).
-            Ok(Ready::Existing(stored)) => Some(self.in_turn(stored, live, asked, request)),
-            Ok(other) => Some(tool_error(
-                format!("unexpected admission {other:?}; nothing was sent"),
-                None,
-            )),
+            Ok(Ready::Existing(stored)) => Some(self.in_turn(stored, checked, asked, request)),
             Err(e) => Some(tool_error(
                 format!("the call could not be recorded ({e}); nothing was sent"),
                 None,
@@ -282,7 +272,7 @@ impl Gate {
         state: &str,
         responses: Value,
         digest: &str,
-        live: &Live,
+        checked: &Checked,
         asked: &mut Asked,
         request: &Request,
     ) -> Answer {
@@ -303,11 +293,11 @@ impl Gate {
         })?;
         let answer = responses.get(APPROVAL_INPUT).cloned();
         asked.answered = Some((claims.pathway, answer));
-        self.in_turn(stored, live, asked, request)
+        self.in_turn(stored, checked, asked, request)
     }
 
     /// The tool, its pin and what the policy says, before anything is recorded.
-    fn live(&self, asked: &Asked) -> Result<Live, Answer> {
+    fn checked(&self, asked: &Asked) -> Result<Checked, Answer> {
         let internal = |m: String| Err(ErrorObject::new(codes::INTERNAL_ERROR, m));
         let client = self.upstream.client().map_err(internal)?;
         let list: Arc<ToolList> = self.tools(&client).map_err(internal)?;
@@ -373,15 +363,17 @@ impl Gate {
         as_planned.class = plan.class;
         let planned = as_planned.to_binding().map_err(|e| unbindable(&e))?;
         let (expected, bound_details) = (planned.digest, planned.details);
-        Ok(Live {
-            client,
-            list,
-            tool,
-            plan,
+        Ok(Checked {
+            live: Live {
+                server,
+                client,
+                list,
+                tool,
+                plan,
+            },
             pinned,
             expected,
             bound_details,
-            server,
             reader,
         })
     }
@@ -400,7 +392,7 @@ impl Gate {
         let Some(rb) = plan
             .readback
             .as_ref()
-            .filter(|_| plan.class == rpr::ActionClass::Mutating)
+            .filter(|_| plan.class == crate::ActionClass::Mutating)
         else {
             return Ok(None);
         };
@@ -473,7 +465,7 @@ impl Gate {
     }
 
     fn changed_text(&self, server: &str, tool: &str, pinned: &Value, seen: &Binding) -> String {
-        let changed = rpr::mcp::changed_fields(pinned, &seen.details).join(", ");
+        let changed = crate::mcp::changed_fields(pinned, &seen.details).join(", ");
         format!(
             "refused: tool `{tool}` of server `{server}` is not the one pinned (changed: {changed}; now {}). \
              Nothing was recorded or sent. An operator reviews the change and pins it with: \
@@ -524,10 +516,10 @@ impl Gate {
     }
 
     /// Goes on from a fresh admission.
-    fn admitted(&self, admission: Admission, live: &Live, asked: &Asked) -> Answer {
+    fn admitted(&self, admission: Admission, checked: &Checked, asked: &Asked) -> Answer {
         match admission {
-            Admission::Approved(p) => self.carry(p, live, asked),
-            Admission::HumanGate(p) => self.human_gate(p, live, asked),
+            Admission::Approved(p) => self.carry(p, checked, asked),
+            Admission::HumanGate(p) => self.human_gate(p, checked, asked),
             Admission::AwaitingApproval(p) => tool_error(
                 format!(
                     "held for approval by the policy: pathway {} waits for the approval authority ({}); nothing was sent. \
@@ -537,18 +529,14 @@ impl Gate {
                     self.database,
                     p.id()
                 ),
-                Some((p.id(), "awaiting_approval")),
+                Some((p.id(), State::AwaitingApproval)),
             ),
             Admission::Denied(p) => tool_error(
                 format!(
                     "denied by the gate's policy (pathway {}); nothing was sent",
                     p.id()
                 ),
-                Some((p.id(), "denied")),
-            ),
-            other => tool_error(
-                format!("unexpected admission {other:?}; nothing was sent"),
-                None,
+                Some((p.id(), State::Denied)),
             ),
         }
     }
@@ -559,7 +547,7 @@ impl Gate {
     fn in_turn(
         &self,
         mut stored: StoredPathway,
-        live: &Live,
+        checked: &Checked,
         asked: &Asked,
         request: &Request,
     ) -> Answer {
@@ -569,7 +557,7 @@ impl Gate {
                 self.turns.wait_for_form(stored.id());
             }
             let turn = match self.turns.claim(stored.id()) {
-                Claim::Mine(_held) => return self.existing(stored, live, asked, request),
+                Claim::Mine(_held) => return self.existing(stored, checked, asked, request),
                 Claim::Taken(turn) => turn,
             };
             turn.wait();
@@ -591,11 +579,12 @@ impl Gate {
     fn existing(
         &self,
         stored: StoredPathway,
-        live: &Live,
+        checked: &Checked,
         asked: &Asked,
         request: &Request,
     ) -> Answer {
         let id = stored.id().to_owned();
+        let stored_state = stored.state();
         macro_rules! restored {
             ($p:expr) => {{
                 let p = $p;
@@ -605,7 +594,7 @@ impl Gate {
                         Err(e) => {
                             return tool_error(
                                 format!("pathway {id}: {e}; nothing was sent"),
-                                Some((&id, "unknown")),
+                                Some((&id, stored_state)),
                             );
                         }
                     }
@@ -617,23 +606,23 @@ impl Gate {
         match stored {
             StoredPathway::Proposed(p) => {
                 let p = restored!(p);
-                let decision = live.plan.decision();
+                let decision = checked.live.plan.decision();
                 let decider = p.definition().authority.decision_owner.clone();
                 match p.admit(&self.rt, &decider, &|_| decision.clone()) {
-                    Ok(admission) => self.admitted(admission, live, asked),
+                    Ok(admission) => self.admitted(admission, checked, asked),
                     Err(e) => tool_error(
                         format!("pathway {id} could not be admitted ({e}); nothing was sent"),
-                        Some((&id, "proposed")),
+                        Some((&id, State::Proposed)),
                     ),
                 }
             }
             StoredPathway::Approved(p) => {
                 let p = restored!(p);
-                self.carry(p, live, asked)
+                self.carry(p, checked, asked)
             }
             StoredPathway::HumanGate(p) => {
                 let p = restored!(p);
-                self.human_gate(p, live, asked)
+                self.human_gate(p, checked, asked)
             }
             StoredPathway::Completed(p) => {
                 // A same-key repeat, or an identical call that waited for this pathway's send:
@@ -647,12 +636,14 @@ impl Gate {
                     .and_then(|a| a.outcome)
                     .and_then(|o| o.get("reply").cloned().or(Some(o)));
                 match reply {
-                    Some(r) if r.get("content").is_some() => Ok(with_pathway(r, &id, "completed")),
+                    Some(r) if r.get("content").is_some() => {
+                        Ok(with_pathway(r, &id, State::Completed))
+                    }
                     _ => tool_error(
                         format!(
                             "pathway {id} (this idempotency key) is completed; its stored result is not available in full. Nothing was sent again"
                         ),
-                        Some((&id, "completed")),
+                        Some((&id, State::Completed)),
                     ),
                 }
             }
@@ -661,28 +652,28 @@ impl Gate {
                     "pathway {id} (this idempotency key) is a read that failed; it was not sent again. \
                      Read again without this key (or with a new one): a read changes nothing"
                 ),
-                Some((&id, "failed")),
+                Some((&id, State::Failed)),
             ),
             StoredPathway::Unknown(_) => tool_error(
                 self.unknown_text(&id, "an identical call before this one"),
-                Some((&id, "write_status_unknown")),
+                Some((&id, State::WriteStatusUnknown)),
             ),
             StoredPathway::InFlightElsewhere { .. } => tool_error(
                 format!(
                     "an identical call (pathway {id}) is in flight right now; it was not sent again. Wait for it, then check: rpr status --database {}",
                     self.database
                 ),
-                Some((&id, "running")),
+                Some((&id, State::Running)),
             ),
             other => {
-                let state = other.state().as_str().to_owned();
+                let state = other.state();
                 tool_error(
                     format!(
                         "an identical call is pathway {id}, which is {state}; it was not sent again. \
                          See what it needs: rpr unresolved --database {}",
                         self.database
                     ),
-                    Some((&id, &state)),
+                    Some((&id, state)),
                 )
             }
         }

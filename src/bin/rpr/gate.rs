@@ -1,0 +1,195 @@
+//! `rpr gate` (a thin shell over [`rpr::gate::serve`]) and the operator steps on its
+//! pathways and pins: `rpr pin`, and an approval that only approves (the next identical call
+//! through the gate sends it).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rpr::mcp::ServerCommand;
+use rpr::policy::Policy;
+use rpr::stage::Gated;
+use rpr::{Actor, Pathway, Runtime};
+use serde_json::json;
+
+use crate::config::existing_database;
+use crate::{Exit, Failure};
+
+/// `rpr gate --database DB --policy POLICY [--actor NAME] [--name NAME] -- COMMAND [ARGS...]`
+#[derive(Debug, clap::Args)]
+pub(crate) struct GateArgs {
+    /// The pathway database (created when missing).
+    #[arg(long, value_name = "DB")]
+    pub(crate) database: PathBuf,
+    /// The policy file (JSON; see docs/gate.md).
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) policy: PathBuf,
+    /// The actor that proposes every call (the agent behind the MCP client).
+    #[arg(long, value_name = "NAME", default_value = "agent")]
+    pub(crate) actor: String,
+    /// The name the policy and the pins know the server by: its key in the host's MCP
+    /// configuration. Required: the name a server reports (`serverInfo.name`) is its own
+    /// claim and may change; a new one is a binding change, refused until `rpr pin`.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: String,
+    /// Seconds a governed `tools/call` (and a request passed through) may take before
+    /// its outcome is recorded as unknown.
+    #[arg(long, value_name = "SECONDS", default_value_t = rpr::gate::DEFAULT_CALL_TIMEOUT.as_secs())]
+    pub(crate) call_timeout: u64,
+    /// Seconds the person at the client has to answer a Human Gate elicitation.
+    #[arg(long, value_name = "SECONDS", default_value_t = rpr::gate::DEFAULT_APPROVAL_WAIT.as_secs())]
+    pub(crate) approval_timeout: u64,
+    /// How the records of read-only calls are committed: `process-crash-safe` (without a
+    /// sync of their own: they survive a crash of the gate, and a crash of the machine can
+    /// lose the last of them) or `synced` (each step synced, as for every call that
+    /// changes something, which is always synced).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = ReadRecords::ProcessCrashSafe)]
+    pub(crate) read_records: ReadRecords,
+    /// The MCP server to govern, started as the gate's child with the gate's environment.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `--read-records`: how the steps of read-only calls are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ReadRecords {
+    /// Each step synced.
+    Synced,
+    /// Committed without a sync of their own (a crash of the gate loses none of them).
+    ProcessCrashSafe,
+}
+
+fn utf8(path: &std::path::Path, what: &str) -> Result<String, Failure> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the {what} path is not valid UTF-8 ({})", path.display()).into())
+}
+
+/// Runs the gate until the client closes its stdin.
+pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
+    let policy_path = utf8(&args.policy, "policy")?;
+    let database = utf8(&args.database, "database")?;
+    let policy = Policy::load(&policy_path)?;
+    policy
+        .check_governs(&args.name)
+        .map_err(|e| format!("policy {policy_path}: {e}"))?;
+    let rt = Runtime::builder(&args.database)
+        .bounds(policy.bounds())
+        .read_durability(match args.read_records {
+            ReadRecords::Synced => rpr::store::ReadDurability::Synced,
+            ReadRecords::ProcessCrashSafe => rpr::store::ReadDurability::ProcessCrashSafe,
+        })
+        .open()
+        .map_err(|e| format!("cannot open database {database}: {e}"))?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or("no server command given after `--`")?;
+    let command = ServerCommand::new(program).args(rest).inherit_env(true);
+    let mut options =
+        rpr::gate::Options::new(&args.name, Actor::new(&args.actor), database, policy_path);
+    options.call_timeout = Duration::from_secs(args.call_timeout);
+    options.approval_timeout = Duration::from_secs(args.approval_timeout);
+    rpr::gate::serve(
+        rt,
+        policy,
+        &command,
+        options,
+        std::io::stdin().lock(),
+        std::io::stdout(),
+    )?;
+    Ok(Exit::Done)
+}
+
+/// `rpr pin --database DB [--server NAME --tool T --digest D --as NAME]`
+#[derive(Debug, clap::Args)]
+pub(crate) struct PinArgs {
+    /// The gate's database.
+    #[arg(long, value_name = "DB")]
+    database: String,
+    /// The server (as the gate names it) of the tool to pin.
+    #[arg(long, value_name = "NAME", requires_all = ["tool", "digest", "actor"])]
+    server: Option<String>,
+    /// The tool to pin.
+    #[arg(long, value_name = "T", requires = "server")]
+    tool: Option<String>,
+    /// The binding digest you reviewed (the gate's refusal names it): only that binding is pinned.
+    #[arg(long, value_name = "D", requires = "server")]
+    digest: Option<String>,
+    /// Who pins it (recorded).
+    #[arg(long = "as", id = "actor", value_name = "NAME", requires = "server")]
+    actor: Option<String>,
+}
+
+/// `rpr pin`: lists the pins (and the changed bindings waiting), or pins one.
+pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
+    let db = existing_database(&args.database)?;
+    if let (Some(server), Some(tool), Some(digest), Some(actor)) =
+        (&args.server, &args.tool, &args.digest, &args.actor)
+    {
+        let rt = Runtime::open(db)
+            .map_err(|e| format!("cannot open database {}: {e}", args.database))?;
+        let pin = rt.accept_pin(server, tool, digest, &Actor::new(actor))?;
+        if json_out {
+            outln!("{}", serde_json::to_string(&pin)?);
+        } else {
+            say!(
+                "pinned `{tool}` of `{server}`: binding {} (by {actor}); the gate accepts calls to it again",
+                pin.digest
+            );
+        }
+        return Ok(Exit::Done);
+    }
+    let store = rpr::store::ReadStore::open_read_only(db)?;
+    let pins = store.pins()?;
+    if json_out {
+        outln!("{}", json!({ "pins": pins }));
+        return Ok(Exit::Done);
+    }
+    for p in &pins {
+        say!(
+            "{}/{}  pinned {} by {}",
+            p.server,
+            p.tool,
+            p.digest,
+            p.pinned_by
+        );
+        if let Some(seen) = &p.seen {
+            let changed = rpr::mcp::changed_fields(&p.binding, &seen.binding).join(", ");
+            say!(
+                "    CHANGED (calls refused): now {} (changed: {changed}); to accept it: rpr pin --database {} \
+                 --server {} --tool {} --digest {} --as NAME",
+                seen.digest,
+                args.database,
+                p.server,
+                p.tool,
+                seen.digest
+            );
+        }
+    }
+    let waiting = pins.iter().filter(|p| p.seen.is_some()).count();
+    say!(
+        "{} pin(s), {waiting} changed and refused until pinned",
+        pins.len()
+    );
+    Ok(Exit::Done)
+}
+
+/// Approves a gate pathway at the Human Gate without sending it: the gate sends it, once,
+/// when the same call comes again.
+pub(crate) fn approve_only<S: Gated + 'static>(
+    rt: &Runtime,
+    p: Pathway<S>,
+    approver: &Actor,
+) -> Result<Exit, Failure> {
+    let id = p.id().to_owned();
+    let approval = rt
+        .grant_approval(&p, approver)
+        .map_err(|e| format!("{e}; pathway {id} stays at the Human Gate"))?;
+    p.approve(rt, approval)?;
+    say!(
+        "pathway {id} is APPROVED by {approver} for this exact request; nothing was sent. \
+         The gate sends it, once, when the client makes the same call again"
+    );
+    Ok(Exit::Done)
+}

@@ -1,0 +1,98 @@
+//! The live server of a gate pathway, for an operator step (approve, resume, reconcile):
+//! started again from the command line the gate recorded with the pathway.
+
+use crate::mcp::{ServerCommand, ToolBinding};
+use crate::policy::{Live, Policy, Started};
+use crate::stage::Stage;
+use crate::store::PinCheck;
+use crate::{Actor, Pathway, Runtime};
+
+use super::GateError;
+
+/// Whether the gate proposed this pathway (it recorded its server command).
+pub fn is_gate_pathway<S: Stage>(p: &Pathway<S>) -> bool {
+    p.definition().metadata["gate"]["command"].is_array()
+}
+
+/// The live server and tool of a gate pathway: the recorded command, started again with
+/// this process's environment, planned by `policy`, its readback tool checked against its
+/// pin in `rt`'s database (pinned on first sight, as in the gate).
+///
+/// # Errors
+///
+/// The pathway was not proposed by a gate, its server does not start or no longer lists
+/// the tool, the policy refuses the tool, or its readback tool changed since it was pinned
+/// (a readback through it proves nothing); nothing was read back or sent.
+pub fn recorded_live<S: Stage>(
+    rt: &Runtime,
+    policy: &Policy,
+    p: &Pathway<S>,
+) -> Result<Started, GateError> {
+    let refused = |m: String| GateError::Refused(m);
+    let metadata = &p.definition().metadata;
+    let argv: Vec<&str> = metadata["gate"]["command"]
+        .as_array()
+        .ok_or_else(|| {
+            refused(
+                "the pathway was not proposed by `rpr gate` (no recorded server command)".into(),
+            )
+        })?
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let (program, rest) = argv
+        .split_first()
+        .ok_or_else(|| refused("the recorded server command is empty".into()))?;
+    let server = metadata["server"]
+        .as_str()
+        .ok_or_else(|| refused("the pathway does not name its server".into()))?;
+    let command = ServerCommand::new(program).args(rest).inherit_env(true);
+    let name = &p.definition().request.action;
+    let started = Live::start(&command, policy, server, name).map_err(|e| {
+        refused(format!(
+            "the recorded server `{program}` of `{server}`: {e}"
+        ))
+    })?;
+    reader_pinned(rt, &started.live)?;
+    Ok(started)
+}
+
+/// A readback of a gate pathway goes only through a readback tool that matches its pin:
+/// one that changed since proves nothing, so the step is refused before anything is read
+/// back, and the change waits for `rpr pin`.
+fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
+    let Some(rule) = &live.plan.readback else {
+        return Ok(());
+    };
+    let (server, tool) = (&live.server, &rule.tool);
+    let refused = |m: String| GateError::Refused(m);
+    let reader = live.list.get(tool).ok_or_else(|| {
+        refused(format!(
+            "server `{server}` no longer lists the readback tool `{tool}`"
+        ))
+    })?;
+    let binding = ToolBinding::new(live.client.server(), reader)
+        .and_then(|b| b.to_binding())
+        .map_err(|e| refused(format!("the readback tool `{tool}` cannot be bound: {e}")))?;
+    let checked = rt
+        .check_pin(
+            server,
+            tool,
+            &binding,
+            &reader.definition,
+            &Actor::new("rpr"),
+        )
+        .map_err(|e| refused(format!("the pin of `{tool}` cannot be checked: {e}")))?;
+    match checked {
+        PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(()),
+        PinCheck::Changed(pin) => Err(refused(format!(
+            "the readback tool `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): \
+             a readback through it proves nothing, so this step did nothing (nothing read back or sent). Review the change and pin it \
+             with: rpr pin --database DB --server {server} --tool {tool} --digest {} --as NAME, then run \
+             this step again",
+            crate::mcp::changed_fields(&pin.binding, &binding.details).join(", "),
+            binding.target,
+            binding.digest
+        ))),
+    }
+}

@@ -1,0 +1,202 @@
+//! Checkpoints off the path of the steps. SQLite's own automatic checkpoint runs inside the
+//! commit that takes the write-ahead log past 1000 pages: that step's caller waits while
+//! every page of the log is copied into the database and both files are synced (on a real
+//! disk, several milliseconds every dozen calls or so). Here the commit only wakes a
+//! thread of the store's own, which checkpoints over its own connection (`PASSIVE`: it
+//! never holds up a writer) while the steps go on.
+//!
+//! Nothing about a step's durability changes: a step is durable when its commit returns, as
+//! before; a checkpoint only moves committed pages from the log into the database file. If
+//! the thread cannot be started, or the log keeps growing (readers holding old snapshots, a
+//! stalled thread), the commit checkpoints itself, as SQLite would have.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use rusqlite::wal::CheckpointMode;
+
+/// Log pages after which a checkpoint is asked for (SQLite's default automatic checkpoint).
+pub(crate) const PAGES: i32 = 1000;
+
+/// Log pages after which the committing step checkpoints itself: the thread is not keeping up.
+const INLINE_PAGES: i32 = 4 * PAGES;
+
+/// The store's checkpoint thread, started on the first checkpoint asked for.
+#[derive(Debug)]
+pub(crate) struct Checkpointer {
+    path: PathBuf,
+    busy_timeout: Duration,
+    running: Mutex<Running>,
+}
+
+#[derive(Debug, Default)]
+enum Running {
+    #[default]
+    NotStarted,
+    Started {
+        wake: SyncSender<()>,
+        thread: JoinHandle<()>,
+    },
+    /// The thread could not be started or its connection opened, or the store is closing:
+    /// commits checkpoint themselves.
+    Off,
+}
+
+impl Checkpointer {
+    pub(crate) fn new(path: &Path, busy_timeout: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            path: path.to_owned(),
+            busy_timeout,
+            running: Mutex::new(Running::NotStarted),
+        })
+    }
+
+    /// After a commit that left `pages` pages in the log: whether the committing connection
+    /// must checkpoint itself (the thread was woken otherwise, if a checkpoint is due).
+    pub(crate) fn after_commit(&self, pages: i32) -> bool {
+        if pages < PAGES {
+            return false;
+        }
+        pages >= INLINE_PAGES || !self.wake()
+    }
+
+    /// Wakes the thread (starting it the first time); false when there is none to wake.
+    fn wake(&self) -> bool {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*running, Running::NotStarted) {
+            *running = self.start().unwrap_or(Running::Off);
+        }
+        match &*running {
+            Running::Started { wake, .. } => match wake.try_send(()) {
+                // Full: a wake-up is pending already; the thread will see this commit too.
+                Ok(()) | Err(TrySendError::Full(())) => true,
+                Err(TrySendError::Disconnected(())) => false,
+            },
+            Running::NotStarted | Running::Off => false,
+        }
+    }
+
+    fn start(&self) -> Option<Running> {
+        let conn = super::open_side_connection(&self.path, self.busy_timeout).ok()?;
+        // The checkpoint syncs the log before it copies, and the database after.
+        conn.pragma_update(None, "synchronous", "FULL").ok()?;
+        let (wake, woken) = mpsc::sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("rpr-checkpoint".into())
+            .spawn(move || run(&conn, &woken))
+            .ok()?;
+        Some(Running::Started { wake, thread })
+    }
+
+    /// Stops the thread and waits for a checkpoint it is in: called before the store's
+    /// own connection closes, so that connection closes last, as it did before.
+    pub(crate) fn stop(&self) {
+        let running = std::mem::replace(
+            &mut *self.running.lock().unwrap_or_else(PoisonError::into_inner),
+            Running::Off,
+        );
+        if let Running::Started { wake, thread } = running {
+            drop(wake);
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(conn: &Connection, woken: &mpsc::Receiver<()>) {
+    while woken.recv().is_ok() {
+        // A checkpoint that cannot finish now (a reader on an old snapshot) is taken up again
+        // at the next wake-up; its error changes nothing that was committed.
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
+}
+
+/// Hands the checkpoints of `conn` (the store's step connection) to `checkpointer`.
+pub(crate) fn install(
+    conn: &mut Connection,
+    checkpointer: &Arc<Checkpointer>,
+) -> Result<(), rusqlite::Error> {
+    let checkpointer = Arc::clone(checkpointer);
+    conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
+        if checkpointer.after_commit(pages) {
+            // What SQLite's automatic checkpoint does; its error would fail the statement
+            // whose commit already happened, so it is not returned.
+            let _ = wal.checkpoint_v2(CheckpointMode::PASSIVE);
+        }
+        Ok(())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn threads_named(name: &str) -> usize {
+        std::fs::read_dir("/proc/self/task").map_or(0, |tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|comm| comm.trim() == name)
+                })
+                .count()
+        })
+    }
+
+    fn pages_in_database(path: &Path) -> u64 {
+        std::fs::metadata(path).map_or(0, |m| m.len() / 4096)
+    }
+
+    /// A log past 1000 pages is checkpointed by the store's thread, not inside the commit
+    /// that took it there: the commit only wakes the thread, and the pages reach the
+    /// database file once the thread has run. Past 4000 pages, or with no thread, the
+    /// commit checkpoints itself.
+    #[test]
+    fn a_full_log_is_checkpointed_by_the_thread_not_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut conn = Connection::open(&path).unwrap();
+        let _: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .unwrap();
+        let checkpointer = Checkpointer::new(&path, Duration::from_secs(5));
+        install(&mut conn, &checkpointer).unwrap();
+        conn.execute_batch("CREATE TABLE t (b BLOB)").unwrap();
+        assert!(!checkpointer.after_commit(PAGES - 1), "not due yet");
+        assert_eq!(threads_named("rpr-checkpoint"), 0, "started when due");
+
+        // 30 commits of about 40 pages each: the log passes 1000 pages.
+        for _ in 0..30 {
+            conn.execute_batch("BEGIN").unwrap();
+            for _ in 0..40 {
+                conn.execute("INSERT INTO t VALUES (zeroblob(4000))", [])
+                    .unwrap();
+            }
+            conn.execute_batch("COMMIT").unwrap();
+        }
+        assert_eq!(threads_named("rpr-checkpoint"), 1, "the thread runs");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while pages_in_database(&path) < 1000 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            pages_in_database(&path) >= 1000,
+            "the thread copied the log into the database ({} pages)",
+            pages_in_database(&path)
+        );
+        assert!(
+            checkpointer.after_commit(INLINE_PAGES),
+            "a log the thread cannot keep down"
+        );
+
+        checkpointer.stop();
+        assert_eq!(threads_named("rpr-checkpoint"), 0, "stopped and joined");
+        assert!(
+            checkpointer.after_commit(PAGES),
+            "no thread: the commit checkpoints"
+        );
+    }
+}
