@@ -4,14 +4,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde_json::json;
 
 use super::read::ReadStore;
-use super::{EventDraft, MIGRATION_2_SQL, MIGRATION_3_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError};
-use crate::ledger;
-use crate::state::State;
+use super::{MIGRATION_2_SQL, MIGRATION_3_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError};
 
 mod checkpoint;
+pub(crate) mod rows;
 mod steps;
 
 /// `journal_size_limit`: the most a checkpointed WAL keeps on disk (4 MiB).
@@ -24,7 +22,8 @@ const MIGRATIONS: &[&str] = &[SCHEMA_SQL, MIGRATION_2_SQL, MIGRATION_3_SQL];
 /// caller's (injected) clock.
 pub(crate) const DB_NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
-/// The SQLite implementation of [`Backend`](super::Backend) (the steps: `sqlite/steps.rs`).
+/// The SQLite implementation of [`Backend`](super::Backend) (the steps: `sqlite/steps.rs`,
+/// the rules of `store::rules` over `sqlite/rows.rs`).
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
     /// Takes the log's checkpoints off the steps' path; stopped before `read` closes.
@@ -335,45 +334,6 @@ impl SqliteBackend {
         }
         debug_assert_eq!(version, SCHEMA_VERSION);
         tx.commit()?;
-        Ok(())
-    }
-
-    fn append_event(
-        tx: &Connection,
-        pathway: &str,
-        at: i64,
-        draft: EventDraft,
-    ) -> Result<(), StoreError> {
-        let head: Option<(i64, String)> = tx
-            .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let (seq, prev) = head.map_or((1, ledger::GENESIS.to_owned()), |(s, h)| (s + 1, h));
-        let event = json!({
-            "v": 2,
-            "seq": seq,
-            "at": at,
-            "pathway": pathway,
-            "kind": draft.kind,
-            "actor": draft.actor,
-            "from": draft.from.map(State::as_str),
-            "to": draft.to.as_str(),
-            "attempt": draft.attempt,
-            "attempt_status": draft.attempt_status,
-            "data": draft.data,
-        });
-        let text = crate::canonical::to_string(&event)
-            .map_err(|e| StoreError::Corrupt(format!("event: {e}")))?;
-        let hash = ledger::chain_hash(&prev, &text);
-        tx.prepare_cached(
-            "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![seq, pathway, text, prev, hash])?;
-        tx.prepare_cached(
-            "INSERT INTO meta (key, value) VALUES ('ledger_head', ?1)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )?
-        .execute(params![format!("{seq}:{hash}")])?;
         Ok(())
     }
 }
