@@ -28,7 +28,7 @@
 //!   not reached: one pathway in ten is unresolved (`approved`, `awaiting_approval`,
 //!   `human_gate`, `held` in turn), one in ten `denied`, the rest `completed`. There are
 //!   no attempts or approvals, and the ledger does not hold the events that would have
-//!   led to those states (so `rpr::ledger::verify` would report the state replay).
+//!   led to those states (so `rpr::store::verify` would report the state replay).
 //! * the reference: its schema exactly as its `SQLiteStore` creates it
 //!   (`rpy_schema_metadata` version 1, `pathways`, `evidence_events`; no other index),
 //!   WAL mode; the same pathways (same ids, keys, definition text, states, times as

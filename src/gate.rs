@@ -25,6 +25,7 @@ macro_rules! note {
     };
 }
 
+mod asked;
 mod call;
 mod cancel;
 mod carry;

@@ -437,7 +437,7 @@ fn scripted_db(tag: &str) -> TempDir {
 /// database that no longer opens as an rpr database does not pass).
 fn verifies(db: &std::path::Path) -> bool {
     ReadStore::open_read_only(db)
-        .and_then(|store| rpr::ledger::verify(&store, None))
+        .and_then(|store| rpr::store::verify(&store, None))
         .is_ok_and(|r| r.is_ok())
 }
 
@@ -449,7 +449,7 @@ fn verifies(db: &std::path::Path) -> bool {
 fn verifier(db: &std::path::Path) -> Box<dyn Fn() -> bool> {
     if rpr::store::is_postgres_location(db) {
         let store = ReadStore::open_read_only(db).unwrap();
-        return Box::new(move || rpr::ledger::verify(&store, None).is_ok_and(|r| r.is_ok()));
+        return Box::new(move || rpr::store::verify(&store, None).is_ok_and(|r| r.is_ok()));
     }
     let db = db.to_owned();
     Box::new(move || verifies(&db))

@@ -143,7 +143,7 @@ fn pg_rows(schema: &Schema, db: &Path, table: &str, order: &str) -> Vec<Vec<Opti
 /// The SQLite ledger's verified head, as `(events, hash)`.
 fn sqlite_head(db: &Path) -> (i64, Option<String>) {
     let store = ReadStore::open_read_only(db).unwrap();
-    let report = rpr::ledger::verify(&store, None).unwrap();
+    let report = rpr::store::verify(&store, None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     (report.events, report.head)
 }
@@ -307,7 +307,7 @@ fn after_the_copy_every_step_on_the_sqlite_database_is_refused_and_writes_nothin
     // Opening it for steps is refused the same way; reading it still works.
     assert_moved(&Runtime::open(&db).unwrap_err(), &s);
     let store = ReadStore::open_read_only(&db).unwrap();
-    assert!(rpr::ledger::verify(&store, None).unwrap().is_ok());
+    assert!(rpr::store::verify(&store, None).unwrap().is_ok());
     assert!(store.status().unwrap().ledger_len > 0);
     assert_eq!(db_dump(&db), dump);
 }

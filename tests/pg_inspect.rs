@@ -3,7 +3,7 @@
 //!
 //! A SQLite database made through the public API is copied into PostgreSQL
 //! (`copy_from_sqlite`: same ids, same hashes), and every read of `ReadStore`, every
-//! `inspect` view `rpr-mcp` serves and `ledger::verify` must answer the same on both,
+//! `inspect` view `rpr-mcp` serves and `store::verify` must answer the same on both,
 //! tampered copies included. Then the proof that the reader cannot write (by the session's
 //! read-only transactions, and by the role even when the session turns them off), its
 //! snapshots, and `Runtime::reader()` on a PostgreSQL runtime.
@@ -415,7 +415,7 @@ fn every_read_and_every_inspect_view_answer_the_same_on_sqlite_and_its_postgresq
 
     // The ledger verifies, with the same report, at no known head, the head, an earlier
     // event's hash, and a hash the chain never had.
-    let report = same("verify", &lite, &pg, |s| rpr::ledger::verify(s, None));
+    let report = same("verify", &lite, &pg, |s| rpr::store::verify(s, None));
     assert!(report.is_ok(), "{:?}", report.problems);
     assert_eq!(
         (report.events, report.head.as_deref()),
@@ -424,12 +424,12 @@ fn every_read_and_every_inspect_view_answer_the_same_on_sqlite_and_its_postgresq
     let earlier = ledger[ledger.len() / 2].hash.clone();
     for known in [head.1.as_str(), earlier.as_str()] {
         let r = same(&format!("verify at {known}"), &lite, &pg, |s| {
-            rpr::ledger::verify(s, Some(known))
+            rpr::store::verify(s, Some(known))
         });
         assert!(r.is_ok(), "{known}: {:?}", r.problems);
     }
     let r = same("verify at an unknown head", &lite, &pg, |s| {
-        rpr::ledger::verify(s, Some(NO_DIGEST))
+        rpr::store::verify(s, Some(NO_DIGEST))
     });
     assert!(!r.is_ok(), "a known head the chain lacks is a problem");
 
@@ -600,8 +600,8 @@ fn a_row_edited_by_hand_in_the_postgresql_copy_is_found_through_the_reader_as_on
         let pair = Pair::new("tamper");
         pair.edit_both(edit);
         let (lite, pg) = (pair.lite(), pair.reader());
-        let a = rpr::ledger::verify(&lite, None).unwrap();
-        let b = rpr::ledger::verify(&pg, None).unwrap();
+        let a = rpr::store::verify(&lite, None).unwrap();
+        let b = rpr::store::verify(&pg, None).unwrap();
         assert!(
             findings(&a).iter().any(|f| f.0 == kind),
             "{what}: SQLite finds {kind:?}: {:?}",
@@ -830,7 +830,7 @@ fn the_reader_cannot_write_by_its_read_only_session_nor_by_its_role() {
         );
     }
     // The store still reads after all of it.
-    assert!(rpr::ledger::verify(&store, None).unwrap().is_ok());
+    assert!(rpr::store::verify(&store, None).unwrap().is_ok());
 
     // (b) The role's own connection, its read-only default turned off: no privilege.
     let mut raw = Client::connect(&pg::reader_location(&pair.schema), NoTls).unwrap();
@@ -929,8 +929,8 @@ fn the_reader_cannot_write_by_its_read_only_session_nor_by_its_role() {
     // store reads on after it.
     let _ = owner_store.would_refuse("COPY meta TO STDOUT");
     let _ = store.would_refuse("COPY meta TO STDOUT");
-    assert!(rpr::ledger::verify(&owner_store, None).unwrap().is_ok());
-    assert!(rpr::ledger::verify(&store, None).unwrap().is_ok());
+    assert!(rpr::store::verify(&owner_store, None).unwrap().is_ok());
+    assert!(rpr::store::verify(&store, None).unwrap().is_ok());
 
     // (d) Nothing changed, byte for byte.
     unchanged(&before, &fingerprint(&pair), "all of it");
@@ -1127,7 +1127,7 @@ fn runtime_reader_on_postgresql_reads_what_the_runtime_wrote_and_cannot_write() 
         reader.ledger(0, 100_000).unwrap(),
         rt.ledger_rows(0, 100_000).unwrap()
     );
-    let report = rpr::ledger::verify(&reader, None).unwrap();
+    let report = rpr::store::verify(&reader, None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     assert_eq!(report, rt.verify(None).unwrap());
     assert_eq!(status.ledger_length, report.events);

@@ -238,7 +238,7 @@ fn every_write_is_refused_and_reads_still_work() {
             .len(),
         11
     );
-    assert!(rpr::ledger::verify(&store, None).unwrap().is_ok());
+    assert!(rpr::store::verify(&store, None).unwrap().is_ok());
     drop(store);
     let after = hashes(&db);
     assert_eq!(after[0], before[0], "the db file is byte-identical");

@@ -5,7 +5,7 @@
 //! re-executed; see `writer_entry`), one per batch, each opening its own `Runtime` and
 //! dropping it before it exits, so the database is closed by its last writer again and
 //! again (between a host's exit and the next one's open, often no writer has it open). Meanwhile, in this process, readers open the database with
-//! `ReadStore::open_read_only` and run `ledger::verify` and the multi-query reads of
+//! `ReadStore::open_read_only` and run `store::verify` and the multi-query reads of
 //! `inspect`, and short `rpr-mcp` sessions (initialize, one tool call, end of input) run
 //! beside them. Every check must pass and every open must succeed.
 
@@ -86,7 +86,7 @@ impl Tally {
     }
 }
 
-/// `ledger::verify` through a fresh read-only open, in a loop.
+/// `store::verify` through a fresh read-only open, in a loop.
 fn verify_loop(db: &Path, stop: &AtomicBool) -> Tally {
     let mut t = Tally::default();
     while !stop.load(Ordering::Relaxed) && t.runs < MAX_READS {
@@ -98,7 +98,7 @@ fn verify_loop(db: &Path, stop: &AtomicBool) -> Tally {
                 continue;
             }
         };
-        match rpr::ledger::verify(&store, None) {
+        match rpr::store::verify(&store, None) {
             Ok(report) => {
                 t.lengths.push(report.events);
                 if !report.is_ok() {
@@ -314,7 +314,7 @@ fn readers_see_one_snapshot_while_writers_commit_and_close() {
 
     // Everything the writers did is there and verifies.
     let store = ReadStore::open_read_only(&db).unwrap();
-    let report = rpr::ledger::verify(&store, None).unwrap();
+    let report = rpr::store::verify(&store, None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     let status = rpr::inspect::status(&store).unwrap();
     assert_eq!(

@@ -1,9 +1,9 @@
-//! `rpr::ledger::verify` against hashing the same bytes.
+//! `rpr::store::verify` against hashing the same bytes.
 //!
 //! [`run`] builds (or reuses) a ledger of about `events` events written through the
 //! public API, then measures, in one process and in alternating rounds:
 //!
-//! 1. `rpr::ledger::verify(store, None)`: the whole chain (every event re-hashed, its
+//! 1. `rpr::store::verify(store, None)`: the whole chain (every event re-hashed, its
 //!    canonical form checked, its fields replayed) and every stored row re-derived from
 //!    the events;
 //! 2. the `sha2` crate hashing the concatenated event texts, already in memory (read from
@@ -341,7 +341,7 @@ fn ratio(a: Duration, b: Duration) -> String {
     format!("{:.2}", a.as_secs_f64() / b.as_secs_f64())
 }
 
-/// Builds or reuses a ledger of `events` events and times `rpr::ledger::verify` against
+/// Builds or reuses a ledger of `events` events and times `rpr::store::verify` against
 /// hashing the same event bytes (the `sha2` crate in process, and `sha256sum`), in
 /// alternating rounds. Returns a Markdown table of the medians and their ratios.
 /// `progress` prints progress to stderr.
@@ -371,7 +371,7 @@ pub fn run(events: usize, rounds: usize, progress: bool) -> String {
         .output()
         .is_ok_and(|o| o.status.success());
 
-    let report = rpr::ledger::verify(&store, None).expect("verify");
+    let report = rpr::store::verify(&store, None).expect("verify");
     assert!(
         report.is_ok(),
         "the bench ledger does not verify: {report:?}"
@@ -384,7 +384,7 @@ pub fn run(events: usize, rounds: usize, progress: bool) -> String {
     }
     for round in 0..=rounds {
         let start = Instant::now();
-        let report = rpr::ledger::verify(&store, None).expect("verify");
+        let report = rpr::store::verify(&store, None).expect("verify");
         let verify = start.elapsed();
         assert!(report.is_ok() && report.events == n);
 

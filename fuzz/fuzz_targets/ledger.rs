@@ -1,6 +1,6 @@
 //! The ledger checker on mutated databases: a small valid pathway database (built once
 //! per process, `rpr_fuzz::stories`), changed by the input, then checked with
-//! `rpr::ledger::verify`, the check `rpr verify` runs.
+//! `rpr::store::verify`, the check `rpr verify` runs.
 //!
 //! The input is a list of changes: cell edits through SQL (a cell set to NULL, to an
 //! integer, to given text bytes, one byte of its text replaced, its text cut short, the
@@ -368,7 +368,7 @@ fuzz_target!(|input: &[u8]| {
     let path = prepare(o, &changes);
     let known = (flags & 1 == 1).then_some(o.head.as_str());
     let clean = match rpr::store::ReadStore::open_read_only(&path) {
-        Ok(store) => rpr::ledger::verify(&store, known).is_ok_and(|report| report.is_ok()),
+        Ok(store) => rpr::store::verify(&store, known).is_ok_and(|report| report.is_ok()),
         Err(_) => false,
     };
     if changes.is_empty() {

@@ -9,9 +9,8 @@ mod keeping;
 
 pub use keeping::Keeping;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::pathway::ActionClass;
 
 /// The request a pathway carries to its target: an action name and its arguments.
 ///
@@ -38,7 +37,7 @@ impl Request {
     /// The request digest a pathway records for this request (sha256 hex of the canonical
     /// `{"action", "arguments"}`): the same for every identical request.
     pub fn digest(&self) -> Result<String, crate::canonical::CanonicalError> {
-        crate::canonical::sha256_hex(&crate::pathway::request_json(self))
+        crate::canonical::sha256_hex(&request_json(self))
     }
 }
 
@@ -329,4 +328,20 @@ pub enum Observation {
 pub trait Readback {
     /// Looks at the target (never through the reply) and reports what it sees.
     fn observe(&mut self, request: &Request) -> Observation;
+}
+
+/// Whether the action changes the world. A mutating action completes only with readback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ActionClass {
+    /// Reads only: a success reply completes it.
+    ReadOnly,
+    /// Changes something: a success reply is not enough; readback must verify it.
+    Mutating,
+}
+
+/// A request as JSON: its action and arguments.
+pub(crate) fn request_json(request: &Request) -> Value {
+    serde_json::json!({ "action": request.action, "arguments": request.arguments })
 }

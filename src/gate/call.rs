@@ -14,6 +14,7 @@ use crate::{Admission, Definition, Ready, State, StoredPathway};
 use serde_json::{Value, json};
 
 use super::Gate;
+pub(crate) use super::asked::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
 use super::carry::with_pathway;
 use super::era::Era;
 use super::turns::{Claim, Held};
@@ -28,46 +29,6 @@ enum Found<'t> {
     Open(StoredPathway),
     Made(Result<Ready, crate::PathwayError>, Option<Held<'t>>),
 }
-
-/// What the client gets back: a `tools/call` result, or a JSON-RPC error.
-pub(crate) type Answer = Result<Value, ErrorObject>;
-
-/// A tool error result: the text for the model and person, and the pathway in `_meta`.
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "a tool error is one kind of answer to a call; every path returns an `Answer`"
-)]
-pub(crate) fn tool_error(text: impl Into<String>, pathway: Option<(&str, State)>) -> Answer {
-    let mut result = json!({
-        "content": [{"type": "text", "text": text.into()}],
-        "isError": true,
-    });
-    if let Some((id, state)) = pathway {
-        result["_meta"] = json!({"dev.rpr/pathway": {"id": id, "state": state.as_str()}});
-    }
-    Ok(result)
-}
-
-/// The call the client asked for.
-pub(crate) struct Asked {
-    pub(crate) tool: String,
-    pub(crate) arguments: Value,
-    pub(crate) key: Option<String>,
-    pub(crate) progress: Option<Value>,
-    /// The client's request id, as text: the tag a cancellation finds the call by.
-    pub(crate) tag: String,
-    /// The protocol era of the request (2026-07-28 answers a Human Gate with
-    /// `input_required`).
-    pub(crate) era: Era,
-    /// A 2026-07-28 retry's `requestState` and `inputResponses`, as sent.
-    pub(crate) retry: Option<(String, Value)>,
-    /// The pathway a checked `requestState` names, and the answer to its form (`None`
-    /// when the retry carries no answer under the gate's key).
-    pub(crate) answered: Option<(String, Option<Value>)>,
-}
-
-/// The key of the gate's approval form in `inputRequests` and `inputResponses`.
-pub(crate) const APPROVAL_INPUT: &str = "rpr_approval";
 
 fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
     let invalid = |m: &str| ErrorObject::new(codes::INVALID_PARAMS, m.to_owned());
@@ -123,20 +84,6 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
         retry,
         answered: None,
     })
-}
-
-/// The tool being called, checked before anything is recorded: the [`Live`] tool with its
-/// plan, and what its pin and its readback tool's pin say.
-pub(crate) struct Checked {
-    pub(crate) live: Live,
-    pub(crate) pinned: String,
-    /// The digest the call must be bound to: the pinned binding with the policy's class.
-    pub(crate) expected: String,
-    /// The details of that binding (to name what changed when the bound one differs).
-    pub(crate) bound_details: Value,
-    /// The binding of a mutating call's readback tool, which matched its pin: a readback
-    /// through a tool that no longer does proves nothing.
-    pub(crate) reader: Option<Binding>,
 }
 
 impl Gate {

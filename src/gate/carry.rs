@@ -11,7 +11,7 @@ use crate::{Confirmed, Outcome, Pathway, State};
 use serde_json::{Value, json};
 
 use super::Gate;
-use super::call::{Answer, Asked, Checked, tool_error};
+use super::asked::{Answer, Asked, Checked, tool_error};
 use crate::executor::Keeping;
 
 impl Gate {

@@ -10,7 +10,7 @@ use crate::{Pathway, State};
 use serde_json::{Value, json};
 
 use super::Gate;
-use super::call::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
+use super::asked::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
 use super::request_state::Claims;
 use crate::shown;
 

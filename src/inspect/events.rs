@@ -51,13 +51,13 @@ pub struct ChainProblem {
 /// 3. its text is JSON in canonical form whose own `seq` and `pathway` agree
 ///    with the row.
 ///
-/// These are the checks [`ledger::verify`] makes of every row of the chain (one
+/// These are the checks [`crate::store::verify`] makes of every row of the chain (one
 /// function serves both). `chain_verified` is true when every event on the page
 /// passes. It does **not** check events on other pages or of other pathways, that
 /// the transitions are legal, that the stored state agrees
 /// with the events, or that the chain was not cut and re-hashed from some point
 /// on (compare `ledger_head` with a head kept elsewhere for that). The full check
-/// is [`ledger::verify`], whose cost grows with the whole ledger.
+/// is [`crate::store::verify`], whose cost grows with the whole ledger.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct EvidencePage {
@@ -80,7 +80,7 @@ pub struct EvidencePage {
     pub ledger_head: Option<String>,
 }
 
-/// What [`ledger::check_row`] finds wrong with one event of a page, linked to the event
+/// What [`crate::store::check_row`] finds wrong with one event of a page, linked to the event
 /// before it in the chain (`prev` when that is the previous row of the page).
 fn check_event(
     store: &ReadStore,
@@ -98,7 +98,7 @@ fn check_event(
             .find(|r| r.seq == row.seq - 1)
             .map(|r| r.hash)
     };
-    let stored = ledger::StoredRow {
+    let stored = crate::store::StoredRow {
         seq: row.seq,
         pathway: &row.pathway_id,
         prev_hash: row.prev_hash.as_bytes(),
@@ -106,7 +106,7 @@ fn check_event(
         text: row.event.as_bytes(),
     };
     let mut found = Vec::new();
-    let _event = ledger::check_row(
+    let _event = crate::store::check_row(
         &stored,
         expected_prev.as_deref().map(str::as_bytes),
         &mut found,

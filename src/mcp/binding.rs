@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use super::McpError;
-use super::client::{ServerInfo, Tool};
+use super::client::Tool;
+use super::negotiate::ServerInfo;
 use crate::canonical::sha256_hex;
 use crate::executor::Binding;
 use crate::pathway::ActionClass;

@@ -6,38 +6,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::era::{self, Era, ResultType};
+use super::negotiate::ServerInfo;
 use super::session::{Reply, Session, SessionConfig};
 use super::transport::{ServerCommand, ShutdownReport};
 use super::{McpError, mrtr};
 use crate::executor::Carrier;
-
-/// What the server said about itself: in its `initialize` reply (legacy era), or in its
-/// `server/discover` result (2026-07-28: `capabilities`, `instructions`, and the name and
-/// version from the result's `_meta["io.modelcontextprotocol/serverInfo"]`).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ServerInfo {
-    /// The negotiated protocol version.
-    pub protocol_version: String,
-    /// The era of that version ([`Era::of_version`]).
-    pub era: Era,
-    /// `serverInfo.name` (empty when a 2026-07-28 server does not say).
-    pub name: String,
-    /// `serverInfo.version`, verbatim. It may be empty: the Python SDK sends `""`.
-    pub version: String,
-    /// The `capabilities` object, as sent.
-    pub capabilities: Value,
-    /// The `instructions` text, if any.
-    pub instructions: Option<String>,
-}
-
-impl ServerInfo {
-    /// `name@version`; with an empty version this is `name@`.
-    #[must_use]
-    pub fn identity(&self) -> String {
-        format!("{}@{}", self.name, self.version)
-    }
-}
 
 /// One tool definition from `tools/list` that passed validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -329,44 +302,6 @@ fn expect_result(method: &str, reply: Reply) -> Result<Value, McpError> {
             error: Box::new(error),
         }),
     }
-}
-
-/// Reads an `initialize` result (the legacy era).
-pub(super) fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
-    let invalid = |reason: &str| McpError::InvalidReply {
-        method: "initialize".into(),
-        reason: reason.into(),
-    };
-    let text = |v: Option<&Value>, what: &str| {
-        v.and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| invalid(&format!("`{what}` is missing or not a string")))
-    };
-    let protocol_version = text(result.get("protocolVersion"), "protocolVersion")?;
-    let capabilities = result
-        .get("capabilities")
-        .filter(|c| c.is_object())
-        .cloned();
-    let capabilities =
-        capabilities.ok_or_else(|| invalid("`capabilities` is missing or not an object"))?;
-    let info = result
-        .get("serverInfo")
-        .ok_or_else(|| invalid("`serverInfo` is missing"))?;
-    let name = text(info.get("name"), "serverInfo.name")?;
-    let version = text(info.get("version"), "serverInfo.version")?;
-    let instructions = match result.get("instructions") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(invalid("`instructions` is not a string")),
-    };
-    Ok(ServerInfo {
-        era: Era::of_version(&protocol_version),
-        protocol_version,
-        name,
-        version,
-        capabilities,
-        instructions,
-    })
 }
 
 fn check_tool(definition: &Value) -> Result<String, String> {

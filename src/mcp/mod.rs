@@ -47,13 +47,14 @@ mod session;
 mod transport;
 
 pub use binding::{ToolBinding, UNBOUND_TOOL_FIELDS, bound_definition, changed_fields};
-pub use client::{InvalidTool, McpClient, ServerInfo, Tool, ToolList};
+pub use client::{InvalidTool, McpClient, Tool, ToolList};
 pub use era::{
     Era, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
     META_SERVER_INFO, MODERN_PROTOCOL_VERSION, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION,
 };
 pub use error::McpError;
 pub use executor::{ExecutorConfig, McpExecutor};
+pub use negotiate::ServerInfo;
 pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};
 pub use schema::{ArgumentValidator, Dialect};
 pub use session::{

@@ -19,7 +19,6 @@
 use serde_json::{Value, json};
 
 use super::McpError;
-use super::client::ServerInfo;
 use super::era::{
     self, Era, LEGACY_VERSIONS, META_SERVER_INFO, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION,
 };
@@ -250,7 +249,7 @@ fn legacy(
             });
         }
     };
-    let server = super::client::parse_initialize(&result)?;
+    let server = parse_initialize(&result)?;
     let version = &server.protocol_version;
     if Era::of_version(version) != Era::Legacy || !config.accepted_versions.contains(version) {
         session.shutdown();
@@ -266,4 +265,70 @@ fn legacy(
     session.settle(version, None);
     session.notify("notifications/initialized", None)?;
     Ok((session, server))
+}
+
+/// What the server said about itself: in its `initialize` reply (legacy era), or in its
+/// `server/discover` result (2026-07-28: `capabilities`, `instructions`, and the name and
+/// version from the result's `_meta["io.modelcontextprotocol/serverInfo"]`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServerInfo {
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// The era of that version ([`Era::of_version`]).
+    pub era: Era,
+    /// `serverInfo.name` (empty when a 2026-07-28 server does not say).
+    pub name: String,
+    /// `serverInfo.version`, verbatim. It may be empty: the Python SDK sends `""`.
+    pub version: String,
+    /// The `capabilities` object, as sent.
+    pub capabilities: Value,
+    /// The `instructions` text, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// `name@version`; with an empty version this is `name@`.
+    #[must_use]
+    pub fn identity(&self) -> String {
+        format!("{}@{}", self.name, self.version)
+    }
+}
+
+/// Reads an `initialize` result (the legacy era).
+fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
+    let invalid = |reason: &str| McpError::InvalidReply {
+        method: "initialize".into(),
+        reason: reason.into(),
+    };
+    let text = |v: Option<&Value>, what: &str| {
+        v.and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| invalid(&format!("`{what}` is missing or not a string")))
+    };
+    let protocol_version = text(result.get("protocolVersion"), "protocolVersion")?;
+    let capabilities = result
+        .get("capabilities")
+        .filter(|c| c.is_object())
+        .cloned();
+    let capabilities =
+        capabilities.ok_or_else(|| invalid("`capabilities` is missing or not an object"))?;
+    let info = result
+        .get("serverInfo")
+        .ok_or_else(|| invalid("`serverInfo` is missing"))?;
+    let name = text(info.get("name"), "serverInfo.name")?;
+    let version = text(info.get("version"), "serverInfo.version")?;
+    let instructions = match result.get("instructions") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(invalid("`instructions` is not a string")),
+    };
+    Ok(ServerInfo {
+        era: Era::of_version(&protocol_version),
+        protocol_version,
+        name,
+        version,
+        capabilities,
+        instructions,
+    })
 }

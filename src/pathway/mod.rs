@@ -12,6 +12,8 @@ pub mod stage;
 pub mod token;
 mod transitions;
 
+pub use crate::executor::ActionClass;
+pub(crate) use crate::executor::request_json;
 pub use authority::{Actor, Authority, Role};
 pub use outcome::{Admission, Confirmed, NotSent, Outcome, StoredPathway, Unrecorded};
 pub use transitions::{Act, TRANSITIONS};
@@ -24,17 +26,6 @@ use serde_json::Value;
 
 use crate::executor::Request;
 use stage::Stage;
-
-/// Whether the action changes the world. A mutating action completes only with readback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ActionClass {
-    /// Reads only: a success reply completes it.
-    ReadOnly,
-    /// Changes something: a success reply is not enough; readback must verify it.
-    Mutating,
-}
 
 /// What a pathway is about: the request, its class, its idempotency key and its authority.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,8 +381,4 @@ impl<S: Stage> Pathway<S> {
         core.version = version;
         Pathway { core, stage }
     }
-}
-
-pub(crate) fn request_json(request: &Request) -> Value {
-    serde_json::json!({ "action": request.action, "arguments": request.arguments })
 }

@@ -177,7 +177,7 @@ impl Runtime {
         self.store.events(id)
     }
 
-    /// Verifies the ledger and the stored state; see [`crate::ledger::verify`].
+    /// Verifies the ledger and the stored state; see [`crate::store::verify`].
     pub fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
         self.store.verify(known_head)
     }

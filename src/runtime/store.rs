@@ -252,14 +252,14 @@ impl Store {
         }
     }
 
-    /// The whole ledger checked (see [`crate::ledger::verify`]).
+    /// The whole ledger checked (see [`crate::store::verify`]).
     pub(crate) fn verify(
         &self,
         known_head: Option<&str>,
     ) -> Result<crate::ledger::Report, StoreError> {
         match self {
             Self::Sqlite { backend, .. } => {
-                crate::ledger::verify(backend.lock().reader(), known_head)
+                crate::store::verify(backend.lock().reader(), known_head)
             }
             #[cfg(feature = "postgres")]
             Self::Pg { backend, .. } => Ok(backend.verify(known_head)?),

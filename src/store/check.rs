@@ -7,7 +7,7 @@
 //!
 //! Two drivers use it: every step and every load (through [`check_pathway`], over that
 //! pathway's events only, inside the step's transaction or one read snapshot), and
-//! [`crate::ledger::verify`] (over the whole chain, after checking the links).
+//! [`crate::store::verify`] (over the whole chain, after checking the links).
 
 mod raw;
 mod replay;

@@ -24,6 +24,7 @@ mod read;
 pub(crate) mod rows;
 pub(crate) mod rules;
 mod sqlite;
+mod verify;
 
 pub use batch::{ReadDurability, WriteStats};
 pub use holder::LockHolder;
@@ -35,6 +36,8 @@ pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
 pub(crate) use sqlite::rows::SqliteRows;
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
+pub use verify::verify;
+pub(crate) use verify::{StoredRow, check_row, check_stored_row};
 
 use crate::state::State;
 use serde_json::Value;

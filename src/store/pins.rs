@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::StoreError;
 use super::rows::Rows;
+pub(crate) use super::rows::{Candidate, RawPin};
 
 /// A binding that differs from the pin, remembered until it is pinned or replaced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -67,22 +68,6 @@ pub(crate) const PIN_COLUMNS: &str = "server, tool, digest, binding, definition,
 fn json(text: &str, what: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pins.{what}: {e}")))
 }
-
-/// A pin row exactly as stored: `server`, `tool`, `digest`, `binding`, `definition`,
-/// `pinned_by`, `pinned_at`, then the seen binding's `digest`, `binding`, `definition`, `at`.
-pub(crate) type RawPin = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-);
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawPin> {
     Ok((
@@ -157,16 +142,6 @@ pub(crate) fn one(
     tool: &str,
 ) -> Result<Option<PinRecord>, StoreError> {
     one_raw(conn, server, tool)?.map(record).transpose()
-}
-
-/// A binding to check or pin: its digest, canonical details and canonical definition.
-#[derive(Debug, Clone)]
-pub(crate) struct Candidate {
-    pub(crate) server: String,
-    pub(crate) tool: String,
-    pub(crate) digest: String,
-    pub(crate) binding: String,
-    pub(crate) definition: String,
 }
 
 fn reread(

@@ -9,7 +9,6 @@
 //! trait.
 
 use super::check::{RawApproval, RawAttempt, RawPathway};
-use super::pins::{Candidate, RawPin};
 use super::{NewPathway, StoreError};
 use crate::state::State;
 
@@ -138,4 +137,30 @@ pub(crate) trait Rows {
         by: &str,
         at: i64,
     ) -> Result<bool, StoreError>;
+}
+
+/// A pin row exactly as stored: `server`, `tool`, `digest`, `binding`, `definition`,
+/// `pinned_by`, `pinned_at`, then the seen binding's `digest`, `binding`, `definition`, `at`.
+pub(crate) type RawPin = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+/// A binding to check or pin: its digest, canonical details and canonical definition.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) digest: String,
+    pub(crate) binding: String,
+    pub(crate) definition: String,
 }

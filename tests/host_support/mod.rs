@@ -193,5 +193,5 @@ pub fn attempts(db: &Path, pathway: &str) -> usize {
 /// Verifies the whole ledger and the stored states.
 pub fn verified(db: &Path) -> bool {
     let store = ReadStore::open_read_only(db).unwrap();
-    rpr::ledger::verify(&store, None).unwrap().is_ok()
+    rpr::store::verify(&store, None).unwrap().is_ok()
 }

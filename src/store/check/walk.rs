@@ -1,4 +1,4 @@
-//! The whole-store check behind [`crate::ledger::verify`], as a pipeline of two parts.
+//! The whole-store check behind [`crate::store::verify`], as a pipeline of two parts.
 //!
 //! The *reader* is the only code that touches the database: on the caller's connection,
 //! inside the caller's read snapshot, it steps through the ledger in `seq` order (with the

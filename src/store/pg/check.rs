@@ -8,6 +8,7 @@ use postgres::Row;
 use crate::store::check::{
     APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt, RawPathway,
 };
+use crate::store::pins::RawPin;
 
 /// Every pathway, attempt and approval row, for `verify`.
 pub(super) static ALL_PATHWAYS: LazyLock<String> =
@@ -63,4 +64,21 @@ pub(super) fn raw_approval(r: &Row) -> RawApproval {
         used_at: r.get(5),
         revoked_at: r.get(6),
     }
+}
+
+/// A pin row of `store::pins::PIN_COLUMNS`.
+pub(super) fn raw_pin(r: &Row) -> RawPin {
+    (
+        r.get(0),
+        r.get(1),
+        r.get(2),
+        r.get(3),
+        r.get(4),
+        r.get(5),
+        r.get(6),
+        r.get(7),
+        r.get(8),
+        r.get(9),
+        r.get(10),
+    )
 }

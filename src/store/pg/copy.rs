@@ -28,7 +28,6 @@ use serde_json::{Value, json};
 
 use super::pool::Conn;
 use super::{Inner, PgBackend, PgError, Tx};
-use crate::ledger;
 use crate::store::{ReadStore, SCHEMA_VERSION, StoreError, open_side_connection};
 
 mod report;
@@ -181,7 +180,7 @@ pub fn copy_from_sqlite(
             to: m.to.clone(),
         });
     }
-    let report = ledger::verify(&store, None)?;
+    let report = crate::store::verify(&store, None)?;
     if !report.is_ok() {
         return Err(CopyError::SourceDoesNotVerify {
             path,

@@ -258,7 +258,7 @@ impl PgReader {
         self.read(|tx| {
             tx.query(PIN_SELECT_ALL, &[])?
                 .iter()
-                .map(|r| Ok(crate::store::pins::record(super::pins::raw_pin(r))?))
+                .map(|r| Ok(crate::store::pins::record(super::check::raw_pin(r))?))
                 .collect()
         })
     }
@@ -271,7 +271,7 @@ impl PgReader {
             let row: Option<Row> = tx.query_opt(PIN_SELECT_ONE, &[&server, &tool])?;
             Ok(row
                 .as_ref()
-                .map(|r| crate::store::pins::record(super::pins::raw_pin(r)))
+                .map(|r| crate::store::pins::record(super::check::raw_pin(r)))
                 .transpose()?)
         })
     }
@@ -316,7 +316,7 @@ impl PgReader {
         .unwrap_or(true)
     }
 
-    /// `ledger::verify` on this connection, in one snapshot.
+    /// `store::verify` on this connection, in one snapshot.
     pub(crate) fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
         self.read(|tx| verify_tx(tx, known_head))
     }

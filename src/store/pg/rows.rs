@@ -3,8 +3,7 @@
 
 use std::sync::LazyLock;
 
-use super::check::{LEDGER_OF_PATHWAY, raw_approval, raw_attempt, raw_pathway};
-use super::pins::raw_pin;
+use super::check::{LEDGER_OF_PATHWAY, raw_approval, raw_attempt, raw_pathway, raw_pin};
 use super::{PgError, Tx, db_clock_ms, ledger::parse_head};
 use crate::store::check::{
     APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt,

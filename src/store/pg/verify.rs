@@ -1,8 +1,8 @@
-//! `verify` on PostgreSQL: the checks of [`crate::ledger::verify`] (each row by the ledger's
+//! `verify` on PostgreSQL: the checks of [`crate::store::verify`] (each row by the ledger's
 //! own `check_row`, each pathway by the same `Replay`), in one `REPEATABLE READ` snapshot,
 //! streaming the chain.
 //!
-//! Its walk is the SQLite walk's, written again over PostgreSQL rows: `ledger::verify` takes
+//! Its walk is the SQLite walk's, written again over PostgreSQL rows: `store::verify` takes
 //! a SQLite `ReadStore`. Making that walk generic over a row source is part of wiring this
 //! store into `Runtime`.
 
@@ -15,8 +15,9 @@ use super::check::{
 };
 use super::ledger::parse_head;
 use super::{PgBackend, PgError, Tx};
-use crate::ledger::{GENESIS, Problem, ProblemKind, Report, StoredRow, check_row};
+use crate::ledger::{GENESIS, Problem, ProblemKind, Report};
 use crate::store::check::{RawApproval, RawAttempt, Replay};
+use crate::store::{StoredRow, check_row};
 
 /// What the walk and the stored rows say about one pathway.
 #[derive(Default)]
@@ -37,7 +38,7 @@ fn problem(kind: ProblemKind, seq: Option<i64>, pathway: Option<&str>, detail: S
 
 impl PgBackend {
     /// Verifies the whole ledger and every stored row against it, as
-    /// [`crate::ledger::verify`] does on SQLite: contiguous `seq`, every link and hash, each
+    /// [`crate::store::verify`] does on SQLite: contiguous `seq`, every link and hash, each
     /// event's canonical form, each pathway's replay, every pathway, attempt and approval
     /// row, the recorded head, and `known_head` (a head kept elsewhere) still in the chain.
     pub fn verify(&self, known_head: Option<&str>) -> Result<Report, PgError> {

@@ -147,7 +147,7 @@ pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
 /// `verify`: checks the hash chain and the stored states, read-only.
 pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> {
     let store = ReadStore::open_read_only(existing_database(&args.db.database)?)?;
-    let report = rpr::ledger::verify(&store, args.head.as_deref())?;
+    let report = rpr::store::verify(&store, args.head.as_deref())?;
     if as_json {
         print_json(&json!({
             "verified": report.is_ok(),

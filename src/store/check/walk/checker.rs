@@ -9,8 +9,9 @@ use rusqlite::types::Type;
 use super::super::raw::{AttemptRow, Copied, approval_row, attempt_row, pathway_row};
 use super::super::{Facts, Finding};
 use super::{Batch, Part};
-use crate::ledger::{GENESIS, Problem, ProblemKind, Report, StoredRow, check_stored_row};
+use crate::ledger::{GENESIS, Problem, ProblemKind, Report};
 use crate::store::StoreError;
+use crate::store::{StoredRow, check_stored_row};
 
 /// What the chain and the stored rows say about one pathway.
 #[derive(Debug, Default)]
