@@ -21,6 +21,10 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+mod kind;
+
+pub use kind::EventKind;
+
 use crate::store::check::Finding;
 use crate::store::check::walk::{self, Plan};
 use crate::store::event::{Event, Reading};

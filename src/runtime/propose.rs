@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::ledger::EventKind;
 use serde_json::json;
 
 use crate::evidence;
@@ -238,7 +239,7 @@ impl Runtime {
         let id = self.new_id("pw");
         let at = self.now();
         let mut events = vec![EventDraft {
-            kind: "proposed",
+            kind: EventKind::Proposed,
             actor: proposer.as_str().to_owned(),
             from: None,
             to: State::Proposed,

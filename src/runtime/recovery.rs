@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{RELOADS, Runtime};
+use crate::ledger::EventKind;
 use crate::pathway::stage::{
     Aborted, Approved, AwaitingApproval, Completed, Denied, Failed, Held, HumanGate,
     PartiallyCompleted, Proposed, ReadyToResume, RepairRequired, RepairUnsettled, Returned,
@@ -296,7 +297,7 @@ impl Runtime {
             fence,
             to: Some(to),
             events: vec![EventDraft {
-                kind: "recovered_unknown",
+                kind: EventKind::RecoveredUnknown,
                 actor: "rpr-recovery".into(),
                 from: Some(State::Running),
                 to,

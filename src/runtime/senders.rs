@@ -8,6 +8,7 @@
 //! The carrier (the server process that may hold the request) is checked after the owner
 //! ([`Runtime::settle_carrier`]).
 
+use crate::ledger::EventKind;
 use crate::pathway::PathwayError;
 use crate::store::event::{Event, Reading};
 
@@ -33,12 +34,14 @@ impl Runtime {
             if event.attempt.as_deref() != Some(attempt) {
                 continue;
             }
-            match event.kind.as_deref() {
-                Some("attempt_started") => {
+            // The pathway's rows were checked against these events: every kind parses.
+            match event.kind.as_deref().and_then(|k| k.parse().ok()) {
+                Some(EventKind::AttemptStarted) => {
                     owner = event.data.owner.map(std::borrow::Cow::into_owned);
                 }
-                Some("recovered_unknown") => taken_over = true,
-                Some("late_outcome_refused") => answered_late = true,
+                Some(EventKind::RecoveredUnknown) => taken_over = true,
+                Some(EventKind::LateOutcomeRefused) => answered_late = true,
+                // Nothing else says who may still send.
                 _ => {}
             }
         }

@@ -14,7 +14,8 @@ use crate::store::batch::Batcher;
 #[cfg(feature = "postgres")]
 use crate::store::pg::PgBackend;
 use crate::store::{
-    AttemptRecord, Backend, LedgerRow, PathwayRecord, SqliteBackend, StoreError, WriteStats,
+    AttemptRecord, Backend, LedgerRow, PathwayRecord, SqliteBackend, SqliteRows, StoreError,
+    WriteStats,
 };
 
 /// The least time the server lets a PostgreSQL runtime's session sit idle inside a
@@ -238,7 +239,9 @@ impl Store {
         let missing = || StoreError::NoSuchPathway(id.to_owned());
         match self {
             Self::Sqlite { backend, .. } => backend.lock().reader().snapshot(|r| {
-                if crate::store::check::check_pathway(r.conn(), id)?.is_none() {
+                if crate::store::rules::check_pathway(&mut SqliteRows(r.conn()), id, false)?
+                    .is_none()
+                {
                     return Err(missing());
                 }
                 let record = r.pathway(id)?.ok_or_else(missing)?;

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::evidence;
 use crate::executor::{Observation, Readback};
+use crate::ledger::EventKind;
 use crate::pathway::stage::{Gated, Reconcilable};
 use crate::pathway::token::{
     Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
@@ -31,7 +32,7 @@ impl Runtime {
         pathway.core.authorize(approver, Act::GrantApproval)?;
         let id = self.new_id("ap");
         let event = EventDraft {
-            kind: "approval_granted",
+            kind: EventKind::ApprovalGranted,
             actor: approver.as_str().to_owned(),
             from: Some(S::STATE),
             to: S::STATE,

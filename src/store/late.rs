@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::{AttemptWrite, EventDraft, Step, StoreError};
+use crate::ledger::EventKind;
 use crate::state::State;
 
 /// The dispatch outcome a step records: a `Finish` of an attempt together with one of its
@@ -37,7 +38,7 @@ pub(crate) fn dispatch_outcome(step: &Step) -> Option<DispatchOutcome<'_>> {
     };
     step.events
         .iter()
-        .find(|e| e.attempt.as_deref() == Some(id.as_str()) && e.kind.starts_with("attempt_"))
+        .find(|e| e.attempt.as_deref() == Some(id.as_str()) && e.kind.is_dispatch_outcome())
         .map(|e| DispatchOutcome {
             attempt: id.as_str(),
             status,
@@ -63,7 +64,7 @@ pub(crate) fn refusal_event(
         None => Value::Null,
     };
     Ok(EventDraft {
-        kind: "late_outcome_refused",
+        kind: EventKind::LateOutcomeRefused,
         actor: late.actor.to_owned(),
         from: Some(state),
         to: state,

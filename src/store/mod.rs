@@ -21,6 +21,8 @@ mod location;
 pub mod pg;
 pub(crate) mod pins;
 mod read;
+pub(crate) mod rows;
+pub(crate) mod rules;
 mod sqlite;
 
 pub use batch::{ReadDurability, WriteStats};
@@ -31,6 +33,7 @@ pub(crate) use location::postgres_unsupported;
 pub use location::{is_postgres_location, shown_location};
 pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
+pub(crate) use sqlite::rows::SqliteRows;
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
 
 use crate::state::State;
@@ -344,7 +347,7 @@ pub(crate) struct Fence {
 /// The ledger event a step appends. `seq`, `at` and the hashes are filled in by the backend.
 #[derive(Debug, Clone)]
 pub(crate) struct EventDraft {
-    pub(crate) kind: &'static str,
+    pub(crate) kind: crate::ledger::EventKind,
     pub(crate) actor: String,
     pub(crate) from: Option<State>,
     pub(crate) to: State,

@@ -4,17 +4,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde_json::json;
 
 use super::read::ReadStore;
-use super::{
-    EventDraft, MIGRATION_2_SQL, MIGRATION_3_SQL, MIGRATION_4_SQL, SCHEMA_SQL, SCHEMA_VERSION,
-    StoreError,
-};
+use super::{MIGRATION_2_SQL, MIGRATION_3_SQL, MIGRATION_4_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError};
 use crate::ledger;
-use crate::state::State;
 
 mod checkpoint;
+pub(crate) mod rows;
 mod steps;
 
 /// `journal_size_limit`: the most a checkpointed WAL keeps on disk (4 MiB).
@@ -32,7 +28,8 @@ const MIGRATIONS: &[&str] = &[
 /// caller's (injected) clock.
 pub(crate) const DB_NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
-/// The SQLite implementation of [`Backend`](super::Backend) (the steps: `sqlite/steps.rs`).
+/// The SQLite implementation of [`Backend`](super::Backend) (the steps: `sqlite/steps.rs`,
+/// the rules of `store::rules` over `sqlite/rows.rs`).
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
     /// Takes the log's checkpoints off the steps' path; stopped before `read` closes.
@@ -383,45 +380,6 @@ impl SqliteBackend {
                 params![target.to_string()],
             )?;
         }
-        Ok(())
-    }
-
-    fn append_event(
-        tx: &Connection,
-        pathway: &str,
-        at: i64,
-        draft: EventDraft,
-    ) -> Result<(), StoreError> {
-        let head: Option<(i64, String)> = tx
-            .prepare_cached("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let (seq, prev) = head.map_or((1, ledger::GENESIS.to_owned()), |(s, h)| (s + 1, h));
-        let event = json!({
-            "v": 2,
-            "seq": seq,
-            "at": at,
-            "pathway": pathway,
-            "kind": draft.kind,
-            "actor": draft.actor,
-            "from": draft.from.map(State::as_str),
-            "to": draft.to.as_str(),
-            "attempt": draft.attempt,
-            "attempt_status": draft.attempt_status,
-            "data": draft.data,
-        });
-        let text = crate::canonical::to_string(&event)
-            .map_err(|e| StoreError::Corrupt(format!("event: {e}")))?;
-        let hash = ledger::chain_hash(&prev, &text);
-        tx.prepare_cached(
-            "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![seq, pathway, text, prev, hash])?;
-        tx.prepare_cached(
-            "INSERT INTO meta (key, value) VALUES ('ledger_head', ?1)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )?
-        .execute(params![format!("{seq}:{hash}")])?;
         Ok(())
     }
 }

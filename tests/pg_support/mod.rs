@@ -327,7 +327,16 @@ pub fn sigkill_hosts(
         // Every other round the victim is a host with a call in flight, if there is one
         // (a kill in the middle of a call, which only a takeover settles); else any host.
         let calling = if round % 2 == 0 {
-            in_flight_hosts(rt, &ids, &hosts)
+            // Watched for a while, not read once: a call is in flight for ~80 ms of each
+            // host's turn, and a single look can fall between calls (the run then proves less).
+            let until = Instant::now() + Duration::from_secs(1);
+            loop {
+                let calling = in_flight_hosts(rt, &ids, &hosts);
+                if !calling.is_empty() || Instant::now() >= until {
+                    break calling;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
         } else {
             Vec::new()
         };

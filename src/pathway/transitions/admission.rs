@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::ledger::EventKind;
 use crate::pathway::outcome::Admission;
 use crate::pathway::stage::{
     Abortable, Aborted, Approved, AwaitingApproval, Denied, Gated, Held, HumanGate, Proposed, Stage,
@@ -62,7 +63,7 @@ pub(crate) fn admission_events(decision: &Decision, a: &str) -> (State, Vec<Even
             vec![
                 admitted(State::AwaitingApproval, json!({"decision": "human_gate"})),
                 event(
-                    "human_gate",
+                    EventKind::HumanGate,
                     a,
                     State::AwaitingApproval,
                     State::HumanGate,
@@ -124,7 +125,7 @@ impl<S: Stage> Pathway<S> {
             from: S::STATE,
             to: Some(State::Approved),
             events: vec![event(
-                "approved",
+                EventKind::Approved,
                 approval.approver.as_str(),
                 S::STATE,
                 State::Approved,

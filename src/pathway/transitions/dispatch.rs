@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::executor::{Delivery, Executor, Readback, RejectionClass};
+use crate::ledger::EventKind;
 use crate::pathway::outcome::{NotSent, Outcome, Unrecorded};
 use crate::pathway::stage::{
     Bindable, Bound, Completed, Failed, PartiallyCompleted, RepairRequired, Returned, Stage,
@@ -154,7 +155,7 @@ impl Pathway<Bound> {
                 from,
                 to: None,
                 events: vec![event(
-                    "dispatch_refused",
+                    EventKind::DispatchRefused,
                     actor.as_str(),
                     from,
                     from,
@@ -237,7 +238,7 @@ impl Pathway<Bound> {
             to: Some(State::Running),
             events: vec![attempt_event(
                 event(
-                    "attempt_started",
+                    EventKind::AttemptStarted,
                     actor.as_str(),
                     from,
                     State::Running,
@@ -302,60 +303,59 @@ fn record_delivery(
     // read-only definition on a mutating target, and a definition declared mutating is
     // never treated as a read, whatever its target says.
     let read = !mutating && p.stage.binding.class == ActionClass::ReadOnly;
-    let (class, status, kind, evidence): (Class, AttemptStatus, &'static str, Value) =
-        match delivery {
-            Delivery::NothingWritten { reason } => (
-                Class::Failed,
-                AttemptStatus::NotSent,
-                "attempt_not_sent",
-                json!({"reason": reason}),
-            ),
-            Delivery::PossiblyWritten { reason } => (
-                Class::Unknown,
-                AttemptStatus::Unknown,
-                "attempt_unknown",
-                json!({"reason": reason}),
-            ),
-            Delivery::Succeeded { reply } if mutating => (
-                Class::Returned,
-                AttemptStatus::Returned,
-                "attempt_returned",
-                reply,
-            ),
-            Delivery::Succeeded { reply } => (
-                Class::Completed,
-                AttemptStatus::Succeeded,
-                "attempt_completed",
-                reply,
-            ),
-            Delivery::ToolFailed { reply } => (
-                Class::Failed,
-                AttemptStatus::Failed,
-                "attempt_failed",
-                reply,
-            ),
-            Delivery::Partial { reply } => (
-                Class::Partial,
-                AttemptStatus::Partial,
-                "attempt_partial",
-                reply,
-            ),
-            Delivery::Rejected {
-                error,
-                class: RejectionClass::NotApplied,
-            } => (
-                Class::Failed,
-                AttemptStatus::NotApplied,
-                "attempt_rejected",
-                json!({"error": error, "class": "not_applied"}),
-            ),
-            Delivery::Rejected { error, .. } => (
-                Class::Unknown,
-                AttemptStatus::Unknown,
-                "attempt_rejected",
-                json!({"error": error, "class": "unknown"}),
-            ),
-        };
+    let (class, status, kind, evidence): (Class, AttemptStatus, EventKind, Value) = match delivery {
+        Delivery::NothingWritten { reason } => (
+            Class::Failed,
+            AttemptStatus::NotSent,
+            EventKind::AttemptNotSent,
+            json!({"reason": reason}),
+        ),
+        Delivery::PossiblyWritten { reason } => (
+            Class::Unknown,
+            AttemptStatus::Unknown,
+            EventKind::AttemptUnknown,
+            json!({"reason": reason}),
+        ),
+        Delivery::Succeeded { reply } if mutating => (
+            Class::Returned,
+            AttemptStatus::Returned,
+            EventKind::AttemptReturned,
+            reply,
+        ),
+        Delivery::Succeeded { reply } => (
+            Class::Completed,
+            AttemptStatus::Succeeded,
+            EventKind::AttemptCompleted,
+            reply,
+        ),
+        Delivery::ToolFailed { reply } => (
+            Class::Failed,
+            AttemptStatus::Failed,
+            EventKind::AttemptFailed,
+            reply,
+        ),
+        Delivery::Partial { reply } => (
+            Class::Partial,
+            AttemptStatus::Partial,
+            EventKind::AttemptPartial,
+            reply,
+        ),
+        Delivery::Rejected {
+            error,
+            class: RejectionClass::NotApplied,
+        } => (
+            Class::Failed,
+            AttemptStatus::NotApplied,
+            EventKind::AttemptRejected,
+            json!({"error": error, "class": "not_applied"}),
+        ),
+        Delivery::Rejected { error, .. } => (
+            Class::Unknown,
+            AttemptStatus::Unknown,
+            EventKind::AttemptRejected,
+            json!({"error": error, "class": "unknown"}),
+        ),
+    };
     let class = match class {
         Class::Failed | Class::Unknown if read => Class::ReadFailed,
         other => other,

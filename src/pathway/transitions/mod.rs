@@ -32,7 +32,13 @@ struct Change {
     approval: Option<ApprovalWrite>,
 }
 
-fn event(kind: &'static str, actor: &str, from: State, to: State, data: Value) -> EventDraft {
+fn event(
+    kind: crate::ledger::EventKind,
+    actor: &str,
+    from: State,
+    to: State,
+    data: Value,
+) -> EventDraft {
     EventDraft {
         kind,
         actor: actor.to_owned(),

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::executor::{Observation, Readback};
+use crate::ledger::EventKind;
 use crate::pathway::outcome::Confirmed;
 use crate::pathway::stage::{
     Completed, PartiallyCompleted, ReadyToResume, Reconcilable, RepairRequired, RepairUnsettled,
@@ -53,7 +54,7 @@ pub(super) fn observe(
     let evidence = rt.fit_beside(&evidence, &crate::pathway::request_json(request));
     let e = attempt_event(
         event(
-            "readback",
+            EventKind::Readback,
             actor.as_str(),
             State::Running,
             to,
@@ -174,7 +175,7 @@ impl<S: Reconcilable> Pathway<S> {
         }
         let from = S::STATE;
         let mut recorded = event(
-            "reconciled",
+            EventKind::Reconciled,
             &token.actor,
             from,
             to.unwrap_or(from),
@@ -371,7 +372,7 @@ impl<S: Stage> Pathway<S> {
             from: State::RepairRequired,
             to: Some(State::ReadyToResume),
             events: vec![event(
-                "repaired",
+                EventKind::Repaired,
                 actor.as_str(),
                 State::RepairRequired,
                 State::ReadyToResume,

@@ -1,5 +1,6 @@
 //! The edge table: every typed transition, and who may take each step.
 
+use crate::ledger::EventKind;
 use crate::pathway::{Actor, Authority, PathwayError, Role};
 use crate::state::State;
 
@@ -246,22 +247,22 @@ impl Act {
     }
 
     /// The kind of the ledger event the step records (by the actor who took it).
-    pub(crate) const fn event_kind(self) -> &'static str {
+    pub(crate) const fn event_kind(self) -> EventKind {
         match self {
-            Act::Admit => "admitted",
-            Act::GrantApproval => "approval_granted",
-            Act::Approve => "approved",
-            Act::Deny => "denied",
-            Act::Escalate => "escalated",
-            Act::Hold => "held",
-            Act::Release => "released",
-            Act::Abort => "aborted",
-            Act::Dispatch | Act::Resume => "attempt_started",
-            Act::Confirm => "readback",
-            Act::Stop => "stopped",
-            Act::RequireRepair => "repair_required",
-            Act::Attest => "reconciled",
-            Act::Repair => "repaired",
+            Act::Admit => EventKind::Admitted,
+            Act::GrantApproval => EventKind::ApprovalGranted,
+            Act::Approve => EventKind::Approved,
+            Act::Deny => EventKind::Denied,
+            Act::Escalate => EventKind::Escalated,
+            Act::Hold => EventKind::Held,
+            Act::Release => EventKind::Released,
+            Act::Abort => EventKind::Aborted,
+            Act::Dispatch | Act::Resume => EventKind::AttemptStarted,
+            Act::Confirm => EventKind::Readback,
+            Act::Stop => EventKind::Stopped,
+            Act::RequireRepair => EventKind::RepairRequired,
+            Act::Attest => EventKind::Reconciled,
+            Act::Repair => EventKind::Repaired,
         }
     }
 

@@ -5,23 +5,11 @@ use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
-use super::SETTLED;
 use super::raw::{ApprovalRow, AttemptRow, PathwayRow, RawApproval, RawAttempt, RawPathway};
 use crate::canonical::digest_hex;
-use crate::ledger::ProblemKind;
-use crate::state::State;
+use crate::ledger::{EventKind, ProblemKind};
+use crate::state::{AttemptStatus, State};
 use crate::store::event::Event;
-
-/// Event kinds that record a dispatch's outcome (and set the attempt's `outcome` column).
-const OUTCOME_KINDS: &[&str] = &[
-    "attempt_not_sent",
-    "attempt_unknown",
-    "attempt_returned",
-    "attempt_completed",
-    "attempt_failed",
-    "attempt_partial",
-    "attempt_rejected",
-];
 
 /// Where a fact's text is in the buffer of facts ([`Replay`]'s own, or the whole-store
 /// check's): bytes `start..end`.
@@ -172,13 +160,23 @@ impl Facts {
                 format!("event moves {f:?} -> {t:?} but the pathway was in {cur:?}"),
             )),
         }
-        let kind = event.kind.as_deref().unwrap_or("");
+        let kind = match event.kind.as_deref().map(str::parse::<EventKind>) {
+            Some(Ok(kind)) => kind,
+            Some(Err(e)) => {
+                out.push((ProblemKind::Unreadable, format!("event kind {e}")));
+                return;
+            }
+            None => {
+                out.push((ProblemKind::Unreadable, "event without a kind".into()));
+                return;
+            }
+        };
         let at = event.at.unwrap_or(i64::MIN);
         let v2 = event.v.unwrap_or(1) >= 2;
         let actor = event.actor.as_deref().unwrap_or_default();
         let data = &event.data;
         match kind {
-            "proposed" => {
+            EventKind::Proposed => {
                 if self.proposal.is_some() {
                     out.push((
                         ProblemKind::IllegalTransition,
@@ -199,11 +197,11 @@ impl Facts {
                     }),
                 });
             }
-            "attempt_started" => {
+            EventKind::AttemptStarted => {
                 self.attempt_started(text, event, at, v2, out);
                 return;
             }
-            "approval_granted" => {
+            EventKind::ApprovalGranted => {
                 let Some(id) = data.approval.as_deref() else {
                     out.push((
                         ProblemKind::Unexplained,
@@ -235,7 +233,7 @@ impl Facts {
                     self.approvals.push(granted);
                 }
             }
-            "approved" => {
+            EventKind::Approved => {
                 let id = data.approval.as_deref().unwrap_or_default();
                 let proposal_digest = self.request_digest(text);
                 match self.approvals.iter_mut().find(|a| get(text, a.id) == id) {
@@ -256,7 +254,30 @@ impl Facts {
                     )),
                 }
             }
-            _ => {}
+            // What these establish is their state change (above) and, for the attempt
+            // they name, its status and evidence (below).
+            EventKind::Admitted
+            | EventKind::HumanGate
+            | EventKind::Denied
+            | EventKind::Escalated
+            | EventKind::Held
+            | EventKind::Released
+            | EventKind::Aborted
+            | EventKind::DispatchRefused
+            | EventKind::AttemptNotSent
+            | EventKind::AttemptUnknown
+            | EventKind::AttemptReturned
+            | EventKind::AttemptCompleted
+            | EventKind::AttemptFailed
+            | EventKind::AttemptPartial
+            | EventKind::AttemptRejected
+            | EventKind::Readback
+            | EventKind::Stopped
+            | EventKind::RepairRequired
+            | EventKind::Reconciled
+            | EventKind::Repaired
+            | EventKind::RecoveredUnknown
+            | EventKind::LateOutcomeRefused => {}
         }
         if let Some(attempt) = event.attempt.as_deref() {
             match self
@@ -265,7 +286,10 @@ impl Facts {
                 .find(|a| get(text, a.id) == attempt)
             {
                 Some(a) => {
-                    if matches!(kind, "attempt_unknown" | "recovered_unknown") {
+                    if matches!(
+                        kind,
+                        EventKind::AttemptUnknown | EventKind::RecoveredUnknown
+                    ) {
                         a.unanswered = true;
                     }
                     if let Some(s) = &event.attempt_status
@@ -273,7 +297,7 @@ impl Facts {
                     {
                         a.status = put(text, s);
                     }
-                    if OUTCOME_KINDS.contains(&kind)
+                    if kind.is_dispatch_outcome()
                         && let Some(evidence) = &data.evidence
                     {
                         a.outcome = Some(put(text, evidence));
@@ -314,7 +338,7 @@ impl Facts {
             None if previous.is_none() => {}
             Some(last) if previous == Some(get(text, last.id)) => {
                 let status = get(text, last.status);
-                if !SETTLED.contains(&status) {
+                if !status.parse::<AttemptStatus>().is_ok_and(AttemptStatus::is_settled) {
                     out.push((
                         ProblemKind::IllegalTransition,
                         format!(
@@ -507,4 +531,35 @@ impl Facts {
 /// Whether `hex` is the lowercase hex sha256 of `text` (hashed here, on the stack).
 fn is_sha256_of(hex: &str, text: &str) -> bool {
     digest_hex(&Sha256::digest(text.as_bytes()).into()) == hex.as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Replay;
+    use crate::ledger::ProblemKind;
+    use crate::store::event::{Event, Reading};
+
+    fn replay(texts: &[&str]) -> Vec<super::Finding> {
+        let mut replay = Replay::default();
+        let mut findings = Vec::new();
+        for text in texts {
+            let (Reading::Canonical(event) | Reading::NotCanonical(event)) = Event::read(text)
+            else {
+                panic!("not JSON: {text}");
+            };
+            replay.event(&event, &mut findings);
+        }
+        findings
+    }
+
+    #[test]
+    fn an_event_kind_that_is_none_of_the_ledgers_is_a_finding_not_skipped() {
+        let proposed = r#"{"v":2,"seq":1,"at":1,"pathway":"pw_a","kind":"proposed","actor":"a","from":null,"to":"proposed","attempt":null,"attempt_status":null,"data":{}}"#;
+        assert!(replay(&[proposed]).is_empty());
+        let odd = r#"{"v":2,"seq":2,"at":2,"pathway":"pw_a","kind":"approved_by_magic","actor":"a","from":"proposed","to":"proposed","attempt":null,"attempt_status":null,"data":{}}"#;
+        let findings = replay(&[proposed, odd]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].0, ProblemKind::Unreadable);
+        assert!(findings[0].1.contains("approved_by_magic"), "{findings:?}");
+    }
 }

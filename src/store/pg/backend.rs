@@ -1,18 +1,17 @@
 //! The PostgreSQL store behind the crate's `Backend` boundary: what a [`crate::Runtime`]
 //! opened on a `postgres://` location writes through.
 
-use super::step::{apply_tx, insert_tx, walk_edges};
+use super::rows::PgRows;
 use super::{PgBackend, PgError};
 use crate::state::State;
 use crate::store::check::Replay;
 use crate::store::{
-    Backend, EventDraft, Fence, NewPathway, PinCheck, PinRecord, Step, StoreError, pins,
+    Backend, EventDraft, Fence, NewPathway, PinCheck, PinRecord, Step, StoreError, pins, rules,
 };
 
 impl From<PgError> for StoreError {
     /// A refusal keeps its meaning; the server's errors stay typed
-    /// ([`StoreError::Postgres`]); a late outcome refused by the fence is
-    /// [`StoreError::Fenced`].
+    /// ([`StoreError::Postgres`]).
     fn from(e: PgError) -> Self {
         match e {
             PgError::Store(e) => e,
@@ -26,17 +25,6 @@ impl From<PgError> for StoreError {
                 }
             }
             PgError::Postgres(e) => Self::Postgres(e),
-            PgError::Fenced {
-                pathway,
-                attempt,
-                status,
-                recorded_seq,
-            } => Self::Fenced {
-                pathway,
-                attempt,
-                status,
-                recorded_seq,
-            },
             PgError::SchemaName(_) | PgError::OtherDatabase { .. } => {
                 Self::Unsupported(e.to_string())
             }
@@ -48,53 +36,15 @@ impl From<PgError> for StoreError {
     }
 }
 
-// Same shape as `PgBackend::apply` (step.rs) and SQLite's `insert_and_apply`: the same edge
-// walk and fence result around another unit of work.
-impl PgBackend {
-    /// Inserts a new pathway and applies its first step in **one** transaction: a refused
-    /// step leaves no pathway behind. Returns the version after the step.
-    pub(crate) fn insert_and_apply_step(
-        &self,
-        new: super::NewPathway,
-        events: Vec<super::EventDraft>,
-        step: super::Step,
-    ) -> Result<i64, PgError> {
-        walk_edges(
-            step.expected_state,
-            &step.events,
-            step.to.unwrap_or(step.expected_state),
-        )?;
-        let version = step.expected_version + 1;
-        let fenced = self.write(|tx| {
-            insert_tx(tx, &new, events)?;
-            apply_tx(tx, &step)
-        })?;
-        match fenced {
-            None => Ok(version),
-            // A new pathway's attempt cannot have been taken over before it was stored.
-            Some((attempt, status, recorded_seq)) => Err(PgError::Fenced {
-                pathway: step.pathway,
-                attempt,
-                status,
-                recorded_seq,
-            }),
-        }
-    }
-}
-
-fn drafts(events: Vec<EventDraft>) -> Vec<super::EventDraft> {
-    events.into_iter().map(Into::into).collect()
-}
-
 // Same shape as the trait's declaration (src/store/mod.rs) and SQLite's implementation: the
 // signatures are the trait's; each body hands the crate's records to `PgBackend`'s own.
 impl Backend for PgBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
-        Ok(PgBackend::insert_pathway(self, new.into(), drafts(events))?)
+        PgBackend::insert_pathway(self, &new, events)
     }
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
-        Ok(PgBackend::apply(self, step.into())?)
+        PgBackend::apply(self, step)
     }
 
     fn insert_and_apply(
@@ -103,7 +53,7 @@ impl Backend for PgBackend {
         events: Vec<EventDraft>,
         step: Step,
     ) -> Result<i64, StoreError> {
-        Ok(self.insert_and_apply_step(new.into(), drafts(events), step.into())?)
+        PgBackend::insert_and_apply(self, &new, events, step)
     }
 
     fn grant_approval(
@@ -118,18 +68,18 @@ impl Backend for PgBackend {
         at: i64,
         event: EventDraft,
     ) -> Result<(), StoreError> {
-        Ok(PgBackend::grant_approval(
+        PgBackend::grant_approval(
             self,
             pathway,
             expected,
             version,
-            &fence.clone().into(),
+            fence,
             id,
             request_digest,
             approver,
             at,
-            event.into(),
-        )?)
+            event,
+        )
     }
 
     fn check_pin(
@@ -138,12 +88,7 @@ impl Backend for PgBackend {
         by: &str,
         at: i64,
     ) -> Result<PinCheck, StoreError> {
-        Ok(PgBackend::check_pin(
-            self,
-            &candidate.clone().into(),
-            by,
-            at,
-        )?)
+        Ok(PgBackend::check_pin(self, candidate, by, at)?)
     }
 
     fn accept_pin(
@@ -162,8 +107,10 @@ impl Backend for PgBackend {
     }
 
     fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
-        let found = self.read(|tx| super::check::check_pathway(tx, id))?;
-        found.ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
+        let found = self.read(|tx| Ok(rules::check_pathway(&mut PgRows(tx), id, false)?))?;
+        found
+            .map(|found| found.replay)
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
     }
 
     fn now_ms(&self) -> Result<i64, StoreError> {

@@ -204,15 +204,11 @@ pub fn copy_from_sqlite(
 
     let mut conn = target.pool.take(false).map_err(pg_err)?;
     let Conn {
-        client,
-        statements,
-        shim,
-        ..
+        client, statements, ..
     } = &mut *conn;
     let mut tx = Tx {
         inner: Inner::Own(client.transaction().map_err(|e| pg_err(e.into()))?),
         statements,
-        shim,
     };
     // No host writes the target while it is checked and filled (reads go on).
     tx.inner

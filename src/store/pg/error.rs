@@ -46,22 +46,6 @@ pub enum PgError {
         /// Its stored status (`none` when it does not exist).
         status: String,
     },
-    /// The outcome of an attempt that is no longer in flight (its lease lapsed and it was
-    /// taken over, or it was settled otherwise) was refused; the refusal, with the late
-    /// evidence, is the ledger event at `recorded_seq`.
-    #[error(
-        "pathway {pathway}: the late outcome of attempt {attempt} was refused: the attempt is {status} now (taken over); the refusal is ledger event {recorded_seq}"
-    )]
-    Fenced {
-        /// The pathway.
-        pathway: String,
-        /// The attempt.
-        attempt: String,
-        /// The attempt's stored status.
-        status: String,
-        /// The ledger event that records the refusal.
-        recorded_seq: i64,
-    },
     /// A new connection of the pool reached a database with another identity than the one
     /// the store was opened on (the location now leads elsewhere: a failover to another
     /// database, a changed DNS name): it is not used.

@@ -3,11 +3,11 @@
 
 use serde_json::json;
 
-use super::check::check_pathway;
-use super::step::lock_pathway;
-use super::{EventDraft, PgBackend, PgError, db_clock_ms, db_now_ms, ledger};
+use super::rows::PgRows;
+use super::{PgBackend, PgError, db_clock_ms, db_now_ms};
+use crate::ledger::EventKind;
 use crate::state::{AttemptStatus, State};
-use crate::store::StoreError;
+use crate::store::{EventDraft, StoreError, rules};
 
 impl PgBackend {
     /// Takes over the in-flight `attempt` of `pathway` once its lease has lapsed by the
@@ -18,9 +18,9 @@ impl PgBackend {
     /// `by`. `at` is the caller's time for the event; it decides nothing. Returns the new
     /// version. [`PgError::LeaseHeld`] while the lease runs; [`PgError::NotInFlight`] when
     /// there is nothing to take over. The owner's late outcome is then refused
-    /// ([`PgError::Fenced`]), and its lease renewal finds the attempt lost.
+    /// ([`StoreError::Fenced`]), and its lease renewal finds the attempt lost.
     // Same shape as accept_pin's signature (pins.rs): names and a time, by the caller's clock.
-    pub fn take_over(
+    pub(crate) fn take_over(
         &self,
         pathway: &str,
         attempt: &str,
@@ -35,8 +35,9 @@ impl PgBackend {
             State::WriteStatusUnknown
         };
         self.write(|tx| {
-            let (state, version) = lock_pathway(tx, pathway)?;
-            check_pathway(tx, pathway)?;
+            let found = rules::check_pathway(&mut PgRows(tx), pathway, true)?
+                .ok_or_else(|| StoreError::NoSuchPathway(pathway.to_owned()))?;
+            let (state, version) = (found.stored.row.state, found.stored.version);
             let row = tx.query_opt(
                 concat!(
                     "SELECT status, owner, lease_until, ",
@@ -78,7 +79,7 @@ impl PgBackend {
                 &[&to.as_str(), &at, &pathway],
             )?;
             let event = EventDraft {
-                kind: "recovered_unknown",
+                kind: EventKind::RecoveredUnknown,
                 actor: "rpr-recovery".into(),
                 from: Some(State::Running),
                 to,
@@ -99,7 +100,7 @@ impl PgBackend {
                     data
                 },
             };
-            ledger::append(tx, pathway, at, vec![event])?;
+            rules::append(&mut PgRows(tx), pathway, at, vec![event])?;
             Ok(version + 1)
         })
     }
@@ -111,7 +112,7 @@ impl PgBackend {
     ///
     /// It takes the next free connection of the pool ahead of any waiting step, so steps in
     /// flight delay it by at most one transaction, never starve it.
-    pub fn renew_leases(
+    pub(crate) fn renew_leases(
         &self,
         owner: &str,
         attempts: &[String],

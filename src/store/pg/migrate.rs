@@ -97,11 +97,9 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
     if current < SCHEMA_VERSION {
         let mut statements = std::collections::HashMap::new();
         let mut statements_after = std::collections::HashMap::new();
-        let shim = rusqlite::Connection::open_in_memory().map_err(StoreError::from)?;
         let mut t = Tx {
             inner: Inner::Own(tx),
             statements: &mut statements,
-            shim: &shim,
         };
         let before = verify_tx(&mut t, None)?;
         if let Some(first) = before.problems.first() {
@@ -127,7 +125,6 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
         let mut t = Tx {
             inner: Inner::Own(tx),
             statements: &mut statements_after,
-            shim: &shim,
         };
         let after = verify_tx(&mut t, None)?;
         if let Some(first) = after.problems.first() {

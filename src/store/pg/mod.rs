@@ -2,14 +2,13 @@
 //! store's schema concepts, steps and ledger on PostgreSQL, for hosts on several machines
 //! sharing one database.
 //!
-//! [`PgBackend`] has the semantics of the crate's `Backend` (insert a pathway, apply a step
-//! with the same compare-and-set and attempt rules, grant an approval, the database identity,
-//! tool pins) as inherent methods, plus what several machines need: [`PgBackend::take_over`]
-//! (an in-flight attempt whose lease lapsed by the **database's** clock becomes unknown, in
-//! the ledger) and the fence that refuses, and records, the late outcome of an attempt that
-//! was taken over. A [`crate::Runtime`] opened on a `postgres://` location writes through it
-//! (behind the crate's `Backend` trait); the records it takes directly ([`Step`],
-//! [`NewPathway`], …) are public for `tests/pg_store.rs`.
+//! [`PgBackend`] implements the crate's `Backend` (insert a pathway, apply a step, grant an
+//! approval, the database identity, tool pins) by running the rules of `store::rules` over
+//! its rows (`rows.rs`), plus what several machines need: the takeover of an in-flight
+//! attempt whose lease lapsed by the **database's** clock (it becomes unknown, in the
+//! ledger) and the fence that refuses, and records, the late outcome of an attempt that was
+//! taken over. A [`crate::Runtime`] opened on a `postgres://` location writes through it;
+//! nothing public writes a step (its tests are unit tests, `tests.rs`).
 //!
 //! **Connection.** A `postgres://user:password@host:port/database` URL (or libpq's
 //! `key=value` form), without TLS: the tests and CI run on loopback and between network
@@ -52,9 +51,11 @@ mod pins;
 mod pool;
 mod read;
 mod reader;
+mod rows;
 mod step;
+#[cfg(test)]
+mod tests;
 mod tx;
-mod types;
 mod verify;
 
 use tx::{Inner, Tx};
@@ -65,7 +66,6 @@ pub use copy::{
 pub use error::{PgError, error_text};
 pub use pool::DEFAULT_CONNECTIONS;
 pub(crate) use reader::PgReader;
-pub use types::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, PinCandidate, Step};
 
 /// Now by the database's clock, in ms since the Unix epoch, as an SQL expression (a macro,
 /// so that `concat!` builds statements with it): `now()`, the start of the transaction. A
@@ -166,7 +166,7 @@ impl PgBackend {
             migrate::migrate(&mut client)?
         };
         Ok(Self {
-            pool: pool::Pool::new(client, url, schema, read_only, database_id.clone())?,
+            pool: pool::Pool::new(client, url, schema, read_only, database_id.clone()),
             database_id,
             schema: schema.map(str::to_owned),
         })
@@ -270,10 +270,7 @@ impl PgBackend {
     ) -> Result<T, PgError> {
         let mut conn = self.pool.take(urgent)?;
         let pool::Conn {
-            client,
-            statements,
-            shim,
-            ..
+            client, statements, ..
         } = &mut *conn;
         let run = || {
             let inner = if read {
@@ -288,7 +285,6 @@ impl PgBackend {
             let mut tx = Tx {
                 inner: Inner::Own(inner),
                 statements,
-                shim,
             };
             let out = f(&mut tx)?;
             tx.inner.commit()?;
@@ -314,15 +310,11 @@ impl PgBackend {
     ) -> Result<T, PgError> {
         let mut conn = self.on_snapshot(snapshot)?;
         let pool::Conn {
-            client,
-            statements,
-            shim,
-            ..
+            client, statements, ..
         } = &mut *conn;
         let mut tx = Tx {
             inner: Inner::Session(client),
             statements,
-            shim,
         };
         let out = f(&mut tx);
         drop(tx);

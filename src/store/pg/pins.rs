@@ -7,7 +7,8 @@
 use postgres::Row;
 use serde_json::Value;
 
-use super::{PgBackend, PgError, PinCandidate, Tx};
+use super::{PgBackend, PgError, Tx};
+use crate::store::pins::Candidate as PinCandidate;
 use crate::store::{PinCheck, PinRecord, SeenBinding, StoreError};
 
 const SELECT_PIN: &str = "SELECT server, tool, digest, binding, definition, pinned_by, pinned_at, \
@@ -58,7 +59,12 @@ fn locked_pin(tx: &mut Tx<'_>, server: &str, tool: &str) -> Result<Option<PinRec
 impl PgBackend {
     /// Checks a binding against its tool pin, in one transaction: pins it on first sight,
     /// remembers a differing binding as seen ([`PinCheck::Changed`]: refuse the call).
-    pub fn check_pin(&self, c: &PinCandidate, by: &str, at: i64) -> Result<PinCheck, PgError> {
+    pub(crate) fn check_pin(
+        &self,
+        c: &PinCandidate,
+        by: &str,
+        at: i64,
+    ) -> Result<PinCheck, PgError> {
         self.write(|tx| {
             if locked_pin(tx, &c.server, &c.tool)?.is_none() {
                 let inserted = tx.execute(
@@ -91,7 +97,7 @@ impl PgBackend {
     // Same shape as `SqliteBackend::accept_pin`: the same operation on this store.
     /// Makes the seen binding with `digest` the pin of `server`/`tool`
     /// ([`StoreError::NoSuchPin`] when no such binding was seen).
-    pub fn accept_pin(
+    pub(crate) fn accept_pin(
         &self,
         server: &str,
         tool: &str,

@@ -10,7 +10,7 @@
 //!   100 by default, is shared by every host). Each new connection sets the same
 //!   `search_path` and read-only setting, and must reach the same database identity
 //!   ([`PgError::OtherDatabase`] otherwise: the location now leads elsewhere).
-//! - **Per connection.** Its own prepared-statement cache and row-check shim; its
+//! - **Per connection.** Its own prepared-statement cache; its
 //!   `lock_timeout` is brought up to date each time it is taken (a generation number), so
 //!   `set_lock_timeout` applies to every connection, present and future.
 //! - **Taking and giving back.** A step takes a connection for one transaction and gives it
@@ -32,7 +32,6 @@ use parking_lot::{Condvar, Mutex};
 use postgres::{Client, NoTls, Statement};
 
 use super::{PgError, migrate};
-use crate::store::StoreError;
 
 /// How many connections a `PgBackend` (and so a PostgreSQL runtime) may open by default: 4.
 /// Measured (docs/storage.md): a step is a handful of round trips and one commit, and the
@@ -45,9 +44,6 @@ pub const DEFAULT_CONNECTIONS: usize = 4;
 pub(super) struct Conn {
     pub(super) client: Client,
     pub(super) statements: HashMap<&'static str, Statement>,
-    /// An in-memory SQLite connection that turns rows into the check's raw pathway row
-    /// (see `check::raw_pathway!`).
-    pub(super) shim: rusqlite::Connection,
     /// The `lock_timeout` generation set on this connection.
     generation: u64,
     /// Its last error was at the connection level: drop it instead of giving it back.
@@ -107,7 +103,6 @@ impl Conn {
         Ok(Self {
             client,
             statements: HashMap::new(),
-            shim: rusqlite::Connection::open_in_memory().map_err(StoreError::from)?,
             generation: 0,
             broken: false,
             serial: next_serial(),
@@ -142,16 +137,15 @@ impl Pool {
         schema: Option<&str>,
         read_only: bool,
         database_id: String,
-    ) -> Result<Self, PgError> {
+    ) -> Self {
         let first = Conn {
             client: first,
             statements: HashMap::new(),
-            shim: rusqlite::Connection::open_in_memory().map_err(StoreError::from)?,
             generation: 0,
             broken: false,
             serial: next_serial(),
         };
-        Ok(Self {
+        Self {
             settings: Settings {
                 url: url.to_owned(),
                 schema: schema.map(str::to_owned),
@@ -170,7 +164,7 @@ impl Pool {
                 next_ticket: 0,
             }),
             freed: Condvar::new(),
-        })
+        }
     }
 
     /// At most `size` connections (at least 1). Connections above it are closed as they are

@@ -6,7 +6,7 @@ use postgres::Row;
 use serde_json::Value;
 
 use super::{PgBackend, PgError, Tx, ledger::parse_head};
-use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, StoreError};
+use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, StoreError, rules};
 
 fn json(text: &str, what: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
@@ -169,7 +169,7 @@ pub(super) fn recorded_head_tx(tx: &mut Tx<'_>) -> Result<Option<(i64, String)>,
         .map(|r| r.get(0));
     match text.as_deref() {
         None | Some("") => Ok(None),
-        Some(t) => parse_head(t).map(Some),
+        Some(t) => Ok(parse_head(t).map(Some)?),
     }
 }
 
@@ -192,7 +192,7 @@ impl PgBackend {
         id: &str,
     ) -> Result<Option<(PathwayRecord, String, Vec<AttemptRecord>)>, PgError> {
         self.read(|tx| {
-            if super::check::check_pathway(tx, id)?.is_none() {
+            if rules::check_pathway(&mut super::rows::PgRows(tx), id, false)?.is_none() {
                 return Ok(None);
             }
             let Some(record) = pathway_tx(tx, id)? else {

@@ -111,7 +111,6 @@ impl Inner<'_> {
 pub(super) struct Tx<'a> {
     pub(super) inner: Inner<'a>,
     pub(super) statements: &'a mut HashMap<&'static str, Statement>,
-    pub(super) shim: &'a rusqlite::Connection,
 }
 
 // Same shape, method after method: one thin wrapper per `postgres` call, each preparing

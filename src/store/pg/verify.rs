@@ -149,7 +149,7 @@ pub(super) fn verify_tx(tx: &mut Tx<'_>, known_head: Option<&str>) -> Result<Rep
             .push(a);
     }
     for row in tx.query(ALL_PATHWAYS.as_str(), &[])? {
-        let row = raw_pathway!(tx.shim, &row)?;
+        let row = raw_pathway(&row);
         let seen = pathways.remove(&row.id).unwrap_or_default();
         let Some(replay) = seen.replay else {
             problems.push(problem(

@@ -1,68 +1,25 @@
 //! The steps: `Backend` for SQLite. Each step is one [`Unit`] (a savepoint in its batch's
-//! transaction) that checks the events walk allowed edges, compare-and-sets the pathway,
-//! writes its attempt or approval row and appends its ledger events.
+//! transaction) in which `store::rules` runs over [`SqliteRows`].
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::TransactionBehavior;
 
-use super::super::check::{Replay, SETTLED, check_pathway};
-use super::super::late;
-use super::super::{
-    ApprovalWrite, AttemptWrite, Backend, EventDraft, Fence, NewPathway, Step, StoreError,
-};
+use super::super::check::Replay;
+use super::super::rules;
+use super::super::{Backend, EventDraft, Fence, NewPathway, Step, StoreError};
+use super::rows::SqliteRows;
 use super::{DB_NOW_MS, SqliteBackend, Unit};
-use crate::state::{AttemptStatus, State};
-
-/// Refuses a step whose events do not walk allowed edges from the expected state to
-/// the new one (one edge, or several in one step such as `proposed -> awaiting_approval
-/// -> human_gate`).
-fn check_edges(step: &Step) -> Result<(), StoreError> {
-    walk_edges(
-        step.expected_state,
-        &step.events,
-        step.to.unwrap_or(step.expected_state),
-    )
-}
-
-/// Refuses events that do not walk allowed edges from `start` to `end`.
-fn walk_edges(start: State, events: &[EventDraft], end: State) -> Result<(), StoreError> {
-    let mut at = start;
-    for event in events {
-        let from = event.from.unwrap_or(at);
-        if from != at || (event.to != at && !at.allows(event.to)) {
-            return Err(StoreError::IllegalEdge { from, to: event.to });
-        }
-        at = event.to;
-    }
-    if at != end {
-        return Err(StoreError::IllegalEdge { from: at, to: end });
-    }
-    Ok(())
-}
-
-/// Refuses a new pathway whose events do not start with the proposal and then walk
-/// allowed edges to the stored state.
-fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError> {
-    match events.split_first() {
-        Some((first, rest)) if first.from.is_none() && first.to == State::Proposed => {
-            walk_edges(State::Proposed, rest, state)
-        }
-        _ => Err(StoreError::IllegalEdge {
-            from: State::Proposed,
-            to: state,
-        }),
-    }
-}
+use crate::state::State;
 
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         let tx = Unit::begin(self)?;
-        insert_rows(&tx, new, events)?;
+        rules::insert(&mut SqliteRows(&tx), &new, events)?;
         tx.commit()
     }
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         let tx = Unit::begin(self)?;
-        match apply_rows(&tx, step) {
+        match rules::apply(&mut SqliteRows(&tx), step) {
             // Refused, and the refusal recorded: kept (the batch commits it too).
             Err(fenced @ StoreError::Fenced { .. }) => {
                 tx.commit()?;
@@ -76,7 +33,6 @@ impl Backend for SqliteBackend {
         }
     }
 
-    // Same shape as Backend::insert_and_apply in store/mod.rs: its declaration.
     fn insert_and_apply(
         &self,
         new: NewPathway,
@@ -85,13 +41,13 @@ impl Backend for SqliteBackend {
     ) -> Result<i64, StoreError> {
         // One unit: a refused step leaves no pathway behind.
         let tx = Unit::begin(self)?;
-        insert_rows(&tx, new, events)?;
-        let version = apply_rows(&tx, step)?;
+        let mut rows = SqliteRows(&tx);
+        rules::insert(&mut rows, &new, events)?;
+        let version = rules::apply(&mut rows, step)?;
         tx.commit()?;
         Ok(version)
     }
 
-    // Same shape as Backend::grant_approval in store/mod.rs: its declaration.
     fn grant_approval(
         &self,
         pathway: &str,
@@ -105,36 +61,19 @@ impl Backend for SqliteBackend {
         event: EventDraft,
     ) -> Result<(), StoreError> {
         let tx = Unit::begin(self)?;
-        if check_pathway(&tx, pathway)?.is_none() {
-            return Err(StoreError::NoSuchPathway(pathway.to_owned()));
-        }
-        // Fenced like every step: a stale handle must not record a grant for a stage the pathway left.
-        let current: i64 = tx.query_row(
-            "SELECT count(*) FROM pathways WHERE id = ?1 AND state = ?2 AND version = ?3
-               AND definition_digest = ?4 AND request_digest = ?5",
-            params![
-                pathway,
-                expected.as_str(),
-                version,
-                fence.definition_digest,
-                fence.request_digest
-            ],
-            |r| r.get(0),
+        rules::grant(
+            &mut SqliteRows(&tx),
+            pathway,
+            expected,
+            version,
+            fence,
+            id,
+            request_digest,
+            approver,
+            at,
+            event,
         )?;
-        if current != 1 {
-            return Err(StoreError::Conflict {
-                pathway: pathway.to_owned(),
-                expected,
-                version,
-            });
-        }
-        tx.execute(
-            "INSERT INTO approvals (id, pathway_id, request_digest, approver, granted_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, pathway, request_digest, approver, at],
-        )?;
-        Self::append_event(&tx, pathway, at, event)?;
-        tx.commit()?;
-        Ok(())
+        tx.commit()
     }
 
     fn database_id(&self) -> &str {
@@ -143,9 +82,11 @@ impl Backend for SqliteBackend {
 
     fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Deferred)?;
-        let found = check_pathway(&tx, id)?;
+        let found = rules::check_pathway(&mut SqliteRows(&tx), id, false)?;
         tx.commit()?;
-        found.ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
+        found
+            .map(|found| found.replay)
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
     }
 
     fn now_ms(&self) -> Result<i64, StoreError> {
@@ -181,214 +122,4 @@ impl Backend for SqliteBackend {
         tx.commit()?;
         Ok(pin)
     }
-}
-
-/// A new pathway's row and its events (inside the caller's unit).
-fn insert_rows(
-    tx: &Connection,
-    new: NewPathway,
-    events: Vec<EventDraft>,
-) -> Result<(), StoreError> {
-    check_new_edges(new.state, &events)?;
-    tx.prepare_cached(
-        "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
-                               proposer, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-    )?
-    .execute(params![
-            new.id,
-            new.idempotency_key,
-            new.definition,
-            new.definition_digest,
-            new.request_digest,
-            new.state.as_str(),
-            new.version,
-            new.proposer,
-            new.at
-        ])?;
-    for event in events {
-        SqliteBackend::append_event(tx, &new.id, new.at, event)?;
-    }
-    Ok(())
-}
-
-/// One step's writes (inside the caller's unit); the new version.
-fn apply_rows(tx: &Connection, step: Step) -> Result<i64, StoreError> {
-    check_edges(&step)?;
-    // The rows this step relies on must be the ones the chain explains.
-    if check_pathway(tx, &step.pathway)?.is_none() {
-        return Err(StoreError::NoSuchPathway(step.pathway));
-    }
-    refuse_late_outcome(tx, &step)?;
-    let new_state = step.to.unwrap_or(step.expected_state);
-    let changed = tx
-        .prepare_cached(
-            "UPDATE pathways SET state = ?1, version = version + 1, updated_at = ?2
-             WHERE id = ?3 AND state = ?4 AND version = ?5 AND definition_digest = ?6 AND request_digest = ?7",
-        )?
-        .execute(params![
-            new_state.as_str(),
-            step.at,
-            step.pathway,
-            step.expected_state.as_str(),
-            step.expected_version,
-            step.fence.definition_digest,
-            step.fence.request_digest,
-        ])?;
-    if changed != 1 {
-        return Err(StoreError::Conflict {
-            pathway: step.pathway,
-            expected: step.expected_state,
-            version: step.expected_version,
-        });
-    }
-    match step.attempt {
-        Some(AttemptWrite::Start {
-            id,
-            seq,
-            previous,
-            request,
-            request_digest,
-            binding,
-            binding_digest,
-            owner,
-            lease_ms,
-            carrier,
-        }) => {
-            // At most once (brief §11): a new attempt only after the previous one
-            // certainly did not take effect, whatever the caller's handle says.
-            let last: Option<(String, String)> = tx
-                .prepare_cached(
-                    "SELECT id, status FROM attempts WHERE pathway_id = CAST(?1 AS TEXT) ORDER BY seq DESC LIMIT 1",
-                )?
-                .query_row(params![step.pathway], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            match (&last, &previous) {
-                (None, None) => {}
-                (Some((last_id, status)), Some(prev))
-                    if last_id == prev && SETTLED.contains(&status.as_str()) => {}
-                (Some((last_id, status)), _) => {
-                    return Err(StoreError::UnsettledAttempt {
-                        pathway: step.pathway,
-                        attempt: last_id.clone(),
-                        status: status.clone(),
-                    });
-                }
-                (None, Some(prev)) => {
-                    return Err(StoreError::Unexplained {
-                        pathway: step.pathway,
-                        detail: format!("the previous attempt {prev} does not exist"),
-                    });
-                }
-            }
-            tx.prepare_cached(&format!(
-                "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
-                                       binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in_flight', ?9, {DB_NOW_MS} + ?10, ?11, ?12, ?12)"
-            ))?
-            // Same shape as the destructuring of AttemptWrite::Start above: its fields, bound.
-            .execute(params![
-                id,
-                step.pathway,
-                seq,
-                previous,
-                request,
-                request_digest,
-                binding,
-                binding_digest,
-                owner,
-                lease_ms,
-                carrier,
-                step.at
-            ])?;
-        }
-        Some(AttemptWrite::Finish {
-            id,
-            status,
-            outcome,
-        }) => {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE attempts SET status = ?1, owner = NULL, lease_until = NULL,
-                            outcome = coalesce(?2, outcome), updated_at = ?3
-                     WHERE id = ?4 AND pathway_id = ?5",
-                )?
-                .execute(params![status, outcome, step.at, id, step.pathway])?;
-            if n != 1 {
-                return Err(StoreError::Corrupt(format!(
-                    "attempt {id} of pathway {} is missing",
-                    step.pathway
-                )));
-            }
-        }
-        None => {}
-    }
-    match step.approval {
-        Some(ApprovalWrite::Use { id, request_digest }) => {
-            let n = tx.execute(
-                "UPDATE approvals SET used_at = ?1
-                 WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4
-                   AND used_at IS NULL AND revoked_at IS NULL",
-                params![step.at, id, step.pathway, request_digest],
-            )?;
-            if n != 1 {
-                return Err(StoreError::ApprovalUnusable(id));
-            }
-        }
-        Some(ApprovalWrite::RevokeOutstanding) => {
-            tx.execute(
-                "UPDATE approvals SET revoked_at = ?1
-                 WHERE pathway_id = ?2 AND used_at IS NULL AND revoked_at IS NULL",
-                params![step.at, step.pathway],
-            )?;
-        }
-        None => {}
-    }
-    for event in step.events {
-        SqliteBackend::append_event(tx, &step.pathway, step.at, event)?;
-    }
-    Ok(step.expected_version + 1)
-}
-
-/// Refuses a dispatch outcome for an attempt no longer in flight, recording the refusal
-/// ([`crate::store::late`]): the event is written and [`StoreError::Fenced`] returned, which
-/// [`Backend::apply`] keeps (commits) unlike any other refusal.
-fn refuse_late_outcome(tx: &Connection, step: &Step) -> Result<(), StoreError> {
-    let Some(late) = late::dispatch_outcome(step) else {
-        return Ok(());
-    };
-    let row: Option<(String, Option<String>)> = tx
-        .prepare_cached(
-            "SELECT state, (SELECT status FROM attempts WHERE id = ?1 AND pathway_id = ?2)
-             FROM pathways WHERE id = ?2",
-        )?
-        .query_row(params![late.attempt, step.pathway], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?;
-    let (state, now) = row.ok_or_else(|| StoreError::NoSuchPathway(step.pathway.clone()))?;
-    // An attempt this pathway never had: refused, and nothing recorded (an event naming it
-    // would leave the pathway's chain unexplained).
-    let now = now.ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "attempt {} of pathway {} is missing",
-            late.attempt, step.pathway
-        ))
-    })?;
-    if now == AttemptStatus::InFlight.as_str() {
-        return Ok(());
-    }
-    let event = late::refusal_event(step, &state, &late, &now)?;
-    tx.prepare_cached("UPDATE pathways SET version = version + 1, updated_at = ?1 WHERE id = ?2")?
-        .execute(params![step.at, step.pathway])?;
-    SqliteBackend::append_event(tx, &step.pathway, step.at, event)?;
-    let recorded_seq: i64 = tx
-        .prepare_cached("SELECT max(seq) FROM ledger")?
-        .query_row([], |r| r.get(0))?;
-    Err(StoreError::Fenced {
-        pathway: step.pathway.clone(),
-        attempt: late.attempt.to_owned(),
-        status: now,
-        recorded_seq,
-    })
 }

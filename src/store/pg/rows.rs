@@ -1,0 +1,262 @@
+//! [`Rows`] for PostgreSQL: the statements, nothing else (the rules are `store::rules`).
+//! Every statement is prepared once per connection (`Tx::statement`).
+
+use std::sync::LazyLock;
+
+use super::check::{LEDGER_OF_PATHWAY, raw_approval, raw_attempt, raw_pathway};
+use super::{PgError, Tx, db_clock_ms, ledger::parse_head};
+use crate::store::check::{
+    APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt,
+};
+use crate::store::rows::{EventRow, Move, NewAttempt, Rows, Stored};
+use crate::store::{NewPathway, StoreError};
+
+static PATHWAY: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {PATHWAY_COLUMNS}, version FROM pathways WHERE id = $1"));
+static PATHWAY_LOCKED: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {PATHWAY_COLUMNS}, version FROM pathways WHERE id = $1 FOR UPDATE")
+});
+static ATTEMPTS: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE pathway_id = $1 ORDER BY seq")
+});
+static APPROVALS: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE pathway_id = $1"));
+
+/// One transaction (or a reader's snapshot) on a PostgreSQL connection.
+pub(super) struct PgRows<'t, 'a>(pub(super) &'t mut Tx<'a>);
+
+fn err(e: postgres::Error) -> StoreError {
+    PgError::from(e).into()
+}
+
+impl Rows for PgRows<'_, '_> {
+    fn pathway(&mut self, id: &str, lock: bool) -> Result<Option<Stored>, StoreError> {
+        let sql = if lock {
+            PATHWAY_LOCKED.as_str()
+        } else {
+            PATHWAY.as_str()
+        };
+        Ok(self.0.query_opt(sql, &[&id]).map_err(err)?.map(|r| Stored {
+            row: raw_pathway(&r),
+            version: r.get(8),
+        }))
+    }
+
+    fn events(&mut self, pathway: &str) -> Result<Vec<EventRow>, StoreError> {
+        Ok(self
+            .0
+            .query(LEDGER_OF_PATHWAY, &[&pathway])
+            .map_err(err)?
+            .iter()
+            .map(|r| EventRow {
+                seq: r.get(0),
+                text: r.get(1),
+                prev_hash: r.get(2),
+                hash: r.get(3),
+            })
+            .collect())
+    }
+
+    fn attempts(&mut self, pathway: &str) -> Result<Vec<RawAttempt>, StoreError> {
+        Ok(self
+            .0
+            .query(ATTEMPTS.as_str(), &[&pathway])
+            .map_err(err)?
+            .iter()
+            .map(raw_attempt)
+            .collect())
+    }
+
+    fn approvals(&mut self, pathway: &str) -> Result<Vec<RawApproval>, StoreError> {
+        Ok(self
+            .0
+            .query(APPROVALS.as_str(), &[&pathway])
+            .map_err(err)?
+            .iter()
+            .map(raw_approval)
+            .collect())
+    }
+
+    fn insert_pathway(&mut self, new: &NewPathway) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state,
+                                       version, proposer, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+                &[
+                    &new.id,
+                    &new.idempotency_key,
+                    &new.definition,
+                    &new.definition_digest,
+                    &new.request_digest,
+                    &new.state.as_str(),
+                    &new.version,
+                    &new.proposer,
+                    &new.at,
+                ],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn move_pathway(&mut self, change: &Move<'_>) -> Result<bool, StoreError> {
+        let changed = self
+            .0
+            .execute(
+                "UPDATE pathways SET state = $1, version = version + 1, updated_at = $2
+                 WHERE id = $3 AND state = $4 AND version = $5 AND definition_digest = $6 AND request_digest = $7",
+                &[
+                    &change.to.as_str(),
+                    &change.at,
+                    &change.pathway,
+                    &change.from.as_str(),
+                    &change.version,
+                    &change.definition_digest,
+                    &change.request_digest,
+                ],
+            )
+            .map_err(err)?;
+        Ok(changed == 1)
+    }
+
+    fn bump_version(&mut self, pathway: &str, at: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE pathways SET version = version + 1, updated_at = $1 WHERE id = $2",
+                &[&at, &pathway],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn insert_attempt(&mut self, a: &NewAttempt<'_>) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                concat!(
+                    "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
+                                           binding_digest, status, owner, lease_until, carrier, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'in_flight', $9, ",
+                    db_clock_ms!(),
+                    " + $10, $11, $12, $12)"
+                ),
+                &[
+                    &a.id,
+                    &a.pathway,
+                    &a.seq,
+                    &a.previous,
+                    &a.request,
+                    &a.request_digest,
+                    &a.binding,
+                    &a.binding_digest,
+                    &a.owner,
+                    &a.lease_ms,
+                    &a.carrier,
+                    &a.at,
+                ],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn finish_attempt(
+        &mut self,
+        pathway: &str,
+        id: &str,
+        status: &str,
+        outcome: Option<&str>,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .0
+            .execute(
+                "UPDATE attempts SET status = $1, owner = NULL, lease_until = NULL,
+                        outcome = coalesce($2, outcome), updated_at = $3
+                 WHERE id = $4 AND pathway_id = $5",
+                &[&status, &outcome, &at, &id, &pathway],
+            )
+            .map_err(err)?;
+        Ok(n == 1)
+    }
+
+    fn insert_approval(
+        &mut self,
+        pathway: &str,
+        id: &str,
+        request_digest: &str,
+        approver: &str,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO approvals (id, pathway_id, request_digest, approver, granted_at) VALUES ($1, $2, $3, $4, $5)",
+                &[&id, &pathway, &request_digest, &approver, &at],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn use_approval(
+        &mut self,
+        pathway: &str,
+        id: &str,
+        request_digest: &str,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .0
+            .execute(
+                "UPDATE approvals SET used_at = $1
+                 WHERE id = $2 AND pathway_id = $3 AND request_digest = $4
+                   AND used_at IS NULL AND revoked_at IS NULL",
+                &[&at, &id, &pathway, &request_digest],
+            )
+            .map_err(err)?;
+        Ok(n == 1)
+    }
+
+    fn revoke_approvals(&mut self, pathway: &str, at: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE approvals SET revoked_at = $1
+                 WHERE pathway_id = $2 AND used_at IS NULL AND revoked_at IS NULL",
+                &[&at, &pathway],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// The recorded head, locked `FOR UPDATE`: the last thing a step does before its
+    /// `COMMIT`, so that two steps of unrelated pathways wait for each other only from this
+    /// lock to the commit.
+    fn head(&mut self) -> Result<(i64, String), StoreError> {
+        let head: String = self
+            .0
+            .query_one(
+                "SELECT value FROM meta WHERE key = 'ledger_head' FOR UPDATE",
+                &[],
+            )
+            .map_err(err)?
+            .get(0);
+        parse_head(&head)
+    }
+
+    fn insert_event(&mut self, pathway: &str, row: &EventRow) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES ($1, $2, $3, $4, $5)",
+                &[&row.seq, &pathway, &row.text, &row.prev_hash, &row.hash],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn set_head(&mut self, seq: i64, hash: &str) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE meta SET value = $1 WHERE key = 'ledger_head'",
+                &[&format!("{seq}:{hash}")],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,389 @@
+//! The store's rules, written once for every backend ([`super::rows::Rows`] is all a
+//! backend provides).
+//!
+//! * **Edges**: a step's events must walk edges of the state machine from the stored state
+//!   to the new one, so even a bug in a transition could not store another edge.
+//! * **The rows are what the chain says** ([`check_pathway`]): before a step writes, the
+//!   pathway's rows are compared with what its own ledger events establish.
+//! * **Compare-and-set** on state, version and both digests: a stale or foreign handle
+//!   writes nothing ([`StoreError::Conflict`]).
+//! * **At most once** (brief §11): a new attempt only after the previous one certainly did
+//!   not take effect ([`StoreError::UnsettledAttempt`]).
+//! * **The late outcome** ([`super::late`]): an outcome for an attempt no longer in flight
+//!   is refused and the refusal recorded ([`StoreError::Fenced`], the one refusal whose
+//!   unit a backend commits).
+//! * **The ledger event's bytes and chain hash** ([`event_text`]), one global chain whose
+//!   head is read once per unit (and held against other writers) and recorded once.
+
+use serde_json::json;
+
+use super::check::{RawAttempt, Replay};
+use super::event::{Event, Reading};
+use super::rows::{EventRow, Move, NewAttempt, Rows, Stored};
+use super::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, Step, StoreError, late};
+use crate::ledger::{ProblemKind, chain_hash};
+use crate::state::{AttemptStatus, State};
+
+/// Refuses events that do not walk allowed edges from `start` to `end`.
+pub(crate) fn walk_edges(
+    start: State,
+    events: &[EventDraft],
+    end: State,
+) -> Result<(), StoreError> {
+    let mut at = start;
+    for event in events {
+        let from = event.from.unwrap_or(at);
+        if from != at || (event.to != at && !at.allows(event.to)) {
+            return Err(StoreError::IllegalEdge { from, to: event.to });
+        }
+        at = event.to;
+    }
+    if at != end {
+        return Err(StoreError::IllegalEdge { from: at, to: end });
+    }
+    Ok(())
+}
+
+/// Refuses a step whose events do not walk allowed edges from the expected state to the
+/// new one (one edge, or several in one step such as `proposed -> awaiting_approval ->
+/// human_gate`).
+pub(crate) fn check_edges(step: &Step) -> Result<(), StoreError> {
+    walk_edges(
+        step.expected_state,
+        &step.events,
+        step.to.unwrap_or(step.expected_state),
+    )
+}
+
+/// Refuses a new pathway whose events do not start with the proposal and then walk allowed
+/// edges to the stored state.
+fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError> {
+    match events.split_first() {
+        Some((first, rest)) if first.from.is_none() && first.to == State::Proposed => {
+            walk_edges(State::Proposed, rest, state)
+        }
+        _ => Err(StoreError::IllegalEdge {
+            from: State::Proposed,
+            to: state,
+        }),
+    }
+}
+
+/// A pathway as a step found it, after [`check_pathway`]: its row, what its events
+/// establish, and its attempts in order.
+pub(crate) struct Checked {
+    pub(crate) stored: Stored,
+    pub(crate) replay: Replay,
+    pub(crate) attempts: Vec<RawAttempt>,
+}
+
+/// Checks one pathway's rows against its own events (each event's own hash, the replay,
+/// every row), inside whatever unit `rows` is. `Ok(None)` when there is no such pathway;
+/// [`StoreError::Unexplained`] with the first finding when they disagree. With `lock`, the
+/// pathway's row stays locked for the rest of the unit (see [`Rows::pathway`]).
+pub(crate) fn check_pathway(
+    rows: &mut impl Rows,
+    id: &str,
+    lock: bool,
+) -> Result<Option<Checked>, StoreError> {
+    let Some(stored) = rows.pathway(id, lock)? else {
+        return Ok(None);
+    };
+    let mut findings = Vec::new();
+    let mut replay = Replay::default();
+    for row in rows.events(id)? {
+        if chain_hash(&row.prev_hash, &row.text) != row.hash {
+            findings.push((
+                ProblemKind::HashMismatch,
+                format!("event {}: stored hash does not match the event", row.seq),
+            ));
+            continue;
+        }
+        let event = match Event::read(&row.text) {
+            // A step does not judge the spelling; `verify` reports it.
+            Reading::Canonical(event) | Reading::NotCanonical(event) => event,
+            Reading::NotJson(_) => {
+                findings.push((
+                    ProblemKind::Unreadable,
+                    format!("event {} is not JSON", row.seq),
+                ));
+                continue;
+            }
+        };
+        if event.pathway.as_deref() != Some(id) {
+            findings.push((
+                ProblemKind::Sequence,
+                format!("event {} names another pathway", row.seq),
+            ));
+        }
+        replay.event(&event, &mut findings);
+    }
+    let attempts = rows.attempts(id)?;
+    let approvals = rows.approvals(id)?;
+    replay.check_rows(&stored.row, &attempts, &approvals, &mut findings);
+    match findings.into_iter().next() {
+        None => Ok(Some(Checked {
+            stored,
+            replay,
+            attempts,
+        })),
+        Some((_, detail)) => Err(StoreError::Unexplained {
+            pathway: id.to_owned(),
+            detail,
+        }),
+    }
+}
+
+/// A new pathway's row and its first events.
+pub(crate) fn insert(
+    rows: &mut impl Rows,
+    new: &NewPathway,
+    events: Vec<EventDraft>,
+) -> Result<(), StoreError> {
+    check_new_edges(new.state, &events)?;
+    rows.insert_pathway(new)?;
+    append(rows, &new.id, new.at, events)?;
+    Ok(())
+}
+
+/// One step; the new version. A [`StoreError::Fenced`] refusal has written its record and
+/// must be committed; every other error must be rolled back.
+pub(crate) fn apply(rows: &mut impl Rows, step: Step) -> Result<i64, StoreError> {
+    check_edges(&step)?;
+    // The rows this step relies on must be the ones the chain explains.
+    let Some(found) = check_pathway(rows, &step.pathway, true)? else {
+        return Err(StoreError::NoSuchPathway(step.pathway));
+    };
+    refuse_late_outcome(rows, &step, &found)?;
+    let moved = rows.move_pathway(&Move {
+        pathway: &step.pathway,
+        from: step.expected_state,
+        version: step.expected_version,
+        definition_digest: &step.fence.definition_digest,
+        request_digest: &step.fence.request_digest,
+        to: step.to.unwrap_or(step.expected_state),
+        at: step.at,
+    })?;
+    if !moved {
+        return Err(StoreError::Conflict {
+            pathway: step.pathway,
+            expected: step.expected_state,
+            version: step.expected_version,
+        });
+    }
+    match &step.attempt {
+        Some(AttemptWrite::Start {
+            id,
+            seq,
+            previous,
+            request,
+            request_digest,
+            binding,
+            binding_digest,
+            owner,
+            lease_ms,
+            carrier,
+        }) => {
+            at_most_once(&step.pathway, &found.attempts, previous.as_deref())?;
+            rows.insert_attempt(&NewAttempt {
+                id,
+                pathway: &step.pathway,
+                seq: *seq,
+                previous: previous.as_deref(),
+                request,
+                request_digest,
+                binding,
+                binding_digest,
+                owner,
+                lease_ms: *lease_ms,
+                carrier: carrier.as_deref(),
+                at: step.at,
+            })?;
+        }
+        Some(AttemptWrite::Finish {
+            id,
+            status,
+            outcome,
+        }) => rows
+            .finish_attempt(&step.pathway, id, status, outcome.as_deref(), step.at)?
+            .then_some(())
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "attempt {id} of pathway {} is missing",
+                    step.pathway
+                ))
+            })?,
+        None => {}
+    }
+    match &step.approval {
+        Some(ApprovalWrite::Use { id, request_digest }) => rows
+            .use_approval(&step.pathway, id, request_digest, step.at)?
+            .then_some(())
+            .ok_or_else(|| StoreError::ApprovalUnusable(id.clone()))?,
+        Some(ApprovalWrite::RevokeOutstanding) => rows.revoke_approvals(&step.pathway, step.at)?,
+        None => {}
+    }
+    append(rows, &step.pathway, step.at, step.events)?;
+    Ok(step.expected_version + 1)
+}
+
+/// At most once (brief §11): a new attempt only after the previous one certainly did not
+/// take effect, whatever the caller's handle says. `attempts` are the pathway's, in order.
+fn at_most_once(
+    pathway: &str,
+    attempts: &[RawAttempt],
+    previous: Option<&str>,
+) -> Result<(), StoreError> {
+    match (attempts.last(), previous) {
+        (None, None) => Ok(()),
+        (Some(last), Some(prev))
+            if last.id == prev
+                && last
+                    .status
+                    .parse::<AttemptStatus>()
+                    .is_ok_and(AttemptStatus::is_settled) =>
+        {
+            Ok(())
+        }
+        (Some(last), _) => Err(StoreError::UnsettledAttempt {
+            pathway: pathway.to_owned(),
+            attempt: last.id.clone(),
+            status: last.status.clone(),
+        }),
+        (None, Some(prev)) => Err(StoreError::Unexplained {
+            pathway: pathway.to_owned(),
+            detail: format!("the previous attempt {prev} does not exist"),
+        }),
+    }
+}
+
+/// Refuses a dispatch outcome for an attempt no longer in flight, recording the refusal
+/// ([`super::late`]): the event is written and [`StoreError::Fenced`] returned.
+fn refuse_late_outcome(
+    rows: &mut impl Rows,
+    step: &Step,
+    found: &Checked,
+) -> Result<(), StoreError> {
+    let Some(late) = late::dispatch_outcome(step) else {
+        return Ok(());
+    };
+    // An attempt this pathway never had: refused, and nothing recorded (an event naming it
+    // would leave the pathway's chain unexplained).
+    let now = found
+        .attempts
+        .iter()
+        .find(|a| a.id == late.attempt)
+        .map(|a| a.status.clone())
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "attempt {} of pathway {} is missing",
+                late.attempt, step.pathway
+            ))
+        })?;
+    if now == AttemptStatus::InFlight.as_str() {
+        return Ok(());
+    }
+    let event = late::refusal_event(step, &found.stored.row.state, &late, &now)?;
+    rows.bump_version(&step.pathway, step.at)?;
+    let recorded_seq = append(rows, &step.pathway, step.at, vec![event])?;
+    Err(StoreError::Fenced {
+        pathway: step.pathway.clone(),
+        attempt: late.attempt.to_owned(),
+        status: now,
+        recorded_seq,
+    })
+}
+
+/// Records a granted approval (and its ledger event) without changing state, provided the
+/// pathway is still in `expected` at `version` with the fence's digests.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one flat record: the fence, the approvals row and its event"
+)]
+pub(crate) fn grant(
+    rows: &mut impl Rows,
+    pathway: &str,
+    expected: State,
+    version: i64,
+    fence: &Fence,
+    id: &str,
+    request_digest: &str,
+    approver: &str,
+    at: i64,
+    event: EventDraft,
+) -> Result<(), StoreError> {
+    let Some(found) = check_pathway(rows, pathway, true)? else {
+        return Err(StoreError::NoSuchPathway(pathway.to_owned()));
+    };
+    // Fenced like every step: a stale handle must not record a grant for a stage the
+    // pathway left.
+    let row = &found.stored.row;
+    if row.state != expected.as_str()
+        || found.stored.version != version
+        || row.definition_digest != fence.definition_digest
+        || row.request_digest != fence.request_digest
+    {
+        return Err(StoreError::Conflict {
+            pathway: pathway.to_owned(),
+            expected,
+            version,
+        });
+    }
+    rows.insert_approval(pathway, id, request_digest, approver, at)?;
+    append(rows, pathway, at, vec![event])?;
+    Ok(())
+}
+
+/// The canonical bytes of ledger event `seq` (format `v: 2`), the same on every store.
+pub(crate) fn event_text(
+    seq: i64,
+    at: i64,
+    pathway: &str,
+    draft: EventDraft,
+) -> Result<String, StoreError> {
+    let event = json!({
+        "v": 2,
+        "seq": seq,
+        "at": at,
+        "pathway": pathway,
+        "kind": draft.kind.as_str(),
+        "actor": draft.actor,
+        "from": draft.from.map(State::as_str),
+        "to": draft.to.as_str(),
+        "attempt": draft.attempt,
+        "attempt_status": draft.attempt_status,
+        "data": draft.data,
+    });
+    crate::canonical::to_string(&event).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
+}
+
+/// Appends `events` of `pathway`, chained to the head, and records the new head once.
+/// Returns the `seq` of the last event (the head's, when there are none).
+pub(crate) fn append(
+    rows: &mut impl Rows,
+    pathway: &str,
+    at: i64,
+    events: Vec<EventDraft>,
+) -> Result<i64, StoreError> {
+    let (mut seq, mut prev) = rows.head()?;
+    if events.is_empty() {
+        return Ok(seq);
+    }
+    for draft in events {
+        seq += 1;
+        let text = event_text(seq, at, pathway, draft)?;
+        let hash = chain_hash(&prev, &text);
+        rows.insert_event(
+            pathway,
+            &EventRow {
+                seq,
+                text,
+                prev_hash: prev,
+                hash: hash.clone(),
+            },
+        )?;
+        prev = hash;
+    }
+    rows.set_head(seq, &prev)?;
+    Ok(seq)
+}
