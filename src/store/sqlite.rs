@@ -6,7 +6,9 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::read::ReadStore;
-use super::{MIGRATION_2_SQL, MIGRATION_3_SQL, MIGRATION_4_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError};
+use super::{
+    MIGRATION_2_SQL, MIGRATION_3_SQL, MIGRATION_4_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError,
+};
 use crate::ledger;
 
 mod checkpoint;
