@@ -16,7 +16,7 @@ use crate::pathway::token::{
 };
 use crate::pathway::{Act, Actor, Pathway, PathwayError};
 use crate::process;
-use crate::store::{EventDraft, StoreError};
+use crate::store::{EventDraft, Grant, StoreError};
 
 use super::{CarrierRecord, Runtime, StepPoint};
 
@@ -40,26 +40,18 @@ impl Runtime {
             attempt_status: None,
             data: json!({ "approval": id, "request_digest": pathway.core.request_digest }),
         };
-        let (pathway_id, version, fence) = (
-            pathway.core.id.clone(),
-            pathway.core.version,
-            pathway.fence(),
-        );
-        let (approval_id, digest) = (id.clone(), pathway.core.request_digest.clone());
-        let (approver_name, at) = (approver.as_str().to_owned(), self.now());
-        self.write(move |b| {
-            b.grant_approval(
-                &pathway_id,
-                S::STATE,
-                version,
-                &fence,
-                &approval_id,
-                &digest,
-                &approver_name,
-                at,
-                event,
-            )
-        })?;
+        let grant = Grant {
+            pathway: pathway.core.id.clone(),
+            expected: S::STATE,
+            version: pathway.core.version,
+            fence: pathway.fence(),
+            id: id.clone(),
+            request_digest: pathway.core.request_digest.clone(),
+            approver: approver.as_str().to_owned(),
+            at: self.now(),
+            event,
+        };
+        self.write(move |b| b.grant_approval(grant))?;
         Ok(Approval {
             database: Arc::clone(&self.database),
             id,

@@ -392,6 +392,21 @@ pub(crate) enum ApprovalWrite {
     RevokeOutstanding,
 }
 
+/// A granted approval to record: the fence it is held to (the pathway still in `expected`
+/// at `version` with the fence's digests), the approvals row and its ledger event.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    pub(crate) pathway: String,
+    pub(crate) expected: State,
+    pub(crate) version: i64,
+    pub(crate) fence: Fence,
+    pub(crate) id: String,
+    pub(crate) request_digest: String,
+    pub(crate) approver: String,
+    pub(crate) at: i64,
+    pub(crate) event: EventDraft,
+}
+
 /// One step: everything written in one transaction.
 #[derive(Debug)]
 pub(crate) struct Step {
@@ -426,24 +441,9 @@ pub(crate) trait Backend {
         events: Vec<EventDraft>,
         step: Step,
     ) -> Result<i64, StoreError>;
-    /// Records a granted approval (and its ledger event) without changing state,
-    /// provided the pathway is still in `expected` at `version` (else [`StoreError::Conflict`]).
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one flat record: the fence, the approvals row and its event"
-    )]
-    fn grant_approval(
-        &self,
-        pathway: &str,
-        expected: State,
-        version: i64,
-        fence: &Fence,
-        id: &str,
-        request_digest: &str,
-        approver: &str,
-        at: i64,
-        event: EventDraft,
-    ) -> Result<(), StoreError>;
+    /// Records a granted approval (and its ledger event) without changing state, provided
+    /// the pathway is still in `expected` at `version` (else [`StoreError::Conflict`]).
+    fn grant_approval(&self, grant: Grant) -> Result<(), StoreError>;
     /// Checks a tool's binding against its pin (see [`crate::Runtime::check_pin`]).
     fn check_pin(
         &self,

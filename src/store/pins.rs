@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::StoreError;
+use super::rows::Rows;
 
 /// A binding that differs from the pin, remembered until it is pinned or replaced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -59,14 +60,17 @@ pub enum PinCheck {
     Changed(PinRecord),
 }
 
-const SELECT: &str = "SELECT server, tool, digest, binding, definition, pinned_by, pinned_at, \
-     seen_digest, seen_binding, seen_definition, seen_at FROM pins";
+/// The columns of a pin row, in [`RawPin`]'s order.
+pub(crate) const PIN_COLUMNS: &str = "server, tool, digest, binding, definition, pinned_by, pinned_at, \
+     seen_digest, seen_binding, seen_definition, seen_at";
 
 fn json(text: &str, what: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pins.{what}: {e}")))
 }
 
-type Row = (
+/// A pin row exactly as stored: `server`, `tool`, `digest`, `binding`, `definition`,
+/// `pinned_by`, `pinned_at`, then the seen binding's `digest`, `binding`, `definition`, `at`.
+pub(crate) type RawPin = (
     String,
     String,
     String,
@@ -80,7 +84,7 @@ type Row = (
     Option<i64>,
 );
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawPin> {
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -96,7 +100,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     ))
 }
 
-fn record(r: Row) -> Result<PinRecord, StoreError> {
+/// The record of a stored pin row (its JSON parsed; a half-stored seen binding refused).
+pub(crate) fn record(r: RawPin) -> Result<PinRecord, StoreError> {
     let (server, tool, digest, binding, definition, pinned_by, pinned_at, sd, sb, sdef, sat) = r;
     let seen = match (sd, sb, sdef, sat) {
         (Some(digest), Some(binding), Some(definition), Some(at)) => Some(SeenBinding {
@@ -124,24 +129,34 @@ fn record(r: Row) -> Result<PinRecord, StoreError> {
     })
 }
 
-/// Every pin, ordered by server and tool.
+/// Every pin, ordered by server and tool (SQLite).
 pub(crate) fn all(conn: &Connection) -> Result<Vec<PinRecord>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} ORDER BY server, tool"))?;
-    let rows: Vec<Row> = stmt.query_map([], row)?.collect::<Result<_, _>>()?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {PIN_COLUMNS} FROM pins ORDER BY server, tool"
+    ))?;
+    let rows: Vec<RawPin> = stmt.query_map([], row)?.collect::<Result<_, _>>()?;
     rows.into_iter().map(record).collect()
 }
 
-/// The pin of one tool.
+/// The pin row of one tool (SQLite).
+pub(crate) fn one_raw(
+    conn: &Connection,
+    server: &str,
+    tool: &str,
+) -> Result<Option<RawPin>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {PIN_COLUMNS} FROM pins WHERE server = ?1 AND tool = ?2"
+    ))?;
+    Ok(stmt.query_row(params![server, tool], row).optional()?)
+}
+
+/// The pin of one tool (SQLite).
 pub(crate) fn one(
     conn: &Connection,
     server: &str,
     tool: &str,
 ) -> Result<Option<PinRecord>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE server = ?1 AND tool = ?2"))?;
-    stmt.query_row(params![server, tool], row)
-        .optional()?
-        .map(record)
-        .transpose()
+    one_raw(conn, server, tool)?.map(record).transpose()
 }
 
 /// A binding to check or pin: its digest, canonical details and canonical definition.
@@ -154,62 +169,67 @@ pub(crate) struct Candidate {
     pub(crate) definition: String,
 }
 
-/// Checks `c` against the pin inside the caller's transaction: pins on first sight,
-/// remembers a differing binding as seen.
+fn reread(
+    rows: &mut impl Rows,
+    server: &str,
+    tool: &str,
+    what: &str,
+) -> Result<PinRecord, StoreError> {
+    rows.pin(server, tool)?
+        .map(record)
+        .transpose()?
+        .ok_or_else(|| StoreError::Corrupt(format!("pins: {what}")))
+}
+
+/// Checks `c` against the pin inside the caller's unit: pins on first sight, remembers a
+/// differing binding as seen. Several gates may see a tool first at the same moment: the
+/// insert does nothing when a pin is already there, and the one that did not insert
+/// compares with the pin that won.
 pub(crate) fn check(
-    conn: &Connection,
+    rows: &mut impl Rows,
     c: &Candidate,
     by: &str,
     at: i64,
 ) -> Result<PinCheck, StoreError> {
-    match one(conn, &c.server, &c.tool)? {
-        None => {
-            conn.prepare_cached(
-                "INSERT INTO pins (server, tool, digest, binding, definition, pinned_by, pinned_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(params![c.server, c.tool, c.digest, c.binding, c.definition, by, at])?;
-            let pinned = one(conn, &c.server, &c.tool)?
-                .ok_or_else(|| StoreError::Corrupt("pins: the new pin is not there".into()))?;
-            Ok(PinCheck::FirstSight(pinned))
+    let pin = match rows.pin(&c.server, &c.tool)? {
+        Some(pin) => record(pin)?,
+        None if rows.insert_pin(c, by, at)? => {
+            return Ok(PinCheck::FirstSight(reread(
+                rows,
+                &c.server,
+                &c.tool,
+                "the new pin is not there",
+            )?));
         }
-        Some(pin) if pin.digest == c.digest => Ok(PinCheck::Matches(pin)),
-        Some(_) => {
-            conn.prepare_cached(
-                "UPDATE pins SET seen_digest = ?3, seen_binding = ?4, seen_definition = ?5, seen_at = ?6 \
-                 WHERE server = ?1 AND tool = ?2",
-            )?
-            .execute(params![c.server, c.tool, c.digest, c.binding, c.definition, at])?;
-            let pin = one(conn, &c.server, &c.tool)?
-                .ok_or_else(|| StoreError::Corrupt("pins: the pin vanished".into()))?;
-            Ok(PinCheck::Changed(pin))
-        }
+        None => reread(rows, &c.server, &c.tool, "the pin vanished")?,
+    };
+    if pin.digest == c.digest {
+        return Ok(PinCheck::Matches(pin));
     }
+    rows.see_pin(c, at)?;
+    Ok(PinCheck::Changed(reread(
+        rows,
+        &c.server,
+        &c.tool,
+        "the pin vanished",
+    )?))
 }
 
 /// Makes the seen binding with `digest` the pin of `server`/`tool`.
 pub(crate) fn accept(
-    conn: &Connection,
+    rows: &mut impl Rows,
     server: &str,
     tool: &str,
     digest: &str,
     by: &str,
     at: i64,
 ) -> Result<PinRecord, StoreError> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE pins SET digest = seen_digest, binding = seen_binding, definition = seen_definition, \
-             pinned_by = ?4, pinned_at = ?5, seen_digest = NULL, seen_binding = NULL, \
-             seen_definition = NULL, seen_at = NULL \
-             WHERE server = ?1 AND tool = ?2 AND seen_digest = ?3",
-        )?
-        .execute(params![server, tool, digest, by, at])?;
-    if changed != 1 {
+    if !rows.accept_seen_pin(server, tool, digest, by, at)? {
         return Err(StoreError::NoSuchPin {
             server: server.to_owned(),
             tool: tool.to_owned(),
             digest: digest.to_owned(),
         });
     }
-    one(conn, server, tool)?.ok_or_else(|| StoreError::Corrupt("pins: the pin vanished".into()))
+    reread(rows, server, tool, "the pin vanished")
 }

@@ -9,6 +9,7 @@
 //! trait.
 
 use super::check::{RawApproval, RawAttempt, RawPathway};
+use super::pins::{Candidate, RawPin};
 use super::{NewPathway, StoreError};
 use crate::state::State;
 
@@ -120,4 +121,21 @@ pub(crate) trait Rows {
     fn insert_event(&mut self, pathway: &str, row: &EventRow) -> Result<(), StoreError>;
     /// Records the head after the unit's last event.
     fn set_head(&mut self, seq: i64, hash: &str) -> Result<(), StoreError>;
+
+    /// The pin row of `server`/`tool`, locked against other writers until the unit ends
+    /// where the database locks rows.
+    fn pin(&mut self, server: &str, tool: &str) -> Result<Option<RawPin>, StoreError>;
+    /// Inserts `c` as the pin unless one is there: whether it was inserted.
+    fn insert_pin(&mut self, c: &Candidate, by: &str, at: i64) -> Result<bool, StoreError>;
+    /// Remembers `c` as the binding seen for its tool (the pin stays).
+    fn see_pin(&mut self, c: &Candidate, at: i64) -> Result<(), StoreError>;
+    /// Makes the seen binding the pin if its digest is `digest`: whether it was.
+    fn accept_seen_pin(
+        &mut self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+        at: i64,
+    ) -> Result<bool, StoreError>;
 }

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::check::{RawAttempt, Replay};
 use super::event::{Event, Reading};
 use super::rows::{EventRow, Move, NewAttempt, Rows, Stored};
-use super::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, Step, StoreError, late};
+use super::{ApprovalWrite, AttemptWrite, EventDraft, Grant, NewPathway, Step, StoreError, late};
 use crate::ledger::{ProblemKind, chain_hash};
 use crate::state::{AttemptStatus, State};
 
@@ -296,41 +296,32 @@ fn refuse_late_outcome(
 
 /// Records a granted approval (and its ledger event) without changing state, provided the
 /// pathway is still in `expected` at `version` with the fence's digests.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one flat record: the fence, the approvals row and its event"
-)]
-pub(crate) fn grant(
-    rows: &mut impl Rows,
-    pathway: &str,
-    expected: State,
-    version: i64,
-    fence: &Fence,
-    id: &str,
-    request_digest: &str,
-    approver: &str,
-    at: i64,
-    event: EventDraft,
-) -> Result<(), StoreError> {
-    let Some(found) = check_pathway(rows, pathway, true)? else {
-        return Err(StoreError::NoSuchPathway(pathway.to_owned()));
+pub(crate) fn grant(rows: &mut impl Rows, grant: Grant) -> Result<(), StoreError> {
+    let Some(found) = check_pathway(rows, &grant.pathway, true)? else {
+        return Err(StoreError::NoSuchPathway(grant.pathway));
     };
     // Fenced like every step: a stale handle must not record a grant for a stage the
     // pathway left.
     let row = &found.stored.row;
-    if row.state != expected.as_str()
-        || found.stored.version != version
-        || row.definition_digest != fence.definition_digest
-        || row.request_digest != fence.request_digest
+    if row.state != grant.expected.as_str()
+        || found.stored.version != grant.version
+        || row.definition_digest != grant.fence.definition_digest
+        || row.request_digest != grant.fence.request_digest
     {
         return Err(StoreError::Conflict {
-            pathway: pathway.to_owned(),
-            expected,
-            version,
+            pathway: grant.pathway,
+            expected: grant.expected,
+            version: grant.version,
         });
     }
-    rows.insert_approval(pathway, id, request_digest, approver, at)?;
-    append(rows, pathway, at, vec![event])?;
+    rows.insert_approval(
+        &grant.pathway,
+        &grant.id,
+        &grant.request_digest,
+        &grant.approver,
+        grant.at,
+    )?;
+    append(rows, &grant.pathway, grant.at, vec![grant.event])?;
     Ok(())
 }
 

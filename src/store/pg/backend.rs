@@ -3,10 +3,10 @@
 
 use super::rows::PgRows;
 use super::{PgBackend, PgError};
-use crate::state::State;
+
 use crate::store::check::Replay;
 use crate::store::{
-    Backend, EventDraft, Fence, NewPathway, PinCheck, PinRecord, Step, StoreError, pins, rules,
+    Backend, EventDraft, Grant, NewPathway, PinCheck, PinRecord, Step, StoreError, pins, rules,
 };
 
 impl From<PgError> for StoreError {
@@ -56,30 +56,8 @@ impl Backend for PgBackend {
         PgBackend::insert_and_apply(self, &new, events, step)
     }
 
-    fn grant_approval(
-        &self,
-        pathway: &str,
-        expected: State,
-        version: i64,
-        fence: &Fence,
-        id: &str,
-        request_digest: &str,
-        approver: &str,
-        at: i64,
-        event: EventDraft,
-    ) -> Result<(), StoreError> {
-        PgBackend::grant_approval(
-            self,
-            pathway,
-            expected,
-            version,
-            fence,
-            id,
-            request_digest,
-            approver,
-            at,
-            event,
-        )
+    fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
+        PgBackend::grant_approval(self, grant)
     }
 
     fn check_pin(

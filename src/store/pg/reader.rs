@@ -258,7 +258,7 @@ impl PgReader {
         self.read(|tx| {
             tx.query(PIN_SELECT_ALL, &[])?
                 .iter()
-                .map(|r| Ok(super::pins::pin_record(r)?))
+                .map(|r| Ok(crate::store::pins::record(super::pins::raw_pin(r))?))
                 .collect()
         })
     }
@@ -269,7 +269,10 @@ impl PgReader {
         }
         self.read(|tx| {
             let row: Option<Row> = tx.query_opt(PIN_SELECT_ONE, &[&server, &tool])?;
-            Ok(row.as_ref().map(super::pins::pin_record).transpose()?)
+            Ok(row
+                .as_ref()
+                .map(|r| crate::store::pins::record(super::pins::raw_pin(r)))
+                .transpose()?)
         })
     }
 

@@ -4,10 +4,12 @@
 use std::sync::LazyLock;
 
 use super::check::{LEDGER_OF_PATHWAY, raw_approval, raw_attempt, raw_pathway};
+use super::pins::raw_pin;
 use super::{PgError, Tx, db_clock_ms, ledger::parse_head};
 use crate::store::check::{
     APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt,
 };
+use crate::store::pins::{Candidate, PIN_COLUMNS, RawPin};
 use crate::store::rows::{EventRow, Move, NewAttempt, Rows, Stored};
 use crate::store::{NewPathway, StoreError};
 
@@ -18,6 +20,9 @@ static PATHWAY_LOCKED: LazyLock<String> = LazyLock::new(|| {
 });
 static ATTEMPTS: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE pathway_id = $1 ORDER BY seq")
+});
+static PIN_LOCKED: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {PIN_COLUMNS} FROM pins WHERE server = $1 AND tool = $2 FOR UPDATE")
 });
 static APPROVALS: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE pathway_id = $1"));
@@ -258,5 +263,66 @@ impl Rows for PgRows<'_, '_> {
             )
             .map_err(err)?;
         Ok(())
+    }
+
+    fn pin(&mut self, server: &str, tool: &str) -> Result<Option<RawPin>, StoreError> {
+        Ok(self
+            .0
+            .query_opt(PIN_LOCKED.as_str(), &[&server, &tool])
+            .map_err(err)?
+            .as_ref()
+            .map(raw_pin))
+    }
+
+    fn insert_pin(&mut self, c: &Candidate, by: &str, at: i64) -> Result<bool, StoreError> {
+        let n = self
+            .0
+            .execute(
+                "INSERT INTO pins (server, tool, digest, binding, definition, pinned_by, pinned_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (server, tool) DO NOTHING",
+                &[
+                    &c.server,
+                    &c.tool,
+                    &c.digest,
+                    &c.binding,
+                    &c.definition,
+                    &by,
+                    &at,
+                ],
+            )
+            .map_err(err)?;
+        Ok(n == 1)
+    }
+
+    fn see_pin(&mut self, c: &Candidate, at: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE pins SET seen_digest = $3, seen_binding = $4, seen_definition = $5, seen_at = $6
+                 WHERE server = $1 AND tool = $2",
+                &[&c.server, &c.tool, &c.digest, &c.binding, &c.definition, &at],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn accept_seen_pin(
+        &mut self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .0
+            .execute(
+                "UPDATE pins SET digest = seen_digest, binding = seen_binding, definition = seen_definition,
+                        pinned_by = $4, pinned_at = $5, seen_digest = NULL, seen_binding = NULL,
+                        seen_definition = NULL, seen_at = NULL
+                 WHERE server = $1 AND tool = $2 AND seen_digest = $3",
+                &[&server, &tool, &digest, &by, &at],
+            )
+            .map_err(err)?;
+        Ok(n == 1)
     }
 }

@@ -5,8 +5,7 @@
 
 use super::rows::PgRows;
 use super::{PgBackend, PgError};
-use crate::state::State;
-use crate::store::{EventDraft, Fence, NewPathway, Step, StoreError, rules};
+use crate::store::{EventDraft, Grant, NewPathway, Step, StoreError, rules};
 
 /// Runs a rule's unit of work: a [`StoreError::Fenced`] refusal is committed with the record
 /// of the refusal (and returned as the error), every other error rolls the transaction back.
@@ -54,35 +53,7 @@ impl PgBackend {
 
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` with these digests.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the Backend method's flat record: the fence, the approvals row and its event"
-    )]
-    pub(crate) fn grant_approval(
-        &self,
-        pathway: &str,
-        expected: State,
-        version: i64,
-        fence: &Fence,
-        id: &str,
-        request_digest: &str,
-        approver: &str,
-        at: i64,
-        event: EventDraft,
-    ) -> Result<(), StoreError> {
-        Ok(self.write(|tx| {
-            Ok(rules::grant(
-                &mut PgRows(tx),
-                pathway,
-                expected,
-                version,
-                fence,
-                id,
-                request_digest,
-                approver,
-                at,
-                event,
-            )?)
-        })?)
+    pub(crate) fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
+        Ok(self.write(|tx| Ok(rules::grant(&mut PgRows(tx), grant)?))?)
     }
 }

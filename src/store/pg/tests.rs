@@ -17,7 +17,7 @@ use crate::canonical::{sha256_hex_bytes, to_string};
 use crate::ledger::ProblemKind;
 use crate::store::StoreError;
 use crate::store::pins::Candidate as PinCandidate;
-use crate::store::{ApprovalWrite, AttemptWrite, EventDraft, Fence, NewPathway, Step};
+use crate::store::{ApprovalWrite, AttemptWrite, EventDraft, Fence, Grant, NewPathway, Step};
 use crate::store::{PinCheck, SCHEMA_VERSION};
 use crate::{AttemptStatus, State};
 use postgres::error::SqlState;
@@ -686,7 +686,7 @@ fn events_from_8_connections_form_one_chain_that_verifies_and_tampering_is_found
     let any = step(
         &pw,
         None,
-        vec![ev("noted", "ops", last.state, last.state, json!({}))],
+        vec![ev("readback", "ops", last.state, last.state, json!({}))],
         wall_ms(),
     );
     assert!(matches!(
@@ -980,23 +980,23 @@ fn approvals_are_fenced_and_used_once() {
     let b = s.open();
     let mut pw = propose_in(&b, "ap1", State::AwaitingApproval, wall_ms()).unwrap();
     let grant = |pw: &Pw, version: i64| {
-        b.grant_approval(
-            &pw.id,
-            State::AwaitingApproval,
+        b.grant_approval(Grant {
+            pathway: pw.id.clone(),
+            expected: State::AwaitingApproval,
             version,
-            &pw.fence,
-            "ap_1",
-            &pw.fence.request_digest,
-            "alice",
-            wall_ms(),
-            ev(
+            fence: pw.fence.clone(),
+            id: "ap_1".into(),
+            request_digest: pw.fence.request_digest.clone(),
+            approver: "alice".into(),
+            at: wall_ms(),
+            event: ev(
                 "approval_granted",
                 "alice",
                 State::AwaitingApproval,
                 State::AwaitingApproval,
                 json!({"approval": "ap_1", "request_digest": pw.fence.request_digest}),
             ),
-        )
+        })
     };
     assert!(matches!(
         grant(&pw, 1).map_err(store_error),

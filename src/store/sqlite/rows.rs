@@ -5,13 +5,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::DB_NOW_MS;
 use crate::ledger::GENESIS;
-use crate::store::NewPathway;
-use crate::store::StoreError;
 use crate::store::check::{
     APPROVAL_COLUMNS, ATTEMPT_COLUMNS, LEDGER_OF_PATHWAY, PATHWAY_COLUMNS, RawApproval, RawAttempt,
     raw_approval, raw_attempt, raw_pathway,
 };
+use crate::store::pins::{self, Candidate, RawPin};
 use crate::store::rows::{EventRow, Move, NewAttempt, Rows, Stored};
+use crate::store::{NewPathway, StoreError};
 
 /// One unit of work on a SQLite connection: a step's savepoint, or a read transaction.
 pub(crate) struct SqliteRows<'c>(pub(crate) &'c Connection);
@@ -231,5 +231,58 @@ impl Rows for SqliteRows<'_> {
             )?
             .execute(params![format!("{seq}:{hash}")])?;
         Ok(())
+    }
+
+    fn pin(&mut self, server: &str, tool: &str) -> Result<Option<RawPin>, StoreError> {
+        pins::one_raw(self.0, server, tool)
+    }
+
+    fn insert_pin(&mut self, c: &Candidate, by: &str, at: i64) -> Result<bool, StoreError> {
+        let n = self
+            .0
+            .prepare_cached(
+                "INSERT INTO pins (server, tool, digest, binding, definition, pinned_by, pinned_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (server, tool) DO NOTHING",
+            )?
+            .execute(params![
+                c.server,
+                c.tool,
+                c.digest,
+                c.binding,
+                c.definition,
+                by,
+                at
+            ])?;
+        Ok(n == 1)
+    }
+
+    fn see_pin(&mut self, c: &Candidate, at: i64) -> Result<(), StoreError> {
+        self.0
+            .prepare_cached(
+                "UPDATE pins SET seen_digest = ?3, seen_binding = ?4, seen_definition = ?5, seen_at = ?6
+                 WHERE server = ?1 AND tool = ?2",
+            )?
+            .execute(params![c.server, c.tool, c.digest, c.binding, c.definition, at])?;
+        Ok(())
+    }
+
+    fn accept_seen_pin(
+        &mut self,
+        server: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .0
+            .prepare_cached(
+                "UPDATE pins SET digest = seen_digest, binding = seen_binding, definition = seen_definition,
+                        pinned_by = ?4, pinned_at = ?5, seen_digest = NULL, seen_binding = NULL,
+                        seen_definition = NULL, seen_at = NULL
+                 WHERE server = ?1 AND tool = ?2 AND seen_digest = ?3",
+            )?
+            .execute(params![server, tool, digest, by, at])?;
+        Ok(n == 1)
     }
 }

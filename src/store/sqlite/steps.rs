@@ -5,10 +5,9 @@ use rusqlite::TransactionBehavior;
 
 use super::super::check::Replay;
 use super::super::rules;
-use super::super::{Backend, EventDraft, Fence, NewPathway, Step, StoreError};
+use super::super::{Backend, EventDraft, Grant, NewPathway, Step, StoreError};
 use super::rows::SqliteRows;
 use super::{DB_NOW_MS, SqliteBackend, Unit};
-use crate::state::State;
 
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
@@ -48,31 +47,9 @@ impl Backend for SqliteBackend {
         Ok(version)
     }
 
-    fn grant_approval(
-        &self,
-        pathway: &str,
-        expected: State,
-        version: i64,
-        fence: &Fence,
-        id: &str,
-        request_digest: &str,
-        approver: &str,
-        at: i64,
-        event: EventDraft,
-    ) -> Result<(), StoreError> {
+    fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
         let tx = Unit::begin(self)?;
-        rules::grant(
-            &mut SqliteRows(&tx),
-            pathway,
-            expected,
-            version,
-            fence,
-            id,
-            request_digest,
-            approver,
-            at,
-            event,
-        )?;
+        rules::grant(&mut SqliteRows(&tx), grant)?;
         tx.commit()
     }
 
@@ -103,7 +80,7 @@ impl Backend for SqliteBackend {
         at: i64,
     ) -> Result<crate::store::PinCheck, StoreError> {
         let tx = Unit::begin(self)?;
-        let found = crate::store::pins::check(&tx, candidate, by, at)?;
+        let found = crate::store::pins::check(&mut SqliteRows(&tx), candidate, by, at)?;
         tx.commit()?;
         Ok(found)
     }
@@ -118,7 +95,7 @@ impl Backend for SqliteBackend {
         at: i64,
     ) -> Result<crate::store::PinRecord, StoreError> {
         let tx = Unit::begin(self)?;
-        let pin = crate::store::pins::accept(&tx, server, tool, digest, by, at)?;
+        let pin = crate::store::pins::accept(&mut SqliteRows(&tx), server, tool, digest, by, at)?;
         tx.commit()?;
         Ok(pin)
     }
