@@ -230,8 +230,20 @@ impl Net {
         run("ip", &["link", "set", &self.machines[i].link, "down"]);
     }
 
+    /// Brings the link back and waits until it carries traffic: up, and forwarding as a
+    /// port of the bridge (`brport/state` 3). A connect made in between would fail as if
+    /// the network were still cut (it did once, on a loaded machine).
     fn heal(&self, i: usize) {
-        run("ip", &["link", "set", &self.machines[i].link, "up"]);
+        let link = &self.machines[i].link;
+        run("ip", &["link", "set", link, "up"]);
+        let read = |what: &str| {
+            std::fs::read_to_string(format!("/sys/class/net/{link}/{what}"))
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default()
+        };
+        wait_until(Duration::from_secs(10), "the healed link forwards", || {
+            read("operstate") == "up" && read("brport/state") == "3"
+        });
     }
 }
 

@@ -41,7 +41,11 @@ pub trait IdSource: Send + Sync {
     fn next_id(&self, prefix: &str) -> String;
 }
 
-/// Random-looking ids: sha256 of the process, time and a counter.
+/// Time-ordered ids: `{prefix}_` then the creation time in ms since the Unix epoch (12 hex
+/// digits, so that text order is time order) and 12 hex digits of sha256 of the process, the
+/// time in ns and a counter. Ids stay opaque text; they sort by creation time, then at random
+/// within a millisecond, so a new row's id lands on the rightmost page of each id index
+/// instead of a random one (docs/storage.md, "Ids").
 #[derive(Debug, Default)]
 pub struct RandomIds {
     counter: AtomicU64,
@@ -50,12 +54,13 @@ pub struct RandomIds {
 impl IdSource for RandomIds {
     fn next_id(&self, prefix: &str) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now()
+        let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let seed = format!("{}:{nanos}:{n}", std::process::id());
+            .unwrap_or_default();
+        let ms = since.as_millis() & 0xffff_ffff_ffff;
+        let seed = format!("{}:{}:{n}", std::process::id(), since.as_nanos());
         let hex = crate::canonical::sha256_hex_bytes(seed.as_bytes());
-        format!("{prefix}_{}", &hex[..20])
+        format!("{prefix}_{ms:012x}{}", &hex[..12])
     }
 }
 
@@ -292,5 +297,43 @@ impl RuntimeBuilder {
             in_flight: Mutex::new(HashSet::new()),
             heartbeat: Mutex::new(None),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{IdSource, RandomIds};
+
+    #[test]
+    fn ids_sort_by_creation_time_and_keep_their_prefix() {
+        let ids = RandomIds::default();
+        let first = ids.next_id("pw");
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        let later: Vec<String> = (0..100).map(|_| ids.next_id("pw")).collect();
+        let shape = |id: &str| {
+            id.strip_prefix("pw_")
+                .is_some_and(|rest| rest.len() == 24 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+        };
+        assert!(shape(&first), "{first}");
+        for id in &later {
+            assert!(shape(id), "{id}");
+            assert!(*id > first, "{id} sorts before the earlier {first}");
+        }
+        let mut unique = later.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), later.len(), "ids repeat");
+        let at = ids.next_id("at");
+        assert!(at.starts_with("at_"), "{at}");
+        // The time prefix is the clock's ms.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        let prefix = u128::from_str_radix(&at[3..15], 16).unwrap();
+        assert!(
+            prefix <= now_ms && now_ms - prefix < 60_000,
+            "{at} vs {now_ms}"
+        );
     }
 }

@@ -43,7 +43,13 @@ use crate::state::State;
 use serde_json::Value;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
+
+/// The oldest schema whose rows this build reads as its own without migrating it: schema 3
+/// and 4 hold the same tables and columns (4 only drops the UNIQUE indexes on the ledger's
+/// `hash` and `prev_hash`), so a read-only opening or a copy accepts both; 1 and 2 lack
+/// columns and tables and must be opened once for writing (which migrates them) first.
+pub const OLDEST_READABLE_SCHEMA: i64 = 3;
 
 /// The DDL of schema version 1, applied by migration 1.
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -54,6 +60,24 @@ pub const MIGRATION_2_SQL: &str = include_str!("migrate_2.sql");
 
 /// Migration 3: the tool pins of `rpr gate` (see [`crate::store::PinRecord`]).
 pub const MIGRATION_3_SQL: &str = include_str!("migrate_3.sql");
+
+/// Migration 4: the ledger rebuilt without UNIQUE on `hash` and `prev_hash` (forks are
+/// prevented by the writer and detected by verify; docs/storage.md, "Schema 4").
+pub const MIGRATION_4_SQL: &str = include_str!("migrate_4.sql");
+
+/// One problem [`crate::store::verify`] found, in a line (for the migration's refusals).
+pub(crate) fn problem_text(p: &crate::ledger::Problem) -> String {
+    use std::fmt::Write;
+    let mut s = format!("{:?}", p.kind);
+    if let Some(seq) = p.seq {
+        let _ = write!(s, " at seq {seq}");
+    }
+    if let Some(pathway) = &p.pathway {
+        let _ = write!(s, " (pathway {pathway})");
+    }
+    let _ = write!(s, ": {}", p.detail);
+    s
+}
 
 /// What can go wrong in storage.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +209,50 @@ pub enum StoreError {
     Moved {
         /// Where it was moved, as the copy recorded it (the target without its password).
         to: String,
+    },
+    /// A database of a schema older than a read-only opening reads
+    /// ([`OLDEST_READABLE_SCHEMA`]): only opening it for writing migrates it.
+    #[error(
+        "{database}: schema version {found} is older than {oldest}, the oldest this build reads without migrating; open it once for writing with this rpr (`rpr unresolved --database {database}` does) to migrate it. Nothing was changed"
+    )]
+    SchemaTooOld {
+        /// The database.
+        database: String,
+        /// Its schema version.
+        found: i64,
+        /// The oldest this build reads as it is.
+        oldest: i64,
+    },
+    /// An older database whose ledger does not verify: migrating it would carry the damage
+    /// into the new schema (and the migration's own check after it could not tell the two
+    /// apart). Nothing was written; `rpr verify` lists the problems.
+    #[error(
+        "{database}: schema version {from} was not migrated to {to}: its ledger does not verify before the migration ({problems} problem(s); the first: {first}); nothing was written. Run verify on it"
+    )]
+    MigrationRefused {
+        /// The database.
+        database: String,
+        /// Its schema version.
+        from: i64,
+        /// The version this build would have migrated it to.
+        to: i64,
+        /// How many problems verify found.
+        problems: usize,
+        /// The first of them.
+        first: String,
+    },
+    /// The database's recorded schema version and its tables disagree (a migration applied
+    /// by hand, or half of one): it is not opened, and not migrated.
+    #[error(
+        "{database}: meta.schema_version says {recorded}, but its tables are not schema {recorded}'s ({detail}); nothing was written"
+    )]
+    SchemaMismatch {
+        /// The database.
+        database: String,
+        /// The version `meta` records.
+        recorded: i64,
+        /// What does not match.
+        detail: String,
     },
     /// No changed binding with this digest was seen for this tool (nothing to pin).
     #[error(

@@ -6,7 +6,9 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::read::ReadStore;
-use super::{MIGRATION_2_SQL, MIGRATION_3_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError};
+use super::{
+    MIGRATION_2_SQL, MIGRATION_3_SQL, MIGRATION_4_SQL, SCHEMA_SQL, SCHEMA_VERSION, StoreError,
+};
 
 mod checkpoint;
 pub(crate) mod rows;
@@ -16,7 +18,12 @@ mod steps;
 const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 
 /// Migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[SCHEMA_SQL, MIGRATION_2_SQL, MIGRATION_3_SQL];
+const MIGRATIONS: &[&str] = &[
+    SCHEMA_SQL,
+    MIGRATION_2_SQL,
+    MIGRATION_3_SQL,
+    MIGRATION_4_SQL,
+];
 
 /// The database's clock, in ms since the Unix epoch: leases are judged by it, never by a
 /// caller's (injected) clock.
@@ -194,6 +201,10 @@ impl SqliteBackend {
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", true)?;
+        // A step's savepoint journal (and any sort or temporary index) in memory: with the
+        // default, the journal of a step inside a group commit spilled to a temporary file,
+        // about half of a call's write syscalls (docs/storage.md, "What one step writes").
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         if path.as_os_str() != ":memory:" {
             keep_wal_files(&conn)?;
             // With the WAL kept, this makes the last close truncate it to 0 bytes (instead of
@@ -288,34 +299,73 @@ impl SqliteBackend {
         }
     }
 
+    /// Brings the database to [`SCHEMA_VERSION`] in one `BEGIN IMMEDIATE` transaction. A new
+    /// (empty) database gets every migration. An older one is first checked: its tables
+    /// must be its recorded version's ([`StoreError::SchemaMismatch`] otherwise), and its
+    /// ledger must verify ([`StoreError::MigrationRefused`] otherwise; nothing is written).
+    /// Migrations 2 and 3 only add a column and a table (no row changes), and today's
+    /// verifier reads that column, so the ledger is verified after them and before the
+    /// ledger is rebuilt (migration 4), then again after it: the same events, the same head,
+    /// no problem. Any failure rolls the whole transaction back.
     fn migrate(&self, name: &str) -> Result<(), StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
         let objects: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-        let current = if objects == 0 {
-            0
-        } else {
-            drop(tx);
-            self.read.check_schema(name)?;
-            let tx =
-                rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
-            let v: i64 = tx
-                .query_row(
-                    "SELECT value FROM meta WHERE key = 'schema_version'",
-                    [],
-                    |r| r.get::<_, String>(0),
-                )?
-                .parse()
-                .map_err(|_| StoreError::NotRprDatabase(name.to_owned()))?;
-            return Self::apply_migrations(tx, v);
-        };
-        Self::apply_migrations(tx, current)
+        if objects == 0 {
+            Self::apply_migrations(&tx, 0, SCHEMA_VERSION)?;
+            tx.commit()?;
+            return Ok(());
+        }
+        drop(tx);
+        let _ = self.read.check_schema(name)?;
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
+        let version: i64 = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get::<_, String>(0),
+            )?
+            .parse()
+            .map_err(|_| StoreError::NotRprDatabase(name.to_owned()))?;
+        check_shape(&tx, name, version)?;
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        // The additive migrations, then the ledger as stored is verified.
+        Self::apply_migrations(&tx, version, SCHEMA_VERSION - 1)?;
+        let before = crate::store::verify(&self.read, None)?;
+        if let Some(first) = before.problems.first() {
+            return Err(StoreError::MigrationRefused {
+                database: name.to_owned(),
+                from: version,
+                to: SCHEMA_VERSION,
+                problems: before.problems.len(),
+                first: crate::store::problem_text(first),
+            });
+        }
+        Self::apply_migrations(&tx, SCHEMA_VERSION - 1, SCHEMA_VERSION)?;
+        check_shape(&tx, name, SCHEMA_VERSION)?;
+        let after = crate::store::verify(&self.read, None)?;
+        if let Some(first) = after.problems.first() {
+            return Err(StoreError::Corrupt(format!(
+                "migration {version} -> {SCHEMA_VERSION} of {name} rolled back: the ledger verified before it and not after ({})",
+                crate::store::problem_text(first)
+            )));
+        }
+        if (after.events, &after.head) != (before.events, &before.head) {
+            return Err(StoreError::Corrupt(format!(
+                "migration {version} -> {SCHEMA_VERSION} of {name} rolled back: the ledger had {} events (head {:?}) before it and {} (head {:?}) after",
+                before.events, before.head, after.events, after.head
+            )));
+        }
+        tx.commit()?;
+        Ok(())
     }
 
-    fn apply_migrations(tx: rusqlite::Transaction<'_>, from: i64) -> Result<(), StoreError> {
-        let mut version = from;
+    /// Applies the migrations after `from` up to `to`, recording the version reached.
+    fn apply_migrations(tx: &Connection, from: i64, to: i64) -> Result<(), StoreError> {
         for (i, sql) in MIGRATIONS.iter().enumerate() {
             let target = i64::try_from(i).unwrap_or(i64::MAX) + 1;
-            if target <= version {
+            if target <= from || target > to {
                 continue;
             }
             tx.execute_batch(sql)?;
@@ -330,11 +380,59 @@ impl SqliteBackend {
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 params![target.to_string()],
             )?;
-            version = target;
         }
-        debug_assert_eq!(version, SCHEMA_VERSION);
-        tx.commit()?;
         Ok(())
+    }
+}
+
+/// Checks that the tables are those of schema `version` (by what each migration added or
+/// removed: `attempts.carrier` from 2, `pins` from 3, no UNIQUE index on the ledger's
+/// hashes from 4), so that a database whose recorded version and tables disagree is
+/// refused with [`StoreError::SchemaMismatch`] before anything runs on it.
+fn check_shape(conn: &Connection, name: &str, version: i64) -> Result<(), StoreError> {
+    let has = |sql: &str| -> Result<bool, StoreError> {
+        Ok(conn.query_row(sql, [], |r| r.get::<_, i64>(0))? > 0)
+    };
+    let ledger =
+        has("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger'")?;
+    let carrier = has("SELECT count(*) FROM pragma_table_info('attempts') WHERE name = 'carrier'")?;
+    let pins = has("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'pins'")?;
+    let unique = conn.query_row(
+        "SELECT count(*) FROM pragma_index_list('ledger') WHERE \"unique\" = 1 AND origin = 'u'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )?;
+    let stray = has("SELECT count(*) FROM sqlite_master WHERE name = 'ledger_new'")?;
+    let mut wrong = Vec::new();
+    if !ledger {
+        wrong.push("no ledger table".to_owned());
+    }
+    if stray {
+        wrong.push("a table ledger_new (a migration 4 stopped half-way)".to_owned());
+    }
+    if carrier != (version >= 2) {
+        wrong.push(format!(
+            "attempts {} a carrier column",
+            if carrier { "has" } else { "has no" }
+        ));
+    }
+    if pins != (version >= 3) {
+        wrong.push(format!("{} pins table", if pins { "a" } else { "no" }));
+    }
+    let want_unique = if version >= 4 { 0 } else { 2 };
+    if ledger && unique != want_unique {
+        wrong.push(format!(
+            "the ledger has {unique} UNIQUE column constraints (schema {version}: {want_unique})"
+        ));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::SchemaMismatch {
+            database: name.to_owned(),
+            recorded: version,
+            detail: wrong.join("; "),
+        })
     }
 }
 
@@ -378,6 +476,8 @@ pub(crate) fn open_side_connection(
 ) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(busy_timeout)?;
+    // It writes (leases, the moved mark, checkpoints): no temporary file for its journals.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     keep_wal_files(&conn)?;
     conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
     Ok(conn)

@@ -165,7 +165,9 @@ pub fn copy_from_sqlite(
         }
         .into());
     }
-    if version < SCHEMA_VERSION {
+    // Schema 3 holds the same rows as 4 (only the ledger's UNIQUE indexes differ): copied
+    // as it is, into a target at 4.
+    if version < crate::store::OLDEST_READABLE_SCHEMA {
         return Err(CopyError::SourceTooOld {
             path,
             found: version,

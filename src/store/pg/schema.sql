@@ -1,11 +1,12 @@
 -- Same shape as src/store/schema.sql and migrate_3.sql, table for table: the same schema for
 -- the other engine (its types and its DDL differ), so nothing is shared.
--- rpr schema for PostgreSQL, version 3: the tables, columns and indexes of the SQLite schema
--- at version 3 (src/store/schema.sql, migrate_2.sql, migrate_3.sql), in one script. Applied by
--- src/store/pg/migrate.rs inside one transaction, which also records it in rpr_migrations and
--- fills meta (schema_version, database_id, ledger_head). PostgreSQL starts at the version
--- SQLite had reached, so one SCHEMA_VERSION names the same concepts on both stores; a later
--- schema change gets a migration on each.
+-- rpr schema for PostgreSQL, version 4: the tables, columns and indexes of the SQLite schema
+-- at version 4 (src/store/schema.sql, migrate_2.sql, migrate_3.sql, migrate_4.sql), in one
+-- script, for a new store. Applied by src/store/pg/migrate.rs inside one transaction, which
+-- also records it in rpr_migrations and fills meta (schema_version, database_id,
+-- ledger_head). PostgreSQL started at the version SQLite had reached (3), so one
+-- SCHEMA_VERSION names the same concepts on both stores; a store made at 3 is brought to 4
+-- by migrate_4.sql, and a later schema change gets a migration on each.
 --
 -- Types: text and bigint only. Canonical JSON (definitions, requests, bindings, outcomes,
 -- ledger events) is stored as text, never jsonb: hashes and digests are over the exact
@@ -73,8 +74,8 @@ CREATE TABLE ledger (
     seq        bigint PRIMARY KEY,             -- 1, 2, … one global chain
     pathway_id text NOT NULL,
     event      text NOT NULL,                  -- canonical JSON of the event
-    prev_hash  text NOT NULL UNIQUE,           -- a fork cannot be stored
-    hash       text NOT NULL UNIQUE
+    prev_hash  text NOT NULL,                  -- the hash of the event at seq - 1 (verify checks)
+    hash       text NOT NULL                   -- no UNIQUE: forks are prevented by the head row's lock
 );
 
 CREATE INDEX ledger_by_pathway ON ledger (pathway_id, seq);

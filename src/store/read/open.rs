@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 #[cfg(feature = "postgres")]
 use super::Source;
 use super::{ReadStore, on_postgres};
-use crate::store::{SCHEMA_VERSION, StoreError};
+use crate::store::{OLDEST_READABLE_SCHEMA, SCHEMA_VERSION, StoreError};
 
 fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
@@ -111,7 +111,7 @@ impl ReadStore {
         conn.authorizer(Some(deny_writes))?;
         let store = Self::from_sqlite(conn);
         let name = path.display().to_string();
-        store
+        let version = store
             .snapshot(|s| s.check_schema(&name))
             .map_err(|e| match e {
                 StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
@@ -121,6 +121,16 @@ impl ReadStore {
                 }
                 other => other,
             })?;
+        // Schemas 1 and 2 lack columns and tables every read of attempts or pins asks for:
+        // said once, here, instead of a "no such column" from whichever read comes first.
+        // A read-only opening never migrates.
+        if version < OLDEST_READABLE_SCHEMA {
+            return Err(StoreError::SchemaTooOld {
+                database: name,
+                found: version,
+                oldest: OLDEST_READABLE_SCHEMA,
+            });
+        }
         Ok(store)
     }
 
@@ -216,7 +226,9 @@ impl ReadStore {
         }
     }
 
-    pub(crate) fn check_schema(&self, name: &str) -> Result<(), StoreError> {
+    /// Checks that this is an rpr database this build can read, and returns its recorded
+    /// schema version (newer than [`SCHEMA_VERSION`] is refused).
+    pub(crate) fn check_schema(&self, name: &str) -> Result<i64, StoreError> {
         let has_meta: bool = self
             .conn()
             .query_row(
@@ -246,7 +258,7 @@ impl ReadStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        Ok(())
+        Ok(version)
     }
 }
 

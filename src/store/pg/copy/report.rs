@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::super::PgError;
 use crate::ledger::Problem;
-use crate::store::{SCHEMA_VERSION, StoreError};
+use crate::store::{OLDEST_READABLE_SCHEMA, StoreError};
 
 /// Where a copy is, for a progress display ([`copy_from_sqlite`](super::copy_from_sqlite) reports each as it happens).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,9 +120,10 @@ pub enum CopyError {
     /// write lock busy, or SQLite failed.
     #[error("source: {0}")]
     Source(Box<StoreError>),
-    /// The source's schema is older than this build's.
+    /// The source's schema is older than the oldest this build copies as it is
+    /// ([`crate::store::OLDEST_READABLE_SCHEMA`]).
     #[error(
-        "source {path}: schema version {found} is older than {SCHEMA_VERSION}; open it once for writing with this rpr (`rpr unresolved --database {path}` does) to migrate it, then copy; nothing was copied"
+        "source {path}: schema version {found} is older than {OLDEST_READABLE_SCHEMA}; open it once for writing with this rpr (`rpr unresolved --database {path}` does) to migrate it, then copy; nothing was copied"
     )]
     SourceTooOld {
         /// The source file.
