@@ -9,7 +9,7 @@
 //! the ledger) and the fence that refuses, and records, the late outcome of an attempt that
 //! was taken over. A [`crate::Runtime`] opened on a `postgres://` location writes through it
 //! (behind the crate's `Backend` trait); the records it takes directly ([`Step`],
-//! [`NewPathway`], …) are public for `tests/pg_store.rs`.
+//! [`NewPathway`], …) are public for `tests/pg/pg_store.rs`.
 //!
 //! **Connection.** A `postgres://user:password@host:port/database` URL (or libpq's
 //! `key=value` form), without TLS: the tests and CI run on loopback and between network

@@ -2,7 +2,7 @@
 //!
 //! These are the crate-internal `store::Step`, `NewPathway`, `EventDraft`, `Fence`,
 //! `AttemptWrite` and `ApprovalWrite`, field for field, made public so that
-//! `tests/pg_store.rs` can drive [`super::PgBackend`] before it is wired into
+//! `tests/pg/pg_store.rs` can drive [`super::PgBackend`] before it is wired into
 //! [`crate::Runtime`]. Each converts from its crate-internal twin (`From`), which is how the
 //! `Backend` implementation will hand its steps over; once the suites run through
 //! `Runtime` on both stores, these records can become crate-internal again.
