@@ -1,7 +1,8 @@
 //! The suites that run on both stores: on SQLite by default, and on PostgreSQL with
 //! `RPR_TEST_BACKEND=postgres` (`--features postgres`, `RPR_PG_URL`; `tests/common`: each
-//! test database a schema of its own). `.ci/run` runs this binary on both. A suite that
-//! works on SQLite only belongs in `tests/runtime`.
+//! test database a schema of its own). `.ci/run` runs this binary on both, with
+//! `tests/snapshots.rs` (a binary of its own: it says why). A suite that works on SQLite
+//! only belongs in `tests/runtime`.
 //!
 //! One test binary for many files (issue 27 item 5): cargo links each test binary
 //! against the whole crate, so fewer binaries build faster. Each file is a module; a
@@ -22,5 +23,4 @@ mod proof;
 mod race;
 mod rpr_mcp;
 mod snapshot_reads;
-mod snapshots;
 mod state_machine;
