@@ -15,7 +15,7 @@
 //! The pattern for an async host is in docs/pathway.md ("Many threads, one runtime"): the
 //! same per-call function, run on a blocking pool.
 //!
-//! `tests/concurrent_example.rs` compiles this file into itself (`#[path]`) and runs
+//! `tests/mcp/concurrent_example.rs` compiles this file into itself (`#[path]`) and runs
 //! [`governed_calls`] in-process, with the server command it builds for the real peers.
 
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ needs node on PATH and server-filesystem in $RPR_PEERS_DIR or target/peers (bash
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
-/// What a run did: printed by `main`, checked by `tests/concurrent_example.rs`.
+/// What a run did: printed by `main`, checked by `tests/mcp/concurrent_example.rs`.
 pub(crate) struct Summary {
     /// The calls made.
     pub(crate) calls: usize,

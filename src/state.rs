@@ -3,7 +3,7 @@
 //! This is the run-time view of the state machine in `src/state_machine.json`. The
 //! typed transitions in [`crate::pathway`] each name one edge of [`EDGES`]; the store
 //! refuses to write any state change that is not in [`EDGES`]. The test
-//! `tests/state_machine.rs` proves that this table, the JSON file and the typed
+//! `tests/core/state_machine.rs` proves that this table, the JSON file and the typed
 //! methods agree.
 
 /// One of the fifteen pathway states.

@@ -12,6 +12,10 @@
 //! `RPR_TEST_BACKEND=postgres` (with `--features postgres` and `RPR_PG_URL`) runs it on
 //! PostgreSQL, in a schema of its own.
 
+// A test binary of its own, not a module of a group (tests/core/main.rs): the soak puts
+// SIGINT back to its default for its whole process (its hosts inherit that), and its kills,
+// stops and 2-second leases are timed for a process running nothing else beside it.
+
 mod chaos_support;
 
 use chaos_support::{Options, run};

@@ -6,6 +6,10 @@
 //! `ui-tests/README.md` lists the cases, the rustc that generated the `.stderr`
 //! files, and how to regenerate them (`TRYBUILD=overwrite cargo test --test ui`).
 
+// A test binary of its own, not a module of a group (tests/core/main.rs): trybuild builds
+// every case in a cargo project of its own, and `TRYBUILD=overwrite cargo test --test ui`
+// regenerates the messages without running any other test.
+
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();

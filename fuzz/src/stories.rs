@@ -1,5 +1,5 @@
 //! A small valid pathway database, written through the library's `Runtime` the way the
-//! tests write theirs (`tests/ledger.rs`): five pathways through admission, approval,
+//! tests write theirs (`tests/core/ledger.rs`): five pathways through admission, approval,
 //! dispatch, an unknown outcome, reconciliation, repair, readback, denial and hold.
 //! Deterministic (a ticking clock from a fixed start, sequential ids), so that every
 //! process builds the same bytes and a corpus input means the same thing in each.
@@ -88,7 +88,7 @@ fn definition(key: &str) -> Definition {
     )
 }
 
-/// Writes the five pathways of `tests/ledger.rs` into a new database at `path`.
+/// Writes the five pathways of `tests/core/ledger.rs` into a new database at `path`.
 fn write(rt: &Runtime) {
     let (dec, appr, exec, evid) = (
         actor("decision_owner"),

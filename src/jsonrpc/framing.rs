@@ -441,7 +441,7 @@ mod overflow_tests {
         assert_eq!(id("", r#"x"id":5}"#), None, "no comma before the member");
         assert_eq!(id("", "x,\"id\":1.5}"), None, "not an integer");
         assert_eq!(id("not json", "neither"), None);
-        // A multi-byte character right before the value (found by tests/robustness.rs).
+        // A multi-byte character right before the value (found by tests/runtime/robustness.rs).
         assert_eq!(id("", ":\"\u{5fe}7}"), None);
         assert_eq!(id("", ",\"id\":\u{5fe}7}"), None);
     }

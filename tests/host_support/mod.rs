@@ -4,7 +4,7 @@
 //!
 //! Cargo gives an integration test the path of a binary (`CARGO_BIN_EXE_rpr`) but none of an
 //! example, so the examples' code is compiled into their tests instead (`#[path]`:
-//! `tests/host_demo.rs`, `tests/concurrent_example.rs`); no test builds an example.
+//! `tests/cli/host_demo.rs`, `tests/mcp/concurrent_example.rs`); no test builds an example.
 #![allow(
     dead_code,
     unreachable_pub,

@@ -1,4 +1,4 @@
-//! Support for `tests/interop.rs`: finding (or installing) the real MCP peers,
+//! Support for `tests/mcp/interop.rs`: finding (or installing) the real MCP peers,
 //! server commands with explicit environments, temp dirs, ledger helpers and the
 //! orphan check.
 #![allow(

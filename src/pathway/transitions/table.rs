@@ -4,7 +4,7 @@ use crate::ledger::EventKind;
 use crate::pathway::{Actor, Authority, PathwayError, Role};
 use crate::state::State;
 
-/// Every typed transition: `(from, to, method)`. `tests/state_machine.rs` proves that
+/// Every typed transition: `(from, to, method)`. `tests/core/state_machine.rs` proves that
 /// these edges are exactly the spec file's, and drives each method to show that the
 /// ledger records exactly these edges.
 // Same shape row after row: TRANSITIONS is data, one edge per row.

@@ -445,7 +445,7 @@ fn fresh(sink: &mut dyn Sink, columns: usize) -> Batch {
 mod tests {
     //! Every way of running the check gives the same report, on a clean store and on
     //! stores changed behind the runtime's back (the detections themselves are tested in
-    //! `tests/ledger.rs` through the public API).
+    //! `tests/core/ledger.rs` through the public API).
 
     use std::path::{Path, PathBuf};
 

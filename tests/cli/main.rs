@@ -1,0 +1,20 @@
+//! The binaries from outside: the `rpr` commands (`rpr_cli`; with `--features postgres`
+//! also on a PostgreSQL location: `.ci/run` runs `--test cli -- rpr_cli::`), `rpr host`
+//! (`host_*`) and `rpr-mcp`, the read-only inspection server, with real MCP clients and
+//! beside a writer.
+//!
+//! One test binary for many files (issue 27 item 5); see `tests/core/main.rs`.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../host_support/mod.rs"]
+mod host_support;
+
+mod host_carrier;
+mod host_demo;
+mod host_errors;
+mod host_pty;
+mod host_steps;
+mod rpr_cli;
+mod rpr_mcp_clients;
+mod rpr_mcp_readonly;
