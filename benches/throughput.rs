@@ -31,7 +31,9 @@
 //! Both sides run their threads Each cell runs for `--seconds` (default 3) on a fresh database in `--dir` (default
 //! the system temporary directory: give a directory on a real disk, tmpfs ignores fsync).
 //! Printed: calls/s of both sides and their ratio, durable commits per governed call (from
-//! `Runtime::write_stats`: several threads' steps share one commit), and the p50 and p99
+//! `Runtime::write_stats`: several threads' steps share one commit), WAL frames (pages)
+//! written per governed call on SQLite (a second connection holds a read snapshot during
+//! the cell, so the log is never restarted and its length counts every frame), and the p50 and p99
 //! latency of one step (each `propose`, `admit`, `dispatch`, `confirm` call timed alone).
 
 use std::path::{Path, PathBuf};
@@ -316,6 +318,8 @@ fn ungoverned(kind: Kind, threads: usize, run: Duration, executor: Duration) -> 
 struct Governed {
     calls_per_s: f64,
     commits_per_call: f64,
+    /// SQLite only: WAL frames (pages) written per governed call.
+    frames_per_call: Option<f64>,
     p50_ms: f64,
     p99_ms: f64,
 }
@@ -441,6 +445,44 @@ fn governed_call(
     }
 }
 
+/// Holds a read snapshot of a SQLite database open, so that no checkpoint restarts its
+/// write-ahead log: the log then grows by exactly the frames the commits write.
+struct WalWatch {
+    reader: rusqlite::Connection,
+    wal: PathBuf,
+    frame: u64,
+}
+
+impl WalWatch {
+    fn new(location: &str) -> Self {
+        let reader = rusqlite::Connection::open(location).expect("a second connection");
+        let page: i64 = reader
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .expect("page_size");
+        let page = u64::try_from(page).expect("a page size");
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM meta;")
+            .expect("a read snapshot");
+        Self {
+            reader,
+            wal: PathBuf::from(format!("{location}-wal")),
+            frame: page + 24,
+        }
+    }
+
+    /// Frames in the log so far.
+    fn frames(&self) -> u64 {
+        let len = std::fs::metadata(&self.wal).map_or(0, |m| m.len());
+        len.saturating_sub(32) / self.frame
+    }
+}
+
+impl Drop for WalWatch {
+    fn drop(&mut self) {
+        let _ = self.reader.execute_batch("COMMIT");
+    }
+}
+
 /// Whole governed calls on `threads` threads through one runtime on a fresh database.
 fn governed(
     kind: Kind,
@@ -451,6 +493,8 @@ fn governed(
 ) -> Governed {
     let fresh = Fresh::new(store, dir, threads, form);
     let rt = fresh.open();
+    let watch = (*store == Store::Sqlite).then(|| WalWatch::new(&fresh.location));
+    let mut frames_before = 0;
     let stop = AtomicBool::new(false);
     let next = AtomicU64::new(0);
     let ready = Barrier::new(threads + 1);
@@ -484,6 +528,7 @@ fn governed(
             .collect();
         ready.wait();
         before = rt.write_stats();
+        frames_before = watch.as_ref().map_or(0, WalWatch::frames);
         started = Instant::now();
         std::thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
@@ -494,6 +539,8 @@ fn governed(
     });
     let elapsed = started.elapsed().as_secs_f64();
     let after = rt.write_stats();
+    let frames = watch.as_ref().map(|w| w.frames() - frames_before);
+    drop(watch);
     drop(rt);
     drop(fresh);
     let calls: u64 = results.iter().map(|r| r.1).sum();
@@ -511,9 +558,12 @@ fn governed(
     };
     #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
     let commits_per_call = (after.commits - before.commits) as f64 / calls.max(1) as f64;
+    #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+    let frames_per_call = frames.map(|f| f as f64 / calls.max(1) as f64);
     Governed {
         calls_per_s: per_second(calls, elapsed),
         commits_per_call,
+        frames_per_call,
         p50_ms: at(0.50),
         p99_ms: at(0.99),
     }
@@ -545,17 +595,20 @@ fn main() -> ExitCode {
             ),
         }
         println!(
-            "| store | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | step p50 ms | step p99 ms |"
+            "| store | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | WAL frames per governed call | step p50 ms | step p99 ms |"
         );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for &threads in &o.in_flight {
             eprintln!("{threads} in flight…");
             let bare = ungoverned(kind, threads, run, executor);
             for store in &o.stores {
                 for &form in &o.forms {
                     let g = governed(kind, threads, run, executor, (store, &o.dir, form));
+                    let frames = g
+                        .frames_per_call
+                        .map_or_else(|| "n/a".to_owned(), |f| format!("{f:.1}"));
                     println!(
-                        "| {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                        "| {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {frames} | {:.2} | {:.2} |",
                         store.name(),
                         form.name(),
                         g.calls_per_s,
@@ -569,7 +622,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL); PostgreSQL one transaction per step on a connection of the runtime's pool, each cell in a fresh schema.",
+        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL; WAL frames counted from the log's length while a second connection holds a read snapshot, so no checkpoint restarts the log during the cell); PostgreSQL one transaction per step on a connection of the runtime's pool, each cell in a fresh schema.",
         o.dir.display()
     );
     ExitCode::SUCCESS
