@@ -14,7 +14,7 @@ use crate::store::batch::Batcher;
 #[cfg(feature = "postgres")]
 use crate::store::pg::PgBackend;
 use crate::store::{
-    AttemptRecord, Backend, LedgerRow, PathwayRecord, SqliteBackend, SqliteRows, StoreError,
+    AttemptRecord, Backend, Checked, LedgerRow, PathwayRecord, SqliteBackend, StoreError,
     WriteStats,
 };
 
@@ -163,38 +163,22 @@ impl Store {
 
     /// One pathway's row.
     pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => backend.lock().reader().pathway(id),
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.pathway(id)?),
-        }
+        self.with(|b| b.pathway_record(id))
     }
 
     /// One pathway's attempts, oldest first.
     pub(crate) fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => backend.lock().reader().attempts(id),
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.attempts(id)?),
-        }
+        self.with(|b| b.attempt_records(id))
     }
 
     /// A page of the global ledger with `seq > after`, in order.
     pub(crate) fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => backend.lock().reader().ledger(after, limit),
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.ledger(after, limit)?),
-        }
+        self.with(|b| b.ledger_page(after, limit))
     }
 
     /// One pathway's ledger events, oldest first.
     pub(crate) fn events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => backend.lock().reader().events(id, 0, usize::MAX),
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.events(id)?),
-        }
+        self.with(|b| b.pathway_events(id))
     }
 
     /// A page of unresolved pathways after `after`, by id.
@@ -203,53 +187,19 @@ impl Store {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PathwayRecord>, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => backend.lock().reader().list_unresolved(after, limit),
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.list_unresolved(after, limit)?),
-        }
+        self.with(|b| b.unresolved(after, limit))
     }
 
     /// The pathway stored under an idempotency key: its id and definition digest.
     pub(crate) fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => {
-                use rusqlite::OptionalExtension;
-                Ok(backend
-                    .lock()
-                    .reader()
-                    .conn()
-                    .prepare_cached(
-                        "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
-                    )?
-                    .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?)
-            }
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.with_key(key)?),
-        }
+        self.with(|b| b.with_key(key))
     }
 
     /// One pathway's row, definition digest and attempts, checked against its own ledger
     /// events, in one read snapshot. [`StoreError::NoSuchPathway`] if there is none.
-    pub(crate) fn read_checked(
-        &self,
-        id: &str,
-    ) -> Result<(PathwayRecord, String, Vec<AttemptRecord>), StoreError> {
-        let missing = || StoreError::NoSuchPathway(id.to_owned());
-        match self {
-            Self::Sqlite { backend, .. } => backend.lock().reader().snapshot(|r| {
-                if crate::store::rules::check_pathway(&mut SqliteRows(r.conn()), id, false)?
-                    .is_none()
-                {
-                    return Err(missing());
-                }
-                let record = r.pathway(id)?.ok_or_else(missing)?;
-                Ok((record, r.definition_digest(id)?, r.attempts(id)?))
-            }),
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => backend.read_checked(id)?.ok_or_else(missing),
-        }
+    pub(crate) fn read_checked(&self, id: &str) -> Result<Checked, StoreError> {
+        self.with(|b| b.read_checked(id))?
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
     }
 
     /// The whole ledger checked (see [`crate::store::verify`]).
@@ -257,12 +207,6 @@ impl Store {
         &self,
         known_head: Option<&str>,
     ) -> Result<crate::ledger::Report, StoreError> {
-        match self {
-            Self::Sqlite { backend, .. } => {
-                crate::store::verify(backend.lock().reader(), known_head)
-            }
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.verify(known_head)?),
-        }
+        self.with(|b| b.verify_all(known_head))
     }
 }

@@ -34,7 +34,6 @@ pub(crate) use location::postgres_unsupported;
 pub use location::{is_postgres_location, shown_location};
 pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
-pub(crate) use sqlite::rows::SqliteRows;
 pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
 pub use verify::verify;
 pub(crate) use verify::{StoredRow, check_row, check_stored_row};
@@ -469,4 +468,30 @@ pub(crate) trait Backend {
     fn check_pathway(&self, id: &str) -> Result<check::Replay, StoreError>;
     /// Now, by the database's clock (ms since the Unix epoch).
     fn now_ms(&self) -> Result<i64, StoreError>;
+
+    /// One pathway's row.
+    fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError>;
+    /// One pathway's attempts, oldest first.
+    fn attempt_records(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError>;
+    /// A page of the global ledger with `seq > after`, in order.
+    fn ledger_page(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError>;
+    /// One pathway's ledger events, oldest first.
+    fn pathway_events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError>;
+    /// A page of unresolved pathways after `after`, by id.
+    fn unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError>;
+    /// The pathway stored under an idempotency key: its id and definition digest.
+    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError>;
+    /// One pathway's row, definition digest and attempts, checked against its own ledger
+    /// events, in one read snapshot; `None` if there is no such pathway.
+    fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError>;
+    /// The whole ledger checked (see [`verify`]).
+    fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError>;
 }
+
+/// A pathway read in one snapshot and checked against its own events: its row, its
+/// definition digest and its attempts.
+pub(crate) type Checked = (PathwayRecord, String, Vec<AttemptRecord>);

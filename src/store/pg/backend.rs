@@ -6,7 +6,8 @@ use super::{PgBackend, PgError};
 
 use crate::store::check::Replay;
 use crate::store::{
-    Backend, EventDraft, Grant, NewPathway, PinCheck, PinRecord, Step, StoreError, pins, rules,
+    AttemptRecord, Backend, Checked, EventDraft, Grant, LedgerRow, NewPathway, PathwayRecord,
+    PinCheck, PinRecord, Step, StoreError, pins, rules,
 };
 
 impl From<PgError> for StoreError {
@@ -93,5 +94,41 @@ impl Backend for PgBackend {
 
     fn now_ms(&self) -> Result<i64, StoreError> {
         Ok(PgBackend::now_ms(self)?)
+    }
+
+    fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        Ok(PgBackend::pathway(self, id)?)
+    }
+
+    fn attempt_records(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        Ok(PgBackend::attempts(self, id)?)
+    }
+
+    fn ledger_page(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
+        Ok(PgBackend::ledger(self, after, limit)?)
+    }
+
+    fn pathway_events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        Ok(PgBackend::events(self, id)?)
+    }
+
+    fn unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        Ok(PgBackend::list_unresolved(self, after, limit)?)
+    }
+
+    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
+        Ok(PgBackend::with_key(self, key)?)
+    }
+
+    fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
+        Ok(PgBackend::read_checked(self, id)?)
+    }
+
+    fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError> {
+        Ok(PgBackend::verify(self, known_head)?)
     }
 }

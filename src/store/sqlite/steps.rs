@@ -1,11 +1,14 @@
 //! The steps: `Backend` for SQLite. Each step is one [`Unit`] (a savepoint in its batch's
 //! transaction) in which `store::rules` runs over [`SqliteRows`].
 
-use rusqlite::TransactionBehavior;
+use rusqlite::{OptionalExtension, TransactionBehavior};
 
 use super::super::check::Replay;
 use super::super::rules;
-use super::super::{Backend, EventDraft, Grant, NewPathway, Step, StoreError};
+use super::super::{
+    AttemptRecord, Backend, Checked, EventDraft, Grant, LedgerRow, NewPathway, PathwayRecord, Step,
+    StoreError,
+};
 use super::rows::SqliteRows;
 use super::{DB_NOW_MS, SqliteBackend, Unit};
 
@@ -70,6 +73,56 @@ impl Backend for SqliteBackend {
         Ok(self
             .conn()
             .query_row(&format!("SELECT {DB_NOW_MS}"), [], |r| r.get(0))?)
+    }
+
+    fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        self.reader().pathway(id)
+    }
+
+    fn attempt_records(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        self.reader().attempts(id)
+    }
+
+    fn ledger_page(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
+        self.reader().ledger(after, limit)
+    }
+
+    fn pathway_events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        self.reader().events(id, 0, usize::MAX)
+    }
+
+    fn unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        self.reader().list_unresolved(after, limit)
+    }
+
+    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
+            )?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
+        self.reader().snapshot(|r| {
+            if rules::check_pathway(&mut SqliteRows(r.conn()), id, false)?.is_none() {
+                return Ok(None);
+            }
+            let Some(record) = r.pathway(id)? else {
+                return Ok(None);
+            };
+            Ok(Some((record, r.definition_digest(id)?, r.attempts(id)?)))
+        })
+    }
+
+    fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError> {
+        crate::store::verify(self.reader(), known_head)
     }
 
     /// Checks a binding against its tool pin, in its own unit of the batch.
