@@ -1,7 +1,8 @@
 //! A small valid pathway database, written through the library's `Runtime` the way the
 //! tests write theirs (`tests/core/ledger.rs`): five pathways through admission, approval,
 //! dispatch, an unknown outcome, reconciliation, repair, readback, denial and hold.
-//! Deterministic (a ticking clock from a fixed start, sequential ids), so that every
+//! Deterministic (a ticking clock from a fixed start, sequential ids, and the facts of
+//! the process that wrote it replaced by fixed ones, `fix_process_facts`), so that every
 //! process builds the same bytes and a corpus input means the same thing in each.
 
 use std::path::{Path, PathBuf};
@@ -175,6 +176,52 @@ fn write(rt: &Runtime) {
     let _unused = rt.grant_approval(&pf, &appr).expect("grant");
 }
 
+/// The one fixed owner and database identity every story database holds.
+const OWNER: &str = "fuzz/1/1/0/00000000-0000-0000-0000-000000000000";
+const DATABASE_ID: &str = "db_00000000000000000000000000000000";
+
+/// Makes the database the same bytes in every process. The clock and the ids are fixed,
+/// but a dispatch records its owner (host, pid, the process's start time and boot id)
+/// and a new database draws its identity: both differ per process, and an owner of
+/// another length moves every later byte, so the same byte flip would hit another cell.
+/// Each event's owner becomes [`OWNER`], the chain is recomputed from the genesis, and
+/// the identity becomes [`DATABASE_ID`]; the database verifies before and after.
+fn fix_process_facts(conn: &rusqlite::Connection) {
+    let rows: Vec<(i64, String)> = conn
+        .prepare("SELECT seq, event FROM ledger ORDER BY seq")
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .expect("the ledger");
+    let mut prev = rpr::ledger::GENESIS.to_owned();
+    for (seq, event) in rows {
+        let event = match event.find("\"owner\":\"") {
+            Some(at) => {
+                let start = at + "\"owner\":\"".len();
+                let end = start + event[start..].find('"').expect("the owner's end");
+                format!("{}{OWNER}{}", &event[..start], &event[end..])
+            }
+            None => event,
+        };
+        let hash = rpr::ledger::chain_hash(&prev, &event);
+        conn.execute(
+            "UPDATE ledger SET event = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
+            rusqlite::params![event, prev, hash, seq],
+        )
+        .expect("rewrite an event");
+        conn.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'ledger_head'",
+            [format!("{seq}:{hash}")],
+        )
+        .expect("the head");
+        prev = hash;
+    }
+    conn.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'database_id'",
+        [DATABASE_ID],
+    )
+    .expect("the identity");
+    conn.execute_batch("VACUUM").expect("vacuum");
+}
+
 /// The scratch directories to remove when the process exits.
 static SCRATCH: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
@@ -253,7 +300,14 @@ pub fn database_bytes() -> Vec<u8> {
         .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
         .expect("journal mode");
     assert_eq!(mode, "delete");
+    fix_process_facts(&conn);
     drop(conn);
+    let store = rpr::store::ReadStore::open_read_only(&path).expect("a read-only store");
+    assert!(
+        rpr::store::verify(&store, None).expect("verify").is_ok(),
+        "the story database verifies with the fixed owner and identity"
+    );
+    drop(store);
     let bytes = std::fs::read(&path).expect("the database file");
     std::fs::remove_dir_all(&dir).expect("remove the build directory");
     bytes

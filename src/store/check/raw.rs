@@ -296,6 +296,17 @@ impl<'a> Copied<'a> {
         }
     }
 
+    /// The type of a value that is not text (`None` for text), as SQLite names it.
+    pub(crate) fn not_text(self, index: usize) -> Option<&'static str> {
+        match self.cells[index] {
+            Cell::Text(..) => None,
+            Cell::Null => Some("null"),
+            Cell::Integer(_) => Some("an integer"),
+            Cell::Real => Some("a real"),
+            Cell::Blob(..) => Some("a blob"),
+        }
+    }
+
     /// A text value (as `row.get::<_, String>` reads it).
     pub(crate) fn text(self, index: usize) -> rusqlite::Result<&'a str> {
         match self.cells[index] {

@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use rusqlite::types::Type;
-
 use super::super::raw::{AttemptRow, Copied, approval_row, attempt_row, pathway_row};
 use super::super::{Facts, Finding};
 use super::{Batch, Part};
@@ -116,10 +114,6 @@ pub(super) struct Checker<'k> {
     ended: bool,
 }
 
-fn not_utf8(index: usize, e: std::str::Utf8Error) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e))
-}
-
 impl<'k> Checker<'k> {
     pub(super) fn new(known_head: Option<&'k str>, pathways: usize) -> Self {
         Self {
@@ -157,7 +151,7 @@ impl<'k> Checker<'k> {
                 let at = self.attempts.len();
                 for index in 0..batch.rows.len() {
                     let row = batch.rows.row(index);
-                    let pathway = std::str::from_utf8(row.bytes(1)?).map_err(|e| not_utf8(1, e))?;
+                    let pathway = row.text(1)?;
                     self.pathways.get(pathway).attempts.push((at, index));
                 }
                 self.attempts.push(batch);
@@ -167,7 +161,7 @@ impl<'k> Checker<'k> {
                 let at = self.approvals.len();
                 for index in 0..batch.rows.len() {
                     let row = batch.rows.row(index);
-                    let pathway = std::str::from_utf8(row.bytes(1)?).map_err(|e| not_utf8(1, e))?;
+                    let pathway = row.text(1)?;
                     self.pathways.get(pathway).approvals.push((at, index));
                 }
                 self.approvals.push(batch);
@@ -188,13 +182,23 @@ impl<'k> Checker<'k> {
 
     fn ledger_row(&mut self, row: Copied<'_>, hashed: Option<bool>) -> Result<(), StoreError> {
         let seq = row.integer(0)?;
-        let pathway = std::str::from_utf8(row.bytes(1)?).map_err(|e| not_utf8(1, e))?;
+        let pathway = row.text(1)?;
+        // A STRICT table's TEXT column holds another type only in a damaged file; the
+        // bytes still chain, so the walk goes on and reports the cell.
+        for (index, column) in [(2, "prev_hash"), (3, "hash"), (4, "event")] {
+            if let Some(found) = row.not_text(index) {
+                self.findings.push((
+                    ProblemKind::Unreadable,
+                    format!("{column} is stored as {found}, not text"),
+                ));
+            }
+        }
         let stored = StoredRow {
             seq,
             pathway,
-            prev_hash: row.bytes(2)?,
-            hash: row.bytes(3)?,
-            text: row.bytes(4)?,
+            prev_hash: row.bytes(2).unwrap_or_default(),
+            hash: row.bytes(3).unwrap_or_default(),
+            text: row.bytes(4).unwrap_or_default(),
         };
         self.any = true;
         self.last_seq = seq;
