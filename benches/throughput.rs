@@ -622,7 +622,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL; WAL frames counted from the log's length while a second connection holds a read snapshot, so no checkpoint restarts the log during the cell); PostgreSQL one transaction per step on a connection of the runtime's pool, each cell in a fresh schema.",
+        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL; WAL frames counted from the log's length while a second connection holds a read snapshot, so no checkpoint restarts the log during the cell); PostgreSQL: the steps of concurrent callers share a transaction and its commit (group commit, up to two batches at once on connections of the runtime's pool), each cell in a fresh schema.",
         o.dir.display()
     );
     ExitCode::SUCCESS

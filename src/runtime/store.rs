@@ -30,7 +30,7 @@ pub(crate) enum Store {
         backend: Box<ReentrantMutex<SqliteBackend>>,
         batcher: Batcher,
     },
-    /// A pool of PostgreSQL connections; each step is its own transaction on one of them.
+    /// A pool of PostgreSQL connections; steps go through its group commit (`store::pg`).
     #[cfg(feature = "postgres")]
     Pg {
         /// Shared with the lease heartbeat, which renews on a connection of the same pool,
@@ -41,8 +41,6 @@ pub(crate) enum Store {
         reader: Box<ReentrantMutex<ReadStore>>,
         /// How long a step waits for a lock (`lock_timeout`), named in its `Busy` error.
         busy_timeout: std::time::Duration,
-        steps: AtomicU64,
-        commits: AtomicU64,
         submitted: AtomicU64,
     },
 }
@@ -78,8 +76,6 @@ impl Store {
             reader: Box::new(ReentrantMutex::new(reader)),
             busy_timeout,
             backend: std::sync::Arc::new(backend),
-            steps: AtomicU64::new(0),
-            commits: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
         })
     }
@@ -108,14 +104,12 @@ impl Store {
             Self::Pg {
                 backend,
                 busy_timeout,
-                steps,
-                commits,
                 submitted,
                 ..
             } => {
                 let _ = synced;
                 submitted.fetch_add(1, Ordering::Relaxed);
-                let out = op(&**backend).map_err(|e| match e {
+                op(&**backend).map_err(|e| match e {
                     StoreError::Busy {
                         timeout: None,
                         holder,
@@ -124,12 +118,7 @@ impl Store {
                         holder,
                     },
                     other => other,
-                });
-                if out.is_ok() {
-                    steps.fetch_add(1, Ordering::Relaxed);
-                    commits.fetch_add(1, Ordering::Relaxed);
-                }
-                out
+                })
             }
         }
     }
@@ -139,16 +128,16 @@ impl Store {
             Self::Sqlite { batcher, .. } => batcher.stats(),
             #[cfg(feature = "postgres")]
             Self::Pg {
-                steps,
-                commits,
-                submitted,
-                ..
-            } => WriteStats {
-                submitted: submitted.load(Ordering::Relaxed),
-                steps: steps.load(Ordering::Relaxed),
-                commits: commits.load(Ordering::Relaxed),
-                unsynced_commits: 0,
-            },
+                backend, submitted, ..
+            } => {
+                let (steps, commits) = backend.batch_stats();
+                WriteStats {
+                    submitted: submitted.load(Ordering::Relaxed),
+                    steps,
+                    commits,
+                    unsynced_commits: 0,
+                }
+            }
         }
     }
 

@@ -194,6 +194,13 @@ pub enum StoreError {
     #[cfg(feature = "postgres")]
     #[error("postgres: {}", pg::error_text(.0))]
     Postgres(postgres::Error),
+    /// The PostgreSQL transaction that carried this step with other callers' steps (a
+    /// group commit) failed as a whole: the server's error, as text. Nothing of the batch
+    /// was applied, unless the `COMMIT` itself was lost on the wire (then, as for
+    /// [`StoreError::Postgres`], whether it committed is unknown).
+    #[cfg(feature = "postgres")]
+    #[error("postgres (in a group commit): {0}")]
+    PostgresBatch(String),
     /// What was asked needs something this build or this store does not have (a
     /// `postgres://` location without the `postgres` feature, say).
     #[error("{0}")]
@@ -359,7 +366,7 @@ pub(crate) struct EventDraft {
 }
 
 /// The attempt part of a step.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum AttemptWrite {
     /// The write-ahead record, committed before anything is sent.
     Start {
@@ -385,7 +392,7 @@ pub(crate) enum AttemptWrite {
 }
 
 /// The approval part of a step.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum ApprovalWrite {
     /// Consume a granted approval (compare-and-set on `used_at IS NULL`).
     Use { id: String, request_digest: String },
@@ -396,7 +403,7 @@ pub(crate) enum ApprovalWrite {
 
 /// A granted approval to record: the fence it is held to (the pathway still in `expected`
 /// at `version` with the fence's digests), the approvals row and its ledger event.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Grant {
     pub(crate) pathway: String,
     pub(crate) expected: State,
@@ -410,7 +417,7 @@ pub(crate) struct Grant {
 }
 
 /// One step: everything written in one transaction.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Step {
     pub(crate) pathway: String,
     pub(crate) expected_state: State,

@@ -208,6 +208,7 @@ pub fn copy_from_sqlite(
     let mut tx = Tx {
         inner: Inner::Own(client.transaction().map_err(|e| pg_err(e.into()))?),
         statements,
+        nowait: false,
     };
     // No host writes the target while it is checked and filled (reads go on).
     tx.inner

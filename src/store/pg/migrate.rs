@@ -100,6 +100,7 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
         let mut t = Tx {
             inner: Inner::Own(tx),
             statements: &mut statements,
+            nowait: false,
         };
         let before = verify_tx(&mut t, None)?;
         if let Some(first) = before.problems.first() {
@@ -125,6 +126,7 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
         let mut t = Tx {
             inner: Inner::Own(tx),
             statements: &mut statements_after,
+            nowait: false,
         };
         let after = verify_tx(&mut t, None)?;
         if let Some(first) = after.problems.first() {

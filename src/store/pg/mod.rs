@@ -41,6 +41,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use super::StoreError;
 
 mod backend;
+mod batch;
 mod check;
 mod copy;
 mod error;
@@ -87,14 +88,17 @@ macro_rules! db_clock_ms {
 }
 use db_clock_ms;
 
-/// The PostgreSQL store: a small pool of connections, one transaction per step.
+/// The PostgreSQL store: a small pool of connections; the steps of concurrent callers
+/// share transactions and commits (a group commit, `batch.rs`).
 ///
-/// A `PgBackend` is `Send + Sync`: steps from several threads each take a connection of its
-/// pool (at most [`DEFAULT_CONNECTIONS`] unless [`PgBackend::connections`] says otherwise;
-/// opened as needed) and run in the database at the same time; steps on one pathway still
-/// run one after the other (they lock its row). See `pool.rs` for the rules.
+/// A `PgBackend` is `Send + Sync`: steps from several threads are written in batches, up to
+/// two at once, each on a connection of its pool (at most [`DEFAULT_CONNECTIONS`] unless
+/// [`PgBackend::connections`] says otherwise; opened as needed), while reads, takeovers,
+/// lease renewals and pins take connections of their own; steps on one pathway still run
+/// one after the other (they lock its row). See `pool.rs` and `batch.rs` for the rules.
 pub struct PgBackend {
     pool: pool::Pool,
+    batcher: batch::Batcher,
     database_id: String,
     schema: Option<String>,
 }
@@ -167,6 +171,7 @@ impl PgBackend {
         };
         Ok(Self {
             pool: pool::Pool::new(client, url, schema, read_only, database_id.clone()),
+            batcher: batch::Batcher::default(),
             database_id,
             schema: schema.map(str::to_owned),
         })
@@ -285,6 +290,7 @@ impl PgBackend {
             let mut tx = Tx {
                 inner: Inner::Own(inner),
                 statements,
+                nowait: false,
             };
             let out = f(&mut tx)?;
             tx.inner.commit()?;
@@ -315,6 +321,7 @@ impl PgBackend {
         let mut tx = Tx {
             inner: Inner::Session(client),
             statements,
+            nowait: false,
         };
         let out = f(&mut tx);
         drop(tx);

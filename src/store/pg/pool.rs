@@ -13,8 +13,9 @@
 //! - **Per connection.** Its own prepared-statement cache; its
 //!   `lock_timeout` is brought up to date each time it is taken (a generation number), so
 //!   `set_lock_timeout` applies to every connection, present and future.
-//! - **Taking and giving back.** A step takes a connection for one transaction and gives it
-//!   back at once (never across an executor call). When all are busy it waits, in arrival
+//! - **Taking and giving back.** A batch of steps (`batch.rs`), a read, a takeover or a
+//!   renewal takes a connection for one transaction and gives it back at once (never across
+//!   an executor call). When all are busy it waits, in arrival
 //!   order (no barging: a step that arrives while others wait queues behind them), on a
 //!   condition variable. A lease renewal queues ahead of every step (`urgent`): it gets the
 //!   next connection given back, so steps in flight cannot starve the heartbeat; it waits at

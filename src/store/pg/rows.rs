@@ -17,6 +17,9 @@ static PATHWAY: LazyLock<String> =
 static PATHWAY_LOCKED: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {PATHWAY_COLUMNS}, version FROM pathways WHERE id = $1 FOR UPDATE")
 });
+static PATHWAY_LOCKED_NOWAIT: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {PATHWAY_COLUMNS}, version FROM pathways WHERE id = $1 FOR UPDATE NOWAIT")
+});
 static ATTEMPTS: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE pathway_id = $1 ORDER BY seq")
 });
@@ -35,7 +38,9 @@ fn err(e: postgres::Error) -> StoreError {
 
 impl Rows for PgRows<'_, '_> {
     fn pathway(&mut self, id: &str, lock: bool) -> Result<Option<Stored>, StoreError> {
-        let sql = if lock {
+        let sql = if lock && self.0.nowait {
+            PATHWAY_LOCKED_NOWAIT.as_str()
+        } else if lock {
             PATHWAY_LOCKED.as_str()
         } else {
             PATHWAY.as_str()

@@ -1,21 +1,12 @@
-//! The writes: a new pathway, a step, a granted approval. Each is one transaction in which
-//! `store::rules` runs over [`PgRows`] (the takeover and lease renewal are in `lease.rs`).
+//! The writes: a new pathway, a step, a granted approval. Each runs `store::rules` over
+//! [`PgRows`] in a savepoint of a group commit (`batch.rs`; the takeover and lease renewal
+//! are transactions of their own, in `lease.rs`).
 //! The first thing a step does is lock its pathway's row (`SELECT … FOR UPDATE`): steps on
 //! one pathway, from any machine, run one after the other.
 
 use super::rows::PgRows;
-use super::{PgBackend, PgError};
+use super::{PgBackend, Tx};
 use crate::store::{EventDraft, Grant, NewPathway, Step, StoreError, rules};
-
-/// Runs a rule's unit of work: a [`StoreError::Fenced`] refusal is committed with the record
-/// of the refusal (and returned as the error), every other error rolls the transaction back.
-fn fenced_or(result: Result<i64, StoreError>) -> Result<Result<i64, StoreError>, PgError> {
-    match result {
-        Err(fenced @ StoreError::Fenced { .. }) => Ok(Err(fenced)),
-        Err(e) => Err(e.into()),
-        Ok(version) => Ok(Ok(version)),
-    }
-}
 
 impl PgBackend {
     /// Inserts a new pathway and its ledger events in one transaction. A second pathway
@@ -25,14 +16,19 @@ impl PgBackend {
         new: &NewPathway,
         events: Vec<EventDraft>,
     ) -> Result<(), StoreError> {
-        Ok(self.write(|tx| Ok(rules::insert(&mut PgRows(tx), new, events)?))?)
+        let new = new.clone();
+        self.in_batch(move |tx| {
+            rules::insert(&mut PgRows(tx), &new, events.clone())?;
+            Ok(0)
+        })
+        .map(drop)
     }
 
     /// Applies one step in one transaction; returns the new version (the rules:
     /// `store::rules::apply`).
     pub(crate) fn apply(&self, step: Step) -> Result<i64, StoreError> {
         rules::check_edges(&step)?;
-        self.write(|tx| fenced_or(rules::apply(&mut PgRows(tx), step)))?
+        self.in_batch(move |tx| rules::apply(&mut PgRows(tx), step.clone()))
     }
 
     /// Inserts a new pathway and applies its first step in **one** transaction: a refused
@@ -44,16 +40,38 @@ impl PgBackend {
         step: Step,
     ) -> Result<i64, StoreError> {
         rules::check_edges(&step)?;
-        self.write(|tx| {
+        let new = new.clone();
+        self.in_batch(move |tx| {
             let mut rows = PgRows(tx);
-            rules::insert(&mut rows, new, events)?;
-            fenced_or(rules::apply(&mut rows, step))
-        })?
+            rules::insert(&mut rows, &new, events.clone())?;
+            rules::apply(&mut rows, step.clone())
+        })
     }
 
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` with these digests.
     pub(crate) fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
-        Ok(self.write(|tx| Ok(rules::grant(&mut PgRows(tx), grant)?))?)
+        self.in_batch(move |tx| {
+            rules::grant(&mut PgRows(tx), grant.clone())?;
+            Ok(0)
+        })
+        .map(drop)
+    }
+
+    /// Steps made durable and the commits that carried them (see `batch.rs`).
+    pub(crate) fn batch_stats(&self) -> (u64, u64) {
+        let stats = self.batcher.stats();
+        (stats.steps, stats.commits)
+    }
+
+    /// Runs one step's writes in a group commit (`batch.rs`): its own savepoint in a
+    /// transaction shared with the steps of other callers, one commit for all. A
+    /// [`StoreError::Fenced`] refusal is committed with the record of the refusal (and
+    /// returned as the error); every other error rolls the step back.
+    fn in_batch(
+        &self,
+        op: impl FnMut(&mut Tx<'_>) -> Result<i64, StoreError> + Send + 'static,
+    ) -> Result<i64, StoreError> {
+        self.batcher.write(self, Box::new(op))
     }
 }

@@ -1245,3 +1245,117 @@ fn a_connection_the_server_ended_is_replaced_not_reused() {
     }
     assert_verifies(&b);
 }
+
+/// Group commit (`batch.rs`): steps of concurrent callers on one backend share commits,
+/// every one of them is durable and in the one chain, and the chain verifies.
+#[test]
+fn concurrent_steps_share_commits_and_form_one_chain() {
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let mut s = Schema::new("group_commit");
+    let b = s.open();
+    let (threads, calls) = (16, 8);
+    let start = Barrier::new(threads);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (b, start) = (&b, &start);
+            scope.spawn(move || {
+                start.wait();
+                for i in 0..calls {
+                    whole_call(b, &format!("gc_{t}_{i}"));
+                }
+            });
+        }
+    });
+    // whole_call: the pathway (with its admission), then two steps.
+    let steps = u64::try_from(threads * calls * 3).unwrap();
+    let (done, commits) = b.batch_stats();
+    assert_eq!(done, steps, "every step durable");
+    assert!(
+        commits < steps,
+        "{commits} commits for {steps} steps: concurrent steps share commits"
+    );
+    let report = assert_verifies(&b);
+    assert_eq!(
+        s.count("SELECT count(*) FROM ledger"),
+        i64::try_from(threads * calls * 4).unwrap(),
+        "four events a call, in one chain ({report:?})"
+    );
+}
+
+/// A step whose pathway's row another transaction holds waits in a batch of its own (a
+/// later step of a batch asks with `NOWAIT` and is put back, so a batch never waits for a
+/// row lock while it holds the ledger head): the other callers' steps are committed
+/// meanwhile, and the held step goes through once the row is free.
+#[test]
+fn a_step_waiting_for_a_row_lock_held_elsewhere_holds_up_no_other_step() {
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let s = Schema::new("group_commit_lock");
+    let b = s.open();
+    b.set_lock_timeout(Duration::from_secs(30)).unwrap();
+    let held = propose(&b, "held");
+    let others: Vec<Pw> = (0..12).map(|i| propose(&b, &format!("free{i}"))).collect();
+    let mut holder = Client::connect(&url(), NoTls).unwrap();
+    holder
+        .batch_execute("SET idle_in_transaction_session_timeout = '60s'")
+        .unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute(&format!(
+        "SELECT 1 FROM {0}.pathways WHERE id = '{1}' FOR UPDATE",
+        s.name, held.id
+    ))
+    .unwrap();
+    let released = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (b, released) = (&b, &released);
+        let waiting = scope.spawn(move || {
+            let r = b.apply(start_step(
+                &held,
+                "at_held",
+                1,
+                None,
+                "host",
+                60_000,
+                wall_ms(),
+            ));
+            (r, released.load(std::sync::atomic::Ordering::SeqCst))
+        });
+        // Let the held step reach its lock (first of its batch, or put back and then first).
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        let handles: Vec<_> = others
+            .iter()
+            .enumerate()
+            .map(|(i, pw)| {
+                scope.spawn(move || {
+                    b.apply(start_step(
+                        pw,
+                        &format!("at_free{i}"),
+                        1,
+                        None,
+                        "host",
+                        60_000,
+                        wall_ms(),
+                    ))
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().expect("a step on a free pathway");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the free steps waited {:?}",
+            started.elapsed()
+        );
+        assert!(!waiting.is_finished(), "the held step waits for its row");
+        released.store(true, std::sync::atomic::Ordering::SeqCst);
+        tx.rollback().unwrap();
+        let (r, after_release) = waiting.join().unwrap();
+        r.expect("the held step, once its row is free");
+        assert!(
+            after_release,
+            "the held step went through only after the release"
+        );
+    });
+    assert_verifies(&b);
+}

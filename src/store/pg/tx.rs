@@ -111,6 +111,9 @@ impl Inner<'_> {
 pub(super) struct Tx<'a> {
     pub(super) inner: Inner<'a>,
     pub(super) statements: &'a mut HashMap<&'static str, Statement>,
+    /// A pathway's row is locked with `NOWAIT` (a step after the first of a batch,
+    /// `batch.rs`): a row another transaction holds is an error at once, not a wait.
+    pub(super) nowait: bool,
 }
 
 // Same shape, method after method: one thin wrapper per `postgres` call, each preparing
