@@ -205,14 +205,18 @@ impl Batcher {
                 nowait: false,
             };
             let mut wrote = 0;
+            // One savepoint, moved past each step that is kept: `RELEASE` and a new
+            // `SAVEPOINT` in one round trip; `ROLLBACK TO` keeps it for the next step. The
+            // last step's needs no release: `COMMIT` ends it.
+            if !solo {
+                tx.inner.batch_execute("SAVEPOINT rpr_step")?;
+            }
+            let last = batch.len() - 1;
             for (i, queued) in batch.iter().enumerate() {
                 let Some(mut op) = queued.lock().op.take() else {
                     continue;
                 };
                 tx.nowait = i > 0;
-                if !solo {
-                    tx.inner.batch_execute("SAVEPOINT rpr_step")?;
-                }
                 let result = op(&mut tx);
                 let mut slot = queued.lock();
                 let keep = matches!(result, Ok(_) | Err(StoreError::Fenced { .. }));
@@ -223,11 +227,12 @@ impl Batcher {
                         return Ok(0);
                     }
                 } else if keep {
-                    tx.inner.batch_execute("RELEASE SAVEPOINT rpr_step")?;
+                    if i < last {
+                        tx.inner
+                            .batch_execute("RELEASE SAVEPOINT rpr_step; SAVEPOINT rpr_step")?;
+                    }
                 } else {
-                    tx.inner.batch_execute(
-                        "ROLLBACK TO SAVEPOINT rpr_step; RELEASE SAVEPOINT rpr_step",
-                    )?;
+                    tx.inner.batch_execute("ROLLBACK TO SAVEPOINT rpr_step")?;
                     if i > 0 && result.as_ref().is_err_and(row_locked) {
                         slot.op = Some(op);
                         drop(slot);
