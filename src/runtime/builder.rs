@@ -42,8 +42,9 @@ pub trait IdSource: Send + Sync {
 }
 
 /// Time-ordered ids: `{prefix}_` then the creation time in ms since the Unix epoch (12 hex
-/// digits, so that text order is time order) and 12 hex digits of sha256 of the process, the
-/// time in ns and a counter. Ids stay opaque text; they sort by creation time, then at random
+/// digits, so that text order is time order) and 12 hex digits of sha256 of a secret the
+/// process drew once from the system's random source, the time in ns and a counter (so two
+/// processes, even with the same pid in different PID namespaces, draw independently). Ids stay opaque text; they sort by creation time, then at random
 /// within a millisecond, so a new row's id lands on the rightmost page of each id index
 /// instead of a random one (docs/storage.md, "Ids").
 #[derive(Debug, Default)]
@@ -53,12 +54,14 @@ pub struct RandomIds {
 
 impl IdSource for RandomIds {
     fn next_id(&self, prefix: &str) -> String {
+        static SECRET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let ms = since.as_millis() & 0xffff_ffff_ffff;
-        let seed = format!("{}:{}:{n}", std::process::id(), since.as_nanos());
+        let secret = SECRET.get_or_init(crate::store::random_hex);
+        let seed = format!("{secret}:{}:{n}", since.as_nanos());
         let hex = crate::canonical::sha256_hex_bytes(seed.as_bytes());
         format!("{prefix}_{ms:012x}{}", &hex[..12])
     }

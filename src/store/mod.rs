@@ -34,7 +34,7 @@ pub(crate) use location::postgres_unsupported;
 pub use location::{is_postgres_location, shown_location};
 pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
-pub(crate) use sqlite::{SqliteBackend, open_side_connection, renew_leases};
+pub(crate) use sqlite::{SqliteBackend, open_side_connection, random_hex, renew_leases};
 pub use verify::verify;
 pub(crate) use verify::{StoredRow, check_row, check_stored_row};
 

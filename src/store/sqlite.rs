@@ -47,6 +47,12 @@ pub(crate) struct SqliteBackend {
 
 /// A new database identity: 16 bytes from the system's random source, in hex.
 fn new_database_id() -> String {
+    format!("db_{}", random_hex())
+}
+
+/// 16 bytes from the system's random source, as 32 hex digits (without a random device:
+/// sha256 of the time, the process and the address of a stack value).
+pub(crate) fn random_hex() -> String {
     use std::io::Read;
     let mut bytes = [0_u8; 16];
     let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
@@ -58,12 +64,9 @@ fn new_database_id() -> String {
             std::process::id(),
             &bytes
         );
-        return format!(
-            "db_{}",
-            &crate::canonical::sha256_hex_bytes(seed.as_bytes())[..32]
-        );
+        return crate::canonical::sha256_hex_bytes(seed.as_bytes())[..32].to_owned();
     }
-    let mut s = String::from("db_");
+    let mut s = String::with_capacity(32);
     for b in bytes {
         use std::fmt::Write;
         let _ = write!(s, "{b:02x}");
