@@ -116,10 +116,9 @@ pub(crate) trait Rows {
     /// The ledger's head (`seq`, `hash`; `(0, GENESIS)` when empty), held against other
     /// writers until the unit ends.
     fn head(&mut self) -> Result<(i64, String), StoreError>;
-    /// Appends one ledger row.
-    fn insert_event(&mut self, pathway: &str, row: &EventRow) -> Result<(), StoreError>;
-    /// Records the head after the unit's last event.
-    fn set_head(&mut self, seq: i64, hash: &str) -> Result<(), StoreError>;
+    /// Appends the ledger rows (at least one, chained after the head, in order) and records
+    /// the last as the head.
+    fn append_events(&mut self, pathway: &str, rows: &[EventRow]) -> Result<(), StoreError>;
 
     /// The pin row of `server`/`tool`, locked against other writers until the unit ends
     /// where the database locks rows.

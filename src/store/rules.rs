@@ -360,21 +360,18 @@ pub(crate) fn append(
     if events.is_empty() {
         return Ok(seq);
     }
+    let mut chained = Vec::with_capacity(events.len());
     for draft in events {
         seq += 1;
         let text = event_text(seq, at, pathway, draft)?;
         let hash = chain_hash(&prev, &text);
-        rows.insert_event(
-            pathway,
-            &EventRow {
-                seq,
-                text,
-                prev_hash: prev,
-                hash: hash.clone(),
-            },
-        )?;
-        prev = hash;
+        chained.push(EventRow {
+            seq,
+            text,
+            prev_hash: std::mem::replace(&mut prev, hash.clone()),
+            hash,
+        });
     }
-    rows.set_head(seq, &prev)?;
+    rows.append_events(pathway, &chained)?;
     Ok(seq)
 }

@@ -203,6 +203,7 @@ impl Batcher {
                 inner: Inner::Own(client.transaction()?),
                 statements,
                 nowait: false,
+                head: None,
             };
             let mut wrote = 0;
             // One savepoint, moved past each step that is kept: `RELEASE` and a new
@@ -217,6 +218,7 @@ impl Batcher {
                     continue;
                 };
                 tx.nowait = i > 0;
+                let head = tx.head.clone();
                 let result = op(&mut tx);
                 let mut slot = queued.lock();
                 let keep = matches!(result, Ok(_) | Err(StoreError::Fenced { .. }));
@@ -233,6 +235,7 @@ impl Batcher {
                     }
                 } else {
                     tx.inner.batch_execute("ROLLBACK TO SAVEPOINT rpr_step")?;
+                    tx.head = head;
                     if i > 0 && result.as_ref().is_err_and(row_locked) {
                         slot.op = Some(op);
                         drop(slot);

@@ -209,6 +209,7 @@ pub fn copy_from_sqlite(
         inner: Inner::Own(client.transaction().map_err(|e| pg_err(e.into()))?),
         statements,
         nowait: false,
+        head: None,
     };
     // No host writes the target while it is checked and filled (reads go on).
     tx.inner

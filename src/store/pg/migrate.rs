@@ -101,6 +101,7 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
             inner: Inner::Own(tx),
             statements: &mut statements,
             nowait: false,
+            head: None,
         };
         let before = verify_tx(&mut t, None)?;
         if let Some(first) = before.problems.first() {
@@ -127,6 +128,7 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
             inner: Inner::Own(tx),
             statements: &mut statements_after,
             nowait: false,
+            head: None,
         };
         let after = verify_tx(&mut t, None)?;
         if let Some(first) = after.problems.first() {

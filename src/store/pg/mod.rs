@@ -291,6 +291,7 @@ impl PgBackend {
                 inner: Inner::Own(inner),
                 statements,
                 nowait: false,
+                head: None,
             };
             let out = f(&mut tx)?;
             tx.inner.commit()?;
@@ -322,6 +323,7 @@ impl PgBackend {
             inner: Inner::Session(client),
             statements,
             nowait: false,
+            head: None,
         };
         let out = f(&mut tx);
         drop(tx);

@@ -238,6 +238,11 @@ impl Rows for PgRows<'_, '_> {
     /// `COMMIT`, so that two steps of unrelated pathways wait for each other only from this
     /// lock to the commit.
     fn head(&mut self) -> Result<(i64, String), StoreError> {
+        // Once this transaction holds the head's row (read `FOR UPDATE`, or written), no
+        // other can change it before the commit: the head it knows is the head.
+        if let Some(head) = &self.0.head {
+            return Ok(head.clone());
+        }
         let head: String = self
             .0
             .query_one(
@@ -246,26 +251,33 @@ impl Rows for PgRows<'_, '_> {
             )
             .map_err(err)?
             .get(0);
-        parse_head(&head)
+        let head = parse_head(&head)?;
+        self.0.head = Some(head.clone());
+        Ok(head)
     }
 
-    fn insert_event(&mut self, pathway: &str, row: &EventRow) -> Result<(), StoreError> {
+    fn append_events(&mut self, pathway: &str, rows: &[EventRow]) -> Result<(), StoreError> {
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        // Every row and the head in one statement (one round trip).
+        let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let prevs: Vec<&str> = rows.iter().map(|r| r.prev_hash.as_str()).collect();
+        let hashes: Vec<&str> = rows.iter().map(|r| r.hash.as_str()).collect();
+        let head = format!("{}:{}", last.seq, last.hash);
         self.0
             .execute(
-                "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES ($1, $2, $3, $4, $5)",
-                &[&row.seq, &pathway, &row.text, &row.prev_hash, &row.hash],
+                "WITH appended AS (
+                     INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash)
+                     SELECT seq, $2, event, prev_hash, hash
+                     FROM unnest($1::bigint[], $3::text[], $4::text[], $5::text[]) AS e(seq, event, prev_hash, hash)
+                 )
+                 UPDATE meta SET value = $6 WHERE key = 'ledger_head'",
+                &[&seqs, &pathway, &texts, &prevs, &hashes, &head],
             )
             .map_err(err)?;
-        Ok(())
-    }
-
-    fn set_head(&mut self, seq: i64, hash: &str) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "UPDATE meta SET value = $1 WHERE key = 'ledger_head'",
-                &[&format!("{seq}:{hash}")],
-            )
-            .map_err(err)?;
+        self.0.head = Some((last.seq, last.hash.clone()));
         Ok(())
     }
 

@@ -127,6 +127,13 @@ fn attempt_ev(mut e: EventDraft, attempt: &str, status: AttemptStatus) -> EventD
 /// Proposes a pathway with key `key` and admits it in the same step (`approved`, v2), or
 /// leaves it `awaiting_approval` (v2).
 fn propose_in(b: &PgBackend, key: &str, state: State, at: i64) -> Result<Pw, StoreError> {
+    let (new, events, pw) = new_pathway(key, state, at);
+    b.insert_pathway(&new, events)?;
+    Ok(pw)
+}
+
+/// A new pathway's row and its `proposed` and `admitted` events, not yet written.
+fn new_pathway(key: &str, state: State, at: i64) -> (NewPathway, Vec<EventDraft>, Pw) {
     let definition = json!({"idempotency_key": key, "request": request(key)});
     let text = to_string(&definition).unwrap();
     let definition_digest = sha256_hex_bytes(text.as_bytes());
@@ -147,8 +154,8 @@ fn propose_in(b: &PgBackend, key: &str, state: State, at: i64) -> Result<Pw, Sto
         }),
     };
     let admitted = ev("admitted", "policy", State::Proposed, state, json!({}));
-    b.insert_pathway(
-        &NewPathway {
+    (
+        NewPathway {
             id: id.clone(),
             idempotency_key: key.into(),
             definition: text,
@@ -160,16 +167,16 @@ fn propose_in(b: &PgBackend, key: &str, state: State, at: i64) -> Result<Pw, Sto
             version: 2,
         },
         vec![proposed, admitted],
-    )?;
-    Ok(Pw {
-        id,
-        fence: Fence {
-            definition_digest,
-            request_digest,
+        Pw {
+            id,
+            fence: Fence {
+                definition_digest,
+                request_digest,
+            },
+            state,
+            version: 2,
         },
-        state,
-        version: 2,
-    })
+    )
 }
 
 fn propose(b: &PgBackend, key: &str) -> Pw {
@@ -1357,5 +1364,113 @@ fn a_step_waiting_for_a_row_lock_held_elsewhere_holds_up_no_other_step() {
             "the held step went through only after the release"
         );
     });
+    assert_verifies(&b);
+}
+
+/// In one batch, a step refused after it appended events (a new pathway whose first step
+/// loses its compare-and-set: the pathway's events were chained, then rolled back to the
+/// savepoint) leaves the ledger head as it was before it, so the next step of the batch
+/// chains after the previous kept step, not after the rolled-back events. The batch is
+/// made by holding both leaders (`LEADERS`) on rows another transaction locks while three
+/// steps queue.
+#[test]
+fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let s = Schema::new("group_commit_rollback");
+    let b = s.open();
+    b.set_lock_timeout(Duration::from_secs(30)).unwrap();
+    let held: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("held{i}"))).collect();
+    let free: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("free{i}"))).collect();
+    let mut holder = Client::connect(&url(), NoTls).unwrap();
+    holder
+        .batch_execute("SET idle_in_transaction_session_timeout = '60s'")
+        .unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute(&format!(
+        "SELECT 1 FROM {0}.pathways WHERE id IN ('{1}', '{2}') FOR UPDATE",
+        s.name, held[0].id, held[1].id
+    ))
+    .unwrap();
+    let (new, events, refused) = new_pathway("refused", State::Approved, wall_ms());
+    let mut wrong = start_step(&refused, "at_refused", 1, None, "host", 60_000, wall_ms());
+    wrong.expected_version = 99;
+    std::thread::scope(|scope| {
+        let b = &b;
+        let leaders: Vec<_> = held
+            .iter()
+            .enumerate()
+            .map(|(i, pw)| {
+                scope.spawn(move || {
+                    b.apply(start_step(
+                        pw,
+                        &format!("at_held{i}"),
+                        1,
+                        None,
+                        "host",
+                        60_000,
+                        wall_ms(),
+                    ))
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let commits_before = b.batch_stats().1;
+        let first = scope.spawn(|| {
+            b.apply(start_step(
+                &free[0],
+                "at_free0",
+                1,
+                None,
+                "host",
+                60_000,
+                wall_ms(),
+            ))
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let second = scope.spawn(move || b.insert_and_apply(&new, events, wrong));
+        std::thread::sleep(Duration::from_millis(50));
+        let third = scope.spawn(|| {
+            b.apply(start_step(
+                &free[1],
+                "at_free1",
+                1,
+                None,
+                "host",
+                60_000,
+                wall_ms(),
+            ))
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !first.is_finished() && !second.is_finished() && !third.is_finished(),
+            "the three steps wait while both leaders are held"
+        );
+        tx.rollback().unwrap();
+        for leader in leaders {
+            leader
+                .join()
+                .unwrap()
+                .expect("a held step, once its row is free");
+        }
+        first.join().unwrap().expect("the first queued step");
+        let refusal = second.join().unwrap().unwrap_err();
+        assert!(
+            matches!(refusal, StoreError::Conflict { .. }),
+            "the new pathway's step is refused: {refusal:?}"
+        );
+        third
+            .join()
+            .unwrap()
+            .expect("the step after the refused one");
+        assert_eq!(
+            b.batch_stats().1 - commits_before,
+            3,
+            "the two held steps' batches, then one batch of the three queued steps"
+        );
+    });
+    assert!(
+        b.pathway(&refused.id).unwrap().is_none(),
+        "the refused step's pathway was rolled back with it"
+    );
     assert_verifies(&b);
 }

@@ -114,6 +114,10 @@ pub(super) struct Tx<'a> {
     /// A pathway's row is locked with `NOWAIT` (a step after the first of a batch,
     /// `batch.rs`): a row another transaction holds is an error at once, not a wait.
     pub(super) nowait: bool,
+    /// The ledger head once this transaction holds its row (`Rows::head`), so that the
+    /// later steps of a batch do not read it again. A batch puts back what it was before
+    /// a step it rolls back to its savepoint (the row's lock may go with it).
+    pub(super) head: Option<(i64, String)>,
 }
 
 // Same shape, method after method: one thin wrapper per `postgres` call, each preparing

@@ -214,22 +214,22 @@ impl Rows for SqliteRows<'_> {
         Ok(head.unwrap_or_else(|| (0, GENESIS.to_owned())))
     }
 
-    fn insert_event(&mut self, pathway: &str, row: &EventRow) -> Result<(), StoreError> {
-        self.0
-            .prepare_cached(
-                "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![row.seq, pathway, row.text, row.prev_hash, row.hash])?;
-        Ok(())
-    }
-
-    fn set_head(&mut self, seq: i64, hash: &str) -> Result<(), StoreError> {
+    fn append_events(&mut self, pathway: &str, rows: &[EventRow]) -> Result<(), StoreError> {
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        let mut insert = self.0.prepare_cached(
+            "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for row in rows {
+            insert.execute(params![row.seq, pathway, row.text, row.prev_hash, row.hash])?;
+        }
         self.0
             .prepare_cached(
                 "INSERT INTO meta (key, value) VALUES ('ledger_head', ?1)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             )?
-            .execute(params![format!("{seq}:{hash}")])?;
+            .execute(params![format!("{}:{}", last.seq, last.hash)])?;
         Ok(())
     }
 
