@@ -1,6 +1,6 @@
 //! Where a runtime keeps its pathways: a SQLite file (steps of concurrent callers committed
-//! together) or, with the `postgres` feature, a PostgreSQL database (one transaction per
-//! step, hosts on many machines).
+//! together) or, with the `postgres` feature, a PostgreSQL database (steps committed
+//! together too, hosts on many machines).
 
 use std::path::Path;
 #[cfg(feature = "postgres")]
@@ -29,6 +29,10 @@ pub(crate) enum Store {
     Sqlite {
         backend: Box<ReentrantMutex<SqliteBackend>>,
         batcher: Batcher,
+        /// A connection of its own for the idempotency-key read of `propose`, opened on
+        /// first use: it never waits for the step connection while a batch is being
+        /// written and synced.
+        key_reads: parking_lot::Mutex<Option<rusqlite::Connection>>,
     },
     /// A pool of PostgreSQL connections; steps go through its group commit (`store::pg`).
     #[cfg(feature = "postgres")]
@@ -50,6 +54,7 @@ impl Store {
         Self::Sqlite {
             backend: Box::new(ReentrantMutex::new(backend)),
             batcher: Batcher::default(),
+            key_reads: parking_lot::Mutex::new(None),
         }
     }
 
@@ -97,7 +102,9 @@ impl Store {
         F: FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
     {
         match self {
-            Self::Sqlite { backend, batcher } => {
+            Self::Sqlite {
+                backend, batcher, ..
+            } => {
                 batcher.write(backend, synced, move |b: &SqliteBackend| op(b))
             }
             #[cfg(feature = "postgres")]
@@ -179,9 +186,28 @@ impl Store {
         self.with(|b| b.unresolved(after, limit))
     }
 
-    /// The pathway stored under an idempotency key: its id and definition digest.
+    /// The pathway stored under an idempotency key: its id and definition digest. On
+    /// SQLite, read on a connection of its own (a committed pathway is seen there as on the
+    /// step connection, and a batch's uncommitted rows are seen on neither).
     pub(crate) fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        self.with(|b| b.with_key(key))
+        match self {
+            Self::Sqlite {
+                backend, key_reads, ..
+            } => {
+                let mut conn = key_reads.lock();
+                if conn.is_none() {
+                    let (path, busy) = {
+                        let b = backend.lock();
+                        (b.path().to_owned(), b.busy_timeout())
+                    };
+                    *conn = Some(crate::store::open_side_connection(&path, busy)?);
+                }
+                let conn = conn.as_ref().expect("opened above");
+                crate::store::key_lookup(conn, key)
+            }
+            #[cfg(feature = "postgres")]
+            Self::Pg { .. } => self.with(|b| b.with_key(key)),
+        }
     }
 
     /// One pathway's row, definition digest and attempts, checked against its own ledger

@@ -34,7 +34,9 @@ pub(crate) use location::postgres_unsupported;
 pub use location::{is_postgres_location, shown_location};
 pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
-pub(crate) use sqlite::{SqliteBackend, open_side_connection, random_hex, renew_leases};
+pub(crate) use sqlite::{
+    SqliteBackend, key_lookup, open_side_connection, random_hex, renew_leases,
+};
 pub use verify::verify;
 pub(crate) use verify::{StoredRow, check_row, check_stored_row};
 
@@ -431,9 +433,10 @@ pub(crate) struct Step {
     pub(crate) at: i64,
 }
 
-/// The storage boundary the typestate layer writes through. Reads go through
-/// [`ReadStore`]; the ledger verifier and the idempotency-key lookup of `propose` read its
-/// connection directly (docs/architecture.md, "where SQL runs").
+/// The storage boundary the typestate layer writes and reads through; `runtime/store.rs`
+/// picks the store once. On SQLite, the idempotency-key lookup of `propose` runs on a
+/// connection of its own ([`key_lookup`]), so that it never waits behind a batch's sync
+/// (docs/architecture.md, "where SQL runs").
 pub(crate) trait Backend {
     /// Inserts a new pathway and its ledger events, atomically: the `proposed` event, then
     /// (when the admission is decided in the same step) the events that walk allowed

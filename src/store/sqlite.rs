@@ -13,6 +13,7 @@ use super::{
 mod checkpoint;
 pub(crate) mod rows;
 mod steps;
+pub(crate) use steps::key_lookup;
 
 /// `journal_size_limit`: the most a checkpointed WAL keeps on disk (4 MiB).
 const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;

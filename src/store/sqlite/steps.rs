@@ -100,13 +100,7 @@ impl Backend for SqliteBackend {
     }
 
     fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1",
-            )?
-            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
+        key_lookup(self.conn(), key)
     }
 
     fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
@@ -152,4 +146,15 @@ impl Backend for SqliteBackend {
         tx.commit()?;
         Ok(pin)
     }
+}
+
+/// The pathway stored under an idempotency key on `conn`: its id and definition digest.
+pub(crate) fn key_lookup(
+    conn: &rusqlite::Connection,
+    key: &str,
+) -> Result<Option<(String, String)>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT id, definition_digest FROM pathways WHERE idempotency_key = ?1")?
+        .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
 }
