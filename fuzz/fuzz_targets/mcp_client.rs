@@ -21,15 +21,13 @@
 //! response with another id, or over the limit, never completes a request.
 #![no_main]
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use rpr::jsonrpc::Message;
-use rpr::mcp::{McpClient, Reply, ServerCommand, Session, SessionConfig};
+use rpr::mcp::{McpClient, Reply, Session, SessionConfig};
+use rpr_fuzz::scripted::{Pipes, Progress, serve, split_chunks};
 use serde_json::{Value, json};
 
 /// The client's message limit: small, so that over-long lines are common.
@@ -39,58 +37,9 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 /// finds the connection broken at its first request starts the server again).
 const PAIRS: usize = 4;
 
-struct Pipes {
-    dir: PathBuf,
-}
-
-impl Pipes {
-    fn requests(&self, pair: usize) -> PathBuf {
-        self.dir.join(format!("req{pair}"))
-    }
-    fn replies(&self, pair: usize) -> PathBuf {
-        self.dir.join(format!("out{pair}"))
-    }
-    /// Frees every pair for the next run.
-    fn reset(&self) {
-        for pair in 0..PAIRS {
-            let _ = std::fs::remove_file(self.dir.join(format!("claim{pair}")));
-        }
-    }
-}
-
 fn pipes() -> &'static Pipes {
     static PIPES: OnceLock<Pipes> = OnceLock::new();
-    PIPES.get_or_init(|| {
-        // As in any Rust program: a write to a pipe whose reader is gone fails with EPIPE
-        // rather than killing the process (libFuzzer's `main` is not Rust's, which sets this).
-        // SAFETY: sets the disposition of one signal to "ignore".
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-        let pipes = Pipes {
-            dir: rpr_fuzz::stories::scratch("mcp-client"),
-        };
-        for pair in 0..PAIRS {
-            for path in [pipes.requests(pair), pipes.replies(pair)] {
-                let c =
-                    std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("a path");
-                // SAFETY: mkfifo on a NUL-terminated path.
-                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-            }
-        }
-        pipes
-    })
-}
-
-/// The server process: claims the first free pair (a file made with `noclobber`, which
-/// only one process can create), copies the pair's
-/// replies pipe to its stdout and its stdin to the pair's requests pipe.
-fn command(p: &Pipes) -> ServerCommand {
-    ServerCommand::new("/bin/sh")
-        .arg("-c")
-        .arg(
-            "set -C; for i in 0 1 2 3; do if { : >\"$0/claim$i\"; } 2>/dev/null; then \
-             cat \"$0/out$i\" & exec cat >\"$0/req$i\"; fi; done; exit 1",
-        )
-        .arg(&p.dir)
+    PIPES.get_or_init(|| Pipes::create("mcp-client", PAIRS))
 }
 
 fn config() -> SessionConfig {
@@ -101,96 +50,6 @@ fn config() -> SessionConfig {
     config.max_tool_pages = 3;
     config.transport.close_wait = Duration::from_secs(2);
     config
-}
-
-/// The server: for each server process in turn (each pair), answers each request line
-/// with the next chunk and a closing error reply, until `done`. Returns everything it
-/// wrote.
-fn serve(p: &Pipes, chunks: &[&[u8]], at: &AtomicUsize, done: &AtomicBool) -> Vec<u8> {
-    let mut written = Vec::new();
-    let mut next = chunks.iter();
-    for pair in 0..PAIRS {
-        at.store(pair, Ordering::SeqCst);
-        let requests = std::fs::File::open(p.requests(pair)).expect("a requests pipe");
-        if done.load(Ordering::SeqCst) {
-            break;
-        }
-        let mut replies = std::fs::OpenOptions::new()
-            .write(true)
-            .open(p.replies(pair))
-            .expect("a replies pipe");
-        for line in BufReader::new(requests).split(b'\n') {
-            let Ok(line) = line else { break };
-            let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(&line) else {
-                continue;
-            };
-            let (Some(id), true) = (request.get("id"), request.contains_key("method")) else {
-                continue;
-            };
-            let id = id.to_string();
-            let chunk = next.next().copied().unwrap_or_default();
-            let mut out = replace(chunk, b"\"$id\"", id.as_bytes());
-            out.push(b'\n');
-            out.extend_from_slice(
-                format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"fuzz: no reply"}}}}"#)
-                    .as_bytes(),
-            );
-            out.push(b'\n');
-            if replies.write_all(&out).is_err() {
-                break;
-            }
-            written.extend_from_slice(&out);
-        }
-    }
-    at.store(PAIRS, Ordering::SeqCst);
-    written
-}
-
-/// Ends `serve` once the client is done: it waits to open the requests pipe of the next
-/// pair, and is let through by this open (which succeeds only once it waits there).
-fn release(p: &Pipes, at: &AtomicUsize, done: &AtomicBool) {
-    use std::os::unix::fs::OpenOptionsExt;
-    done.store(true, Ordering::SeqCst);
-    loop {
-        let pair = at.load(Ordering::SeqCst);
-        if pair >= PAIRS {
-            return;
-        }
-        let opened = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(p.requests(pair));
-        if opened.is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
-fn replace(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(haystack.len());
-    let mut rest = haystack;
-    while !rest.is_empty() {
-        if rest.starts_with(from) {
-            out.extend_from_slice(to);
-            rest = &rest[from.len()..];
-        } else {
-            out.push(rest[0]);
-            rest = &rest[1..];
-        }
-    }
-    out
-}
-
-fn split_chunks(input: &[u8]) -> Vec<&[u8]> {
-    let mut chunks = Vec::new();
-    let mut rest = input;
-    while let Some(at) = rest.windows(3).position(|w| w == b"%%\n") {
-        chunks.push(&rest[..at]);
-        rest = &rest[at + 3..];
-    }
-    chunks.push(rest);
-    chunks
 }
 
 /// Whether the server wrote, on a line within the limit, a response to `id` that is `reply`.
@@ -243,7 +102,7 @@ fn wrote_broken(written: &[u8], id: i64, over: bool) -> bool {
 
 /// A bare session: one to three `tools/call` requests in turn. Returns what each returned.
 fn session_run(p: &Pipes, requests: usize) -> Vec<(i64, Result<Reply, String>)> {
-    let session = Session::start(&command(p), &config()).expect("the scripted server starts");
+    let session = Session::start(&p.command(), &config()).expect("the scripted server starts");
     let mut out = Vec::new();
     for n in 1..=requests {
         let params = json!({"name": "t", "arguments": {"n": n}});
@@ -259,7 +118,7 @@ fn session_run(p: &Pipes, requests: usize) -> Vec<(i64, Result<Reply, String>)> 
 
 /// A whole client: connect (probe and handshake), list the tools, call one.
 fn client_run(p: &Pipes) {
-    let Ok(client) = McpClient::connect(&command(p), &config()) else {
+    let Ok(client) = McpClient::connect(&p.command(), &config()) else {
         return;
     };
     let _ = client.list_tools();
@@ -274,16 +133,21 @@ fuzz_target!(|input: &[u8]| {
     let p = pipes();
     p.reset();
     let chunks = split_chunks(rest);
-    let (at, done) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let progress = Progress::default();
     std::thread::scope(|scope| {
-        let server = scope.spawn(|| serve(p, &chunks, &at, &done));
+        let server = scope.spawn(|| {
+            let mut next = chunks.iter();
+            serve(p, &progress, |_| {
+                next.next().copied().unwrap_or_default().to_vec()
+            })
+        });
         let replies = if mode % 2 == 0 {
             session_run(p, 1 + usize::from(mode / 2) % 3)
         } else {
             client_run(p);
             Vec::new()
         };
-        release(p, &at, &done);
+        progress.release(p);
         let written = server.join().expect("the server thread");
         for (id, reply) in replies {
             match reply {
