@@ -206,7 +206,7 @@ impl Store {
                 crate::store::key_lookup(conn, key)
             }
             #[cfg(feature = "postgres")]
-            Self::Pg { .. } => self.with(|b| b.with_key(key)),
+            Self::Pg { backend, .. } => Ok(backend.with_key(key)?),
         }
     }
 

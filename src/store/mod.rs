@@ -493,8 +493,6 @@ pub(crate) trait Backend {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PathwayRecord>, StoreError>;
-    /// The pathway stored under an idempotency key: its id and definition digest.
-    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError>;
     /// One pathway's row, definition digest and attempts, checked against its own ledger
     /// events, in one read snapshot; `None` if there is no such pathway.
     fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError>;

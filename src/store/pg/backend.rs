@@ -120,10 +120,6 @@ impl Backend for PgBackend {
         Ok(PgBackend::list_unresolved(self, after, limit)?)
     }
 
-    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        Ok(PgBackend::with_key(self, key)?)
-    }
-
     fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
         Ok(PgBackend::read_checked(self, id)?)
     }

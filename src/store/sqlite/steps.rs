@@ -99,10 +99,6 @@ impl Backend for SqliteBackend {
         self.reader().list_unresolved(after, limit)
     }
 
-    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        key_lookup(self.conn(), key)
-    }
-
     fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
         self.reader().snapshot(|r| {
             if rules::check_pathway(&mut SqliteRows(r.conn()), id, false)?.is_none() {
