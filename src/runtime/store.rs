@@ -104,9 +104,7 @@ impl Store {
         match self {
             Self::Sqlite {
                 backend, batcher, ..
-            } => {
-                batcher.write(backend, synced, move |b: &SqliteBackend| op(b))
-            }
+            } => batcher.write(backend, synced, move |b: &SqliteBackend| op(b)),
             #[cfg(feature = "postgres")]
             Self::Pg {
                 backend,
