@@ -163,7 +163,7 @@ impl Batcher {
     /// Takes a connection, then the queue, and writes it as one batch.
     fn lead(&self, backend: &PgBackend) {
         let conn = backend.pool.take(false);
-        let batch = Carried(std::mem::take(&mut self.queue.lock().waiting));
+        let mut batch = Carried(std::mem::take(&mut self.queue.lock().waiting));
         if batch.0.is_empty() {
             return;
         }
@@ -176,6 +176,11 @@ impl Batcher {
                 Vec::new()
             }
         };
+        // A step put back is no longer this batch's: it gets no result here (not even the
+        // abandoned batch's error, as `Carried` would give it), only in a later batch.
+        batch
+            .0
+            .retain(|slot| !deferred.iter().any(|d| Arc::ptr_eq(d, slot)));
         for slot in &batch.0 {
             let mut slot = slot.lock();
             if slot.result.is_none() {

@@ -1474,3 +1474,75 @@ fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
     );
     assert_verifies(&b);
 }
+
+/// A later step of a batch whose pathway's row another transaction holds is put back for
+/// the next batch (`NOWAIT`), and its caller waits for that batch: it gets no result from
+/// the batch that put it back, and its step is applied once, after the row is free, while
+/// the batch's other steps commit without it.
+#[test]
+fn a_step_put_back_by_its_batch_waits_for_the_next_and_is_applied_once() {
+    fn step(pw: &Pw, attempt: &str) -> Step {
+        start_step(pw, attempt, 1, None, "host", 60_000, wall_ms())
+    }
+    let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
+    let s = Schema::new("group_commit_defer");
+    let b = s.open();
+    b.set_lock_timeout(Duration::from_secs(30)).unwrap();
+    let held: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("lead{i}"))).collect();
+    let free: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("free{i}"))).collect();
+    let busy = propose(&b, "busy");
+    let lock = |ids: &[&str]| {
+        let mut c = Client::connect(&url(), NoTls).unwrap();
+        c.batch_execute("SET idle_in_transaction_session_timeout = '60s'")
+            .unwrap();
+        let list = ids
+            .iter()
+            .map(|id| format!("'{id}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        c.batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM {0}.pathways WHERE id IN ({list}) FOR UPDATE",
+            s.name
+        ))
+        .unwrap();
+        c
+    };
+    let mut leaders_lock = lock(&[&held[0].id, &held[1].id]);
+    let mut busy_lock = lock(&[&busy.id]);
+    let (b, free, busy) = (&b, &free, &busy);
+    std::thread::scope(|scope| {
+        let leaders: Vec<_> = held
+            .iter()
+            .enumerate()
+            .map(|(i, pw)| scope.spawn(move || b.apply(step(pw, &format!("at_lead{i}")))))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let first = scope.spawn(move || b.apply(step(&free[0], "at_free0")));
+        std::thread::sleep(Duration::from_millis(50));
+        let put_back = scope.spawn(move || b.apply(step(busy, "at_busy")));
+        std::thread::sleep(Duration::from_millis(50));
+        let third = scope.spawn(move || b.apply(step(&free[1], "at_free1")));
+        std::thread::sleep(Duration::from_millis(300));
+        // The leaders go on; the next batch is the three queued steps, and the busy one,
+        // second in it, is put back.
+        leaders_lock.batch_execute("ROLLBACK").unwrap();
+        for leader in leaders {
+            leader.join().unwrap().expect("a leader's step");
+        }
+        first.join().unwrap().expect("the first queued step");
+        third.join().unwrap().expect("the third queued step");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !put_back.is_finished(),
+            "the step put back waits for its row, with no result from the batch that put it back"
+        );
+        assert_eq!(b.attempts(&busy.id).unwrap().len(), 0, "not applied yet");
+        busy_lock.batch_execute("ROLLBACK").unwrap();
+        put_back
+            .join()
+            .unwrap()
+            .expect("the step put back, once its row is free");
+    });
+    assert_eq!(b.attempts(&busy.id).unwrap().len(), 1, "applied once");
+    assert_verifies(b);
+}
