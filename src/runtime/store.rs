@@ -33,6 +33,8 @@ pub(crate) enum Store {
         /// first use: it never waits for the step connection while a batch is being
         /// written and synced.
         key_reads: parking_lot::Mutex<Option<rusqlite::Connection>>,
+        /// The backend's kept replays, whose use `stats` counts without the step lock.
+        replays: std::sync::Arc<crate::store::replays::Replays>,
     },
     /// A pool of PostgreSQL connections; steps go through its group commit (`store::pg`).
     #[cfg(feature = "postgres")]
@@ -52,6 +54,7 @@ pub(crate) enum Store {
 impl Store {
     pub(crate) fn sqlite(backend: SqliteBackend) -> Self {
         Self::Sqlite {
+            replays: backend.replays(),
             backend: Box::new(ReentrantMutex::new(backend)),
             batcher: Batcher::default(),
             key_reads: parking_lot::Mutex::new(None),
@@ -130,17 +133,23 @@ impl Store {
 
     pub(crate) fn stats(&self) -> WriteStats {
         match self {
-            Self::Sqlite { batcher, .. } => batcher.stats(),
+            Self::Sqlite {
+                batcher, replays, ..
+            } => WriteStats {
+                reused_replays: replays.used_count(),
+                ..batcher.stats()
+            },
             #[cfg(feature = "postgres")]
             Self::Pg {
                 backend, submitted, ..
             } => {
-                let (steps, commits) = backend.batch_stats();
+                let (steps, commits, reused_replays) = backend.batch_stats();
                 WriteStats {
                     submitted: submitted.load(Ordering::Relaxed),
                     steps,
                     commits,
                     unsynced_commits: 0,
+                    reused_replays,
                 }
             }
         }

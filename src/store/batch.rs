@@ -43,6 +43,9 @@ pub struct WriteStats {
     /// Commits without a sync of their own: batches made only of steps of read-only
     /// pathways under [`ReadDurability::ProcessCrashSafe`]. Their steps count in `steps`.
     pub unsynced_commits: u64,
+    /// Steps whose pathway check used the replay the pathway's previous step in this runtime
+    /// left, instead of reading and replaying its events (`store::replays`).
+    pub reused_replays: u64,
 }
 
 /// How the steps of *read-only* pathways are committed ([`crate::RuntimeBuilder::read_durability`]).
@@ -371,6 +374,7 @@ impl Batcher {
             steps: self.steps.load(Ordering::Relaxed),
             commits: self.commits.load(Ordering::Relaxed),
             unsynced_commits: self.unsynced_commits.load(Ordering::Relaxed),
+            reused_replays: 0,
         }
     }
 }

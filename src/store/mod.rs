@@ -21,6 +21,7 @@ mod location;
 pub mod pg;
 pub(crate) mod pins;
 mod read;
+pub(crate) mod replays;
 pub(crate) mod rows;
 pub(crate) mod rules;
 mod sqlite;

@@ -67,6 +67,8 @@ pub(crate) trait Rows {
     fn pathway(&mut self, id: &str, lock: bool) -> Result<Option<Stored>, StoreError>;
     /// The pathway's ledger events, in order.
     fn events(&mut self, pathway: &str) -> Result<Vec<EventRow>, StoreError>;
+    /// The pathway's last ledger event: its `seq` and `hash`.
+    fn last_event(&mut self, pathway: &str) -> Result<Option<(i64, String)>, StoreError>;
     /// The pathway's attempts, in order of `seq`.
     fn attempts(&mut self, pathway: &str) -> Result<Vec<RawAttempt>, StoreError>;
     /// The pathway's approvals.

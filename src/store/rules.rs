@@ -17,8 +17,9 @@
 
 use serde_json::json;
 
-use super::check::{RawAttempt, Replay};
+use super::check::{Finding, RawAttempt, Replay};
 use super::event::{Event, Reading};
+use super::replays::{Kept, Replays};
 use super::rows::{EventRow, Move, NewAttempt, Rows, Stored};
 use super::{ApprovalWrite, AttemptWrite, EventDraft, Grant, NewPathway, Step, StoreError, late};
 use crate::ledger::{ProblemKind, chain_hash};
@@ -70,27 +71,67 @@ fn check_new_edges(state: State, events: &[EventDraft]) -> Result<(), StoreError
 }
 
 /// A pathway as a step found it, after [`check_pathway`]: its row, what its events
-/// establish, and its attempts in order.
+/// establish, its attempts in order, and its last event (`seq`, `hash`).
 pub(crate) struct Checked {
     pub(crate) stored: Stored,
     pub(crate) replay: Replay,
     pub(crate) attempts: Vec<RawAttempt>,
+    pub(crate) last: Option<(i64, String)>,
 }
 
 /// Checks one pathway's rows against its own events (each event's own hash, the replay,
 /// every row), inside whatever unit `rows` is. `Ok(None)` when there is no such pathway;
 /// [`StoreError::Unexplained`] with the first finding when they disagree. With `lock`, the
 /// pathway's row stays locked for the rest of the unit (see [`Rows::pathway`]).
+///
+/// With `replays`, the replay the pathway's previous step left is used instead of its
+/// events when the stored version and the last stored event are the ones it was left
+/// under ([`super::replays`]); the rows are compared with it either way.
 pub(crate) fn check_pathway(
     rows: &mut impl Rows,
     id: &str,
     lock: bool,
+    replays: Option<&Replays>,
 ) -> Result<Option<Checked>, StoreError> {
     let Some(stored) = rows.pathway(id, lock)? else {
         return Ok(None);
     };
     let mut findings = Vec::new();
+    let (replay, last) = match replays.and_then(|r| r.take(id)) {
+        Some(kept)
+            if kept.version == stored.version
+                && rows.last_event(id)?.as_ref() == Some(&kept.last) =>
+        {
+            replays.map(Replays::used);
+            (kept.replay, Some(kept.last))
+        }
+        _ => replay_events(rows, id, &mut findings)?,
+    };
+    let attempts = rows.attempts(id)?;
+    let approvals = rows.approvals(id)?;
+    replay.check_rows(&stored.row, &attempts, &approvals, &mut findings);
+    match findings.into_iter().next() {
+        None => Ok(Some(Checked {
+            stored,
+            replay,
+            attempts,
+            last,
+        })),
+        Some((_, detail)) => Err(StoreError::Unexplained {
+            pathway: id.to_owned(),
+            detail,
+        }),
+    }
+}
+
+/// Reads, hashes and replays every event of the pathway: the replay and the last event.
+fn replay_events(
+    rows: &mut impl Rows,
+    id: &str,
+    findings: &mut Vec<Finding>,
+) -> Result<(Replay, Option<(i64, String)>), StoreError> {
     let mut replay = Replay::default();
+    let mut last = None;
     for row in rows.events(id)? {
         if chain_hash(&row.prev_hash, &row.text) != row.hash {
             findings.push((
@@ -116,21 +157,42 @@ pub(crate) fn check_pathway(
                 format!("event {} names another pathway", row.seq),
             ));
         }
+        replay.event(&event, findings);
+        last = Some((row.seq, row.hash));
+    }
+    Ok((replay, last))
+}
+
+/// Leaves the pathway's replay, with the events just `written` folded in, for its next
+/// step ([`super::replays`]). Nothing is left if an event does not fold cleanly.
+fn leave(
+    replays: Option<&Replays>,
+    pathway: &str,
+    version: i64,
+    mut replay: Replay,
+    last: Option<(i64, String)>,
+    written: &[EventRow],
+) {
+    let Some(replays) = replays else {
+        return;
+    };
+    let mut findings = Vec::new();
+    for row in written {
+        let Reading::Canonical(event) = Event::read(&row.text) else {
+            return;
+        };
         replay.event(&event, &mut findings);
     }
-    let attempts = rows.attempts(id)?;
-    let approvals = rows.approvals(id)?;
-    replay.check_rows(&stored.row, &attempts, &approvals, &mut findings);
-    match findings.into_iter().next() {
-        None => Ok(Some(Checked {
-            stored,
-            replay,
-            attempts,
-        })),
-        Some((_, detail)) => Err(StoreError::Unexplained {
-            pathway: id.to_owned(),
-            detail,
-        }),
+    let last = written.last().map(|r| (r.seq, r.hash.clone())).or(last);
+    if let (true, Some(last)) = (findings.is_empty(), last) {
+        replays.keep(
+            pathway,
+            Kept {
+                version,
+                last,
+                replay,
+            },
+        );
     }
 }
 
@@ -139,19 +201,32 @@ pub(crate) fn insert(
     rows: &mut impl Rows,
     new: &NewPathway,
     events: Vec<EventDraft>,
+    replays: Option<&Replays>,
 ) -> Result<(), StoreError> {
     check_new_edges(new.state, &events)?;
     rows.insert_pathway(new)?;
-    append(rows, &new.id, new.at, events)?;
+    let (_, written) = append_rows(rows, &new.id, new.at, events)?;
+    leave(
+        replays,
+        &new.id,
+        new.version,
+        Replay::default(),
+        None,
+        &written,
+    );
     Ok(())
 }
 
 /// One step; the new version. A [`StoreError::Fenced`] refusal has written its record and
 /// must be committed; every other error must be rolled back.
-pub(crate) fn apply(rows: &mut impl Rows, step: Step) -> Result<i64, StoreError> {
+pub(crate) fn apply(
+    rows: &mut impl Rows,
+    step: Step,
+    replays: Option<&Replays>,
+) -> Result<i64, StoreError> {
     check_edges(&step)?;
     // The rows this step relies on must be the ones the chain explains.
-    let Some(found) = check_pathway(rows, &step.pathway, true)? else {
+    let Some(found) = check_pathway(rows, &step.pathway, true, replays)? else {
         return Err(StoreError::NoSuchPathway(step.pathway));
     };
     refuse_late_outcome(rows, &step, &found)?;
@@ -223,8 +298,17 @@ pub(crate) fn apply(rows: &mut impl Rows, step: Step) -> Result<i64, StoreError>
         Some(ApprovalWrite::RevokeOutstanding) => rows.revoke_approvals(&step.pathway, step.at)?,
         None => {}
     }
-    append(rows, &step.pathway, step.at, step.events)?;
-    Ok(step.expected_version + 1)
+    let version = step.expected_version + 1;
+    let (_, written) = append_rows(rows, &step.pathway, step.at, step.events)?;
+    leave(
+        replays,
+        &step.pathway,
+        version,
+        found.replay,
+        found.last,
+        &written,
+    );
+    Ok(version)
 }
 
 /// At most once (brief §11): a new attempt only after the previous one certainly did not
@@ -296,8 +380,12 @@ fn refuse_late_outcome(
 
 /// Records a granted approval (and its ledger event) without changing state, provided the
 /// pathway is still in `expected` at `version` with the fence's digests.
-pub(crate) fn grant(rows: &mut impl Rows, grant: Grant) -> Result<(), StoreError> {
-    let Some(found) = check_pathway(rows, &grant.pathway, true)? else {
+pub(crate) fn grant(
+    rows: &mut impl Rows,
+    grant: Grant,
+    replays: Option<&Replays>,
+) -> Result<(), StoreError> {
+    let Some(found) = check_pathway(rows, &grant.pathway, true, replays)? else {
         return Err(StoreError::NoSuchPathway(grant.pathway));
     };
     // Fenced like every step: a stale handle must not record a grant for a stage the
@@ -321,7 +409,15 @@ pub(crate) fn grant(rows: &mut impl Rows, grant: Grant) -> Result<(), StoreError
         &grant.approver,
         grant.at,
     )?;
-    append(rows, &grant.pathway, grant.at, vec![grant.event])?;
+    let (_, written) = append_rows(rows, &grant.pathway, grant.at, vec![grant.event])?;
+    leave(
+        replays,
+        &grant.pathway,
+        found.stored.version,
+        found.replay,
+        found.last,
+        &written,
+    );
     Ok(())
 }
 
@@ -356,9 +452,19 @@ pub(crate) fn append(
     at: i64,
     events: Vec<EventDraft>,
 ) -> Result<i64, StoreError> {
+    Ok(append_rows(rows, pathway, at, events)?.0)
+}
+
+/// [`append`], returning the rows written as well.
+fn append_rows(
+    rows: &mut impl Rows,
+    pathway: &str,
+    at: i64,
+    events: Vec<EventDraft>,
+) -> Result<(i64, Vec<EventRow>), StoreError> {
     let (mut seq, mut prev) = rows.head()?;
     if events.is_empty() {
-        return Ok(seq);
+        return Ok((seq, Vec::new()));
     }
     let mut chained = Vec::with_capacity(events.len());
     for draft in events {
@@ -373,5 +479,5 @@ pub(crate) fn append(
         });
     }
     rows.append_events(pathway, &chained)?;
-    Ok(seq)
+    Ok((seq, chained))
 }

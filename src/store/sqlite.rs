@@ -44,6 +44,8 @@ pub(crate) struct SqliteBackend {
     solo: std::cell::Cell<bool>,
     /// Whether `synchronous` is `FULL` now (see [`SqliteBackend::set_synced`]).
     synced: std::cell::Cell<bool>,
+    /// The replays steps leave for their pathways' next steps (`store::replays`).
+    pub(super) replays: std::sync::Arc<super::replays::Replays>,
 }
 
 /// A new database identity: 16 bytes from the system's random source, in hex.
@@ -188,6 +190,11 @@ impl SqliteBackend {
     /// keeping the `-wal` and `-shm` files when it closes ([`keep_wal_files`]), and migrates
     /// it to [`SCHEMA_VERSION`]. A database that holds anything but rpr's tables is refused
     /// ([`StoreError::NotRprDatabase`]) before anything is written to it.
+    /// The replays this backend's steps leave (`store::replays`), to count their use.
+    pub(crate) fn replays(&self) -> std::sync::Arc<super::replays::Replays> {
+        std::sync::Arc::clone(&self.replays)
+    }
+
     pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(busy_timeout)?;
@@ -227,6 +234,7 @@ impl SqliteBackend {
             database_id: String::new(),
             solo: std::cell::Cell::new(false),
             synced: std::cell::Cell::new(true),
+            replays: std::sync::Arc::default(),
         };
         backend.migrate(&path.display().to_string())?;
         backend.database_id = backend

@@ -86,7 +86,7 @@ impl Backend for PgBackend {
     }
 
     fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
-        let found = self.read(|tx| Ok(rules::check_pathway(&mut PgRows(tx), id, false)?))?;
+        let found = self.read(|tx| Ok(rules::check_pathway(&mut PgRows(tx), id, false, None)?))?;
         found
             .map(|found| found.replay)
             .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))

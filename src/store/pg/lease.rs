@@ -35,7 +35,7 @@ impl PgBackend {
             State::WriteStatusUnknown
         };
         self.write(|tx| {
-            let found = rules::check_pathway(&mut PgRows(tx), pathway, true)?
+            let found = rules::check_pathway(&mut PgRows(tx), pathway, true, None)?
                 .ok_or_else(|| StoreError::NoSuchPathway(pathway.to_owned()))?;
             let (state, version) = (found.stored.row.state, found.stored.version);
             let row = tx.query_opt(

@@ -99,6 +99,8 @@ use db_clock_ms;
 pub struct PgBackend {
     pool: pool::Pool,
     batcher: batch::Batcher,
+    /// The replays steps leave for their pathways' next steps (`store::replays`).
+    replays: std::sync::Arc<crate::store::replays::Replays>,
     database_id: String,
     schema: Option<String>,
 }
@@ -172,6 +174,7 @@ impl PgBackend {
         Ok(Self {
             pool: pool::Pool::new(client, url, schema, read_only, database_id.clone()),
             batcher: batch::Batcher::default(),
+            replays: std::sync::Arc::default(),
             database_id,
             schema: schema.map(str::to_owned),
         })

@@ -192,7 +192,7 @@ impl PgBackend {
         id: &str,
     ) -> Result<Option<(PathwayRecord, String, Vec<AttemptRecord>)>, PgError> {
         self.read(|tx| {
-            if rules::check_pathway(&mut super::rows::PgRows(tx), id, false)?.is_none() {
+            if rules::check_pathway(&mut super::rows::PgRows(tx), id, false, None)?.is_none() {
                 return Ok(None);
             }
             let Some(record) = pathway_tx(tx, id)? else {

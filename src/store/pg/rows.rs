@@ -66,6 +66,18 @@ impl Rows for PgRows<'_, '_> {
             .collect())
     }
 
+    fn last_event(&mut self, pathway: &str) -> Result<Option<(i64, String)>, StoreError> {
+        Ok(self
+            .0
+            .query(
+                "SELECT seq, hash FROM ledger WHERE pathway_id = $1 ORDER BY seq DESC LIMIT 1",
+                &[&pathway],
+            )
+            .map_err(err)?
+            .first()
+            .map(|r| (r.get(0), r.get(1))))
+    }
+
     fn attempts(&mut self, pathway: &str) -> Result<Vec<RawAttempt>, StoreError> {
         Ok(self
             .0

@@ -4,6 +4,8 @@
 //! The first thing a step does is lock its pathway's row (`SELECT … FOR UPDATE`): steps on
 //! one pathway, from any machine, run one after the other.
 
+use std::sync::Arc;
+
 use super::rows::PgRows;
 use super::{PgBackend, Tx};
 use crate::store::{EventDraft, Grant, NewPathway, Step, StoreError, rules};
@@ -17,8 +19,9 @@ impl PgBackend {
         events: Vec<EventDraft>,
     ) -> Result<(), StoreError> {
         let new = new.clone();
+        let replays = Arc::clone(&self.replays);
         self.in_batch(move |tx| {
-            rules::insert(&mut PgRows(tx), &new, events.clone())?;
+            rules::insert(&mut PgRows(tx), &new, events.clone(), Some(&replays))?;
             Ok(0)
         })
         .map(drop)
@@ -28,7 +31,8 @@ impl PgBackend {
     /// `store::rules::apply`).
     pub(crate) fn apply(&self, step: Step) -> Result<i64, StoreError> {
         rules::check_edges(&step)?;
-        self.in_batch(move |tx| rules::apply(&mut PgRows(tx), step.clone()))
+        let replays = Arc::clone(&self.replays);
+        self.in_batch(move |tx| rules::apply(&mut PgRows(tx), step.clone(), Some(&replays)))
     }
 
     /// Inserts a new pathway and applies its first step in **one** transaction: a refused
@@ -41,27 +45,30 @@ impl PgBackend {
     ) -> Result<i64, StoreError> {
         rules::check_edges(&step)?;
         let new = new.clone();
+        let replays = Arc::clone(&self.replays);
         self.in_batch(move |tx| {
             let mut rows = PgRows(tx);
-            rules::insert(&mut rows, &new, events.clone())?;
-            rules::apply(&mut rows, step.clone())
+            rules::insert(&mut rows, &new, events.clone(), Some(&replays))?;
+            rules::apply(&mut rows, step.clone(), Some(&replays))
         })
     }
 
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` with these digests.
     pub(crate) fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
+        let replays = Arc::clone(&self.replays);
         self.in_batch(move |tx| {
-            rules::grant(&mut PgRows(tx), grant.clone())?;
+            rules::grant(&mut PgRows(tx), grant.clone(), Some(&replays))?;
             Ok(0)
         })
         .map(drop)
     }
 
-    /// Steps made durable and the commits that carried them (see `batch.rs`).
-    pub(crate) fn batch_stats(&self) -> (u64, u64) {
+    /// Steps made durable, the commits that carried them (see `batch.rs`), and the steps
+    /// whose check used a kept replay (`store::replays`).
+    pub(crate) fn batch_stats(&self) -> (u64, u64, u64) {
         let stats = self.batcher.stats();
-        (stats.steps, stats.commits)
+        (stats.steps, stats.commits, self.replays.used_count())
     }
 
     /// Runs one step's writes in a group commit (`batch.rs`): its own savepoint in a

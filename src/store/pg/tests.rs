@@ -1275,7 +1275,7 @@ fn concurrent_steps_share_commits_and_form_one_chain() {
     });
     // whole_call: the pathway (with its admission), then two steps.
     let steps = u64::try_from(threads * calls * 3).unwrap();
-    let (done, commits) = b.batch_stats();
+    let (done, commits, _) = b.batch_stats();
     assert_eq!(done, steps, "every step durable");
     assert!(
         commits < steps,

@@ -47,6 +47,16 @@ impl Rows for SqliteRows<'_> {
             .collect::<Result<_, _>>()?)
     }
 
+    fn last_event(&mut self, pathway: &str) -> Result<Option<(i64, String)>, StoreError> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT seq, hash FROM ledger WHERE pathway_id = ?1 ORDER BY seq DESC LIMIT 1",
+            )?
+            .query_row(params![pathway], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
     fn attempts(&mut self, pathway: &str) -> Result<Vec<RawAttempt>, StoreError> {
         Ok(self
             .0

@@ -15,13 +15,13 @@ use super::{DB_NOW_MS, SqliteBackend, Unit};
 impl Backend for SqliteBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         let tx = Unit::begin(self)?;
-        rules::insert(&mut SqliteRows(&tx), &new, events)?;
+        rules::insert(&mut SqliteRows(&tx), &new, events, Some(&self.replays))?;
         tx.commit()
     }
 
     fn apply(&self, step: Step) -> Result<i64, StoreError> {
         let tx = Unit::begin(self)?;
-        match rules::apply(&mut SqliteRows(&tx), step) {
+        match rules::apply(&mut SqliteRows(&tx), step, Some(&self.replays)) {
             // Refused, and the refusal recorded: kept (the batch commits it too).
             Err(fenced @ StoreError::Fenced { .. }) => {
                 tx.commit()?;
@@ -44,15 +44,15 @@ impl Backend for SqliteBackend {
         // One unit: a refused step leaves no pathway behind.
         let tx = Unit::begin(self)?;
         let mut rows = SqliteRows(&tx);
-        rules::insert(&mut rows, &new, events)?;
-        let version = rules::apply(&mut rows, step)?;
+        rules::insert(&mut rows, &new, events, Some(&self.replays))?;
+        let version = rules::apply(&mut rows, step, Some(&self.replays))?;
         tx.commit()?;
         Ok(version)
     }
 
     fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
         let tx = Unit::begin(self)?;
-        rules::grant(&mut SqliteRows(&tx), grant)?;
+        rules::grant(&mut SqliteRows(&tx), grant, Some(&self.replays))?;
         tx.commit()
     }
 
@@ -62,7 +62,7 @@ impl Backend for SqliteBackend {
 
     fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Deferred)?;
-        let found = rules::check_pathway(&mut SqliteRows(&tx), id, false)?;
+        let found = rules::check_pathway(&mut SqliteRows(&tx), id, false, None)?;
         tx.commit()?;
         found
             .map(|found| found.replay)
@@ -101,7 +101,7 @@ impl Backend for SqliteBackend {
 
     fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
         self.reader().snapshot(|r| {
-            if rules::check_pathway(&mut SqliteRows(r.conn()), id, false)?.is_none() {
+            if rules::check_pathway(&mut SqliteRows(r.conn()), id, false, None)?.is_none() {
                 return Ok(None);
             }
             let Some(record) = r.pathway(id)? else {
