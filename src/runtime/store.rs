@@ -8,14 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::ReentrantMutex;
 
-#[cfg(feature = "postgres")]
-use crate::store::ReadStore;
 use crate::store::batch::Batcher;
+use crate::store::check::Replay;
 #[cfg(feature = "postgres")]
 use crate::store::pg::PgBackend;
 use crate::store::{
-    AttemptRecord, Backend, Checked, LedgerRow, PathwayRecord, SqliteBackend, StoreError,
-    WriteStats,
+    AttemptRecord, Backend, Checked, LedgerRow, PathwayRecord, ReadStore, Reads, SqliteBackend,
+    StoreError, WriteStats,
 };
 
 /// The least time the server lets a PostgreSQL runtime's session sit idle inside a
@@ -29,10 +28,9 @@ pub(crate) enum Store {
     Sqlite {
         backend: Box<ReentrantMutex<SqliteBackend>>,
         batcher: Batcher,
-        /// A connection of its own for the idempotency-key read of `propose`, opened on
-        /// first use: it never waits for the step connection while a batch is being
-        /// written and synced.
-        key_reads: parking_lot::Mutex<Option<rusqlite::Connection>>,
+        /// The callers' reads ([`Store::reads`]): a connection of their own, opened on
+        /// first use.
+        reads: parking_lot::Mutex<Option<ReadStore>>,
         /// The backend's kept replays, whose use `stats` counts without the step lock.
         replays: std::sync::Arc<crate::store::replays::Replays>,
     },
@@ -57,7 +55,7 @@ impl Store {
             replays: backend.replays(),
             backend: Box::new(ReentrantMutex::new(backend)),
             batcher: Batcher::default(),
-            key_reads: parking_lot::Mutex::new(None),
+            reads: parking_lot::Mutex::new(None),
         }
     }
 
@@ -164,24 +162,53 @@ impl Store {
         }
     }
 
+    /// Runs `f` on the callers' reads. On SQLite they have a connection of their own,
+    /// opened on first use, so a read never waits for the step connection while a batch is
+    /// written and synced (a committed step is seen there as on the step connection, and a
+    /// batch's uncommitted rows are seen on neither); a database in memory has only its
+    /// step connection. On PostgreSQL they run on the pool.
+    pub(crate) fn reads<T>(
+        &self,
+        f: impl FnOnce(&dyn Reads) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match self {
+            Self::Sqlite { backend, reads, .. } => {
+                let mut side = reads.lock();
+                if side.is_none() {
+                    let b = backend.lock();
+                    if b.path().as_os_str() == ":memory:" {
+                        return f(b.reader());
+                    }
+                    *side = Some(ReadStore::from_sqlite(crate::store::open_read_connection(
+                        b.path(),
+                        b.busy_timeout(),
+                    )?));
+                }
+                f(side.as_ref().expect("opened above"))
+            }
+            #[cfg(feature = "postgres")]
+            Self::Pg { backend, .. } => f(&**backend),
+        }
+    }
+
     /// One pathway's row.
     pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
-        self.with(|b| b.pathway_record(id))
+        self.reads(|r| r.pathway_record(id))
     }
 
     /// One pathway's attempts, oldest first.
     pub(crate) fn attempts(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
-        self.with(|b| b.attempt_records(id))
+        self.reads(|r| r.attempt_records(id))
     }
 
     /// A page of the global ledger with `seq > after`, in order.
     pub(crate) fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
-        self.with(|b| b.ledger_page(after, limit))
+        self.reads(|r| r.ledger_page(after, limit))
     }
 
     /// One pathway's ledger events, oldest first.
     pub(crate) fn events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
-        self.with(|b| b.pathway_events(id))
+        self.reads(|r| r.pathway_events(id))
     }
 
     /// A page of unresolved pathways after `after`, by id.
@@ -190,37 +217,24 @@ impl Store {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PathwayRecord>, StoreError> {
-        self.with(|b| b.unresolved(after, limit))
+        self.reads(|r| r.unresolved(after, limit))
     }
 
-    /// The pathway stored under an idempotency key: its id and definition digest. On
-    /// SQLite, read on a connection of its own (a committed pathway is seen there as on the
-    /// step connection, and a batch's uncommitted rows are seen on neither).
+    /// The pathway stored under an idempotency key: its id and definition digest.
     pub(crate) fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
-        match self {
-            Self::Sqlite {
-                backend, key_reads, ..
-            } => {
-                let mut conn = key_reads.lock();
-                if conn.is_none() {
-                    let (path, busy) = {
-                        let b = backend.lock();
-                        (b.path().to_owned(), b.busy_timeout())
-                    };
-                    *conn = Some(crate::store::open_side_connection(&path, busy)?);
-                }
-                let conn = conn.as_ref().expect("opened above");
-                crate::store::key_lookup(conn, key)
-            }
-            #[cfg(feature = "postgres")]
-            Self::Pg { backend, .. } => Ok(backend.with_key(key)?),
-        }
+        self.reads(|r| r.with_key(key))
+    }
+
+    /// One pathway's rows checked against its own ledger events, in one read snapshot:
+    /// what its events establish.
+    pub(crate) fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
+        self.reads(|r| r.check_pathway(id))
     }
 
     /// One pathway's row, definition digest and attempts, checked against its own ledger
     /// events, in one read snapshot. [`StoreError::NoSuchPathway`] if there is none.
     pub(crate) fn read_checked(&self, id: &str) -> Result<Checked, StoreError> {
-        self.with(|b| b.read_checked(id))?
+        self.reads(|r| r.read_checked(id))?
             .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
     }
 
@@ -229,6 +243,63 @@ impl Store {
         &self,
         known_head: Option<&str>,
     ) -> Result<crate::ledger::Report, StoreError> {
-        self.with(|b| b.verify_all(known_head))
+        self.reads(|r| r.verify_all(known_head))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::Store;
+    use crate::store::{SqliteBackend, StoreError};
+
+    /// The leader of a batch holds the step connection while it writes and syncs; a
+    /// caller's read must not wait for it (issue 27, item 2).
+    #[test]
+    fn a_callers_reads_do_not_wait_for_the_step_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::sqlite(
+            SqliteBackend::open(&dir.path().join("r.db"), Duration::from_secs(5)).unwrap(),
+        );
+        let Store::Sqlite { backend, .. } = &store else {
+            unreachable!()
+        };
+        assert_eq!(store.pathway("pw_none").unwrap(), None, "opens the reads");
+        let (held_tx, held_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let _step_connection = backend.lock();
+                held_tx.send(()).unwrap();
+                let _ = release_rx.recv_timeout(Duration::from_secs(30));
+            });
+            held_rx.recv().unwrap();
+            let store = &store;
+            s.spawn(move || {
+                let reads = (
+                    store.pathway("pw_none").map(|p| p.is_none()),
+                    store.attempts("pw_none").map(|a| a.is_empty()),
+                    store.events("pw_none").map(|e| e.is_empty()),
+                    store.ledger(0, 10).map(|l| l.is_empty()),
+                    store.unresolved(None, 10).map(|u| u.is_empty()),
+                    store.with_key("k").map(|k| k.is_none()),
+                    matches!(
+                        store.read_checked("pw_none"),
+                        Err(StoreError::NoSuchPathway(_))
+                    ),
+                    store.verify(None).map(|r| r.is_ok()),
+                );
+                done_tx.send(format!("{reads:?}")).unwrap();
+            });
+            let done = done_rx.recv_timeout(Duration::from_secs(10));
+            release_tx.send(()).unwrap();
+            assert_eq!(
+                done.expect("the reads waited for the step connection"),
+                "(Ok(true), Ok(true), Ok(true), Ok(true), Ok(true), Ok(true), true, Ok(true))"
+            );
+        });
     }
 }

@@ -137,7 +137,7 @@ impl Runtime {
         pathway: &str,
         attempt: &str,
     ) -> Result<CarrierFate, PathwayError> {
-        let replay = self.with_backend(|b| b.check_pathway(pathway))?;
+        let replay = self.store().check_pathway(pathway)?;
         let Some(text) = replay.unanswered_carrier(attempt) else {
             // Answered, or carried in-process by an owner that is gone or is us.
             return Ok(CarrierFate::Settled);

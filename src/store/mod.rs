@@ -36,7 +36,7 @@ pub use location::{is_postgres_location, shown_location};
 pub use pins::{PinCheck, PinRecord, SeenBinding};
 pub use read::{AttemptRecord, LedgerRow, PathwayRecord, ReadStore, Status};
 pub(crate) use sqlite::{
-    SqliteBackend, key_lookup, open_side_connection, random_hex, renew_leases,
+    SqliteBackend, open_read_connection, open_side_connection, random_hex, renew_leases,
 };
 pub use verify::verify;
 pub(crate) use verify::{StoredRow, check_row, check_stored_row};
@@ -434,10 +434,8 @@ pub(crate) struct Step {
     pub(crate) at: i64,
 }
 
-/// The storage boundary the typestate layer writes and reads through; `runtime/store.rs`
-/// picks the store once. On SQLite, the idempotency-key lookup of `propose` runs on a
-/// connection of its own ([`key_lookup`]), so that it never waits behind a batch's sync
-/// (docs/architecture.md, "where SQL runs").
+/// The storage boundary the typestate layer writes through; `runtime/store.rs` picks the
+/// store once. Reads go through [`Reads`] (docs/architecture.md, "where SQL runs").
 pub(crate) trait Backend {
     /// Inserts a new pathway and its ledger events, atomically: the `proposed` event, then
     /// (when the admission is decided in the same step) the events that walk allowed
@@ -475,11 +473,16 @@ pub(crate) trait Backend {
     ) -> Result<PinRecord, StoreError>;
     /// This database's identity, created with the schema.
     fn database_id(&self) -> &str;
-    /// Checks one pathway's rows against its own ledger events, in one read snapshot.
-    fn check_pathway(&self, id: &str) -> Result<check::Replay, StoreError>;
     /// Now, by the database's clock (ms since the Unix epoch).
     fn now_ms(&self) -> Result<i64, StoreError>;
+}
 
+/// The reads a runtime's callers make (`runtime/store.rs` picks where: on SQLite a
+/// connection of their own, so a read never waits for the step connection while a batch
+/// is written and synced; on PostgreSQL the pool).
+pub(crate) trait Reads {
+    /// Checks one pathway's rows against its own ledger events, in one read snapshot.
+    fn check_pathway(&self, id: &str) -> Result<check::Replay, StoreError>;
     /// One pathway's row.
     fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError>;
     /// One pathway's attempts, oldest first.
@@ -499,6 +502,8 @@ pub(crate) trait Backend {
     fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError>;
     /// The whole ledger checked (see [`verify`]).
     fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError>;
+    /// The pathway stored under an idempotency key: its id and definition digest.
+    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError>;
 }
 
 /// A pathway read in one snapshot and checked against its own events: its row, its

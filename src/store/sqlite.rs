@@ -13,7 +13,6 @@ use super::{
 mod checkpoint;
 pub(crate) mod rows;
 mod steps;
-pub(crate) use steps::key_lookup;
 
 /// `journal_size_limit`: the most a checkpointed WAL keeps on disk (4 MiB).
 const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
@@ -492,6 +491,17 @@ pub(crate) fn open_side_connection(
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     keep_wal_files(&conn)?;
     conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
+    Ok(conn)
+}
+
+/// A connection for reads only (`PRAGMA query_only`), with the step connection's busy
+/// timeout and WAL settings: the runtime's callers' reads (`runtime/store.rs`).
+pub(crate) fn open_read_connection(
+    path: &Path,
+    busy_timeout: Duration,
+) -> Result<Connection, StoreError> {
+    let conn = open_side_connection(path, busy_timeout)?;
+    conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
 

@@ -7,7 +7,7 @@ use super::{PgBackend, PgError};
 use crate::store::check::Replay;
 use crate::store::{
     AttemptRecord, Backend, Checked, EventDraft, Grant, LedgerRow, NewPathway, PathwayRecord,
-    PinCheck, PinRecord, Step, StoreError, pins, rules,
+    PinCheck, PinRecord, Reads, Step, StoreError, pins, rules,
 };
 
 impl From<PgError> for StoreError {
@@ -85,15 +85,17 @@ impl Backend for PgBackend {
         PgBackend::database_id(self)
     }
 
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        Ok(PgBackend::now_ms(self)?)
+    }
+}
+
+impl Reads for PgBackend {
     fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
         let found = self.read(|tx| Ok(rules::check_pathway(&mut PgRows(tx), id, false, None)?))?;
         found
             .map(|found| found.replay)
             .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
-    }
-
-    fn now_ms(&self) -> Result<i64, StoreError> {
-        Ok(PgBackend::now_ms(self)?)
     }
 
     fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
@@ -126,5 +128,9 @@ impl Backend for PgBackend {
 
     fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError> {
         Ok(PgBackend::verify(self, known_head)?)
+    }
+
+    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
+        Ok(PgBackend::with_key(self, key)?)
     }
 }

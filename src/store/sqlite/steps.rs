@@ -6,8 +6,8 @@ use rusqlite::{OptionalExtension, TransactionBehavior};
 use super::super::check::Replay;
 use super::super::rules;
 use super::super::{
-    AttemptRecord, Backend, Checked, EventDraft, Grant, LedgerRow, NewPathway, PathwayRecord, Step,
-    StoreError,
+    AttemptRecord, Backend, Checked, EventDraft, Grant, LedgerRow, NewPathway, PathwayRecord,
+    ReadStore, Reads, Step, StoreError,
 };
 use super::rows::SqliteRows;
 use super::{DB_NOW_MS, SqliteBackend, Unit};
@@ -60,59 +60,10 @@ impl Backend for SqliteBackend {
         &self.database_id
     }
 
-    fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
-        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Deferred)?;
-        let found = rules::check_pathway(&mut SqliteRows(&tx), id, false, None)?;
-        tx.commit()?;
-        found
-            .map(|found| found.replay)
-            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
-    }
-
     fn now_ms(&self) -> Result<i64, StoreError> {
         Ok(self
             .conn()
             .query_row(&format!("SELECT {DB_NOW_MS}"), [], |r| r.get(0))?)
-    }
-
-    fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
-        self.reader().pathway(id)
-    }
-
-    fn attempt_records(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
-        self.reader().attempts(id)
-    }
-
-    fn ledger_page(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
-        self.reader().ledger(after, limit)
-    }
-
-    fn pathway_events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
-        self.reader().events(id, 0, usize::MAX)
-    }
-
-    fn unresolved(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<PathwayRecord>, StoreError> {
-        self.reader().list_unresolved(after, limit)
-    }
-
-    fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
-        self.reader().snapshot(|r| {
-            if rules::check_pathway(&mut SqliteRows(r.conn()), id, false, None)?.is_none() {
-                return Ok(None);
-            }
-            let Some(record) = r.pathway(id)? else {
-                return Ok(None);
-            };
-            Ok(Some((record, r.definition_digest(id)?, r.attempts(id)?)))
-        })
-    }
-
-    fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError> {
-        crate::store::verify(self.reader(), known_head)
     }
 
     /// Checks a binding against its tool pin, in its own unit of the batch.
@@ -144,8 +95,65 @@ impl Backend for SqliteBackend {
     }
 }
 
+/// A caller's reads on a SQLite [`ReadStore`]: the step connection's own (a database in
+/// memory) or, normally, a connection of their own (`runtime/store.rs`).
+impl Reads for ReadStore {
+    fn check_pathway(&self, id: &str) -> Result<Replay, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Deferred)?;
+        let found = rules::check_pathway(&mut SqliteRows(&tx), id, false, None)?;
+        tx.commit()?;
+        found
+            .map(|found| found.replay)
+            .ok_or_else(|| StoreError::NoSuchPathway(id.to_owned()))
+    }
+
+    fn pathway_record(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+        self.pathway(id)
+    }
+
+    fn attempt_records(&self, id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        self.attempts(id)
+    }
+
+    fn ledger_page(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError> {
+        self.ledger(after, limit)
+    }
+
+    fn pathway_events(&self, id: &str) -> Result<Vec<LedgerRow>, StoreError> {
+        self.events(id, 0, usize::MAX)
+    }
+
+    fn unresolved(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PathwayRecord>, StoreError> {
+        self.list_unresolved(after, limit)
+    }
+
+    fn read_checked(&self, id: &str) -> Result<Option<Checked>, StoreError> {
+        self.snapshot(|r| {
+            if rules::check_pathway(&mut SqliteRows(r.conn()), id, false, None)?.is_none() {
+                return Ok(None);
+            }
+            let Some(record) = r.pathway(id)? else {
+                return Ok(None);
+            };
+            Ok(Some((record, r.definition_digest(id)?, r.attempts(id)?)))
+        })
+    }
+
+    fn verify_all(&self, known_head: Option<&str>) -> Result<crate::ledger::Report, StoreError> {
+        crate::store::verify(self, known_head)
+    }
+
+    fn with_key(&self, key: &str) -> Result<Option<(String, String)>, StoreError> {
+        key_lookup(self.conn(), key)
+    }
+}
+
 /// The pathway stored under an idempotency key on `conn`: its id and definition digest.
-pub(crate) fn key_lookup(
+fn key_lookup(
     conn: &rusqlite::Connection,
     key: &str,
 ) -> Result<Option<(String, String)>, StoreError> {
