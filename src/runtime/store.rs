@@ -263,6 +263,10 @@ mod tests {
         let store = Store::sqlite(
             SqliteBackend::open(&dir.path().join("r.db"), Duration::from_secs(5)).unwrap(),
         );
+        #[cfg_attr(
+            not(feature = "postgres"),
+            expect(irrefutable_let_patterns, reason = "one store without postgres")
+        )]
         let Store::Sqlite { backend, .. } = &store else {
             unreachable!()
         };
