@@ -132,6 +132,25 @@ fn propose_in(b: &PgBackend, key: &str, state: State, at: i64) -> Result<Pw, Sto
     Ok(pw)
 }
 
+/// Another session holding the rows of `ids` in `schema` locked (`FOR UPDATE` in an open
+/// transaction, released by `ROLLBACK` or by dropping the client). The server ends the
+/// session after `idle` seconds idle in its transaction, so a test that would wait on it
+/// forever fails instead.
+fn hold_rows(schema: &str, ids: &[&str], idle: u32) -> Client {
+    let mut c = Client::connect(&url(), NoTls).unwrap();
+    let list = ids
+        .iter()
+        .map(|id| format!("'{id}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    c.batch_execute(&format!(
+        "SET idle_in_transaction_session_timeout = '{idle}s'; \
+         BEGIN; SELECT 1 FROM {schema}.pathways WHERE id IN ({list}) FOR UPDATE"
+    ))
+    .unwrap();
+    c
+}
+
 /// A new pathway's row and its `proposed` and `admitted` events, not yet written.
 fn new_pathway(key: &str, state: State, at: i64) -> (NewPathway, Vec<EventDraft>, Pw) {
     let definition = json!({"idempotency_key": key, "request": request(key)});
@@ -1157,19 +1176,10 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
         "opened lazily: one thread, one connection"
     );
 
-    let mut holder = Client::connect(&url(), NoTls).unwrap();
-    let holder_pid = backend_pid(&mut holder);
     // Were a connection without the lock_timeout, the server ends the holder after 8 s and
     // its step goes through: the test fails instead of waiting forever.
-    holder
-        .batch_execute("SET idle_in_transaction_session_timeout = '8s'")
-        .unwrap();
-    let mut tx = holder.transaction().unwrap();
-    tx.batch_execute(&format!(
-        "SELECT 1 FROM {0}.pathways WHERE id IN ('{1}', '{2}') FOR UPDATE",
-        s.name, one.id, two.id
-    ))
-    .unwrap();
+    let mut holder = hold_rows(&s.name, &[&one.id, &two.id], 8);
+    let holder_pid = backend_pid(&mut holder);
     let results: Vec<Result<i64, StoreError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = [&one, &two]
             .into_iter()
@@ -1213,7 +1223,7 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
             "each connection waited its lock_timeout: {err:?}"
         );
     }
-    tx.rollback().unwrap();
+    holder.batch_execute("ROLLBACK").unwrap();
     assert_eq!(b.attempts(&one.id).unwrap().len(), 0, "nothing written");
     assert_eq!(b.attempts(&two.id).unwrap().len(), 0, "nothing written");
     assert_eq!(b.open_connections(), 3, "healthy connections are kept");
@@ -1301,16 +1311,7 @@ fn a_step_waiting_for_a_row_lock_held_elsewhere_holds_up_no_other_step() {
     b.set_lock_timeout(Duration::from_secs(30)).unwrap();
     let held = propose(&b, "held");
     let others: Vec<Pw> = (0..12).map(|i| propose(&b, &format!("free{i}"))).collect();
-    let mut holder = Client::connect(&url(), NoTls).unwrap();
-    holder
-        .batch_execute("SET idle_in_transaction_session_timeout = '60s'")
-        .unwrap();
-    let mut tx = holder.transaction().unwrap();
-    tx.batch_execute(&format!(
-        "SELECT 1 FROM {0}.pathways WHERE id = '{1}' FOR UPDATE",
-        s.name, held.id
-    ))
-    .unwrap();
+    let mut holder = hold_rows(&s.name, &[&held.id], 60);
     let released = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let (b, released) = (&b, &released);
@@ -1356,7 +1357,7 @@ fn a_step_waiting_for_a_row_lock_held_elsewhere_holds_up_no_other_step() {
         );
         assert!(!waiting.is_finished(), "the held step waits for its row");
         released.store(true, std::sync::atomic::Ordering::SeqCst);
-        tx.rollback().unwrap();
+        holder.batch_execute("ROLLBACK").unwrap();
         let (r, after_release) = waiting.join().unwrap();
         r.expect("the held step, once its row is free");
         assert!(
@@ -1381,16 +1382,7 @@ fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
     b.set_lock_timeout(Duration::from_secs(30)).unwrap();
     let held: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("held{i}"))).collect();
     let free: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("free{i}"))).collect();
-    let mut holder = Client::connect(&url(), NoTls).unwrap();
-    holder
-        .batch_execute("SET idle_in_transaction_session_timeout = '60s'")
-        .unwrap();
-    let mut tx = holder.transaction().unwrap();
-    tx.batch_execute(&format!(
-        "SELECT 1 FROM {0}.pathways WHERE id IN ('{1}', '{2}') FOR UPDATE",
-        s.name, held[0].id, held[1].id
-    ))
-    .unwrap();
+    let mut holder = hold_rows(&s.name, &[&held[0].id, &held[1].id], 60);
     let (new, events, refused) = new_pathway("refused", State::Approved, wall_ms());
     let mut wrong = start_step(&refused, "at_refused", 1, None, "host", 60_000, wall_ms());
     wrong.expected_version = 99;
@@ -1445,7 +1437,7 @@ fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
             !first.is_finished() && !second.is_finished() && !third.is_finished(),
             "the three steps wait while both leaders are held"
         );
-        tx.rollback().unwrap();
+        holder.batch_execute("ROLLBACK").unwrap();
         for leader in leaders {
             leader
                 .join()
@@ -1491,24 +1483,8 @@ fn a_step_put_back_by_its_batch_waits_for_the_next_and_is_applied_once() {
     let held: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("lead{i}"))).collect();
     let free: Vec<Pw> = (0..2).map(|i| propose(&b, &format!("free{i}"))).collect();
     let busy = propose(&b, "busy");
-    let lock = |ids: &[&str]| {
-        let mut c = Client::connect(&url(), NoTls).unwrap();
-        c.batch_execute("SET idle_in_transaction_session_timeout = '60s'")
-            .unwrap();
-        let list = ids
-            .iter()
-            .map(|id| format!("'{id}'"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        c.batch_execute(&format!(
-            "BEGIN; SELECT 1 FROM {0}.pathways WHERE id IN ({list}) FOR UPDATE",
-            s.name
-        ))
-        .unwrap();
-        c
-    };
-    let mut leaders_lock = lock(&[&held[0].id, &held[1].id]);
-    let mut busy_lock = lock(&[&busy.id]);
+    let mut leaders_lock = hold_rows(&s.name, &[&held[0].id, &held[1].id], 60);
+    let mut busy_lock = hold_rows(&s.name, &[&busy.id], 60);
     let (b, free, busy) = (&b, &free, &busy);
     std::thread::scope(|scope| {
         let leaders: Vec<_> = held
