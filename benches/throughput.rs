@@ -287,12 +287,30 @@ fn per_second(count: u64, seconds: f64) -> f64 {
     count as f64 / seconds
 }
 
-/// Calls/s of the bare executor on `threads` threads.
-fn ungoverned(kind: Kind, threads: usize, run: Duration, executor: Duration) -> f64 {
+/// This process's CPU time so far, user and system, in µs (all threads, those that ended
+/// included), from `/proc/self/stat` at the kernel's 100 ticks a second; `None` where there
+/// is no such file.
+fn cpu_us() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command (which may hold spaces) start at state, field 3.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks = |i: usize| fields.get(i - 3)?.parse::<f64>().ok();
+    Some((ticks(14)? + ticks(15)?) * 10_000.0)
+}
+
+/// CPU µs per call between two readings of [`cpu_us`].
+fn cpu_per_call(before: Option<f64>, after: Option<f64>, calls: f64) -> Option<f64> {
+    Some((after? - before?) / calls.max(1.0))
+}
+
+/// Calls/s of the bare executor on `threads` threads, and its CPU µs per call.
+fn ungoverned(kind: Kind, threads: usize, run: Duration, executor: Duration) -> (f64, Option<f64>) {
     let stop = AtomicBool::new(false);
     let calls = AtomicU64::new(0);
     let ready = Barrier::new(threads + 1);
     let mut started = Instant::now();
+    let mut cpu_before = None;
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -305,12 +323,15 @@ fn ungoverned(kind: Kind, threads: usize, run: Duration, executor: Duration) -> 
         }
         ready.wait();
         started = Instant::now();
+        cpu_before = cpu_us();
         std::thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
     });
-    per_second(
-        calls.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64(),
+    #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+    let calls = calls.load(Ordering::Relaxed) as f64;
+    (
+        calls / started.elapsed().as_secs_f64(),
+        cpu_per_call(cpu_before, cpu_us(), calls),
     )
 }
 
@@ -322,6 +343,8 @@ struct Governed {
     frames_per_call: Option<f64>,
     p50_ms: f64,
     p99_ms: f64,
+    /// CPU µs (user and system, every thread of this process) per governed call.
+    cpu_us_per_call: Option<f64>,
 }
 
 /// A fresh database for one cell: a SQLite file in `dir`, or a new schema of the PostgreSQL
@@ -500,6 +523,7 @@ fn governed(
     let ready = Barrier::new(threads + 1);
     let mut before = rt.write_stats();
     let mut started = Instant::now();
+    let mut cpu_before = None;
     let results: Vec<(Vec<Duration>, u64)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
@@ -530,6 +554,7 @@ fn governed(
         before = rt.write_stats();
         frames_before = watch.as_ref().map_or(0, WalWatch::frames);
         started = Instant::now();
+        cpu_before = cpu_us();
         std::thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
         workers
@@ -538,6 +563,7 @@ fn governed(
             .collect()
     });
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu_after = cpu_us();
     let after = rt.write_stats();
     let frames = watch.as_ref().map(|w| w.frames() - frames_before);
     drop(watch);
@@ -566,6 +592,8 @@ fn governed(
         frames_per_call,
         p50_ms: at(0.50),
         p99_ms: at(0.99),
+        #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+        cpu_us_per_call: cpu_per_call(cpu_before, cpu_after, calls as f64),
     }
 }
 
@@ -595,12 +623,13 @@ fn main() -> ExitCode {
             ),
         }
         println!(
-            "| store | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | WAL frames per governed call | step p50 ms | step p99 ms |"
+            "| store | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | WAL frames per governed call | step p50 ms | step p99 ms | CPU µs per call, ungoverned | CPU µs per call, governed |"
         );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for &threads in &o.in_flight {
             eprintln!("{threads} in flight…");
-            let bare = ungoverned(kind, threads, run, executor);
+            let (bare, bare_cpu) = ungoverned(kind, threads, run, executor);
+            let cpu = |c: Option<f64>| c.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.0}"));
             for store in &o.stores {
                 for &form in &o.forms {
                     let g = governed(kind, threads, run, executor, (store, &o.dir, form));
@@ -608,21 +637,23 @@ fn main() -> ExitCode {
                         .frames_per_call
                         .map_or_else(|| "n/a".to_owned(), |f| format!("{f:.1}"));
                     println!(
-                        "| {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {frames} | {:.2} | {:.2} |",
+                        "| {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {frames} | {:.2} | {:.2} | {} | {} |",
                         store.name(),
                         form.name(),
                         g.calls_per_s,
                         g.calls_per_s / bare,
                         g.commits_per_call,
                         g.p50_ms,
-                        g.p99_ms
+                        g.p99_ms,
+                        cpu(bare_cpu),
+                        cpu(g.cpu_us_per_call),
                     );
                 }
             }
         }
     }
     println!(
-        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL; WAL frames counted from the log's length while a second connection holds a read snapshot, so no checkpoint restarts the log during the cell); PostgreSQL: the steps of concurrent callers share a transaction and its commit (group commit, up to two batches at once on connections of the runtime's pool), each cell in a fresh schema.",
+        "\nA `steps` call is 5 durable steps (propose, admit, the attempt record and the reply in dispatch, confirm), timed as 4 calls; a `bound` call is 2 (the pathway with its attempt record, the reply with its readback), timed as 2. SQLite in {} (WAL, synchronous=FULL; WAL frames counted from the log's length while a second connection holds a read snapshot, so no checkpoint restarts the log during the cell); PostgreSQL: the steps of concurrent callers share a transaction and its commit (group commit, up to two batches at once on connections of the runtime's pool), each cell in a fresh schema. CPU µs per call: this process's user and system time over the cell (every thread; `/proc/self/stat`, 10 ms ticks) divided by its calls; PostgreSQL's server processes are not in it.",
         o.dir.display()
     );
     ExitCode::SUCCESS
