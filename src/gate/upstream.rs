@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::jsonrpc::{ErrorObject, Notification, Request, codes};
-use crate::mcp::{McpClient, Reply, Responder, ServerCommand, SessionConfig, ToolList};
+use crate::mcp::{McpClient, Reply, Responder, SendGuard, ServerCommand, SessionConfig, ToolList};
 use serde_json::Value;
 
 use super::downstream::Downstream;
@@ -163,17 +163,20 @@ impl Upstream {
         let client = self
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
-        if self.down.is_cancelled(tag) {
-            // Cancelled before it was sent on: not sent (nor answered).
-            return Err(ErrorObject::new(
-                codes::INTERNAL_ERROR,
-                "cancelled by the client before it was sent on",
-            ));
-        }
-        match client
-            .session()
-            .request_tagged(method, params, self.request_timeout, Some(tag))
-        {
+        // Cancelled before it is sent on: not sent (nor answered). Asked as the request is
+        // queued, under the lock the cancellation looks for it under (gate/cancel.rs).
+        let (down, t) = (Arc::clone(&self.down), tag.to_owned());
+        let guard = SendGuard::new(move || {
+            down.is_cancelled(&t)
+                .then(|| "cancelled by the client before it was sent on".to_owned())
+        });
+        match client.session().request_guarded(
+            method,
+            params,
+            self.request_timeout,
+            Some(tag),
+            Some(&guard),
+        ) {
             Ok(Reply::Result(result)) => Ok(result),
             Ok(Reply::Error(error)) => Err(error),
             Err(e) => Err(ErrorObject::new(

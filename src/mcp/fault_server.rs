@@ -71,6 +71,7 @@ Options:
   --pid-file PATH         write this process's id to PATH at start
   --cancel-log PATH       append each notifications/cancelled to PATH, one JSON line
                           {\"requestId\", \"reason\"} each
+  --release PATH          (hold-list) the file whose existence releases the held tools/list
   --fault-on TOOL         the tool the fault hits: put (default) or get; on `get` only
                           crash-after-read, never-reply, slow, is-error and rpc-error act
   --help                  this text
@@ -98,6 +99,8 @@ Faults (on tools/call of `put` unless noted):
   slow                 sleep --sleep-ms, then effect and reply
   notify-before-init   (on initialize) send notifications before the initialize reply
   loop-cursor          (on tools/list) always return the same nextCursor
+  hold-list            (on tools/list) the one after the N-th answer is answered only once
+                       the file --release names exists (received and logged at once)
   change-read-notify   (on tools/call of `get`) after answering the first one, `get` has a new
                        description and the server sends notifications/tools/list_changed
                        (it declares tools.listChanged)
@@ -137,6 +140,8 @@ struct Options {
     cancel_log: Option<PathBuf>,
     /// The fault hits `get` instead of `put` (`--fault-on get`).
     fault_on_get: bool,
+    /// The file whose existence releases a held `tools/list` (`--fault hold-list`).
+    release: Option<PathBuf>,
 }
 
 fn log(message: &str) {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::McpError;
 use super::era::{self, ResultType};
-use super::session::{Reply, Session};
+use super::session::{Reply, SendGuard, Session};
 use crate::jsonrpc::{Id, Request};
 
 /// Most rounds of one call (the TypeScript SDK's limit too).
@@ -32,16 +32,19 @@ fn unknown(reason: String) -> McpError {
 }
 
 /// Sends `params` as a `tools/call` and answers the server's input requests, round after
-/// round, until a complete result, an error, or a round that cannot be finished.
+/// round, until a complete result, an error, or a round that cannot be finished. `guard`
+/// is asked before every round ([`SendGuard`]); a later round it withdraws is unknown, as
+/// any later round not sent.
 pub(super) fn call(
     session: &Session,
     mut params: Value,
     timeout: Duration,
     tag: Option<&str>,
+    guard: Option<&SendGuard>,
 ) -> Result<Reply, McpError> {
     for round in 1..=MAX_ROUNDS {
         let reply = session
-            .request_tagged(METHOD, Some(params.clone()), timeout, tag)
+            .request_guarded(METHOD, Some(params.clone()), timeout, tag, guard)
             .map_err(|e| match e {
                 e if round > 1 && e.nothing_written() => unknown(format!(
                     "the retry of round {round}, after the server asked for input, was not sent ({e})"

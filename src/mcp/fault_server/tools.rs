@@ -85,6 +85,17 @@ impl Server {
         params: &Value,
     ) -> Result<(), Exit> {
         self.lists += 1;
+        if self.opts.fault == Fault::HoldList && self.lists == self.opts.lists_before + 1 {
+            let release = self.opts.release.clone().unwrap_or_default();
+            log(&format!(
+                "hold-list: tools/list {} held until {} exists",
+                self.lists,
+                release.display()
+            ));
+            while !release.exists() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let tools = self.tools();
         let offset = params
             .get("cursor")

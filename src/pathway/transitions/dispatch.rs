@@ -182,6 +182,11 @@ impl Pathway<Bound> {
             }
         };
         rt.point(StepPoint::BeforeAttemptCommit);
+        // The caller's last word before anything is recorded (a request withdrawn meanwhile).
+        if let Err(refusal) = executor.still_wanted() {
+            executor.release();
+            return not_sent(self, refusal.into());
+        }
         // In flight here from before its record is durable until its outcome is. A panic
         // in rpr's own steps releases it as a crash would; a panic inside the executor
         // keeps it in flight while the process lives (the write may live on elsewhere).
