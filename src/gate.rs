@@ -309,7 +309,12 @@ impl Gate {
                     "server/discover" => gate.discover(),
                     "tools/list" => gate.list_tools(params.as_ref(), &era),
                     "tools/call" => gate.call(params.as_ref(), &tag, &era),
-                    _ => gate.upstream.pass(&method, era::strip_modern(params), &tag),
+                    _ => gate.upstream.pass(
+                        &method,
+                        era::strip_modern(params),
+                        era.client_side(),
+                        &tag,
+                    ),
                 };
                 let answer = era.shape(&method, answer, &lock(&gate.info));
                 gate.down.respond(id, answer);

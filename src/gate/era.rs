@@ -71,6 +71,24 @@ impl Era {
         matches!(self, Self::Modern { .. })
     }
 
+    /// The capabilities a 2026-07-28 request's client declared that concern what a server
+    /// may ask of it (`sampling`, `roots`, `elicitation`, as declared): passed to a
+    /// 2026-07-28 server with a request the gate passes through, so that the server may ask
+    /// that client for input in an `input_required` result. `None` for the 2025 era.
+    pub(crate) fn client_side(&self) -> Option<Value> {
+        let Self::Modern { capabilities } = self else {
+            return None;
+        };
+        let declared: Map<String, Value> = super::upstream::CLIENT_SIDE
+            .iter()
+            .filter_map(|c| {
+                let value = capabilities.get(*c).filter(|v| v.is_object())?;
+                Some(((*c).to_owned(), value.clone()))
+            })
+            .collect();
+        Some(Value::Object(declared))
+    }
+
     /// Whether this request's client can show a form (2026-07-28: `elicitation` in the
     /// request's capabilities, where an empty object means form mode).
     pub(crate) fn elicits_forms(&self) -> bool {
@@ -84,8 +102,9 @@ impl Era {
     }
 
     /// An answer as this era shapes it. Under 2026-07-28: `resultType` on every result
-    /// (`complete` unless the gate said otherwise), `ttlMs` and `cacheScope` on the
-    /// cacheable ones, the gate's `serverInfo` in `_meta`, and a missing resource as
+    /// (`complete` unless the gate or the server said otherwise), `ttlMs` and `cacheScope`
+    /// on the cacheable ones when complete (an `input_required` result is not the list or
+    /// the resource), the gate's `serverInfo` in `_meta`, and a missing resource as
     /// `-32602` (the 2025 era's `-32002`).
     pub(crate) fn shape(
         &self,
@@ -98,10 +117,11 @@ impl Era {
         }
         match answer {
             Ok(Value::Object(mut result)) => {
-                result
+                let complete = result
                     .entry("resultType")
-                    .or_insert_with(|| json!("complete"));
-                if CACHEABLE.contains(&method) {
+                    .or_insert_with(|| json!("complete"))
+                    == "complete";
+                if complete && CACHEABLE.contains(&method) {
                     result.entry("ttlMs").or_insert_with(|| json!(0));
                     result
                         .entry("cacheScope")
@@ -194,12 +214,34 @@ mod tests {
             .unwrap();
         assert_eq!(call["resultType"], "input_required");
         assert!(call.get("ttlMs").is_none());
+        let asked = era
+            .shape(
+                "resources/read",
+                Ok(json!({"resultType": "input_required", "requestState": "s"})),
+                &info,
+            )
+            .unwrap();
+        assert!(asked.get("ttlMs").is_none() && asked.get("cacheScope").is_none());
         let missing = era.shape("resources/read", Err(ErrorObject::new(-32002, "no")), &info);
         assert_eq!(missing.unwrap_err().code, codes::INVALID_PARAMS);
         let legacy = Era::Legacy
             .shape("tools/list", Ok(json!({"tools": []})), &info)
             .unwrap();
         assert_eq!(legacy, json!({"tools": []}));
+    }
+
+    #[test]
+    fn a_modern_requests_client_side_capabilities_are_those_it_declared() {
+        let era = Era::of(Some(
+            &json!({"_meta": {VERSION_META: MODERN, CAPABILITIES_META: {
+                "elicitation": {"form": {}}, "roots": {}, "extensions": {"x": {}}, "sampling": true}}}),
+        ))
+        .unwrap();
+        assert_eq!(
+            era.client_side(),
+            Some(json!({"elicitation": {"form": {}}, "roots": {}}))
+        );
+        assert_eq!(Era::Legacy.client_side(), None);
     }
 
     #[test]

@@ -267,8 +267,30 @@ impl McpClient {
                 self.session
                     .request_guarded("tools/call", Some(params), timeout, tag, guard)
             }
-            Era::Modern => mrtr::call(&self.session, params, timeout, tag, guard),
+            Era::Modern => mrtr::call(&self.session, "tools/call", params, timeout, tag, guard),
         }
+    }
+
+    /// A request other than `tools/call` that a 2026-07-28 server may answer with
+    /// `input_required` (`prompts/get`, `resources/read`), its rounds answered as
+    /// [`McpClient::call_tool_guarded`] answers a call's: each input request handed to
+    /// [`SessionConfig::on_request`], the request sent again with the answers; the last
+    /// round's reply. To a server of the handshake era, or for another method, one request
+    /// ([`Session::request_guarded`]).
+    pub(crate) fn request_answering_input(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+        guard: Option<&SendGuard>,
+    ) -> Result<Reply, McpError> {
+        if self.server.era == Era::Modern && mrtr::ASKING.contains(&method) {
+            let params = params.unwrap_or_else(|| json!({}));
+            return mrtr::call(&self.session, method, params, timeout, tag, guard);
+        }
+        self.session
+            .request_guarded(method, params, timeout, tag, guard)
     }
 
     /// Checks that the server answers: `ping` (expecting a result object), or under

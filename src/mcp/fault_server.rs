@@ -62,7 +62,9 @@ Options:
                           dual (both; the first server/discover or initialize settles it)
   --modern-version V      the version a modern server supports (default 2026-07-28)
   --input-required N      (modern) answer a tools/call of `put` with input_required (an
-                          elicitation) N times before it stores; a decline stores nothing
+                          elicitation) N times before it stores; a decline stores nothing.
+                          Also: declare `prompts` and answer a prompts/get of `confirm`
+                          ({\"key\"}) so, asking only a request that declared elicitation
   --request-log PATH      append {id, method, meta} of each request and notification
                           received to PATH (id null for a notification)
   --instructions TEXT     the instructions sent at initialize and server/discover
@@ -302,6 +304,7 @@ impl Server {
             "ping" if !self.modern => self.result(conn, id, json!({})),
             "tools/list" => self.list(conn, id, params),
             "tools/call" => self.call(conn, id, params),
+            "prompts/get" => self.prompt(conn, id, params),
             "rpr-fault/hang" => {
                 log("rpr-fault/hang: never answered");
                 Ok(())
@@ -360,7 +363,7 @@ impl Server {
         }
         let mut result = json!({
             "protocolVersion": self.opts.protocol_version,
-            "capabilities": {"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}},
+            "capabilities": self.capabilities(),
             "serverInfo": {"name": self.opts.server_name, "version": self.version},
         });
         if let Some(text) = &self.opts.instructions {

@@ -128,7 +128,9 @@ impl Session {
     /// must never be cancelled, and the `server/discover` probe, which a legacy server
     /// does not know) and a reply arriving later is dropped. Once the client settled on
     /// protocol 2026-07-28, every request's `params._meta` carries the protocol version,
-    /// the client's capabilities and its name (merged with what the caller put there).
+    /// the client's capabilities and its name (merged with what the caller put there; an
+    /// `io.modelcontextprotocol/clientCapabilities` object the caller put there is kept,
+    /// so that a proxy can declare its own client's capabilities for one request).
     pub fn request(
         &self,
         method: &str,

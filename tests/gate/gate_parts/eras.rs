@@ -163,6 +163,20 @@ impl Modern {
         }
     }
 
+    /// Sends `method` declaring `capabilities` (instead of form elicitation) and waits for
+    /// its response.
+    fn ask_declaring(&mut self, method: &str, mut params: Value, capabilities: &Value) -> Value {
+        self.next += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        self.wait(id)
+    }
+
     /// Sends `method` and waits for its response.
     fn ask_at(&mut self, version: &str, method: &str, params: Value) -> Value {
         let id = self.send_at(version, method, params);
@@ -362,4 +376,149 @@ fn identical_2026_07_28_calls_share_one_form() {
     assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "F");
     s.stop();
+}
+
+/// A 2026-07-28 server's own `input_required` on a request the gate passes through
+/// (`prompts/get`, not governed): it reaches a 2026-07-28 client as the server gave it (its
+/// input requests and `requestState`), the client's retries (a new id each, its
+/// `inputResponses` and the server's `requestState`) go back to the server, and the last
+/// round's result is the answer. The client's capabilities reach the server with each
+/// request (the fault server asks only a request whose client declared elicitation, as the
+/// revision says), so a client that declared none is not asked.
+#[test]
+fn a_servers_input_required_on_a_passed_through_request_reaches_a_2026_07_28_client() {
+    let dir = TempDir::new("gate-era-pass-mrtr");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
+            "2",
+            "--request-log",
+            &log_arg,
+        ],
+    );
+    let mut client = Modern::start(&gate);
+    let prompt = json!({"name": "confirm", "arguments": {"key": "k"}});
+    let mut states = Vec::new();
+    let mut params = prompt.clone();
+    for round in 1..=2 {
+        let asked = client.ask("prompts/get", params.clone());
+        let result = &asked["result"];
+        assert_eq!(
+            result["resultType"], "input_required",
+            "round {round}: {asked}"
+        );
+        let request = &result["inputRequests"]["confirm"];
+        assert_eq!(request["method"], "elicitation/create", "{asked}");
+        assert!(
+            request["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("round {round} of 2"))),
+            "{asked}"
+        );
+        assert!(result.get("ttlMs").is_none(), "an interim result: {asked}");
+        let state = result["requestState"].clone();
+        assert!(state.is_string(), "{asked}");
+        states.push(state.clone());
+        params = prompt.clone();
+        params["inputResponses"] =
+            json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        params["requestState"] = state;
+    }
+    let done = client.ask("prompts/get", params.clone());
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "confirmed k",
+        "{done}"
+    );
+
+    // A declined answer is the server's to act on: passed back as it answered.
+    params["inputResponses"] = json!({"confirm": {"action": "decline"}});
+    params["requestState"] = states[0].clone();
+    let declined = client.ask("prompts/get", params);
+    assert_eq!(
+        declined["result"]["messages"][0]["content"]["text"], "the person answered decline",
+        "{declined}"
+    );
+
+    // A client that declared no elicitation: the server is told so, and does not ask.
+    let plain = client.ask_declaring("prompts/get", prompt, &json!({}));
+    assert!(
+        plain["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did not declare elicitation")),
+        "{plain}"
+    );
+    client.stop();
+
+    let received: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["method"] == "prompts/get")
+        .collect();
+    assert_eq!(received.len(), 5, "{received:?}");
+    let capabilities: Vec<&Value> = received
+        .iter()
+        .map(|r| &r["meta"]["io.modelcontextprotocol/clientCapabilities"])
+        .collect();
+    for declared in &capabilities[..4] {
+        assert_eq!(
+            **declared,
+            json!({"elicitation": {"form": {}}}),
+            "{received:?}"
+        );
+    }
+    assert_eq!(*capabilities[4], json!({}), "{received:?}");
+}
+
+/// The same server's `input_required` to a 2025-era client, which reads none: the gate
+/// answers the rounds itself, passing each input request to the client as a request of the
+/// server's (`elicitation/create`, as a 2025-11-25 server would send it), and sends the
+/// request again with the client's answer; the client gets the last round's result.
+#[test]
+fn a_servers_input_required_on_a_passed_through_request_is_asked_of_a_2025_client() {
+    let dir = TempDir::new("gate-era-pass-mrtr-legacy");
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &["--era", "modern", "--input-required", "2"],
+    );
+    let (mut child, mut stdin, mut stdout, _) =
+        raw_session_declaring(&gate, &json!({"elicitation": {}}));
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+        "params": {"name": "confirm", "arguments": {"key": "k"}}});
+    writeln!(stdin, "{get}").unwrap();
+    for round in 1..=2 {
+        let asked = next_message(&mut stdout);
+        assert_eq!(
+            asked["method"], "elicitation/create",
+            "round {round}: {asked}"
+        );
+        assert!(
+            asked["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("round {round} of 2"))),
+            "{asked}"
+        );
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+            "result": {"action": "accept", "content": {"ok": true}}});
+        writeln!(stdin, "{answer}").unwrap();
+    }
+    let done = next_reply(&mut stdout, &json!(2));
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "confirmed k",
+        "{done}"
+    );
+    drop(stdin);
+    child.wait().unwrap();
 }
