@@ -79,8 +79,9 @@ impl Pathway<Bound> {
         self.core.pending.is_none()
     }
 
-    /// Dispatches the call: re-checks the binding, commits the write-ahead attempt
-    /// record, calls the executor, and records the honest outcome.
+    /// Dispatches the call: re-checks the binding, asks the executor whether the request is
+    /// still wanted ([`Executor::still_wanted`]: a refusal records and sends nothing), commits
+    /// the write-ahead attempt record, calls the executor, and records the honest outcome.
     ///
     /// The execution actor may dispatch; a resumed pathway may also be dispatched by
     /// the resume authority.
