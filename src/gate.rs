@@ -301,7 +301,8 @@ impl Gate {
         }
         let gate = Arc::clone(self);
         let tag = id.to_value().to_string();
-        self.down.serving(&tag);
+        self.down
+            .serving(&tag, era.log_level().and_then(era::log_rank));
         let spawned = std::thread::Builder::new()
             .name("rpr-gate-request".into())
             .spawn(move || {
@@ -312,7 +313,7 @@ impl Gate {
                     _ => gate.upstream.pass(
                         &method,
                         era::strip_modern(params),
-                        era.client_side(),
+                        era.forwarded_meta(),
                         &tag,
                     ),
                 };

@@ -31,8 +31,16 @@ impl Gate {
             .with_call_timeout(self.call_timeout)
             .with_call_tag(asked.tag.clone())
             .with_send_guard(self.cancelled_guard(&asked.tag));
-        if let Some(meta) = &asked.progress {
-            config = config.with_call_meta(meta.clone());
+        let mut meta = asked.progress.clone();
+        if let Some(level) = asked.era.log_level()
+            && checked.live.client.server().era == crate::mcp::Era::Modern
+        {
+            // The level the 2026-07-28 client asked for, for the server's log of this call.
+            let meta = meta.get_or_insert_with(|| json!({}));
+            meta[super::era::LOG_LEVEL_META] = json!(level);
+        }
+        if let Some(meta) = meta {
+            config = config.with_call_meta(meta);
         }
         if checked.live.plan.class == crate::ActionClass::ReadOnly {
             // A read changes nothing: it is bound to the list its pin was just checked in

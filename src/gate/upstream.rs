@@ -153,26 +153,27 @@ impl Upstream {
         self.stale.store(true, Ordering::SeqCst);
     }
 
-    /// Passes a client request on and returns the server's answer. `client_side`: the
-    /// capabilities a 2026-07-28 client declared on this request for what a server may ask
-    /// of it, declared to a 2026-07-28 server with the request in place of the gate's own
+    /// Passes a client request on and returns the server's answer. `forwarded`: for a
+    /// 2026-07-28 client, the `_meta` members the gate declares to a 2026-07-28 server with
+    /// the request ([`super::era::Era::forwarded_meta`]): the capabilities that client
+    /// declared on this request for what a server may ask of it, in place of the gate's own
     /// (the server may then answer `input_required` with input requests for that client,
-    /// which the answer carries back to it; its retry is a request like any other). For a
-    /// 2025-era client (`None`), a server's `input_required` to `prompts/get` or
+    /// which the answer carries back to it; its retry is a request like any other), and its
+    /// log level. For a 2025-era client (`None`), a server's `input_required` to `prompts/get` or
     /// `resources/read` is answered by the gate, each input request passed to the client
     /// as a request of the server's, and the last round's result is the answer.
     pub(crate) fn pass(
         &self,
         method: &str,
         mut params: Option<Value>,
-        client_side: Option<Value>,
+        forwarded: Option<serde_json::Map<String, Value>>,
         tag: &str,
     ) -> Result<Value, ErrorObject> {
         let client = self
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
-        let modern_client = client_side.is_some();
-        if let Some(declared) = client_side
+        let modern_client = forwarded.is_some();
+        if let Some(forwarded) = forwarded
             && client.server().era == crate::mcp::Era::Modern
         {
             let object = params.get_or_insert_with(|| serde_json::json!({}));
@@ -181,7 +182,7 @@ impl Upstream {
                     .entry("_meta")
                     .or_insert_with(|| serde_json::json!({}));
                 if let Some(meta) = meta.as_object_mut() {
-                    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.to_owned(), declared);
+                    meta.extend(forwarded);
                 }
             }
         }

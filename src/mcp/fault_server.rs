@@ -101,6 +101,9 @@ Faults (on tools/call of `put` unless noted):
   slow                 sleep --sleep-ms, then effect and reply
   notify-before-init   (on initialize) send notifications before the initialize reply
   loop-cursor          (on tools/list) always return the same nextCursor
+  log-on-get           (on tools/call of `get`) a notifications/message (level info) before
+                       the result; under 2026-07-28 only when the request's _meta asks
+                       for logLevel debug or info
   hold-list            (on tools/list) the one after the N-th answer is answered only once
                        the file --release names exists (received and logged at once)
   change-read-notify   (on tools/call of `get`) after answering the first one, `get` has a new

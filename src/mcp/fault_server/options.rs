@@ -29,6 +29,7 @@ pub(super) enum Fault {
     SlowDiscover,
     ElicitUrl,
     HoldList,
+    LogOnGet,
 }
 
 /// Which era the server speaks (`--era`).
@@ -70,6 +71,7 @@ impl Fault {
             "slow-discover" => Self::SlowDiscover,
             "elicit-url" => Self::ElicitUrl,
             "hold-list" => Self::HoldList,
+            "log-on-get" => Self::LogOnGet,
             _ => return None,
         })
     }

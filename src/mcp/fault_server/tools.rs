@@ -183,6 +183,15 @@ impl Server {
                 if self.opts.fault == Fault::ElicitUrl {
                     return self.elicit_url(conn, id);
                 }
+                if self.opts.fault == Fault::LogOnGet {
+                    let asked = params
+                        .get("_meta")
+                        .and_then(|m| m.get("io.modelcontextprotocol/logLevel"))
+                        .and_then(Value::as_str);
+                    if !self.modern || matches!(asked, Some("debug" | "info")) {
+                        Self::send_log(conn, &format!("reading {key}"))?;
+                    }
+                }
                 if self.opts.fault_on_get && self.get_fault(conn, &id)? {
                     return Ok(());
                 }

@@ -105,6 +105,8 @@ struct Modern {
     next: u64,
     /// Responses read while waiting for another one.
     early: Vec<Value>,
+    /// Notifications read while waiting, in order.
+    notes: Vec<Value>,
 }
 
 impl Modern {
@@ -124,6 +126,7 @@ impl Modern {
             stdout,
             next: 0,
             early: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -159,6 +162,8 @@ impl Modern {
             );
             if message.get("id").is_some() {
                 self.early.push(message);
+            } else {
+                self.notes.push(message);
             }
         }
     }
@@ -171,6 +176,23 @@ impl Modern {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": capabilities,
         });
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        self.wait(id)
+    }
+
+    /// Sends `method` asking for log level `level` (none: no `logLevel`) and waits for its
+    /// response.
+    fn ask_logging(&mut self, method: &str, mut params: Value, level: Option<&str>) -> Value {
+        self.next += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        if let Some(level) = level {
+            params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+        }
         let id = self.next;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         writeln!(self.stdin, "{line}").unwrap();
@@ -521,4 +543,87 @@ fn a_servers_input_required_on_a_passed_through_request_is_asked_of_a_2025_clien
     );
     drop(stdin);
     child.wait().unwrap();
+}
+
+/// 2026-07-28's per-request `logLevel` (the revision removed `logging/setLevel`; a client
+/// that asks for no level gets no `notifications/message`). Behind the gate a 2025-era
+/// server logs every `get`: its log message reaches the 2026-07-28 client only while a
+/// request asked for that level or a less severe one. A 2026-07-28 server gets the level
+/// the client asked for, with a governed call and with a request passed through, and logs
+/// (or not) by it.
+#[test]
+fn a_2026_07_28_clients_log_level_bounds_the_log_it_gets_and_reaches_the_server() {
+    let get = json!({"name": "get", "arguments": {"key": "k"}});
+    let logs = |client: &Modern| {
+        client
+            .notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .count()
+    };
+
+    let dir = TempDir::new("gate-era-log-legacy");
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(&dir, &policy, "log-on-get", &[]);
+    let mut client = Modern::start(&gate);
+    for (level, logged) in [
+        (None, 0),
+        (Some("info"), 1),
+        (Some("error"), 0),
+        (Some("debug"), 1),
+    ] {
+        client.notes.clear();
+        let answer = client.ask_logging("tools/call", get.clone(), level);
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(logs(&client), logged, "{level:?}: {:?}", client.notes);
+    }
+    client.stop();
+
+    let dir = TempDir::new("gate-era-log-modern");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "log-on-get",
+        &["--era", "modern", "--request-log", &log_arg],
+    );
+    let mut client = Modern::start(&gate);
+    for (level, logged) in [(Some("debug"), 1), (None, 0)] {
+        client.notes.clear();
+        let answer = client.ask_logging("tools/call", get.clone(), level);
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(logs(&client), logged, "{level:?}: {:?}", client.notes);
+    }
+    let passed = client.ask_logging("resources/list", json!({}), Some("warning"));
+    assert!(
+        passed.get("error").is_some(),
+        "the server has no resources: {passed}"
+    );
+    client.stop();
+    let received: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let levels: Vec<(&str, &Value)> = received
+        .iter()
+        .filter(|r| r["method"] == "tools/call" || r["method"] == "resources/list")
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap(),
+                &r["meta"]["io.modelcontextprotocol/logLevel"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("tools/call", &json!("debug")),
+            ("tools/call", &Value::Null),
+            ("resources/list", &json!("warning")),
+        ],
+        "{received:?}"
+    );
 }
