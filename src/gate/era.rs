@@ -35,6 +35,7 @@ pub(crate) fn log_rank(level: &str) -> Option<u8> {
         .position(|l| *l == level)
         .and_then(|i| u8::try_from(i).ok())
 }
+
 /// `_meta` member of a result naming the server (2026-07-28).
 pub(crate) const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 /// The error for a protocol version the gate does not serve (2026-07-28).
