@@ -1,8 +1,8 @@
 //! Issue 26 item 5: a cancellation that arrives while a governed call is between the gate's
-//! checks and its send. The gate is embedded in the test's process with a step hook that
-//! holds the call at one point of its dispatch until the client's `notifications/cancelled`
-//! has been read by the gate (a `ping` sent after it is answered by the same loop that
-//! handles the cancellation, after it). Nothing here waits on a timer.
+//! checks and its send. The gate is embedded in the test's process; the call is held at one
+//! point (by a step hook, or by the server) until the client's `notifications/cancelled` has
+//! been read by the gate (a `ping` sent after it is answered by the same loop that handles
+//! the cancellation, after it). No outcome depends on timing: each wait is for an event.
 //!
 //! - Held just before the attempt record is committed: nothing is recorded and nothing is
 //!   sent.
@@ -10,7 +10,6 @@
 //!   request is not written; its attempt is recorded `not_sent`, "cancelled by the
 //!   client", and the pathway is `repair_required` (a write) or `failed` (a read): never
 //!   `write_status_unknown`, since nothing could have reached the server.
-//!
 //! - Held inside the send itself: the server holds the `tools/list` the gate makes right
 //!   before it writes a write's `tools/call` (the binding checked at the send), and the
 //!   cancellation comes meanwhile. The request is withdrawn as it is queued (the check the
