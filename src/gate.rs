@@ -301,7 +301,8 @@ impl Gate {
         }
         let gate = Arc::clone(self);
         let tag = id.to_value().to_string();
-        self.down.serving(&tag);
+        self.down
+            .serving(&tag, era.log_level().and_then(era::log_rank));
         let spawned = std::thread::Builder::new()
             .name("rpr-gate-request".into())
             .spawn(move || {
@@ -309,7 +310,12 @@ impl Gate {
                     "server/discover" => gate.discover(),
                     "tools/list" => gate.list_tools(params.as_ref(), &era),
                     "tools/call" => gate.call(params.as_ref(), &tag, &era),
-                    _ => gate.upstream.pass(&method, era::strip_modern(params), &tag),
+                    _ => gate.upstream.pass(
+                        &method,
+                        era::strip_modern(params),
+                        era.forwarded_meta(),
+                        &tag,
+                    ),
                 };
                 let answer = era.shape(&method, answer, &lock(&gate.info));
                 gate.down.respond(id, answer);

@@ -48,6 +48,9 @@ impl<E: Executor> Executor for Keeping<E> {
     fn release(&mut self) {
         self.inner.release();
     }
+    fn still_wanted(&self) -> Result<(), Refusal> {
+        self.inner.still_wanted()
+    }
     fn carrier(&self) -> Option<Carrier> {
         self.inner.carrier()
     }

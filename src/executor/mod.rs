@@ -289,6 +289,16 @@ pub trait Executor {
     /// nothing, for executors that keep no preparation.
     fn release(&mut self) {}
 
+    /// Asked after a successful `prepare`, right before the write-ahead attempt record is
+    /// committed: a refusal records nothing and sends nothing (a stored pathway stays as it
+    /// was; one not stored yet is not stored). For a request its caller withdrew meanwhile
+    /// (a proxy's client cancelled it). A request withdrawn after this point must still
+    /// not be sent by `execute`, which then reports [`Delivery::NothingWritten`]. The
+    /// default never refuses.
+    fn still_wanted(&self) -> Result<(), Refusal> {
+        Ok(())
+    }
+
     /// The process, other than the host, that carries a request this executor sends,
     /// if there is one (see [`Carrier`]). Asked before the request is sent.
     ///

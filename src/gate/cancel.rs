@@ -3,6 +3,13 @@
 //! passed through, and the client gets no answer to it. A governed call goes on waiting
 //! for the server's answer: one that arrives is its outcome, recorded; without one a call
 //! that may change something stays unknown, and a read ends failed.
+//!
+//! A request not sent yet is never sent: the request is marked cancelled here *before* the
+//! session is asked to cancel it, and the session asks the request's guard
+//! ([`Gate::cancelled_guard`], and `Upstream::pass`'s) under the same lock under which it
+//! queues the request and makes it findable. So either the session finds the request (it
+//! was queued first, and the cancellation is written after it) or the guard sees the mark
+//! (and not one byte of the request is written).
 
 use crate::jsonrpc::Id;
 use serde_json::Value;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::executor::{Binding, Delivery, Request};
 use crate::jsonrpc::{ErrorObject, codes};
-use crate::mcp::{ExecutorConfig, McpClient, McpExecutor, McpReadback, ToolBinding};
+use crate::mcp::{ExecutorConfig, McpClient, McpExecutor, McpReadback, SendGuard, ToolBinding};
 use crate::stage::{Bindable, Bound};
 use crate::{Confirmed, Outcome, Pathway, State};
 use serde_json::{Value, json};
@@ -29,9 +29,18 @@ impl Gate {
         let mut config = ExecutorConfig::default()
             .with_class(checked.live.plan.class)
             .with_call_timeout(self.call_timeout)
-            .with_call_tag(asked.tag.clone());
-        if let Some(meta) = &asked.progress {
-            config = config.with_call_meta(meta.clone());
+            .with_call_tag(asked.tag.clone())
+            .with_send_guard(self.cancelled_guard(&asked.tag));
+        let mut meta = asked.progress.clone();
+        if let Some(level) = asked.era.log_level()
+            && checked.live.client.server().era == crate::mcp::Era::Modern
+        {
+            // The level the 2026-07-28 client asked for, for the server's log of this call.
+            let meta = meta.get_or_insert_with(|| json!({}));
+            meta[super::era::LOG_LEVEL_META] = json!(level);
+        }
+        if let Some(meta) = meta {
+            config = config.with_call_meta(meta);
         }
         if checked.live.plan.class == crate::ActionClass::ReadOnly {
             // A read changes nothing: it is bound to the list its pin was just checked in
@@ -50,6 +59,18 @@ impl Gate {
             )
             .with_config(config),
         )
+    }
+
+    /// Withdraws the request sent for the client's request `tag` once the client cancelled
+    /// it. Asked under the session's lock as the request is queued, while the client's
+    /// cancellation marks the request before it looks for it there (gate/cancel.rs): a
+    /// cancellation either finds the request sent or keeps it from being sent.
+    pub(crate) fn cancelled_guard(&self, tag: &str) -> SendGuard {
+        let (down, tag) = (Arc::clone(&self.down), tag.to_owned());
+        SendGuard::new(move || {
+            down.is_cancelled(&tag)
+                .then(|| "cancelled by the client before it was sent".to_owned())
+        })
     }
 
     /// Binds a stored pathway, then [`Gate::send`]s it.

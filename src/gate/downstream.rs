@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -25,9 +25,20 @@ pub(crate) struct Downstream {
     closed: Mutex<bool>,
     /// The `capabilities` the client declared in `initialize`.
     capabilities: Mutex<Value>,
-    /// The client's requests being served, by id (as JSON text): `true` once the client
-    /// cancelled one (its answer is then not sent).
-    serving: Mutex<HashMap<String, bool>>,
+    /// The client's requests being served, by id (as JSON text).
+    serving: Mutex<HashMap<String, Served>>,
+    /// Whether a client opened with `initialize` (the 2025 era, whose `logging/setLevel`
+    /// the server keeps to itself).
+    initialized: AtomicBool,
+}
+
+/// One client request being served.
+#[derive(Default)]
+struct Served {
+    /// The client cancelled it (its answer is then not sent).
+    cancelled: bool,
+    /// The rank of the log level a 2026-07-28 request asked for (`super::era::log_rank`).
+    log_rank: Option<u8>,
 }
 
 impl Downstream {
@@ -42,6 +53,7 @@ impl Downstream {
             closed: Mutex::new(false),
             capabilities: Mutex::new(Value::Null),
             serving: Mutex::new(HashMap::new()),
+            initialized: AtomicBool::new(false),
         }
     }
 
@@ -64,9 +76,15 @@ impl Downstream {
     }
 
     /// Notes that the client's request `tag` (its id as JSON text) is being served, so
-    /// that it can be cancelled.
-    pub(crate) fn serving(&self, tag: &str) {
-        lock(&self.serving).insert(tag.to_owned(), false);
+    /// that it can be cancelled; `log_rank`: the log level it asked for (2026-07-28).
+    pub(crate) fn serving(&self, tag: &str, log_rank: Option<u8>) {
+        lock(&self.serving).insert(
+            tag.to_owned(),
+            Served {
+                cancelled: false,
+                log_rank,
+            },
+        );
     }
 
     /// The client cancelled its request `tag`: its answer will not be sent. Whether the
@@ -74,19 +92,20 @@ impl Downstream {
     pub(crate) fn cancel(&self, tag: &str) -> bool {
         lock(&self.serving)
             .get_mut(tag)
-            .map(|c| *c = true)
+            .map(|s| s.cancelled = true)
             .is_some()
     }
 
     /// Whether the client cancelled its request `tag`, which is still being served.
     pub(crate) fn is_cancelled(&self, tag: &str) -> bool {
-        lock(&self.serving).get(tag).copied().unwrap_or(false)
+        lock(&self.serving).get(tag).is_some_and(|s| s.cancelled)
     }
 
     /// Answers the client's request `id`, unless the client cancelled it: a cancelled
     /// request is not answered (MCP's cancellation).
     pub(crate) fn respond(&self, id: Id, outcome: Result<Value, ErrorObject>) {
-        if lock(&self.serving).remove(&id.to_value().to_string()) == Some(true) {
+        let served = lock(&self.serving).remove(&id.to_value().to_string());
+        if served.is_some_and(|s| s.cancelled) {
             note!("rpr gate: request {id} was cancelled by the client; its answer is not sent");
             return;
         }
@@ -107,12 +126,36 @@ impl Downstream {
         }
     }
 
+    /// Passes a server's notification on. A log message (`notifications/message`) is passed
+    /// to a client that opened with `initialize` (the server keeps to its `logging/setLevel`),
+    /// and otherwise only while a 2026-07-28 request being served asked for its level or a
+    /// less severe one: under 2026-07-28 a client that asked for no level gets none.
     pub(crate) fn notify(&self, notification: &Notification) {
+        if notification.method == "notifications/message"
+            && !self.initialized.load(Ordering::SeqCst)
+        {
+            // A level MCP does not name is taken as the most severe.
+            let rank = notification
+                .params
+                .as_ref()
+                .and_then(|p| p.get("level"))
+                .and_then(Value::as_str)
+                .and_then(super::era::log_rank)
+                .unwrap_or(u8::MAX);
+            let wanted = lock(&self.serving)
+                .values()
+                .any(|s| s.log_rank.is_some_and(|asked| asked <= rank));
+            if !wanted {
+                return;
+            }
+        }
         self.send(&Message::Notification(notification.clone()));
     }
 
+    /// The capabilities a client declared in `initialize` (which opens the 2025 era).
     pub(crate) fn set_capabilities(&self, capabilities: Value) {
         *lock(&self.capabilities) = capabilities;
+        self.initialized.store(true, Ordering::SeqCst);
     }
 
     /// What the client declared for `capability` (a top-level member of its capabilities),

@@ -13,6 +13,29 @@ pub(crate) const MODERN: &str = "2026-07-28";
 pub(crate) const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` member carrying a request's client capabilities (2026-07-28).
 pub(crate) const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` member of a request naming the least severe log level its client wants
+/// (2026-07-28; without it a server sends that client no `notifications/message`).
+pub(crate) const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+/// The log levels, least severe first (RFC 5424's, as MCP names them).
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The rank of a log level (0 for `debug`), `None` for a name that is not one.
+pub(crate) fn log_rank(level: &str) -> Option<u8> {
+    LOG_LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .and_then(|i| u8::try_from(i).ok())
+}
+
 /// `_meta` member of a result naming the server (2026-07-28).
 pub(crate) const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 /// The error for a protocol version the gate does not serve (2026-07-28).
@@ -38,8 +61,12 @@ const CACHEABLE: [&str; 6] = [
 pub(crate) enum Era {
     /// The 2025 era (and earlier): the capabilities are those of `initialize`.
     Legacy,
-    /// 2026-07-28: the capabilities this request declared.
-    Modern { capabilities: Value },
+    /// 2026-07-28: the capabilities this request declared, and the log level it asked for
+    /// (a level MCP names; `None` without one).
+    Modern {
+        capabilities: Value,
+        log_level: Option<String>,
+    },
 }
 
 impl Era {
@@ -64,11 +91,58 @@ impl Era {
             .filter(|c| c.is_object())
             .cloned()
             .unwrap_or_else(|| json!({}));
-        Ok(Self::Modern { capabilities })
+        let log_level = meta
+            .and_then(|m| m.get(LOG_LEVEL_META))
+            .and_then(Value::as_str)
+            .filter(|l| log_rank(l).is_some())
+            .map(str::to_owned);
+        Ok(Self::Modern {
+            capabilities,
+            log_level,
+        })
+    }
+
+    /// The log level a 2026-07-28 request asked for.
+    pub(crate) fn log_level(&self) -> Option<&str> {
+        match self {
+            Self::Modern { log_level, .. } => log_level.as_deref(),
+            Self::Legacy => None,
+        }
+    }
+
+    /// What the gate declares to a 2026-07-28 server with a request of this era that it
+    /// passes through, in that request's `_meta`: the client's capabilities that concern
+    /// what a server may ask of it ([`Era::client_side`]) and its log level. `None` for the
+    /// 2025 era.
+    pub(crate) fn forwarded_meta(&self) -> Option<Map<String, Value>> {
+        let mut meta = Map::new();
+        meta.insert(CAPABILITIES_META.to_owned(), self.client_side()?);
+        if let Some(level) = self.log_level() {
+            meta.insert(LOG_LEVEL_META.to_owned(), json!(level));
+        }
+        Some(meta)
     }
 
     pub(crate) fn is_modern(&self) -> bool {
         matches!(self, Self::Modern { .. })
+    }
+
+    /// The capabilities a 2026-07-28 request's client declared that concern what a server
+    /// may ask of it (`sampling`, `roots`, `elicitation`, as declared): passed to a
+    /// 2026-07-28 server with a request the gate passes through, so that the server may ask
+    /// that client for input in an `input_required` result. `None` for the 2025 era.
+    pub(crate) fn client_side(&self) -> Option<Value> {
+        let Self::Modern { capabilities, .. } = self else {
+            return None;
+        };
+        let declared: Map<String, Value> = super::upstream::CLIENT_SIDE
+            .iter()
+            .filter_map(|c| {
+                let value = capabilities.get(*c).filter(|v| v.is_object())?;
+                Some(((*c).to_owned(), value.clone()))
+            })
+            .collect();
+        Some(Value::Object(declared))
     }
 
     /// Whether this request's client can show a form (2026-07-28: `elicitation` in the
@@ -76,7 +150,7 @@ impl Era {
     pub(crate) fn elicits_forms(&self) -> bool {
         match self {
             Self::Legacy => false,
-            Self::Modern { capabilities } => capabilities
+            Self::Modern { capabilities, .. } => capabilities
                 .get("elicitation")
                 .and_then(Value::as_object)
                 .is_some_and(|e| e.is_empty() || e.contains_key("form")),
@@ -84,8 +158,9 @@ impl Era {
     }
 
     /// An answer as this era shapes it. Under 2026-07-28: `resultType` on every result
-    /// (`complete` unless the gate said otherwise), `ttlMs` and `cacheScope` on the
-    /// cacheable ones, the gate's `serverInfo` in `_meta`, and a missing resource as
+    /// (`complete` unless the gate or the server said otherwise), `ttlMs` and `cacheScope`
+    /// on the cacheable ones when complete (an `input_required` result is not the list or
+    /// the resource), the gate's `serverInfo` in `_meta`, and a missing resource as
     /// `-32602` (the 2025 era's `-32002`).
     pub(crate) fn shape(
         &self,
@@ -98,10 +173,11 @@ impl Era {
         }
         match answer {
             Ok(Value::Object(mut result)) => {
-                result
+                let complete = result
                     .entry("resultType")
-                    .or_insert_with(|| json!("complete"));
-                if CACHEABLE.contains(&method) {
+                    .or_insert_with(|| json!("complete"))
+                    == "complete";
+                if complete && CACHEABLE.contains(&method) {
                     result.entry("ttlMs").or_insert_with(|| json!(0));
                     result
                         .entry("cacheScope")
@@ -194,12 +270,49 @@ mod tests {
             .unwrap();
         assert_eq!(call["resultType"], "input_required");
         assert!(call.get("ttlMs").is_none());
+        let asked = era
+            .shape(
+                "resources/read",
+                Ok(json!({"resultType": "input_required", "requestState": "s"})),
+                &info,
+            )
+            .unwrap();
+        assert!(asked.get("ttlMs").is_none() && asked.get("cacheScope").is_none());
         let missing = era.shape("resources/read", Err(ErrorObject::new(-32002, "no")), &info);
         assert_eq!(missing.unwrap_err().code, codes::INVALID_PARAMS);
         let legacy = Era::Legacy
             .shape("tools/list", Ok(json!({"tools": []})), &info)
             .unwrap();
         assert_eq!(legacy, json!({"tools": []}));
+    }
+
+    #[test]
+    fn a_modern_requests_client_side_capabilities_are_those_it_declared() {
+        let era = Era::of(Some(
+            &json!({"_meta": {VERSION_META: MODERN, CAPABILITIES_META: {
+                "elicitation": {"form": {}}, "roots": {}, "extensions": {"x": {}}, "sampling": true}}}),
+        ))
+        .unwrap();
+        assert_eq!(
+            era.client_side(),
+            Some(json!({"elicitation": {"form": {}}, "roots": {}}))
+        );
+        assert_eq!(Era::Legacy.client_side(), None);
+        assert_eq!(era.log_level(), None);
+        let logged = Era::of(Some(
+            &json!({"_meta": {VERSION_META: MODERN, LOG_LEVEL_META: "warning"}}),
+        ))
+        .unwrap();
+        assert_eq!(logged.log_level(), Some("warning"));
+        let meta = logged.forwarded_meta().unwrap();
+        assert_eq!(meta[LOG_LEVEL_META], "warning");
+        assert_eq!(meta[CAPABILITIES_META], json!({}));
+        let unknown = Era::of(Some(
+            &json!({"_meta": {VERSION_META: MODERN, LOG_LEVEL_META: "loud"}}),
+        ))
+        .unwrap();
+        assert_eq!(unknown.log_level(), None, "not a level MCP names");
+        assert_eq!(Era::Legacy.forwarded_meta(), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::jsonrpc::{ErrorObject, Notification, Request, codes};
-use crate::mcp::{McpClient, Reply, Responder, ServerCommand, SessionConfig, ToolList};
+use crate::mcp::{McpClient, Reply, Responder, SendGuard, ServerCommand, SessionConfig, ToolList};
 use serde_json::Value;
 
 use super::downstream::Downstream;
@@ -21,7 +21,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// gate declares to the server those its client declared, as declared (so
 /// `elicitation: {"form": {}, "url": {}}` offers URL mode too), and passes the requests
 /// and their notifications on. Not `tasks`: the gate does not govern tasks.
-const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
+pub(crate) const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
 
 /// The server's capabilities as the gate mirrors them to its client: without `tasks`, since
 /// a task-augmented call is not governed by the gate (it is refused; see docs/gate.md).
@@ -153,27 +153,67 @@ impl Upstream {
         self.stale.store(true, Ordering::SeqCst);
     }
 
-    /// Passes a client request on and returns the server's answer.
+    /// Passes a client request on and returns the server's answer. `forwarded`: for a
+    /// 2026-07-28 client, the `_meta` members the gate declares to a 2026-07-28 server with
+    /// the request ([`super::era::Era::forwarded_meta`]): the capabilities that client
+    /// declared on this request for what a server may ask of it, in place of the gate's own
+    /// (the server may then answer `input_required` with input requests for that client,
+    /// which the answer carries back to it; its retry is a request like any other), and its
+    /// log level. For a 2025-era client (`None`), a server's `input_required` to `prompts/get` or
+    /// `resources/read` is answered by the gate, each input request passed to the client
+    /// as a request of the server's, and the last round's result is the answer.
     pub(crate) fn pass(
         &self,
         method: &str,
-        params: Option<Value>,
+        mut params: Option<Value>,
+        forwarded: Option<serde_json::Map<String, Value>>,
         tag: &str,
     ) -> Result<Value, ErrorObject> {
         let client = self
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
-        if self.down.is_cancelled(tag) {
-            // Cancelled before it was sent on: not sent (nor answered).
-            return Err(ErrorObject::new(
-                codes::INTERNAL_ERROR,
-                "cancelled by the client before it was sent on",
-            ));
-        }
-        match client
-            .session()
-            .request_tagged(method, params, self.request_timeout, Some(tag))
+        let modern_client = forwarded.is_some();
+        if let Some(forwarded) = forwarded
+            && client.server().era == crate::mcp::Era::Modern
         {
+            let object = params.get_or_insert_with(|| serde_json::json!({}));
+            if let Some(object) = object.as_object_mut() {
+                let meta = object
+                    .entry("_meta")
+                    .or_insert_with(|| serde_json::json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.extend(forwarded);
+                }
+            }
+        }
+        // Cancelled before it is sent on: not sent (nor answered). Asked as the request is
+        // queued, under the lock the cancellation looks for it under (gate/cancel.rs).
+        let (down, t) = (Arc::clone(&self.down), tag.to_owned());
+        let guard = SendGuard::new(move || {
+            down.is_cancelled(&t)
+                .then(|| "cancelled by the client before it was sent on".to_owned())
+        });
+        let reply = if modern_client {
+            // Its `input_required` goes back to it as the server gave it.
+            client.session().request_guarded(
+                method,
+                params,
+                self.request_timeout,
+                Some(tag),
+                Some(&guard),
+            )
+        } else {
+            // A 2025-era client reads no `input_required`: the gate answers the rounds,
+            // asking the client each input request as the server's own request.
+            client.request_answering_input(
+                method,
+                params,
+                self.request_timeout,
+                Some(tag),
+                Some(&guard),
+            )
+        };
+        match reply {
             Ok(Reply::Result(result)) => Ok(result),
             Ok(Reply::Error(error)) => Err(error),
             Err(e) => Err(ErrorObject::new(

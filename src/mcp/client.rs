@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::era::{self, Era, ResultType};
 use super::negotiate::ServerInfo;
-use super::session::{Reply, Session, SessionConfig};
+use super::session::{Reply, SendGuard, Session, SessionConfig};
 use super::transport::{ServerCommand, ShutdownReport};
 use super::{McpError, mrtr};
 use crate::executor::Carrier;
@@ -241,16 +241,56 @@ impl McpClient {
         timeout: Duration,
         tag: Option<&str>,
     ) -> Result<Reply, McpError> {
+        self.call_tool_guarded(name, arguments, meta, timeout, tag, None)
+    }
+
+    /// [`McpClient::call_tool_tagged`], each of its rounds withdrawn before one byte of it
+    /// is written when `guard` gives a reason ([`SendGuard`],
+    /// [`Session::request_guarded`]): a first round so withdrawn is
+    /// [`McpError::NotSent`]; a later one (the server was asked already) is
+    /// [`McpError::InputRequired`].
+    pub fn call_tool_guarded(
+        &self,
+        name: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+        guard: Option<&SendGuard>,
+    ) -> Result<Reply, McpError> {
         let mut params = json!({"name": name, "arguments": arguments});
         if let Some(meta) = meta {
             params["_meta"] = meta.clone();
         }
         match self.server.era {
-            Era::Legacy => self
-                .session
-                .request_tagged("tools/call", Some(params), timeout, tag),
-            Era::Modern => mrtr::call(&self.session, params, timeout, tag),
+            Era::Legacy => {
+                self.session
+                    .request_guarded("tools/call", Some(params), timeout, tag, guard)
+            }
+            Era::Modern => mrtr::call(&self.session, "tools/call", params, timeout, tag, guard),
         }
+    }
+
+    /// A request other than `tools/call` that a 2026-07-28 server may answer with
+    /// `input_required` (`prompts/get`, `resources/read`), its rounds answered as
+    /// [`McpClient::call_tool_guarded`] answers a call's: each input request handed to
+    /// [`SessionConfig::on_request`], the request sent again with the answers; the last
+    /// round's reply. To a server of the handshake era, or for another method, one request
+    /// ([`Session::request_guarded`]).
+    pub(crate) fn request_answering_input(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+        guard: Option<&SendGuard>,
+    ) -> Result<Reply, McpError> {
+        if self.server.era == Era::Modern && mrtr::ASKING.contains(&method) {
+            let params = params.unwrap_or_else(|| json!({}));
+            return mrtr::call(&self.session, method, params, timeout, tag, guard);
+        }
+        self.session
+            .request_guarded(method, params, timeout, tag, guard)
     }
 
     /// Checks that the server answers: `ping` (expecting a result object), or under

@@ -80,7 +80,9 @@ pub(crate) fn envelope(version: &str, capabilities: &Value) -> Map<String, Value
 }
 
 /// `params` with `envelope` merged into its `_meta` (the envelope's keys win; every other
-/// key the caller put there, such as a `progressToken`, stays).
+/// key the caller put there, such as a `progressToken`, stays). The one exception: client
+/// capabilities the caller declared for this request (a proxy passing its own client's
+/// per-request capabilities on) are kept instead of the session's.
 pub(crate) fn with_envelope(params: Option<Value>, envelope: &Map<String, Value>) -> Value {
     let mut params = match params {
         Some(Value::Object(map)) => map,
@@ -96,6 +98,9 @@ pub(crate) fn with_envelope(params: Option<Value>, envelope: &Map<String, Value>
     }
     if let Value::Object(meta) = meta {
         for (key, value) in envelope {
+            if key == META_CLIENT_CAPABILITIES && meta.get(key).is_some_and(Value::is_object) {
+                continue;
+            }
             meta.insert(key.clone(), value.clone());
         }
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::binding::{ToolBinding, changed_fields};
 use super::client::{McpClient, Tool};
 use super::schema::ArgumentValidator;
-use super::session::Reply;
+use super::session::{Reply, SendGuard};
 use crate::executor::{Binding, Carrier, Delivery, Executor, Refusal, RejectionClass, Request};
 
 /// How the executor sends calls and classifies JSON-RPC error replies.
@@ -32,6 +32,12 @@ pub struct ExecutorConfig {
     /// without one the delivery is `PossiblyWritten` ([`McpError::Cancelled`](super::McpError::Cancelled)),
     /// so a call that may change something stays unknown and a read ends failed.
     pub call_tag: Option<String>,
+    /// Asked right before the `tools/call` (and each later round of it) is queued for the
+    /// server ([`SendGuard`]): a reason withdraws it, not one byte written, and the
+    /// delivery is `NothingWritten` (a later round of a 2026-07-28 call is
+    /// `PossiblyWritten`: the server was asked already). A proxy sets it to its client's
+    /// cancellation of the call, with [`ExecutorConfig::call_tag`].
+    pub send_guard: Option<SendGuard>,
     /// The caller's word on the tool's class, overruling its `readOnlyHint` (a server's
     /// claim) in the binding: a host whose policy says a tool only reads (or that an
     /// annotated read-only tool must be treated as mutating) sets it. `None`: the
@@ -80,6 +86,13 @@ impl ExecutorConfig {
     #[must_use]
     pub fn with_call_tag(mut self, tag: impl Into<String>) -> Self {
         self.call_tag = Some(tag.into());
+        self
+    }
+
+    /// Sets [`ExecutorConfig::send_guard`].
+    #[must_use]
+    pub fn with_send_guard(mut self, guard: SendGuard) -> Self {
+        self.send_guard = Some(guard);
         self
     }
 
@@ -354,6 +367,17 @@ impl Executor for McpExecutor {
                     .into(),
             };
         }
+        if let Some(reason) = self
+            .config
+            .send_guard
+            .as_ref()
+            .and_then(SendGuard::withdrawn)
+        {
+            // Withdrawn already: not even listed for the check at the send.
+            return Delivery::NothingWritten {
+                reason: format!("withdrawn before it was sent: {reason}; nothing was sent"),
+            };
+        }
         if let Err(refusal) = self
             .check_action(request)
             .and_then(|()| self.verify(request, &bound, true))
@@ -366,12 +390,13 @@ impl Executor for McpExecutor {
             .config
             .call_timeout
             .unwrap_or_else(|| self.client.request_timeout());
-        let delivery = match self.client.call_tool_tagged(
+        let delivery = match self.client.call_tool_guarded(
             &self.tool,
             &request.arguments,
             self.config.call_meta.as_ref(),
             timeout,
             self.config.call_tag.as_deref(),
+            self.config.send_guard.as_ref(),
         ) {
             Ok(Reply::Result(result)) => classify_result(result),
             Ok(Reply::Error(error)) => Delivery::Rejected {
@@ -404,6 +429,22 @@ impl Executor for McpExecutor {
 
     fn release(&mut self) {
         self.prepared = None;
+    }
+
+    /// Refused (`withdrawn`) when [`ExecutorConfig::send_guard`] withdraws the call.
+    fn still_wanted(&self) -> Result<(), Refusal> {
+        match self
+            .config
+            .send_guard
+            .as_ref()
+            .and_then(SendGuard::withdrawn)
+        {
+            Some(reason) => Err(Refusal::new(
+                "withdrawn",
+                format!("{reason}; nothing was recorded or sent"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The server process ([`McpClient::server_process`]): it carries the call.

@@ -62,7 +62,9 @@ Options:
                           dual (both; the first server/discover or initialize settles it)
   --modern-version V      the version a modern server supports (default 2026-07-28)
   --input-required N      (modern) answer a tools/call of `put` with input_required (an
-                          elicitation) N times before it stores; a decline stores nothing
+                          elicitation) N times before it stores; a decline stores nothing.
+                          Also: declare `prompts` and answer a prompts/get of `confirm`
+                          ({\"key\"}) so, asking only a request that declared elicitation
   --request-log PATH      append {id, method, meta} of each request and notification
                           received to PATH (id null for a notification)
   --instructions TEXT     the instructions sent at initialize and server/discover
@@ -71,6 +73,7 @@ Options:
   --pid-file PATH         write this process's id to PATH at start
   --cancel-log PATH       append each notifications/cancelled to PATH, one JSON line
                           {\"requestId\", \"reason\"} each
+  --release PATH          (hold-list) the file whose existence releases the held tools/list
   --fault-on TOOL         the tool the fault hits: put (default) or get; on `get` only
                           crash-after-read, never-reply, slow, is-error and rpc-error act
   --help                  this text
@@ -98,6 +101,11 @@ Faults (on tools/call of `put` unless noted):
   slow                 sleep --sleep-ms, then effect and reply
   notify-before-init   (on initialize) send notifications before the initialize reply
   loop-cursor          (on tools/list) always return the same nextCursor
+  log-on-get           (on tools/call of `get`) a notifications/message (level info) before
+                       the result; under 2026-07-28 only when the request's _meta asks
+                       for logLevel debug or info
+  hold-list            (on tools/list) the one after the N-th answer is answered only once
+                       the file --release names exists (received and logged at once)
   change-read-notify   (on tools/call of `get`) after answering the first one, `get` has a new
                        description and the server sends notifications/tools/list_changed
                        (it declares tools.listChanged)
@@ -137,6 +145,8 @@ struct Options {
     cancel_log: Option<PathBuf>,
     /// The fault hits `get` instead of `put` (`--fault-on get`).
     fault_on_get: bool,
+    /// The file whose existence releases a held `tools/list` (`--fault hold-list`).
+    release: Option<PathBuf>,
 }
 
 fn log(message: &str) {
@@ -297,6 +307,7 @@ impl Server {
             "ping" if !self.modern => self.result(conn, id, json!({})),
             "tools/list" => self.list(conn, id, params),
             "tools/call" => self.call(conn, id, params),
+            "prompts/get" => self.prompt(conn, id, params),
             "rpr-fault/hang" => {
                 log("rpr-fault/hang: never answered");
                 Ok(())
@@ -355,7 +366,7 @@ impl Server {
         }
         let mut result = json!({
             "protocolVersion": self.opts.protocol_version,
-            "capabilities": {"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}},
+            "capabilities": self.capabilities(),
             "serverInfo": {"name": self.opts.server_name, "version": self.version},
         });
         if let Some(text) = &self.opts.instructions {

@@ -58,7 +58,8 @@ pub use negotiate::ServerInfo;
 pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};
 pub use schema::{ArgumentValidator, Dialect};
 pub use session::{
-    NotificationCallback, Reply, RequestCallback, Responder, Session, SessionConfig, SessionStats,
+    NotificationCallback, Reply, RequestCallback, Responder, SendGuard, Session, SessionConfig,
+    SessionStats,
 };
 pub use transport::{ServerCommand, ShutdownReport, ShutdownStage, Transport, TransportConfig};
 

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::McpError;
 use super::era::{self, ResultType};
-use super::session::{Reply, Session};
+use super::session::{Reply, SendGuard, Session};
 use crate::jsonrpc::{Id, Request};
 
 /// Most rounds of one call (the TypeScript SDK's limit too).
@@ -22,28 +22,33 @@ pub(super) const MAX_ROUNDS: usize = 10;
 /// What a server may ask the client for inside an `input_required` result.
 const ASKABLE: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
 
-const METHOD: &str = "tools/call";
+/// The requests a server may answer with `input_required`.
+pub(crate) const ASKING: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
-fn unknown(reason: String) -> McpError {
+fn unknown(method: &str, reason: String) -> McpError {
     McpError::InputRequired {
-        method: METHOD.into(),
+        method: method.into(),
         reason,
     }
 }
 
-/// Sends `params` as a `tools/call` and answers the server's input requests, round after
-/// round, until a complete result, an error, or a round that cannot be finished.
+/// Sends `params` as a `method` request (one of [`ASKING`]) and answers the server's input requests, round after
+/// round, until a complete result, an error, or a round that cannot be finished. `guard`
+/// is asked before every round ([`SendGuard`]); a later round it withdraws is unknown, as
+/// any later round not sent.
 pub(super) fn call(
     session: &Session,
+    method: &str,
     mut params: Value,
     timeout: Duration,
     tag: Option<&str>,
+    guard: Option<&SendGuard>,
 ) -> Result<Reply, McpError> {
     for round in 1..=MAX_ROUNDS {
         let reply = session
-            .request_tagged(METHOD, Some(params.clone()), timeout, tag)
+            .request_guarded(method, Some(params.clone()), timeout, tag, guard)
             .map_err(|e| match e {
-                e if round > 1 && e.nothing_written() => unknown(format!(
+                e if round > 1 && e.nothing_written() => unknown(method, format!(
                     "the retry of round {round}, after the server asked for input, was not sent ({e})"
                 )),
                 e => e,
@@ -52,21 +57,24 @@ pub(super) fn call(
             Reply::Result(result) => result,
             Reply::Error(error) if round == 1 => return Ok(Reply::Error(error)),
             Reply::Error(error) => {
-                return Err(unknown(format!(
-                    "the server answered the retry of round {round} with an error ({error})"
-                )));
+                return Err(unknown(
+                    method,
+                    format!(
+                        "the server answered the retry of round {round} with an error ({error})"
+                    ),
+                ));
             }
         };
         match era::result_type(&result) {
             ResultType::Complete => return Ok(Reply::Result(result)),
             ResultType::InputRequired => {
-                let (responses, state) = answer(session, &result, timeout, round)?;
+                let (responses, state) = answer(session, method, &result, timeout, round)?;
                 set(&mut params, "inputResponses", responses.map(Value::Object));
                 set(&mut params, "requestState", state);
             }
             ResultType::Other(kind) => {
                 return Err(McpError::InvalidReply {
-                    method: METHOD.into(),
+                    method: method.into(),
                     reason: format!(
                         "`resultType` is {kind:?}, which this client did not ask for; the server \
                          may have acted, treat its effect as unknown"
@@ -75,9 +83,10 @@ pub(super) fn call(
             }
         }
     }
-    Err(unknown(format!(
-        "the server still asked for input after {MAX_ROUNDS} rounds"
-    )))
+    Err(unknown(
+        method,
+        format!("the server still asked for input after {MAX_ROUNDS} rounds"),
+    ))
 }
 
 fn set(params: &mut Value, key: &str, value: Option<Value>) {
@@ -95,12 +104,13 @@ type Retry = (Option<Map<String, Value>>, Option<Value>);
 /// Answers the input requests of one `input_required` result.
 fn answer(
     session: &Session,
+    call: &str,
     result: &Value,
     timeout: Duration,
     round: usize,
 ) -> Result<Retry, McpError> {
     let invalid = |reason: &str| McpError::InvalidReply {
-        method: METHOD.into(),
+        method: call.into(),
         reason: format!(
             "{reason} (an `input_required` result); the server may have acted, treat its effect \
              as unknown"
@@ -133,14 +143,18 @@ fn answer(
             params: asked.get("params").filter(|p| p.is_object()).cloned(),
         };
         let answer = session.ask_client(request, timeout).map_err(|why| {
-            unknown(format!(
-                "the server asked for input (`{method}`) that this client cannot give: {why}"
-            ))
+            unknown(
+                call,
+                format!(
+                    "the server asked for input (`{method}`) that this client cannot give: {why}"
+                ),
+            )
         })?;
         let answer = answer.map_err(|error| {
-            unknown(format!(
-                "the client answered the server's `{method}` with an error ({error})"
-            ))
+            unknown(
+                call,
+                format!("the client answered the server's `{method}` with an error ({error})"),
+            )
         })?;
         responses.insert(key, answer);
     }

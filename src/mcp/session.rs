@@ -34,7 +34,9 @@ mod config;
 mod reader;
 mod writer;
 
-pub use config::{NotificationCallback, Reply, RequestCallback, SessionConfig, SessionStats};
+pub use config::{
+    NotificationCallback, Reply, RequestCallback, SendGuard, SessionConfig, SessionStats,
+};
 pub use reader::Responder;
 use reader::{Incoming, Shared, State, reader_loop};
 use writer::{Ticket, TicketWait, WriteJob, writer_loop};
@@ -126,7 +128,9 @@ impl Session {
     /// must never be cancelled, and the `server/discover` probe, which a legacy server
     /// does not know) and a reply arriving later is dropped. Once the client settled on
     /// protocol 2026-07-28, every request's `params._meta` carries the protocol version,
-    /// the client's capabilities and its name (merged with what the caller put there).
+    /// the client's capabilities and its name (merged with what the caller put there; an
+    /// `io.modelcontextprotocol/clientCapabilities` object the caller put there is kept,
+    /// so that a proxy can declare its own client's capabilities for one request).
     pub fn request(
         &self,
         method: &str,
@@ -146,7 +150,23 @@ impl Session {
         timeout: Duration,
         tag: Option<&str>,
     ) -> Result<Reply, McpError> {
-        let result = self.request_inner(method, params, timeout, tag);
+        self.request_guarded(method, params, timeout, tag, None)
+    }
+
+    /// [`Session::request_tagged`], withdrawn before one byte of it is written when
+    /// `guard` gives a reason ([`SendGuard`]): the guard is asked under the lock that
+    /// [`Session::cancel_tagged`] takes, in the same step that makes the request known by
+    /// `tag` and queues its line. A request the guard withdraws is
+    /// [`McpError::NotSent`].
+    pub fn request_guarded(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+        guard: Option<&SendGuard>,
+    ) -> Result<Reply, McpError> {
+        let result = self.request_inner(method, params, timeout, tag, guard);
         if let Some(tag) = tag {
             let mut state = self.shared.lock();
             if let Some(id) = state.tags.remove(tag) {
@@ -160,7 +180,8 @@ impl Session {
     /// Sends `notifications/cancelled` for the request waiting under `tag`; returns
     /// whether there was one. The request still waits for its reply (a server may answer
     /// anyway) until its timeout; without one it ends [`McpError::Cancelled`] (with
-    /// `reason`), and no second cancellation is sent.
+    /// `reason`), and no second cancellation is sent. The notification is queued after
+    /// the request's own line.
     pub fn cancel_tagged(&self, tag: &str, reason: &str) -> bool {
         let id = {
             let mut state = self.shared.lock();
@@ -174,61 +195,35 @@ impl Session {
         self.notify("notifications/cancelled", Some(params)).is_ok()
     }
 
-    // Same shape as request_tagged: the same parameters; request_tagged wraps this body so that the tag is dropped on every return.
+    // Same shape as request_guarded: the same parameters; request_guarded wraps this body so that the tag is dropped on every return.
     fn request_inner(
         &self,
         method: &str,
         mut params: Option<Value>,
         timeout: Duration,
         tag: Option<&str>,
+        guard: Option<&SendGuard>,
     ) -> Result<Reply, McpError> {
         let deadline = Instant::now() + timeout;
-        let (id, replies) = {
+        let not_sent = |reason: String| McpError::NotSent {
+            method: method.to_owned(),
+            reason,
+        };
+        let id = {
             let mut state = self.shared.lock();
             if let Some(reason) = &state.closed {
-                return Err(McpError::NotSent {
-                    method: method.to_owned(),
-                    reason: format!("the session is closed ({reason})"),
-                });
+                return Err(not_sent(format!("the session is closed ({reason})")));
             }
             state.next_id += 1;
-            let id = Id::Number(state.next_id);
             if let Some(envelope) = &state.envelope {
                 params = Some(era::with_envelope(params, envelope));
             }
-            let (tx, rx) = mpsc::channel();
-            state.pending.insert(id.clone(), tx);
-            if let Some(tag) = tag {
-                state.tags.insert(tag.to_owned(), id.clone());
-            }
-            (id, rx)
+            Id::Number(state.next_id)
         };
         let request = Request {
             id: id.clone(),
             method: method.to_owned(),
             params,
-        };
-        match self.write_request(request, timeout, deadline) {
-            Ok(total) => self.await_reply(&id, method, &replies, timeout, deadline, total),
-            Err(e) => {
-                self.shared.lock().pending.remove(&id);
-                Err(e)
-            }
-        }
-    }
-
-    /// Queues the request line and waits until it is written, failed, withdrawn or
-    /// stalled at the deadline. Returns the line's length once fully written.
-    fn write_request(
-        &self,
-        request: Request,
-        timeout: Duration,
-        deadline: Instant,
-    ) -> Result<usize, McpError> {
-        let method = request.method.clone();
-        let not_sent = |reason: String| McpError::NotSent {
-            method: method.clone(),
-            reason,
         };
         let line = encode_line(
             &Message::Request(request).to_value(),
@@ -237,26 +232,69 @@ impl Session {
         .map_err(|e| not_sent(e.to_string()))?;
         let total = line.len();
         let ticket = Arc::new(Ticket::default());
-        let job = WriteJob::Line {
-            line,
-            ticket: Some(Arc::clone(&ticket)),
+        let replies = {
+            // One step: the guard asked, the request made known (by id and tag) and its line
+            // queued. A cancellation (cancel_tagged, under this lock) either comes before
+            // it, and the guard sees it, or finds the tag, and its notification is queued
+            // after this line.
+            let mut state = self.shared.lock();
+            if let Some(reason) = &state.closed {
+                return Err(not_sent(format!("the session is closed ({reason})")));
+            }
+            if let Some(reason) = guard.and_then(SendGuard::withdrawn) {
+                return Err(not_sent(format!(
+                    "withdrawn before any byte of it was written: {reason}"
+                )));
+            }
+            let (tx, rx) = mpsc::channel();
+            let job = WriteJob::Line {
+                line,
+                ticket: Some(Arc::clone(&ticket)),
+            };
+            if self.writer.send(job).is_err() {
+                return Err(not_sent("the session's writer has stopped".into()));
+            }
+            state.pending.insert(id.clone(), tx);
+            if let Some(tag) = tag {
+                state.tags.insert(tag.to_owned(), id.clone());
+            }
+            rx
         };
-        if self.writer.send(job).is_err() {
-            return Err(not_sent("the session's writer has stopped".into()));
+        match Self::written(method, &ticket, total, timeout, deadline) {
+            Ok(()) => self.await_reply(&id, method, &replies, timeout, deadline, total),
+            Err(e) => {
+                self.shared.lock().pending.remove(&id);
+                Err(e)
+            }
         }
+    }
+
+    /// Waits until the request's queued line is written, failed, withdrawn or stalled at
+    /// the deadline.
+    fn written(
+        method: &str,
+        ticket: &Ticket,
+        total: usize,
+        timeout: Duration,
+        deadline: Instant,
+    ) -> Result<(), McpError> {
+        let method = method.to_owned();
         match ticket.wait(deadline) {
-            TicketWait::Written => Ok(total),
-            TicketWait::Failed { written: 0, reason } => Err(not_sent(reason)),
+            TicketWait::Written => Ok(()),
+            TicketWait::Failed { written: 0, reason } => Err(McpError::NotSent { method, reason }),
             TicketWait::Failed { written, reason } => Err(McpError::WriteFailed {
                 method,
                 written,
                 total,
                 reason,
             }),
-            TicketWait::Withdrawn => Err(not_sent(format!(
-                "the server did not take input within {timeout:?}; the request was withdrawn \
-                 before any byte of it was written"
-            ))),
+            TicketWait::Withdrawn => Err(McpError::NotSent {
+                method,
+                reason: format!(
+                    "the server did not take input within {timeout:?}; the request was withdrawn \
+                     before any byte of it was written"
+                ),
+            }),
             TicketWait::Stalled { written } => Err(McpError::TimedOut {
                 method,
                 timeout,

@@ -5,6 +5,8 @@
 //! tool that changed, bad input). Each test asserts on the files the server wrote and on the
 //! pathway database, not only on what the gate said.
 
+#[path = "gate_parts/cancel_window.rs"]
+mod cancel_window;
 #[path = "gate_parts/embedded.rs"]
 mod embedded;
 #[path = "gate_parts/eras.rs"]

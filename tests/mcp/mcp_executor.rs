@@ -13,7 +13,7 @@ use rpr::executor::file::FileExecutor;
 use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, RejectionClass, Request};
 use rpr::mcp::{
     ArgumentValidator, Dialect, ExecutorConfig, McpClient, McpError, McpExecutor, McpReadback,
-    ReadbackVerdict, ServerCommand, SessionConfig, Tool, ToolBinding,
+    ReadbackVerdict, SendGuard, ServerCommand, SessionConfig, Tool, ToolBinding,
 };
 use serde_json::{Value, json};
 
@@ -829,4 +829,94 @@ fn a_tagged_call_is_cancelled_under_its_own_id_and_ends_possibly_written() {
         "the call's own id: {logged}"
     );
     assert_eq!(lines[0]["reason"], "stopped by the user");
+}
+
+/// Issue 26: `ExecutorConfig::send_guard` is asked as the caller's last word before the
+/// attempt is recorded (`still_wanted`) and again as the `tools/call` is queued: a call it
+/// withdraws is refused before the record, and at the send is `NothingWritten` with not one
+/// request written (the server's log of what it received holds no `tools/call`). The guard
+/// is asked each time, not once: cleared, the same call goes.
+#[test]
+fn a_call_its_send_guard_withdraws_is_never_written() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fx = Fixture::new("send-guard");
+    let log = fx.dir.join("requests.jsonl");
+    let command = fx.command("none").arg("--request-log").arg(&log);
+    let client = Arc::new(McpClient::connect(&command, &fast_config()).unwrap());
+    let withdrawn = Arc::new(AtomicBool::new(false));
+    let guard = {
+        let withdrawn = Arc::clone(&withdrawn);
+        SendGuard::new(move || {
+            withdrawn
+                .load(Ordering::SeqCst)
+                .then(|| "the caller withdrew it".to_owned())
+        })
+    };
+    let mut executor = McpExecutor::new(Arc::clone(&client), "put")
+        .with_config(ExecutorConfig::default().with_send_guard(guard));
+    let request = put_request();
+    let binding = executor.bind(&request).unwrap();
+    executor.prepare(&request, &binding).unwrap();
+    assert!(executor.still_wanted().is_ok());
+    withdrawn.store(true, Ordering::SeqCst);
+    let refusal = executor
+        .still_wanted()
+        .expect_err("withdrawn before the record");
+    assert_eq!(refusal.code, "withdrawn");
+    let delivery = executor.execute(&request);
+    let Delivery::NothingWritten { reason } = &delivery else {
+        panic!("{delivery:?}")
+    };
+    assert!(reason.contains("the caller withdrew it"), "{reason}");
+    let calls = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).unwrap()["method"] == "tools/call")
+            .count()
+    };
+    assert_eq!(calls(), 0, "no tools/call was written");
+    assert_eq!(fx.effects(), 0);
+
+    withdrawn.store(false, Ordering::SeqCst);
+    executor.prepare(&request, &binding).unwrap();
+    let delivery = executor.execute(&request);
+    assert!(
+        matches!(delivery, Delivery::Succeeded { .. }),
+        "{delivery:?}"
+    );
+    assert_eq!(calls(), 1);
+    assert_eq!(fx.effects(), 1);
+    client.shutdown();
+}
+
+/// Issue 26: `Session::request_guarded` asks its guard as the request is queued: a request
+/// it withdraws is `NotSent` (not one byte written), and the session goes on.
+#[test]
+fn a_request_its_guard_withdraws_is_not_sent_and_the_session_goes_on() {
+    let fx = Fixture::new("session-guard");
+    let log = fx.dir.join("requests.jsonl");
+    let command = fx.command("none").arg("--request-log").arg(&log);
+    let client = McpClient::connect(&command, &fast_config()).unwrap();
+    let guard = SendGuard::new(|| Some("cancelled by the client".to_owned()));
+    let e = client
+        .session()
+        .request_guarded(
+            "resources/list",
+            None,
+            Duration::from_secs(5),
+            Some("tag-1"),
+            Some(&guard),
+        )
+        .expect_err("withdrawn");
+    assert!(e.nothing_written(), "{e}");
+    assert!(e.to_string().contains("cancelled by the client"), "{e}");
+    assert!(
+        !client.session().cancel_tagged("tag-1", "late"),
+        "nothing waits under the tag"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!logged.contains("resources/list"), "{logged}");
+    client.list_tools().expect("the session goes on");
+    client.shutdown();
 }

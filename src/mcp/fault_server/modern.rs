@@ -106,7 +106,7 @@ impl Server {
         self.settled = Some(ServerEra::Modern);
         let mut result = json!({
             "supportedVersions": [self.opts.modern_version],
-            "capabilities": {"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}},
+            "capabilities": self.capabilities(),
             "ttlMs": 0,
             "cacheScope": "private",
         });
@@ -114,6 +114,66 @@ impl Server {
             result["instructions"] = json!(text);
         }
         self.result(conn, id, result)
+    }
+
+    /// The capabilities the server declares: `tools` (`listChanged` with
+    /// `change-read-notify`), and `prompts` with `--input-required`.
+    pub(super) fn capabilities(&self) -> Value {
+        let mut capabilities =
+            json!({"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}});
+        if self.opts.input_required > 0 {
+            capabilities["prompts"] = json!({});
+        }
+        capabilities
+    }
+
+    /// `prompts/get` of the prompt `confirm` (argument `key`): with `--input-required N`
+    /// under 2026-07-28, N rounds of `input_required` (as `put`'s) before the prompt, asked
+    /// only of a request whose client declared elicitation; otherwise the prompt at once.
+    pub(super) fn prompt(
+        &mut self,
+        conn: &mut Connection,
+        id: Id,
+        params: &Value,
+    ) -> Result<(), Exit> {
+        if params.get("name").and_then(Value::as_str) != Some("confirm") {
+            return Self::error(conn, id, codes::INVALID_PARAMS, "Unknown prompt");
+        }
+        let key = params
+            .get("arguments")
+            .and_then(|a| a.get("key"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut text = format!("confirmed {key}");
+        if self.modern && self.opts.input_required > 0 {
+            let declared = params
+                .get("_meta")
+                .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+                .and_then(|c| c.get("elicitation"))
+                .is_some_and(Value::is_object);
+            if !declared {
+                return Self::error(
+                    conn,
+                    id,
+                    codes::INVALID_PARAMS,
+                    "this request's client did not declare elicitation, and this prompt needs it",
+                );
+            }
+            match self.input_round(&id, params) {
+                Round::Ask(result) => return self.result(conn, id, result),
+                Round::Store => {}
+                Round::Declined(action) => text = format!("the person answered {action}"),
+                Round::Refused((code, message, data)) => {
+                    return Self::error_with(conn, id, code, &message, data);
+                }
+            }
+        }
+        self.result(
+            conn,
+            id,
+            json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}]}),
+        )
     }
 
     /// A 2026-07-28 result: `resultType` and the server's name in `_meta`.

@@ -28,6 +28,8 @@ pub(super) enum Fault {
     ExitOnDiscover,
     SlowDiscover,
     ElicitUrl,
+    HoldList,
+    LogOnGet,
 }
 
 /// Which era the server speaks (`--era`).
@@ -68,6 +70,8 @@ impl Fault {
             "exit-on-discover" => Self::ExitOnDiscover,
             "slow-discover" => Self::SlowDiscover,
             "elicit-url" => Self::ElicitUrl,
+            "hold-list" => Self::HoldList,
+            "log-on-get" => Self::LogOnGet,
             _ => return None,
         })
     }
@@ -97,6 +101,7 @@ pub(super) fn parse_options(
         claim_read_only: false,
         pid_file: None,
         cancel_log: None,
+        release: None,
         fault_on_get: false,
     };
     let mut fault_name = std::env::var("RPR_FAULT").ok();
@@ -142,6 +147,7 @@ pub(super) fn parse_options(
             "--claim-read-only" => opts.claim_read_only = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),
             "--cancel-log" => opts.cancel_log = Some(value()?.into()),
+            "--release" => opts.release = Some(value()?.into()),
             "--fault-on" => {
                 opts.fault_on_get = match value()?.as_str() {
                     "put" => false,

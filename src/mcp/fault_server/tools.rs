@@ -85,6 +85,17 @@ impl Server {
         params: &Value,
     ) -> Result<(), Exit> {
         self.lists += 1;
+        if self.opts.fault == Fault::HoldList && self.lists == self.opts.lists_before + 1 {
+            let release = self.opts.release.clone().unwrap_or_default();
+            log(&format!(
+                "hold-list: tools/list {} held until {} exists",
+                self.lists,
+                release.display()
+            ));
+            while !release.exists() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let tools = self.tools();
         let offset = params
             .get("cursor")
@@ -171,6 +182,15 @@ impl Server {
                 };
                 if self.opts.fault == Fault::ElicitUrl {
                     return self.elicit_url(conn, id);
+                }
+                if self.opts.fault == Fault::LogOnGet {
+                    let asked = params
+                        .get("_meta")
+                        .and_then(|m| m.get("io.modelcontextprotocol/logLevel"))
+                        .and_then(Value::as_str);
+                    if !self.modern || matches!(asked, Some("debug" | "info")) {
+                        Self::send_log(conn, &format!("reading {key}"))?;
+                    }
                 }
                 if self.opts.fault_on_get && self.get_fault(conn, &id)? {
                     return Ok(());

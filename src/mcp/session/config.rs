@@ -27,6 +27,38 @@ pub type NotificationCallback = Arc<dyn Fn(&Notification) + Send + Sync>;
 /// a protocol error, and the request is answered with an internal error.
 pub type RequestCallback = Arc<dyn Fn(Request, Responder) + Send + Sync>;
 
+/// Asked right before a request is queued for the server, under the lock that
+/// [`Session::cancel_tagged`](super::Session::cancel_tagged) takes to find a tagged request:
+/// `Some(reason)` withdraws the request, and not one byte of it is written
+/// ([`McpError::NotSent`](crate::mcp::McpError::NotSent)).
+///
+/// A proxy whose client cancels a request marks it cancelled first and then calls
+/// `cancel_tagged`; with a guard that reads that mark, every cancellation either finds the
+/// request queued (and the server gets `notifications/cancelled` after it) or is seen by
+/// the guard (and the request is never written). No cancellation falls between the two.
+/// The guard must return quickly and must not call into the session.
+#[derive(Clone)]
+pub struct SendGuard(Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl SendGuard {
+    /// A guard that withdraws a request whenever `withdraw` returns a reason.
+    pub fn new(withdraw: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(withdraw))
+    }
+
+    /// Why the request must not be sent now, if it must not.
+    #[must_use]
+    pub fn withdrawn(&self) -> Option<String> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for SendGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SendGuard")
+    }
+}
+
 // Same shape as inspect::PathwaySummary: a struct of documented public fields; only the shape is shared.
 /// Settings of a session and of the MCP client built on it.
 #[derive(Clone)]

@@ -79,8 +79,9 @@ impl Pathway<Bound> {
         self.core.pending.is_none()
     }
 
-    /// Dispatches the call: re-checks the binding, commits the write-ahead attempt
-    /// record, calls the executor, and records the honest outcome.
+    /// Dispatches the call: re-checks the binding, asks the executor whether the request is
+    /// still wanted ([`Executor::still_wanted`]: a refusal records and sends nothing), commits
+    /// the write-ahead attempt record, calls the executor, and records the honest outcome.
     ///
     /// The execution actor may dispatch; a resumed pathway may also be dispatched by
     /// the resume authority.
@@ -182,6 +183,11 @@ impl Pathway<Bound> {
             }
         };
         rt.point(StepPoint::BeforeAttemptCommit);
+        // The caller's last word before anything is recorded (a request withdrawn meanwhile).
+        if let Err(refusal) = executor.still_wanted() {
+            executor.release();
+            return not_sent(self, refusal.into());
+        }
         // In flight here from before its record is durable until its outcome is. A panic
         // in rpr's own steps releases it as a crash would; a panic inside the executor
         // keeps it in flight while the process lives (the write may live on elsewhere).

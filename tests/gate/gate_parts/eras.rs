@@ -105,6 +105,8 @@ struct Modern {
     next: u64,
     /// Responses read while waiting for another one.
     early: Vec<Value>,
+    /// Notifications read while waiting, in order.
+    notes: Vec<Value>,
 }
 
 impl Modern {
@@ -124,6 +126,7 @@ impl Modern {
             stdout,
             next: 0,
             early: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -159,8 +162,41 @@ impl Modern {
             );
             if message.get("id").is_some() {
                 self.early.push(message);
+            } else {
+                self.notes.push(message);
             }
         }
+    }
+
+    /// Sends `method` declaring `capabilities` (instead of form elicitation) and waits for
+    /// its response.
+    fn ask_declaring(&mut self, method: &str, mut params: Value, capabilities: &Value) -> Value {
+        self.next += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        self.wait(id)
+    }
+
+    /// Sends `method` asking for log level `level` (none: no `logLevel`) and waits for its
+    /// response.
+    fn ask_logging(&mut self, method: &str, mut params: Value, level: Option<&str>) -> Value {
+        self.next += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        if let Some(level) = level {
+            params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+        }
+        let id = self.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        self.wait(id)
     }
 
     /// Sends `method` and waits for its response.
@@ -362,4 +398,232 @@ fn identical_2026_07_28_calls_share_one_form() {
     assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "F");
     s.stop();
+}
+
+/// A 2026-07-28 server's own `input_required` on a request the gate passes through
+/// (`prompts/get`, not governed): it reaches a 2026-07-28 client as the server gave it (its
+/// input requests and `requestState`), the client's retries (a new id each, its
+/// `inputResponses` and the server's `requestState`) go back to the server, and the last
+/// round's result is the answer. The client's capabilities reach the server with each
+/// request (the fault server asks only a request whose client declared elicitation, as the
+/// revision says), so a client that declared none is not asked.
+#[test]
+fn a_servers_input_required_on_a_passed_through_request_reaches_a_2026_07_28_client() {
+    let dir = TempDir::new("gate-era-pass-mrtr");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
+            "2",
+            "--request-log",
+            &log_arg,
+        ],
+    );
+    let mut client = Modern::start(&gate);
+    let prompt = json!({"name": "confirm", "arguments": {"key": "k"}});
+    let mut states = Vec::new();
+    let mut params = prompt.clone();
+    for round in 1..=2 {
+        let asked = client.ask("prompts/get", params.clone());
+        let result = &asked["result"];
+        assert_eq!(
+            result["resultType"], "input_required",
+            "round {round}: {asked}"
+        );
+        let request = &result["inputRequests"]["confirm"];
+        assert_eq!(request["method"], "elicitation/create", "{asked}");
+        assert!(
+            request["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("round {round} of 2"))),
+            "{asked}"
+        );
+        assert!(result.get("ttlMs").is_none(), "an interim result: {asked}");
+        let state = result["requestState"].clone();
+        assert!(state.is_string(), "{asked}");
+        states.push(state.clone());
+        params = prompt.clone();
+        params["inputResponses"] =
+            json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        params["requestState"] = state;
+    }
+    let done = client.ask("prompts/get", params.clone());
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "confirmed k",
+        "{done}"
+    );
+
+    // A declined answer is the server's to act on: passed back as it answered.
+    params["inputResponses"] = json!({"confirm": {"action": "decline"}});
+    params["requestState"] = states[0].clone();
+    let declined = client.ask("prompts/get", params);
+    assert_eq!(
+        declined["result"]["messages"][0]["content"]["text"], "the person answered decline",
+        "{declined}"
+    );
+
+    // A client that declared no elicitation: the server is told so, and does not ask.
+    let plain = client.ask_declaring("prompts/get", prompt, &json!({}));
+    assert!(
+        plain["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did not declare elicitation")),
+        "{plain}"
+    );
+    client.stop();
+
+    let received: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["method"] == "prompts/get")
+        .collect();
+    assert_eq!(received.len(), 5, "{received:?}");
+    let capabilities: Vec<&Value> = received
+        .iter()
+        .map(|r| &r["meta"]["io.modelcontextprotocol/clientCapabilities"])
+        .collect();
+    for declared in &capabilities[..4] {
+        assert_eq!(
+            **declared,
+            json!({"elicitation": {"form": {}}}),
+            "{received:?}"
+        );
+    }
+    assert_eq!(*capabilities[4], json!({}), "{received:?}");
+}
+
+/// The same server's `input_required` to a 2025-era client, which reads none: the gate
+/// answers the rounds itself, passing each input request to the client as a request of the
+/// server's (`elicitation/create`, as a 2025-11-25 server would send it), and sends the
+/// request again with the client's answer; the client gets the last round's result.
+#[test]
+fn a_servers_input_required_on_a_passed_through_request_is_asked_of_a_2025_client() {
+    let dir = TempDir::new("gate-era-pass-mrtr-legacy");
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &["--era", "modern", "--input-required", "2"],
+    );
+    let (mut child, mut stdin, mut stdout, _) =
+        raw_session_declaring(&gate, &json!({"elicitation": {}}));
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+        "params": {"name": "confirm", "arguments": {"key": "k"}}});
+    writeln!(stdin, "{get}").unwrap();
+    for round in 1..=2 {
+        let asked = next_message(&mut stdout);
+        assert_eq!(
+            asked["method"], "elicitation/create",
+            "round {round}: {asked}"
+        );
+        assert!(
+            asked["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("round {round} of 2"))),
+            "{asked}"
+        );
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+            "result": {"action": "accept", "content": {"ok": true}}});
+        writeln!(stdin, "{answer}").unwrap();
+    }
+    let done = next_reply(&mut stdout, &json!(2));
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "confirmed k",
+        "{done}"
+    );
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// 2026-07-28's per-request `logLevel` (the revision removed `logging/setLevel`; a client
+/// that asks for no level gets no `notifications/message`). Behind the gate a 2025-era
+/// server logs every `get`: its log message reaches the 2026-07-28 client only while a
+/// request asked for that level or a less severe one. A 2026-07-28 server gets the level
+/// the client asked for, with a governed call and with a request passed through, and logs
+/// (or not) by it.
+#[test]
+fn a_2026_07_28_clients_log_level_bounds_the_log_it_gets_and_reaches_the_server() {
+    let get = json!({"name": "get", "arguments": {"key": "k"}});
+    let logs = |client: &Modern| {
+        client
+            .notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .count()
+    };
+
+    let dir = TempDir::new("gate-era-log-legacy");
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(&dir, &policy, "log-on-get", &[]);
+    let mut client = Modern::start(&gate);
+    for (level, logged) in [
+        (None, 0),
+        (Some("info"), 1),
+        (Some("error"), 0),
+        (Some("debug"), 1),
+    ] {
+        client.notes.clear();
+        let answer = client.ask_logging("tools/call", get.clone(), level);
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(logs(&client), logged, "{level:?}: {:?}", client.notes);
+    }
+    client.stop();
+
+    let dir = TempDir::new("gate-era-log-modern");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "log-on-get",
+        &["--era", "modern", "--request-log", &log_arg],
+    );
+    let mut client = Modern::start(&gate);
+    for (level, logged) in [(Some("debug"), 1), (None, 0)] {
+        client.notes.clear();
+        let answer = client.ask_logging("tools/call", get.clone(), level);
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(logs(&client), logged, "{level:?}: {:?}", client.notes);
+    }
+    let passed = client.ask_logging("resources/list", json!({}), Some("warning"));
+    assert!(
+        passed.get("error").is_some(),
+        "the server has no resources: {passed}"
+    );
+    client.stop();
+    let received: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let levels: Vec<(&str, &Value)> = received
+        .iter()
+        .filter(|r| r["method"] == "tools/call" || r["method"] == "resources/list")
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap(),
+                &r["meta"]["io.modelcontextprotocol/logLevel"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("tools/call", &json!("debug")),
+            ("tools/call", &Value::Null),
+            ("resources/list", &json!("warning")),
+        ],
+        "{received:?}"
+    );
 }
