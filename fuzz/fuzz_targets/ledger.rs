@@ -314,41 +314,58 @@ fn edit(conn: &Connection, o: &Original, change: &Change<'_>) {
     }
 }
 
-/// Writes the original, applies the changes, and returns the case's path.
-fn prepare(o: &Original, changes: &[Change<'_>]) -> PathBuf {
-    let path = o.dir.join("case.db");
-    for suffix in ["-journal", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
-    std::fs::write(&path, &o.bytes).expect("write the case");
-    if changes.iter().any(|c| !matches!(c, Change::Flip(..))) {
-        let conn = Connection::open(&path).expect("open the case");
-        conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF")
+/// The connection the SQL edits are made on: in memory, kept for the whole process. Each
+/// case with edits loads the original's bytes into it afresh (`sqlite3_deserialize`, which
+/// replaces the whole database and its parsed schema) and takes the edited bytes back out
+/// (`sqlite3_serialize`): the bytes SQLite would leave in the file, without a file, a
+/// journal on disk, or a connection opened per case.
+fn editor() -> &'static std::sync::Mutex<Connection> {
+    static EDITOR: OnceLock<std::sync::Mutex<Connection>> = OnceLock::new();
+    EDITOR.get_or_init(|| {
+        let conn = Connection::open_in_memory().expect("an in-memory connection");
+        conn.execute_batch("PRAGMA foreign_keys = OFF")
             .expect("pragmas");
-        for change in changes {
-            edit(&conn, o, change);
-        }
+        std::sync::Mutex::new(conn)
+    })
+}
+
+/// The original's bytes with the SQL edits applied, as SQLite writes them: the database
+/// loaded into the in-memory editor, the edits made there (no durability needed: the
+/// journal in memory, no syncs), the result taken back out.
+fn edited(o: &Original, changes: &[Change<'_>]) -> Vec<u8> {
+    let mut conn = editor()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    conn.deserialize_read_exact(rusqlite::MAIN_DB, o.bytes.as_slice(), o.bytes.len(), false)
+        .expect("load the original into memory");
+    conn.execute_batch("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF")
+        .expect("pragmas");
+    for change in changes {
+        edit(&conn, o, change);
     }
-    let flips: Vec<_> = changes
-        .iter()
-        .filter_map(|c| {
-            if let Change::Flip(at, x) = c {
-                Some((*at, *x))
-            } else {
-                None
-            }
-        })
-        .collect();
-    if !flips.is_empty() {
-        let mut bytes = std::fs::read(&path).expect("read the case");
-        for (at, x) in flips {
+    let bytes = conn
+        .serialize(rusqlite::MAIN_DB)
+        .expect("the edited database");
+    bytes.to_vec()
+}
+
+/// The case's bytes: the original, edited through SQL when the input asks for edits,
+/// then its bytes flipped; written to the case's file (in `/dev/shm`, memory) for the
+/// check, which opens a database by its path.
+fn prepare(o: &Original, changes: &[Change<'_>]) -> PathBuf {
+    let mut bytes = if changes.iter().any(|c| !matches!(c, Change::Flip(..))) {
+        edited(o, changes)
+    } else {
+        o.bytes.clone()
+    };
+    for change in changes {
+        if let Change::Flip(at, x) = *change {
             let len = bytes.len();
             bytes[at % len] ^= x.max(1);
         }
-        std::fs::write(&path, bytes).expect("write the flips");
     }
+    let path = o.dir.join("case.db");
+    std::fs::write(&path, bytes).expect("write the case");
     path
 }
 

@@ -49,6 +49,9 @@ const TOOLS: &[&str] = &[
 struct Setup {
     database: PathBuf,
     inspector: Mutex<Inspector>,
+    /// The inspector of the uninitialized mode, kept while it stays uninitialized (see
+    /// [`uninitialized`]).
+    fresh: Mutex<Option<Inspector>>,
     /// What fd 1 now writes to: anything in it is output that is not protocol.
     stdout: Mutex<std::fs::File>,
 }
@@ -75,6 +78,7 @@ fn setup() -> &'static Setup {
         let store = ReadStore::open_read_only(&database).expect("the story database");
         Setup {
             inspector: Mutex::new(Inspector::new(store)),
+            fresh: Mutex::new(None),
             database,
             stdout: Mutex::new(file),
         }
@@ -228,8 +232,13 @@ fuzz_target!(|input: &[u8]| {
     let mut fresh;
     let mut shared;
     let inspector = if mode % 4 == 1 {
-        fresh = Inspector::new(ReadStore::open_read_only(&setup.database).expect("the database"));
-        &mut fresh
+        fresh = setup.fresh.lock().expect("the uninitialized inspector");
+        if !fresh.as_mut().is_some_and(uninitialized) {
+            *fresh = Some(Inspector::new(
+                ReadStore::open_read_only(&setup.database).expect("the database"),
+            ));
+        }
+        fresh.as_mut().expect("an inspector")
     } else {
         shared = setup.inspector.lock().expect("the shared inspector");
         &mut *shared
@@ -259,6 +268,18 @@ fuzz_target!(|input: &[u8]| {
         .expect("read stdout");
     assert!(leaked.is_empty(), "output outside the protocol: {leaked}");
 });
+
+/// Whether `inspector` is still as [`Inspector::new`] made it: its only state is whether
+/// an `initialize` succeeded (`src/bin/rpr-mcp/methods.rs`), and before one it refuses
+/// `tools/list` with "not initialized" without reading its database. A run of the
+/// uninitialized mode reuses such an inspector rather than opening the database again;
+/// one that its run initialized is replaced.
+fn uninitialized(inspector: &mut Inspector) -> bool {
+    let output = serve(inspector, &line(0, "tools/list", Value::Null));
+    let replies = responses(&output);
+    assert_eq!(replies.len(), 1, "one reply to one request");
+    replies[0]["error"]["code"] == json!(rpr::jsonrpc::codes::INVALID_REQUEST)
+}
 
 /// A listing's `next_cursor`, sent back with the same arguments, is accepted.
 fn follow_cursor(inspector: &mut Inspector, mode: u8, rest: &[u8], result: &Value) {

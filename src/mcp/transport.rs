@@ -390,6 +390,7 @@ impl Transport {
     /// exit.
     fn wait_for_exit(&mut self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
+        let mut pause = PollPause::default();
         loop {
             if leader_exited(&mut self.child)
                 && self.cgroup.as_ref().is_none_or(|c| c.empty() == Some(true))
@@ -399,7 +400,7 @@ impl Transport {
             if Instant::now() >= deadline {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            pause.sleep();
         }
     }
 }
@@ -471,12 +472,32 @@ fn leader_exited(child: &mut Child) -> bool {
     }
 }
 
+/// The pauses of a wait that polls: 100 µs, doubling to at most 5 ms. A server or thread
+/// that ends at once (the common case: its stdin or pipe has just closed) is seen within
+/// a fraction of a millisecond; one that takes longer is polled every 5 ms.
+#[derive(Default)]
+struct PollPause(u32);
+
+impl PollPause {
+    /// The next pause.
+    fn next(&mut self) -> Duration {
+        let pause = Duration::from_micros(100 << self.0.min(6)).min(Duration::from_millis(5));
+        self.0 = self.0.saturating_add(1);
+        pause
+    }
+
+    fn sleep(&mut self) {
+        std::thread::sleep(self.next());
+    }
+}
+
 /// Joins a helper thread if it ends within a short while; otherwise leaves it
 /// detached (a grandchild outside the process group may still hold the pipe open).
 pub(crate) fn join_briefly(handle: JoinHandle<()>) {
     let deadline = Instant::now() + Duration::from_secs(1);
+    let mut pause = PollPause::default();
     while !handle.is_finished() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
+        pause.sleep();
     }
     if handle.is_finished() {
         let _ = handle.join();
@@ -538,5 +559,38 @@ mod debug_tests {
             text.contains("/usr/bin/server") && text.contains("--root"),
             "{text}"
         );
+    }
+}
+
+#[cfg(test)]
+mod poll_tests {
+    use std::time::Duration;
+
+    use super::PollPause;
+
+    #[test]
+    fn a_poll_pauses_100_us_doubling_to_at_most_5_ms() {
+        let mut pause = PollPause::default();
+        let pauses: Vec<Duration> = (0..10).map(|_| pause.next()).collect();
+        let us = |n| Duration::from_micros(n);
+        assert_eq!(
+            pauses,
+            [
+                us(100),
+                us(200),
+                us(400),
+                us(800),
+                us(1600),
+                us(3200),
+                us(5000),
+                us(5000),
+                us(5000),
+                us(5000)
+            ]
+        );
+        // Far along, still 5 ms (no overflow of the shift or the count).
+        let mut late = PollPause(u32::MAX - 1);
+        assert_eq!(late.next(), us(5000));
+        assert_eq!(late.next(), us(5000));
     }
 }
