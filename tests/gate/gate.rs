@@ -50,6 +50,41 @@ fn files_policy(dir: &TempDir) -> PathBuf {
     path
 }
 
+/// `rpr::gate::serve` run in a thread of this process, as a host that embeds the gate runs
+/// it, governing `server` as `faults` over `rt` and `policy` (loaded from `policy_path`):
+/// the gate's thread, the pipe to its stdin and the reader of its stdout.
+fn embed_gate(
+    rt: rpr::Runtime,
+    policy: rpr::policy::Policy,
+    server: rpr::mcp::ServerCommand,
+    db: &Path,
+    policy_path: &Path,
+) -> (
+    std::thread::JoinHandle<Result<(), rpr::gate::GateError>>,
+    std::io::PipeWriter,
+    BufReader<std::io::PipeReader>,
+) {
+    let (from_gate, gate_out) = std::io::pipe().unwrap();
+    let (gate_in, to_gate) = std::io::pipe().unwrap();
+    let options = rpr::gate::Options::new(
+        "faults",
+        rpr::Actor::new("agent"),
+        db.display().to_string(),
+        policy_path.display().to_string(),
+    );
+    let gate = std::thread::spawn(move || {
+        rpr::gate::serve(
+            rt,
+            policy,
+            &server,
+            options,
+            BufReader::new(gate_in),
+            gate_out,
+        )
+    });
+    (gate, to_gate, BufReader::new(from_gate))
+}
+
 /// The fault server's policy: `put` (mutating) is read back with `get`; no Human Gate.
 fn fault_policy(dir: &TempDir) -> PathBuf {
     let policy = json!({

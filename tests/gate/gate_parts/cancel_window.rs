@@ -18,19 +18,20 @@
 //! Either way the client gets no answer to the cancelled call, and the fault server's own
 //! log of every request it received holds no `tools/call`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
-use rpr::gate::{Options, serve};
 use rpr::mcp::ServerCommand;
 use rpr::policy::Policy;
 use rpr::state::AttemptStatus;
-use rpr::{Actor, Runtime, State, StepPoint};
+use rpr::{Runtime, State, StepPoint};
 use serde_json::{Value, json};
 
-use super::{effects, fault_argv, fault_policy, interop_support::TempDir, pathway_count, store};
+use super::{
+    effects, embed_gate, fault_argv, fault_policy, interop_support::TempDir, pathway_count, store,
+};
 
 /// Where the call is held while the client cancels it.
 #[derive(Clone, Copy)]
@@ -124,25 +125,7 @@ fn cancel_while_held(tag: &str, held: Held, tool: &str, arguments: &Value) -> Se
         .step_hook(move |point| holder.reached(point))
         .open()
         .unwrap();
-    let (from_gate, gate_out) = std::io::pipe().unwrap();
-    let (gate_in, mut to_gate) = std::io::pipe().unwrap();
-    let options = Options::new(
-        "faults",
-        Actor::new("agent"),
-        db.display().to_string(),
-        policy_path.display().to_string(),
-    );
-    let gate = std::thread::spawn(move || {
-        serve(
-            rt,
-            policy,
-            &server,
-            options,
-            BufReader::new(gate_in),
-            gate_out,
-        )
-    });
-    let mut from_gate = BufReader::new(from_gate);
+    let (gate, mut to_gate, mut from_gate) = embed_gate(rt, policy, server, &db, &policy_path);
     let mut send = |message: Value| writeln!(to_gate, "{message}").unwrap();
     let mut messages = Vec::new();
     let mut until = |id: &str, messages: &mut Vec<Value>| loop {

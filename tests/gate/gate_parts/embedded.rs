@@ -11,7 +11,7 @@ use rpr::policy::Policy;
 use rpr::{Actor, Runtime, State};
 use serde_json::{Value, json};
 
-use super::{effects, fault_argv, fault_policy, interop_support::TempDir, state};
+use super::{effects, embed_gate, fault_argv, fault_policy, interop_support::TempDir, state};
 
 /// A client at the other end of an embedded gate's pipes.
 struct Client {
@@ -70,27 +70,10 @@ fn a_host_that_embeds_the_gate_records_before_sending_and_never_resends_an_unkno
         .bounds(policy.bounds())
         .open()
         .unwrap();
-    let (from_gate, gate_out) = std::io::pipe().unwrap();
-    let (gate_in, to_gate) = std::io::pipe().unwrap();
-    let options = Options::new(
-        "faults",
-        Actor::new("agent"),
-        db.display().to_string(),
-        policy_path.display().to_string(),
-    );
-    let gate = std::thread::spawn(move || {
-        serve(
-            rt,
-            policy,
-            &server,
-            options,
-            BufReader::new(gate_in),
-            gate_out,
-        )
-    });
+    let (gate, to_gate, from_gate) = embed_gate(rt, policy, server, &db, &policy_path);
     let mut client = Client {
         to_gate,
-        from_gate: BufReader::new(from_gate),
+        from_gate,
         next: 0,
     };
     let init = client.request(
