@@ -327,7 +327,7 @@ impl SqliteBackend {
             return Ok(());
         }
         drop(tx);
-        let _ = self.read.check_schema(name)?;
+        let _ = self.read.sqlite().check_schema(name)?;
         let tx = rusqlite::Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)?;
         let version: i64 = tx
             .query_row(

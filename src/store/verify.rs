@@ -4,7 +4,6 @@
 
 use crate::ledger::{ProblemKind, Report, chain_hash_hex};
 use crate::store::check::Finding;
-use crate::store::check::walk::{self, Plan};
 use crate::store::event::{Event, Reading};
 use crate::store::{ReadStore, StoreError};
 
@@ -33,11 +32,7 @@ use crate::store::{ReadStore, StoreError};
 /// snapshot holds) and checked on a second one, in the order read; the report is the
 /// same either way.
 pub fn verify(store: &ReadStore, known_head: Option<&str>) -> Result<Report, StoreError> {
-    #[cfg(feature = "postgres")]
-    if let Some(pg) = store.postgres() {
-        return pg.verify(known_head);
-    }
-    store.snapshot(|store| walk::run(store, known_head, Plan::for_this_machine()))
+    store.verify(known_head)
 }
 
 /// One ledger row as stored.

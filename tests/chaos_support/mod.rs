@@ -1930,7 +1930,7 @@ mod pg {
     #[cfg(feature = "postgres")]
     pub(super) fn fresh(url: &str, schema: &str) -> Result<String, String> {
         drop(url, schema);
-        rpr::store::pg::PgBackend::open_in_schema(url, schema)
+        rpr::store::pg::prepare_schema(url, schema)
             .map_err(|e| format!("creating schema {schema}: {e}"))?;
         let sep = if url.contains('?') { '&' } else { '?' };
         Ok(format!("{url}{sep}options=-csearch_path%3D{schema}"))

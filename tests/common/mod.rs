@@ -128,7 +128,7 @@ pub mod pg {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        rpr::store::pg::PgBackend::open_in_schema(&url(), &name)
+        rpr::store::pg::prepare_schema(&url(), &name)
             .unwrap_or_else(|e| panic!("creating schema {name}: {e}"));
         name
     }

@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::*;
 use postgres::{Client, NoTls};
 use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
-use rpr::store::pg::{CopyError, CopyOutcome, PgBackend, Progress, copy_from_sqlite};
+use rpr::store::pg::{CopyError, CopyOutcome, Progress, copy_from_sqlite};
 use rpr::store::{ReadStore, StoreError};
 use rpr::{ActionClass, Admission, Outcome, PathwayError, Proposal, Runtime, StoredPathway};
 use serde_json::{Value, json};
@@ -53,8 +53,13 @@ impl Schema {
         c
     }
 
-    fn open(&self) -> PgBackend {
-        PgBackend::open_in_schema(&url(), &self.name).expect("open the copied store")
+    /// The copied store, read through the public read side.
+    fn open(&self) -> Copied<'_> {
+        Copied {
+            store: ReadStore::open_read_only(Path::new(&common::pg::location(&self.name)))
+                .expect("open the copied store"),
+            schema: self,
+        }
     }
 
     fn count(&self, table: &str) -> i64 {
@@ -340,8 +345,7 @@ fn a_target_that_is_not_empty_is_refused_and_nothing_is_merged() {
 
     // A target with only a tool pin is not empty either.
     let pins_only = Schema::new("pins");
-    let pg = pins_only.open();
-    drop(pg);
+    rpr::store::pg::prepare_schema(&url(), &pins_only.name).unwrap();
     pins_only
         .client()
         .batch_execute(
@@ -354,6 +358,30 @@ fn a_target_that_is_not_empty_is_refused_and_nothing_is_merged() {
         Err(CopyError::TargetNotEmpty { .. })
     ));
     assert_eq!(pins_only.count("pathways"), 0);
+}
+
+/// A copied store, read as a user of the crate reads one.
+struct Copied<'s> {
+    store: ReadStore,
+    schema: &'s Schema,
+}
+
+impl Copied<'_> {
+    fn database_id(&self) -> String {
+        self.schema
+            .client()
+            .query_one("SELECT value FROM meta WHERE key = 'database_id'", &[])
+            .unwrap()
+            .get(0)
+    }
+
+    fn verify(&self, head: Option<&str>) -> Result<rpr::ledger::Report, StoreError> {
+        rpr::store::verify(&self.store, head)
+    }
+
+    fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
+        self.store.recorded_head()
+    }
 }
 
 /// An executor that, while its request is in flight, tries the copy.

@@ -20,14 +20,17 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
+use rusqlite::Connection;
+
 use super::raw::{
     APPROVAL_COLUMNS, APPROVAL_WIDTH, ATTEMPT_COLUMNS, ATTEMPT_WIDTH, PATHWAY_COLUMNS,
     PATHWAY_WIDTH, Rows,
 };
 
 mod checker;
+
 use crate::ledger::Report;
-use crate::store::{ReadStore, StoreError};
+use crate::store::StoreError;
 use checker::Checker;
 
 /// The ledger's columns as the checker reads them.
@@ -143,17 +146,16 @@ trait Sink {
     fn reader_hashes(&self) -> bool;
 }
 
-/// Runs the whole check over `store` (already inside its snapshot).
+/// Runs the whole check over the database on `conn` (already inside its snapshot), whose
+/// recorded head (`meta.ledger_head`, read in that snapshot) is `recorded_head`.
 pub(crate) fn run(
-    store: &ReadStore,
+    conn: &Connection,
+    recorded_head: Option<(i64, String)>,
     known_head: Option<&str>,
     plan: Plan,
 ) -> Result<Report, StoreError> {
     // Sized once: growing a map of every pathway rehashes large tables.
-    let stored_pathways: i64 =
-        store
-            .conn()
-            .query_row("SELECT count(*) FROM pathways", [], |r| r.get(0))?;
+    let stored_pathways: i64 = conn.query_row("SELECT count(*) FROM pathways", [], |r| r.get(0))?;
     let checker = Checker::new(known_head, usize::try_from(stored_pathways).unwrap_or(0));
     if !plan.threads {
         let mut sink = Inline {
@@ -162,7 +164,7 @@ pub(crate) fn run(
             error: None,
             hashing: plan.hashing,
         };
-        read(store, &mut sink, plan.batch_rows)?;
+        read(conn, recorded_head, &mut sink, plan.batch_rows)?;
         if let Some(error) = sink.error {
             return Err(error);
         }
@@ -198,7 +200,7 @@ pub(crate) fn run(
             behind,
             hashing: plan.hashing,
         };
-        let read = read(store, &mut sink, plan.batch_rows);
+        let read = read(conn, recorded_head, &mut sink, plan.batch_rows);
         // Closes the channel: the checker ends after the parts it has.
         drop(sink);
         let report = checking
@@ -276,8 +278,12 @@ impl Sink for Threads<'_> {
 /// the `pathways` rows (each compared as it comes, so after the whole chain). Interleaving
 /// keeps the checker busy while the reader copies those tables: read after the ledger, they
 /// were a stretch where the reader worked alone. Returns early (`Ok`) when the checker stops.
-fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(), StoreError> {
-    let conn = store.conn();
+fn read(
+    conn: &Connection,
+    recorded_head: Option<(i64, String)>,
+    sink: &mut dyn Sink,
+    batch_rows: usize,
+) -> Result<(), StoreError> {
     let attempts = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts");
     let approvals = format!("SELECT {APPROVAL_COLUMNS} FROM approvals");
     let pathways = format!("SELECT {PATHWAY_COLUMNS} FROM pathways");
@@ -330,7 +336,7 @@ fn read(store: &ReadStore, sink: &mut dyn Sink, batch_rows: usize) -> Result<(),
             }
         }
     }
-    if !sink.send(Part::Head(store.recorded_head()?)) {
+    if !sink.send(Part::Head(recorded_head)) {
         return Ok(());
     }
     if !side.copy_until(u64::MAX, sink, batch_rows)? {
@@ -576,7 +582,9 @@ mod tests {
         plans()
             .into_iter()
             .map(|plan| {
-                let report = store.snapshot(|s| run(s, known_head, plan)).unwrap();
+                let report = store
+                    .snapshot(|s| run(s.conn(), s.recorded_head()?, known_head, plan))
+                    .unwrap();
                 (plan, report)
             })
             .collect()

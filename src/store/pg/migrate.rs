@@ -267,6 +267,7 @@ pub(super) fn check_version(client: &mut Client) -> Result<String, PgError> {
 }
 
 /// The recorded schema version and the migrations applied.
+#[cfg(test)]
 pub(super) fn recorded(client: &mut Client) -> Result<(i64, Vec<(i64, String)>), PgError> {
     let mut tx = client.build_transaction().read_only(true).start()?;
     let version = schema_version(&mut tx)?;

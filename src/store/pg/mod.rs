@@ -2,13 +2,15 @@
 //! store's schema concepts, steps and ledger on PostgreSQL, for hosts on several machines
 //! sharing one database.
 //!
-//! [`PgBackend`] implements the crate's `Backend` (insert a pathway, apply a step, grant an
+//! `PgBackend` (crate-private) implements the crate's `Backend` (insert a pathway, apply a step, grant an
 //! approval, the database identity, tool pins) by running the rules of `store::rules` over
 //! its rows (`rows.rs`), plus what several machines need: the takeover of an in-flight
 //! attempt whose lease lapsed by the **database's** clock (it becomes unknown, in the
 //! ledger) and the fence that refuses, and records, the late outcome of an attempt that was
 //! taken over. A [`crate::Runtime`] opened on a `postgres://` location writes through it;
-//! nothing public writes a step (its tests are unit tests, `tests.rs`).
+//! nothing public writes a step or reaches the backend (its tests are unit tests, `tests.rs`).
+//! What is public here: [`copy_from_sqlite`] and its reports, [`prepare_schema`] and
+//! [`DEFAULT_CONNECTIONS`].
 //!
 //! **Connection.** A `postgres://user:password@host:port/database` URL (or libpq's
 //! `key=value` form), without TLS: the tests and CI run on loopback and between network
@@ -96,7 +98,7 @@ use db_clock_ms;
 /// [`PgBackend::connections`] says otherwise; opened as needed), while reads, takeovers,
 /// lease renewals and pins take connections of their own; steps on one pathway still run
 /// one after the other (they lock its row). See `pool.rs` and `batch.rs` for the rules.
-pub struct PgBackend {
+pub(crate) struct PgBackend {
     pool: pool::Pool,
     batcher: batch::Batcher,
     /// The replays steps leave for their pathways' next steps (`store::replays`).
@@ -131,16 +133,25 @@ fn checked_schema(schema: &str) -> Result<&str, PgError> {
     }
 }
 
+/// Creates `schema` in the PostgreSQL database at `url` if it is missing and migrates it to
+/// [`crate::store::SCHEMA_VERSION`], as opening a store there does; for setting a store up
+/// before anything opens it (a test's fresh store, provisioning). It takes no step. One
+/// database can hold several independent rpr stores, one per schema; a store's location
+/// is the URL with `options=-csearch_path%3D` and the schema's name.
+pub fn prepare_schema(url: &str, schema: &str) -> Result<(), PgError> {
+    PgBackend::open_in_schema(url, schema).map(drop)
+}
+
 impl PgBackend {
     /// Connects to `url`, migrates the database (in the connection's default schema,
     /// normally `public`) to [`crate::store::SCHEMA_VERSION`], and reads its identity.
-    pub fn open(url: &str) -> Result<Self, PgError> {
+    pub(crate) fn open(url: &str) -> Result<Self, PgError> {
         Self::connect(url, None, false)
     }
 
     /// Like [`PgBackend::open`], in `schema` (created if missing; `search_path` is set to
     /// it alone): one database can hold several independent rpr stores, one per schema.
-    pub fn open_in_schema(url: &str, schema: &str) -> Result<Self, PgError> {
+    pub(crate) fn open_in_schema(url: &str, schema: &str) -> Result<Self, PgError> {
         Self::connect(url, Some(checked_schema(schema)?), false)
     }
 
@@ -150,7 +161,7 @@ impl PgBackend {
     /// `rpr_reader`): the setting alone could be turned off by the session, the privileges
     /// cannot. One connection (a reader's snapshot spans several calls on its session), not
     /// the pool of [`DEFAULT_CONNECTIONS`].
-    pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, PgError> {
+    pub(crate) fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, PgError> {
         let schema = schema.map(checked_schema).transpose()?;
         Ok(Self::connect(url, schema, true)?.connections(1))
     }
@@ -184,32 +195,26 @@ impl PgBackend {
     /// is opened at open; the others when steps overlap. With 1, steps from several threads
     /// take turns on one connection.
     #[must_use]
-    pub fn connections(mut self, n: usize) -> Self {
+    pub(crate) fn connections(mut self, n: usize) -> Self {
         self.pool.set_size(n);
         self
     }
 
     /// How many connections are open now (at most [`PgBackend::connections`]).
-    #[must_use]
-    pub fn open_connections(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open_connections(&self) -> usize {
         self.pool.open_count()
     }
 
     /// This database's identity (`meta.database_id`, made by the first migration): every
     /// pathway handle is tied to it.
     #[must_use]
-    pub fn database_id(&self) -> &str {
+    pub(crate) fn database_id(&self) -> &str {
         &self.database_id
     }
 
-    /// The schema this store lives in, when opened with one.
-    #[must_use]
-    pub fn schema(&self) -> Option<&str> {
-        self.schema.as_deref()
-    }
-
     /// Now by the database's clock, ms since the Unix epoch.
-    pub fn now_ms(&self) -> Result<i64, PgError> {
+    pub(crate) fn now_ms(&self) -> Result<i64, PgError> {
         self.read(|tx| Ok(tx.query_one(concat!("SELECT ", db_now_ms!()), &[])?.get(0)))
     }
 
@@ -219,7 +224,7 @@ impl PgBackend {
     /// for every step that starts after this returns. The step then rolls back whole and
     /// fails as [`StoreError::Busy`] (retryable: it wrote nothing). Without it a step waits
     /// as long as the holder holds.
-    pub fn set_lock_timeout(&self, wait: std::time::Duration) -> Result<(), PgError> {
+    pub(crate) fn set_lock_timeout(&self, wait: std::time::Duration) -> Result<(), PgError> {
         self.pool
             .set_lock_timeout(wait.as_millis().clamp(1, i32::MAX as u128));
         // Applied now on one connection (and on each other when it is next taken).
@@ -234,7 +239,7 @@ impl PgBackend {
     /// mid-step reaches it; without it such a session holds its pathway's row and, late in a
     /// step, the ledger head that every step takes, for as long as the server takes to
     /// notice the dead peer (TCP's retransmissions: about 15 minutes on Linux).
-    pub fn set_idle_in_transaction_timeout(
+    pub(crate) fn set_idle_in_transaction_timeout(
         &self,
         wait: std::time::Duration,
     ) -> Result<(), PgError> {
@@ -247,7 +252,8 @@ impl PgBackend {
 
     /// The schema version recorded in `meta`, and the migrations applied, oldest first
     /// (`version`, what it did).
-    pub fn migrations(&self) -> Result<(i64, Vec<(i64, String)>), PgError> {
+    #[cfg(test)]
+    pub(crate) fn migrations(&self) -> Result<(i64, Vec<(i64, String)>), PgError> {
         migrate::recorded(&mut self.pool.take(false)?.client)
     }
 

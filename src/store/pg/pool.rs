@@ -179,6 +179,7 @@ impl Pool {
     }
 
     /// How many connections exist now (idle, taken or opening).
+    #[cfg(test)]
     pub(super) fn open_count(&self) -> usize {
         self.state.lock().open
     }

@@ -175,13 +175,13 @@ pub(super) fn recorded_head_tx(tx: &mut Tx<'_>) -> Result<Option<(i64, String)>,
 
 impl PgBackend {
     /// One pathway by id.
-    pub fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, PgError> {
+    pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, PgError> {
         self.read(|tx| pathway_tx(tx, id))
     }
 
     /// The attempts of one pathway, oldest first (with their owner and lease, which the
     /// database's clock wrote).
-    pub fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
+    pub(crate) fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, PgError> {
         self.read(|tx| attempts_tx(tx, pathway))
     }
 
@@ -209,7 +209,7 @@ impl PgBackend {
     }
 
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.
-    pub fn list_unresolved(
+    pub(crate) fn list_unresolved(
         &self,
         after: Option<&str>,
         limit: usize,
@@ -230,22 +230,24 @@ impl PgBackend {
     }
 
     /// One pathway's ledger events, oldest first.
-    pub fn events(&self, pathway: &str) -> Result<Vec<LedgerRow>, PgError> {
+    pub(crate) fn events(&self, pathway: &str) -> Result<Vec<LedgerRow>, PgError> {
         self.read(|tx| events_tx(tx, pathway, 0, usize::MAX))
     }
 
     /// A page of the global ledger with `seq > after`, in order.
-    pub fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, PgError> {
+    pub(crate) fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, PgError> {
         self.read(|tx| ledger_tx(tx, after, limit))
     }
 
     /// The newest event's position and hash, read from the chain itself.
-    pub fn ledger_head(&self) -> Result<Option<(i64, String)>, PgError> {
+    #[cfg(test)]
+    pub(crate) fn ledger_head(&self) -> Result<Option<(i64, String)>, PgError> {
         self.read(ledger_head_tx)
     }
 
     /// The head recorded in `meta.ledger_head` (`None` before the first event).
-    pub fn recorded_head(&self) -> Result<Option<(i64, String)>, PgError> {
+    #[cfg(test)]
+    pub(crate) fn recorded_head(&self) -> Result<Option<(i64, String)>, PgError> {
         self.read(recorded_head_tx)
     }
 }

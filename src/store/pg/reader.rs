@@ -21,6 +21,7 @@ use super::verify::verify_tx;
 use super::{PgBackend, PgError, Tx};
 use crate::ledger::Report;
 use crate::state::State;
+use crate::store::read::{Ended, Source};
 use crate::store::{AttemptRecord, LedgerRow, PathwayRecord, PinRecord, Status, StoreError};
 
 /// The PostgreSQL side of a `ReadStore`.
@@ -28,7 +29,7 @@ pub(crate) struct PgReader {
     backend: PgBackend,
     /// How many snapshots are open, nested; the outermost one owns the transaction.
     depth: Cell<u32>,
-    /// A probe ([`PgReader::would_refuse`]) ended the transaction of the snapshot open
+    /// A probe (`would_refuse`) ended the transaction of the snapshot open
     /// around it: until that snapshot ends, its reads fail instead of reading outside it.
     lost: Cell<bool>,
     /// The connection the outermost snapshot began on: if it breaks and the pool opens
@@ -36,7 +37,7 @@ pub(crate) struct PgReader {
     snapshot_on: Cell<u64>,
 }
 
-/// One level of [`PgReader::snapshot`]: leaving it (even by a panic) closes the level, and
+/// One level of [`PgReader::within`]: leaving it (even by a panic) closes the level, and
 /// the outermost level's transaction with it if it is still open.
 struct Level<'a> {
     reader: &'a PgReader,
@@ -71,7 +72,7 @@ impl PgReader {
     }
 
     /// Runs `f` with one snapshot open (the enclosing one when nested).
-    pub(crate) fn snapshot<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E>
+    pub(crate) fn within<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -109,14 +110,16 @@ impl PgReader {
 
     /// Runs the statements of `f` in one snapshot.
     fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, PgError>) -> Result<T, StoreError> {
-        self.snapshot(|| {
+        self.within(|| {
             self.backend
                 .session(self.snapshot_on.get(), f)
                 .map_err(StoreError::from)
         })
     }
+}
 
-    pub(crate) fn status(&self) -> Result<Status, StoreError> {
+impl Source for PgReader {
+    fn status(&self) -> Result<Status, StoreError> {
         self.read(|tx| {
             let per_state = tx
                 .query("SELECT state, count(*) FROM pathways GROUP BY state", &[])?
@@ -133,29 +136,29 @@ impl PgReader {
         })
     }
 
-    pub(crate) fn ledger_head(&self) -> Result<Option<(i64, String)>, StoreError> {
+    fn ledger_head(&self) -> Result<Option<(i64, String)>, StoreError> {
         self.read(ledger_head_tx)
     }
 
-    pub(crate) fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
+    fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
         self.read(recorded_head_tx)
     }
 
-    pub(crate) fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
+    fn pathway(&self, id: &str) -> Result<Option<PathwayRecord>, StoreError> {
         if unstorable(id) {
             return Ok(None);
         }
         self.read(|tx| pathway_tx(tx, id))
     }
 
-    pub(crate) fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+    fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError> {
         if unstorable(pathway) {
             return Ok(Vec::new());
         }
         self.read(|tx| attempts_tx(tx, pathway))
     }
 
-    pub(crate) fn list_unresolved(
+    fn list_unresolved(
         &self,
         after: Option<&str>,
         n: usize,
@@ -164,7 +167,7 @@ impl PgReader {
         self.read(|tx| unresolved_tx(tx, after, n))
     }
 
-    pub(crate) fn list_pathways(
+    fn list_pathways(
         &self,
         after: Option<&str>,
         n: usize,
@@ -186,10 +189,7 @@ impl PgReader {
         })
     }
 
-    pub(crate) fn open_with_request(
-        &self,
-        request_digest: &str,
-    ) -> Result<Vec<PathwayRecord>, StoreError> {
+    fn open_with_request(&self, request_digest: &str) -> Result<Vec<PathwayRecord>, StoreError> {
         if unstorable(request_digest) {
             return Ok(Vec::new());
         }
@@ -209,7 +209,7 @@ impl PgReader {
         })
     }
 
-    pub(crate) fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError> {
+    fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError> {
         if unstorable(request_digest) {
             return Ok(0);
         }
@@ -224,23 +224,18 @@ impl PgReader {
         })
     }
 
-    pub(crate) fn events(
-        &self,
-        pathway: &str,
-        after: i64,
-        n: usize,
-    ) -> Result<Vec<LedgerRow>, StoreError> {
+    fn events(&self, pathway: &str, after: i64, n: usize) -> Result<Vec<LedgerRow>, StoreError> {
         if unstorable(pathway) {
             return Ok(Vec::new());
         }
         self.read(|tx| events_tx(tx, pathway, after, n))
     }
 
-    pub(crate) fn ledger(&self, after: i64, n: usize) -> Result<Vec<LedgerRow>, StoreError> {
+    fn ledger(&self, after: i64, n: usize) -> Result<Vec<LedgerRow>, StoreError> {
         self.read(|tx| ledger_tx(tx, after, n))
     }
 
-    pub(crate) fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
+    fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
         if unstorable(id) {
             return Err(StoreError::NoSuchPathway(id.to_owned()));
         }
@@ -254,7 +249,7 @@ impl PgReader {
         })
     }
 
-    pub(crate) fn pins(&self) -> Result<Vec<PinRecord>, StoreError> {
+    fn pins(&self) -> Result<Vec<PinRecord>, StoreError> {
         self.read(|tx| {
             tx.query(PIN_SELECT_ALL, &[])?
                 .iter()
@@ -263,7 +258,7 @@ impl PgReader {
         })
     }
 
-    pub(crate) fn pin(&self, server: &str, tool: &str) -> Result<Option<PinRecord>, StoreError> {
+    fn pin(&self, server: &str, tool: &str) -> Result<Option<PinRecord>, StoreError> {
         if unstorable(server) || unstorable(tool) {
             return Ok(None);
         }
@@ -278,7 +273,7 @@ impl PgReader {
 
     /// Each table as `TABLE name (column type, …)` and each index's definition, in the
     /// store's schema, sorted.
-    pub(crate) fn schema(&self) -> Result<Vec<String>, StoreError> {
+    fn schema(&self) -> Result<Vec<String>, StoreError> {
         self.read(|tx| {
             Ok(tx
                 .query(SCHEMA_OBJECTS, &[])?
@@ -299,7 +294,7 @@ impl PgReader {
     /// A statement that ends the transaction (`COMMIT`, `ROLLBACK`, `RELEASE SAVEPOINT
     /// rpr_probe`…) is refused; it ended the caller's snapshot too, if one was open, whose
     /// later reads then fail (`lost`) instead of reading outside it.
-    pub(crate) fn would_refuse(&self, sql: &str) -> bool {
+    fn would_refuse(&self, sql: &str) -> bool {
         let in_callers_snapshot = self.depth.get() > 0;
         self.read(|tx| {
             tx.inner.batch_execute("SAVEPOINT rpr_probe")?;
@@ -317,8 +312,12 @@ impl PgReader {
     }
 
     /// `store::verify` on this connection, in one snapshot.
-    pub(crate) fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
+    fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {
         self.read(|tx| verify_tx(tx, known_head))
+    }
+
+    fn snapshot(&self, f: &mut dyn FnMut() -> bool) -> Result<(), StoreError> {
+        Ended::settle(self.within(|| Ended::ask(f)))
     }
 }
 

@@ -41,7 +41,7 @@ impl PgBackend {
     /// [`crate::store::verify`] does on SQLite: contiguous `seq`, every link and hash, each
     /// event's canonical form, each pathway's replay, every pathway, attempt and approval
     /// row, the recorded head, and `known_head` (a head kept elsewhere) still in the chain.
-    pub fn verify(&self, known_head: Option<&str>) -> Result<Report, PgError> {
+    pub(crate) fn verify(&self, known_head: Option<&str>) -> Result<Report, PgError> {
         self.read(|tx| verify_tx(tx, known_head))
     }
 }

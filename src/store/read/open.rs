@@ -7,9 +7,10 @@ use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::{Connection, OpenFlags};
 
 #[cfg(feature = "postgres")]
-use super::Source;
-use super::{ReadStore, on_postgres};
-use crate::store::{OLDEST_READABLE_SCHEMA, SCHEMA_VERSION, StoreError};
+use super::Backing;
+use super::ReadStore;
+use super::sqlite::is_transient;
+use crate::store::{OLDEST_READABLE_SCHEMA, StoreError};
 
 fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
@@ -77,7 +78,7 @@ impl ReadStore {
     #[cfg(feature = "postgres")]
     pub(crate) fn postgres_in(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
         Ok(Self {
-            src: Source::Pg(Box::new(crate::store::pg::PgReader::open(url, schema)?)),
+            backing: Backing::Pg(Box::new(crate::store::pg::PgReader::open(url, schema)?)),
         })
     }
 
@@ -112,7 +113,7 @@ impl ReadStore {
         let store = Self::from_sqlite(conn);
         let name = path.display().to_string();
         let version = store
-            .snapshot(|s| s.check_schema(&name))
+            .snapshot(|s| s.sqlite().check_schema(&name))
             .map_err(|e| match e {
                 StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
                     if f.code == rusqlite::ErrorCode::NotADatabase =>
@@ -152,22 +153,22 @@ impl ReadStore {
     where
         E: From<StoreError>,
     {
-        on_postgres!(self, pg => pg.snapshot(|| f(self)));
-        self.begin_snapshot().map_err(E::from)?;
-        let mut guard = SnapshotGuard {
-            conn: self.conn(),
-            open: true,
-        };
-        let out = f(self);
-        guard.open = false;
-        if out.is_ok() {
-            self.conn()
-                .execute_batch("RELEASE rpr_snapshot")
-                .map_err(|e| E::from(e.into()))?;
-        } else {
-            end_snapshot_after_error(self.conn());
+        let mut f = Some(f);
+        let mut out = None;
+        let ended = self.source().snapshot(&mut || {
+            let result = f.take().map(|f| f(self));
+            let kept = matches!(result, Some(Ok(_)));
+            out = result;
+            kept
+        });
+        match (out, ended) {
+            (Some(Err(e)), _) => Err(e),
+            (_, Err(e)) => Err(E::from(e)),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (None, Ok(())) => Err(E::from(StoreError::Unsupported(
+                "a read snapshot ended without running its reads".into(),
+            ))),
         }
-        out
     }
 
     /// Whether `sql` would be refused by the read-only guard.
@@ -185,115 +186,7 @@ impl ReadStore {
     /// reads fail (`StoreError::Unsupported`) instead of reading outside it.
     #[must_use]
     pub fn would_refuse(&self, sql: &str) -> bool {
-        on_postgres!(self, pg => pg.would_refuse(sql));
-        self.conn()
-            .prepare(sql)
-            .map_or(true, |stmt| !stmt.readonly())
-    }
-
-    /// Opens the `rpr_snapshot` savepoint and, outside any other transaction, takes the
-    /// snapshot at once, trying again (as [`ReadStore::open_read_only`] does) while SQLite
-    /// answers `SQLITE_READONLY_RECOVERY`: a read-only connection cannot rebuild the WAL
-    /// index, and a writer that has just opened the database rebuilds it in a moment.
-    fn begin_snapshot(&self) -> Result<(), StoreError> {
-        let outermost = self.conn().is_autocommit();
-        let mut pause = std::time::Duration::from_millis(2);
-        let mut attempt = 1;
-        loop {
-            self.conn().execute_batch("SAVEPOINT rpr_snapshot")?;
-            if !outermost {
-                return Ok(());
-            }
-            // Any read starts the read transaction, which fixes the snapshot.
-            let taken = self
-                .conn()
-                .query_row("SELECT count(*) FROM sqlite_master", [], |r| {
-                    r.get::<_, i64>(0)
-                })
-                .map_err(StoreError::from);
-            match taken {
-                Ok(_) => return Ok(()),
-                Err(e) => {
-                    end_snapshot_after_error(self.conn());
-                    if attempt >= Self::OPEN_ATTEMPTS || !is_transient(&e) {
-                        return Err(e);
-                    }
-                    std::thread::sleep(pause);
-                    pause *= 2;
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// Checks that this is an rpr database this build can read, and returns its recorded
-    /// schema version (newer than [`SCHEMA_VERSION`] is refused).
-    pub(crate) fn check_schema(&self, name: &str) -> Result<i64, StoreError> {
-        let has_meta: bool = self
-            .conn()
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(|e| match e {
-                rusqlite::Error::SqliteFailure(f, _)
-                    if f.code == rusqlite::ErrorCode::NotADatabase =>
-                {
-                    StoreError::NotRprDatabase(name.to_owned())
-                }
-                other => other.into(),
-            })?
-            > 0;
-        if !has_meta {
-            return Err(StoreError::NotRprDatabase(name.to_owned()));
-        }
-        let version: i64 = self
-            .meta("schema_version")?
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| StoreError::NotRprDatabase(name.to_owned()))?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::SchemaTooNew {
-                found: version,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        Ok(version)
-    }
-}
-
-/// `SQLITE_CANTOPEN` (the `-wal` or `-shm` vanished under a closing writer) or
-/// `SQLITE_READONLY_RECOVERY` (a writer that just opened has not rebuilt the WAL index yet).
-fn is_transient(e: &StoreError) -> bool {
-    matches!(
-        e,
-        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
-            if f.code == rusqlite::ErrorCode::CannotOpen
-                || f.extended_code == rusqlite::ffi::SQLITE_READONLY_RECOVERY
-    )
-}
-
-/// Rolls back and releases the innermost `rpr_snapshot` savepoint, if one is open.
-fn end_snapshot_after_error(conn: &Connection) {
-    // Nothing to undo (it only read) and nothing useful to report: the error that
-    // ended the snapshot is what the caller gets. If SQLite already ended the
-    // transaction, both statements fail harmlessly.
-    if !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK TO rpr_snapshot; RELEASE rpr_snapshot");
-    }
-}
-
-/// Ends the snapshot if `f` panicked.
-struct SnapshotGuard<'a> {
-    conn: &'a Connection,
-    open: bool,
-}
-
-impl Drop for SnapshotGuard<'_> {
-    fn drop(&mut self) {
-        if self.open {
-            end_snapshot_after_error(self.conn);
-        }
+        self.source().would_refuse(sql)
     }
 }
 
