@@ -32,6 +32,7 @@ mod carry;
 mod downstream;
 mod elicit;
 mod era;
+mod log_level;
 mod recorded;
 mod request_state;
 mod turns;
@@ -154,6 +155,9 @@ pub(crate) struct Gate {
     checked_list: Mutex<Option<Arc<ToolList>>>,
     /// Whether the policy's unchecked readbacks were noted.
     said_unchecked: std::sync::Once,
+    /// The log level the gate set on a 2025-era server for 2026-07-28 requests
+    /// (`gate/log_level.rs`).
+    server_level: Mutex<log_level::ServerLevel>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -199,6 +203,7 @@ pub fn serve(
         info: Mutex::new(server_info()),
         checked_list: Mutex::new(None),
         said_unchecked: std::sync::Once::new(),
+        server_level: Mutex::new(log_level::ServerLevel::default()),
     });
     serve_client(&gate, input);
     Ok(())
@@ -301,11 +306,15 @@ impl Gate {
         }
         let gate = Arc::clone(self);
         let tag = id.to_value().to_string();
-        self.down
-            .serving(&tag, era.log_level().and_then(era::log_rank));
+        let log_rank = era.log_level().and_then(era::log_rank);
+        self.down.serving(&tag, log_rank);
         let spawned = std::thread::Builder::new()
             .name("rpr-gate-request".into())
             .spawn(move || {
+                if log_rank.is_some() {
+                    // A 2025-era server's one level, set before the request reaches it.
+                    gate.sync_log_level(true);
+                }
                 let answer = match method.as_str() {
                     "server/discover" => gate.discover(),
                     "tools/list" => gate.list_tools(params.as_ref(), &era),
@@ -319,6 +328,10 @@ impl Gate {
                 };
                 let answer = era.shape(&method, answer, &lock(&gate.info));
                 gate.down.respond(id, answer);
+                if log_rank.is_some() {
+                    // Raised to what the requests still in flight need.
+                    gate.sync_log_level(false);
+                }
             });
         match spawned {
             Ok(worker) => Some(worker),

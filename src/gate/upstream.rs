@@ -133,6 +133,13 @@ impl Upstream {
         Ok(client)
     }
 
+    /// The running server, if one is running (none is started).
+    pub(crate) fn running(&self) -> Option<Arc<McpClient>> {
+        lock(&self.client)
+            .clone()
+            .filter(|c| c.session().closed_reason().is_none())
+    }
+
     /// The server's tools, from the cache unless the server changed them or restarted.
     pub(crate) fn tools(&self, client: &McpClient) -> Result<Arc<ToolList>, String> {
         let mut cache = lock(&self.tools);

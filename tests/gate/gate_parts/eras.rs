@@ -627,3 +627,162 @@ fn a_2026_07_28_clients_log_level_bounds_the_log_it_gets_and_reaches_the_server(
         "{received:?}"
     );
 }
+
+/// The requests a fault server's `--request-log` recorded.
+fn received(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// For each `tools/call` a server received, the level of the last `logging/setLevel` it
+/// received before it (`None`: none yet).
+fn levels_at_calls(received: &[Value]) -> Vec<Option<String>> {
+    let mut level = None;
+    let mut at_calls = Vec::new();
+    for r in received {
+        match r["method"].as_str() {
+            Some("logging/setLevel") => level = r["level"].as_str().map(str::to_owned),
+            Some("tools/call") => at_calls.push(level.clone()),
+            _ => {}
+        }
+    }
+    at_calls
+}
+
+/// The levels a server was set to, in order.
+fn set_levels(received: &[Value]) -> Vec<String> {
+    received
+        .iter()
+        .filter(|r| r["method"] == "logging/setLevel")
+        .map(|r| r["level"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 26 (c): a 2025-era server has one log level for its session; a 2026-07-28 client
+/// names one per request. Behind the gate, a server that declared `logging` is set with
+/// `logging/setLevel` to the least severe level the requests in flight ask for, before the
+/// request that needs it reaches the server, and raised to `emergency` once no request
+/// asks for one; a request in flight that asks for a less severe level keeps it there.
+/// A server that did not declare `logging` gets no `logging/setLevel`. What reaches the
+/// client is still filtered per request.
+#[test]
+fn a_2025_server_is_set_to_the_least_severe_level_the_2026_07_28_requests_in_flight_ask_for() {
+    let get = json!({"name": "get", "arguments": {"key": "k"}});
+    let logs = |client: &Modern| {
+        client
+            .notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .count()
+    };
+
+    // One request at a time.
+    let dir = TempDir::new("gate-era-setlevel");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "log-on-get",
+        &["--logging", "--request-log", &log_arg],
+    );
+    let mut client = Modern::start(&gate);
+    let asked = [
+        (Some("info"), 1),
+        (None, 0),
+        (Some("error"), 0),
+        (Some("debug"), 1),
+    ];
+    for (level, logged) in asked {
+        client.notes.clear();
+        let answer = client.ask_logging("tools/call", get.clone(), level);
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(logs(&client), logged, "{level:?}: {:?}", client.notes);
+    }
+    client.stop();
+    let got = received(&log);
+    let at_calls = levels_at_calls(&got);
+    assert_eq!(at_calls.len(), asked.len(), "{got:?}");
+    for ((level, _), set) in asked.iter().zip(&at_calls) {
+        if let Some(level) = level {
+            assert_eq!(
+                set.as_deref(),
+                Some(*level),
+                "the server's level at the call: {got:?}"
+            );
+        }
+    }
+    let set = set_levels(&got);
+    assert_eq!(set.last().map(String::as_str), Some("emergency"), "{got:?}");
+    assert!(
+        set.windows(2).all(|w| w[0] != w[1]),
+        "set only when the level changes: {set:?}"
+    );
+    assert!(set.len() <= 6, "{set:?}");
+
+    // A request in flight that asked for `debug` keeps the server there while another asks
+    // for `error`, and the server's `info` message reaches the client meanwhile.
+    let dir = TempDir::new("gate-era-setlevel-flight");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "log-on-get",
+        &["--logging", "--request-log", &log_arg],
+    );
+    let timeout = gate.iter().position(|a| a == "--call-timeout").unwrap() + 1;
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+    client.next += 1;
+    let hang = client.next;
+    let line = json!({"jsonrpc": "2.0", "id": hang, "method": "rpr-fault/hang", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/logLevel": "debug"}}});
+    writeln!(client.stdin, "{line}").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !received(&log)
+        .iter()
+        .any(|r| r["method"] == "rpr-fault/hang")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hang never reached the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let answer = client.ask_logging("tools/call", get.clone(), Some("error"));
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(logs(&client), 1, "debug is asked for: {:?}", client.notes);
+    let unanswered = client.wait(hang);
+    assert!(unanswered.get("error").is_some(), "{unanswered}");
+    client.stop();
+    let got = received(&log);
+    assert_eq!(
+        levels_at_calls(&got),
+        [Some("debug".to_owned())],
+        "the least severe level in flight: {got:?}"
+    );
+    assert_eq!(set_levels(&got), ["debug", "emergency"], "{got:?}");
+
+    // A server that did not declare `logging` is not set.
+    let dir = TempDir::new("gate-era-setlevel-none");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(&dir, &policy, "log-on-get", &["--request-log", &log_arg]);
+    let mut client = Modern::start(&gate);
+    let answer = client.ask_logging("tools/call", get, Some("debug"));
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(logs(&client), 1, "{:?}", client.notes);
+    client.stop();
+    let got = received(&log);
+    assert!(set_levels(&got).is_empty(), "{got:?}");
+    assert_eq!(levels_at_calls(&got).len(), 1, "{got:?}");
+}
