@@ -255,6 +255,10 @@ impl Gate {
                         ) + &self.refusal(checked, refused.as_deref()),
                         Some((u.id(), State::WriteStatusUnknown)),
                     ),
+                    Some(Delivery::PossiblyWritten { reason }) => tool_error(
+                        self.unknown_text(u.id(), "this call") + &format!(" What happened: {reason}."),
+                        Some((u.id(), State::WriteStatusUnknown)),
+                    ),
                     _ => tool_error(
                         self.unknown_text(u.id(), "this call"),
                         Some((u.id(), State::WriteStatusUnknown)),

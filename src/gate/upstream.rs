@@ -23,6 +23,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// and their notifications on. Not `tasks`: the gate does not govern tasks.
 pub(crate) const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
 
+/// Why a server's request (or an input request of its `input_required`) cannot reach a
+/// 2026-07-28 client.
+pub(crate) const NO_INPUT: &str = "a 2026-07-28 client takes no requests from a server on stdio, \
+    and for a governed `tools/call` the gate does not carry a server's `input_required` rounds \
+    to that client (it declared none of that client's capabilities to the server)";
+
 /// The server's capabilities as the gate mirrors them to its client: without `tasks`, since
 /// a task-augmented call is not governed by the gate (it is refused; see docs/gate.md).
 pub(crate) fn mirrored(capabilities: &Value) -> Value {
@@ -82,6 +88,21 @@ impl Upstream {
         }));
         let (down, timeout) = (Arc::clone(&self.down), self.request_timeout);
         config.on_request = Some(Arc::new(move |request: Request, responder: Responder| {
+            if !down.opened_with_initialize() {
+                // No client opened with `initialize`: the gate's clients are of 2026-07-28,
+                // which take no request from a server on stdio (the gate declared none of
+                // their capabilities to the server). Refused at once rather than sent to a
+                // client that will not answer; a governed call whose server asked so ends
+                // unknown (the server was asked and may have acted).
+                responder.respond(Err(ErrorObject::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!(
+                        "rpr gate passes no `{}` to its client: {NO_INPUT}",
+                        request.method
+                    ),
+                )));
+                return;
+            }
             let down = Arc::clone(&down);
             // Answered from its own thread: the client's answer comes in on the gate's
             // stdin, and the session's reader must go on reading the server meanwhile.

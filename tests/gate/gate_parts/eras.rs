@@ -786,3 +786,88 @@ fn a_2025_server_is_set_to_the_least_severe_level_the_2026_07_28_requests_in_fli
     assert!(set_levels(&got).is_empty(), "{got:?}");
     assert_eq!(levels_at_calls(&got).len(), 1, "{got:?}");
 }
+
+/// Issue 26 (a), the honest refusal: a server that answers a 2026-07-28 client's governed
+/// `tools/call` with `input_required` (the gate declared none of that client's capabilities
+/// to it, so a server keeping to the revision does not ask; this one asks anyway) gets no
+/// answer from that client: the gate passes it no request (it takes none on stdio) and does
+/// not wait `--call-timeout` for one. The call ends at once **write status unknown** (the
+/// server was asked and may have acted), the answer and the attempt's record say why, and
+/// the identical call again is answered from the pathway, never sent again.
+#[test]
+fn a_servers_input_required_on_a_2026_07_28_clients_governed_call_ends_unknown_at_once() {
+    let dir = TempDir::new("gate-era-call-mrtr");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
+            "1",
+            "--request-log",
+            &log_arg,
+        ],
+    );
+    let mut client = Modern::start(&gate);
+    let put = json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    let started = Instant::now();
+    // `Modern::wait` fails the test if any request reaches the client.
+    let answer = client.ask("tools/call", put.clone());
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "answered at once, not at the call timeout (10 s): {took:?}"
+    );
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{answer}");
+    assert_eq!(result["resultType"], "complete", "{answer}");
+    assert_eq!(
+        result["_meta"]["dev.rpr/pathway"]["state"], "write_status_unknown",
+        "{answer}"
+    );
+    let text = result["content"][0]["text"].as_str().unwrap();
+    for said in [
+        "write status unknown",
+        "elicitation/create",
+        "passes no",
+        "may have acted",
+    ] {
+        assert!(text.contains(said), "{said:?} in {text}");
+    }
+    let id = pathway_of(result);
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().state,
+        State::WriteStatusUnknown
+    );
+    let attempts = store(&dir).attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1, "one attempt");
+    let why = attempts[0].outcome.as_ref().unwrap().to_string();
+    assert!(
+        why.contains("elicitation/create") && why.contains("passes no"),
+        "the record says why: {why}"
+    );
+
+    let again = client.ask("tools/call", put);
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    assert_eq!(
+        again["result"]["_meta"]["dev.rpr/pathway"]["id"], id,
+        "answered from the pathway: {again}"
+    );
+    client.stop();
+    let calls = received(&log)
+        .into_iter()
+        .filter(|r| r["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 1, "sent once, never again");
+    assert!(
+        std::fs::read_to_string(dir.join("effects.jsonl"))
+            .unwrap_or_default()
+            .is_empty(),
+        "the server stored nothing (it asked first)"
+    );
+}
