@@ -35,6 +35,7 @@ mod era;
 mod log_level;
 mod recorded;
 mod request_state;
+mod rounds;
 mod turns;
 mod upstream;
 
@@ -148,7 +149,10 @@ pub(crate) struct Gate {
     /// Which pathways a call of this gate holds a form open on or sends.
     turns: Turns,
     /// The key of the `requestState`s of this gate's 2026-07-28 Human Gates.
-    state_key: StateKey,
+    state_key: Arc<StateKey>,
+    /// The rounds of servers' `input_required` waiting for a 2026-07-28 client's retry
+    /// (`gate/rounds.rs`).
+    rounds: Arc<rounds::Rounds>,
     /// The gate's `serverInfo`, with the title naming the server once it has started.
     info: Mutex<Value>,
     /// The last tool list the policy's names and readbacks were checked against.
@@ -199,7 +203,8 @@ pub fn serve(
         approval_timeout: options.approval_timeout.max(Duration::from_secs(1)),
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
-        state_key: StateKey::generate().map_err(GateError::Key)?,
+        state_key: Arc::new(StateKey::generate().map_err(GateError::Key)?),
+        rounds: Arc::new(rounds::Rounds::default()),
         info: Mutex::new(server_info()),
         checked_list: Mutex::new(None),
         said_unchecked: std::sync::Once::new(),
@@ -318,7 +323,26 @@ impl Gate {
                 let answer = match method.as_str() {
                     "server/discover" => gate.discover(),
                     "tools/list" => gate.list_tools(params.as_ref(), &era),
-                    "tools/call" => gate.call(params.as_ref(), &tag, &era),
+                    "tools/call" => {
+                        // Answered through its outlet: a round of the server's own
+                        // `input_required` may answer this request before the call ends,
+                        // and the call's outcome then the retry that continued the last
+                        // round (gate/rounds.rs).
+                        let info = lock(&gate.info).clone();
+                        let outlet = Arc::new(rounds::Outlet::new(
+                            Arc::clone(&gate.down),
+                            id.clone(),
+                            &tag,
+                            era.clone(),
+                            info,
+                        ));
+                        let answer = gate.call(params.as_ref(), &tag, &era, &outlet);
+                        outlet.deliver(answer);
+                        if log_rank.is_some() {
+                            gate.sync_log_level(false);
+                        }
+                        return;
+                    }
                     _ => gate.upstream.pass(
                         &method,
                         era::strip_modern(params),

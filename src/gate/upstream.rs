@@ -23,11 +23,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// and their notifications on. Not `tasks`: the gate does not govern tasks.
 pub(crate) const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
 
-/// Why a server's request (or an input request of its `input_required`) cannot reach a
-/// 2026-07-28 client.
-pub(crate) const NO_INPUT: &str = "a 2026-07-28 client takes no requests from a server on stdio, \
-    and for a governed `tools/call` the gate does not carry a server's `input_required` rounds \
-    to that client (it declared none of that client's capabilities to the server)";
+/// Why a server's request cannot reach a 2026-07-28 client.
+pub(crate) const NO_INPUT: &str = "a 2026-07-28 client takes no requests from a server on stdio \
+    (the gate declared none of that client's capabilities to this server)";
 
 /// The server's capabilities as the gate mirrors them to its client: without `tasks`, since
 /// a task-augmented call is not governed by the gate (it is refused; see docs/gate.md).
@@ -91,9 +89,9 @@ impl Upstream {
             if !down.opened_with_initialize() {
                 // No client opened with `initialize`: the gate's clients are of 2026-07-28,
                 // which take no request from a server on stdio (the gate declared none of
-                // their capabilities to the server). Refused at once rather than sent to a
-                // client that will not answer; a governed call whose server asked so ends
-                // unknown (the server was asked and may have acted).
+                // their capabilities to a 2025-era server; a 2026-07-28 server asks in
+                // `input_required` results, carried by gate/rounds.rs). Refused at once
+                // rather than written to a client that will not answer.
                 responder.respond(Err(ErrorObject::new(
                     codes::METHOD_NOT_FOUND,
                     format!(

@@ -787,15 +787,19 @@ fn a_2025_server_is_set_to_the_least_severe_level_the_2026_07_28_requests_in_fli
     assert_eq!(levels_at_calls(&got).len(), 1, "{got:?}");
 }
 
-/// Issue 26 (a), the honest refusal: a server that answers a 2026-07-28 client's governed
-/// `tools/call` with `input_required` (the gate declared none of that client's capabilities
-/// to it, so a server keeping to the revision does not ask; this one asks anyway) gets no
-/// answer from that client: the gate passes it no request (it takes none on stdio) and does
-/// not wait `--call-timeout` for one. The call ends at once **write status unknown** (the
-/// server was asked and may have acted), the answer and the attempt's record say why, and
-/// the identical call again is answered from the pathway, never sent again.
+/// A tool result's text.
+fn text_of(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+/// Issue 26 (a): a 2026-07-28 server's own `input_required` to a 2026-07-28 client's
+/// governed `tools/call`. The attempt is recorded before the first round; each round goes
+/// to the client as `input_required` with the server's input requests and a `requestState`
+/// of the gate's own (an altered one is refused, a used one cannot be replayed), and each
+/// retry's answers go to the server as the next round of the same attempt. The call is sent
+/// to the server once per round, written once, and the record shows every round.
 #[test]
-fn a_servers_input_required_on_a_2026_07_28_clients_governed_call_ends_unknown_at_once() {
+fn a_servers_input_required_on_a_2026_07_28_clients_governed_call_is_carried_within_one_attempt() {
     let dir = TempDir::new("gate-era-call-mrtr");
     let policy = fault_policy(&dir);
     let log = dir.join("requests.jsonl");
@@ -808,66 +812,284 @@ fn a_servers_input_required_on_a_2026_07_28_clients_governed_call_ends_unknown_a
             "--era",
             "modern",
             "--input-required",
+            "2",
+            "--request-log",
+            &log_arg,
+        ],
+    );
+    let puts = || {
+        received(&log)
+            .into_iter()
+            .filter(|r| r["method"] == "tools/call")
+            .count()
+    };
+    let mut client = Modern::start(&gate);
+    let put = json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    // `Modern::wait` fails the test if any request reaches the client.
+    let first = client.ask("tools/call", put.clone());
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    let request = &asked["inputRequests"]["confirm"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert!(
+        request["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("round 1 of 2")),
+        "{first}"
+    );
+    let state1 = asked["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        !state1.contains("fault-server"),
+        "the gate's own state: {state1}"
+    );
+    // Recorded before the first round was sent: one pathway, in flight, one attempt.
+    let id = await_only_pathway(&dir);
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().state,
+        State::Running
+    );
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
+    assert_eq!(puts(), 1);
+
+    // An altered state is refused; nothing is sent.
+    let mut altered = state1.clone().into_bytes();
+    let at = altered.len() - 1;
+    altered[at] = if altered[at] == b'0' { b'1' } else { b'0' };
+    let altered = String::from_utf8(altered).unwrap();
+    let forged = client.ask("tools/call", accepting_round(put.clone(), &altered));
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+    // The state for other arguments is refused too.
+    let other = json!({"name": "put", "arguments": {"key": "k", "value": "w"}});
+    let moved = client.ask("tools/call", accepting_round(other, &state1));
+    assert_eq!(moved["error"]["code"], -32602, "{moved}");
+    assert_eq!(puts(), 1, "nothing sent");
+
+    // Round 2.
+    let second = client.ask("tools/call", accepting_round(put.clone(), &state1));
+    let asked = &second["result"];
+    assert_eq!(asked["resultType"], "input_required", "{second}");
+    assert!(
+        asked["inputRequests"]["confirm"]["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("round 2 of 2")),
+        "{second}"
+    );
+    let state2 = asked["requestState"].as_str().unwrap().to_owned();
+    assert_eq!(puts(), 2);
+    // A replay of round 1's state finds no open round: nothing is sent.
+    let replay = client.ask("tools/call", accepting_round(put.clone(), &state1));
+    assert_eq!(replay["error"]["code"], -32602, "{replay}");
+    assert!(
+        replay["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no longer open")),
+        "{replay}"
+    );
+    assert_eq!(puts(), 2, "a replay sends nothing");
+
+    // The last round: written, read back, completed; the record shows both rounds.
+    let done = client.ask("tools/call", accepting_round(put.clone(), &state2));
+    let result = &done["result"];
+    assert_ne!(result["isError"], true, "{done}");
+    assert_eq!(result["resultType"], "complete", "{done}");
+    assert_eq!(
+        result["_meta"]["dev.rpr/pathway"]["id"],
+        id.as_str(),
+        "{done}"
+    );
+    assert_eq!(
+        result["_meta"]["dev.rpr/pathway"]["state"], "completed",
+        "{done}"
+    );
+    let rounds = &result["_meta"]["dev.rpr/rounds"];
+    assert_eq!(
+        *rounds,
+        json!([
+            {"round": 1, "inputRequests": {"confirm": {"method": "elicitation/create", "action": "accept"}}},
+            {"round": 2, "inputRequests": {"confirm": {"method": "elicitation/create", "action": "accept"}}},
+        ]),
+        "{done}"
+    );
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().state,
+        State::Completed
+    );
+    let attempts = store(&dir).attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1, "every round is one attempt");
+    let recorded = attempts[0].outcome.as_ref().unwrap().to_string();
+    assert!(
+        recorded.contains("dev.rpr/rounds"),
+        "the record shows the rounds: {recorded}"
+    );
+    assert_eq!(
+        puts(),
+        4,
+        "three rounds of `put`, each sent once, and the readback's `get`"
+    );
+    let effects = std::fs::read_to_string(dir.join("effects.jsonl")).unwrap();
+    assert_eq!(effects.lines().count(), 1, "written once: {effects}");
+
+    // The same call again (a new call: the last one completed) after its rounds: a replay of
+    // the last state finds no open round either.
+    let late = client.ask("tools/call", accepting_round(put, &state2));
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    client.stop();
+}
+
+/// The same call with its rounds abandoned, or asked of a client that cannot answer them:
+/// the server was asked and may have acted, so the call ends **write status unknown**,
+/// never failed or not-applied, with the reason in the attempt's record; it is not sent
+/// again, and a retry after the round was abandoned is refused.
+#[test]
+fn a_governed_calls_rounds_abandoned_or_unanswerable_end_unknown() {
+    let dir = TempDir::new("gate-era-call-mrtr-abandoned");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
             "1",
             "--request-log",
             &log_arg,
         ],
     );
+    let timeout = gate.iter().position(|a| a == "--call-timeout").unwrap() + 1;
+    gate[timeout] = "2".into();
     let mut client = Modern::start(&gate);
-    let put = json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
-    let started = Instant::now();
-    // `Modern::wait` fails the test if any request reaches the client.
-    let answer = client.ask("tools/call", put.clone());
-    let took = started.elapsed();
+
+    // Abandoned: the client never retries.
+    let put = json!({"name": "put", "arguments": {"key": "a", "value": "v"}});
+    let first = client.ask("tools/call", put.clone());
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::WriteStatusUnknown);
+    let attempts = store(&dir).attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1);
+    let why = attempts[0].outcome.as_ref().unwrap().to_string();
     assert!(
-        took < Duration::from_secs(5),
-        "answered at once, not at the call timeout (10 s): {took:?}"
+        why.contains("did not retry") && why.contains("abandoned"),
+        "the record says why: {why}"
     );
+    let late = client.ask("tools/call", accepting_round(put.clone(), &state));
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    let again = client.ask("tools/call", put);
+    assert_eq!(
+        again["result"]["_meta"]["dev.rpr/pathway"]["id"],
+        id.as_str(),
+        "answered from the pathway: {again}"
+    );
+    assert_eq!(
+        again["result"]["_meta"]["dev.rpr/pathway"]["state"], "write_status_unknown",
+        "{again}"
+    );
+
+    // Unanswerable: a client that declared no elicitation (the server asks anyway). Ends
+    // at once, the client is passed nothing.
+    let put = json!({"name": "put", "arguments": {"key": "b", "value": "v"}});
+    let started = Instant::now();
+    let answer = client.ask_declaring("tools/call", put, &json!({}));
+    assert!(started.elapsed() < Duration::from_secs(2), "at once");
     let result = &answer["result"];
     assert_eq!(result["isError"], true, "{answer}");
-    assert_eq!(result["resultType"], "complete", "{answer}");
     assert_eq!(
         result["_meta"]["dev.rpr/pathway"]["state"], "write_status_unknown",
         "{answer}"
     );
-    let text = result["content"][0]["text"].as_str().unwrap();
+    let text = text_of(result);
     for said in [
         "write status unknown",
         "elicitation/create",
-        "passes no",
-        "may have acted",
+        "did not declare",
     ] {
         assert!(text.contains(said), "{said:?} in {text}");
     }
-    let id = pathway_of(result);
-    assert_eq!(
-        store(&dir).pathway(&id).unwrap().unwrap().state,
-        State::WriteStatusUnknown
-    );
-    let attempts = store(&dir).attempts(&id).unwrap();
-    assert_eq!(attempts.len(), 1, "one attempt");
-    let why = attempts[0].outcome.as_ref().unwrap().to_string();
-    assert!(
-        why.contains("elicitation/create") && why.contains("passes no"),
-        "the record says why: {why}"
-    );
-
-    let again = client.ask("tools/call", put);
-    assert_eq!(again["result"]["isError"], true, "{again}");
-    assert_eq!(
-        again["result"]["_meta"]["dev.rpr/pathway"]["id"], id,
-        "answered from the pathway: {again}"
-    );
+    let other = pathway_of(result);
+    let why = store(&dir).attempts(&other).unwrap()[0]
+        .outcome
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("did not declare"), "{why}");
     client.stop();
     let calls = received(&log)
         .into_iter()
-        .filter(|r| r["method"] == "tools/call")
+        .filter(|r| r["method"] == "tools/call" && r["meta"].is_object())
         .count();
-    assert_eq!(calls, 1, "sent once, never again");
+    assert_eq!(calls, 2, "each call sent once (its first round)");
     assert!(
         std::fs::read_to_string(dir.join("effects.jsonl"))
             .unwrap_or_default()
             .is_empty(),
         "the server stored nothing (it asked first)"
     );
+
+    // Abandoned after a round was answered: the record names the rounds before.
+    let dir = TempDir::new("gate-era-call-mrtr-abandoned-2");
+    let policy = fault_policy(&dir);
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &["--era", "modern", "--input-required", "2"],
+    );
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+    let put = json!({"name": "put", "arguments": {"key": "c", "value": "v"}});
+    let first = client.ask("tools/call", put.clone());
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let second = client.ask("tools/call", accepting_round(put, &state));
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::WriteStatusUnknown);
+    let why = store(&dir).attempts(&id).unwrap()[0]
+        .outcome
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("round 2 was passed to the client")
+            && why.contains("the rounds answered before it")
+            && why.contains("\\\"round\\\":1"),
+        "{why}"
+    );
+    client.stop();
+}
+
+/// `call` retried with the answer to the fault server's `confirm` and `state`.
+fn accepting_round(mut call: Value, state: &str) -> Value {
+    call["requestState"] = json!(state);
+    call["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    call
+}
+
+/// A 2025-era server's own request (here `sampling/createMessage`, in the middle of a call)
+/// while the gate's client is of 2026-07-28, which takes no requests from a server on stdio:
+/// answered at once inside the gate (`-32601`), never written to that client, so the server
+/// goes on and the call completes.
+#[test]
+fn a_2025_servers_request_is_refused_at_once_for_a_2026_07_28_client() {
+    let dir = TempDir::new("gate-era-server-request");
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(&dir, &policy, "notify-mid-call", &[]);
+    let mut client = Modern::start(&gate);
+    let started = Instant::now();
+    // `Modern::wait` fails the test if any request reaches the client.
+    let answer = client.ask(
+        "tools/call",
+        json!({"name": "put", "arguments": {"key": "k", "value": "v"}}),
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "at once");
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(
+        answer["result"]["_meta"]["dev.rpr/pathway"]["state"], "completed",
+        "{answer}"
+    );
+    client.stop();
 }
