@@ -68,6 +68,10 @@ Options:
   --request-log PATH      append {id, method, meta} of each request and notification
                           received to PATH (id null for a notification; with `level` for
                           a logging/setLevel)
+  --listen                (modern) take subscriptions/listen as a stream: one
+                          notifications/resources/list_changed tagged with
+                          _meta[\"io.modelcontextprotocol/subscriptionId\"] (the request's
+                          id as JSON text), then nothing, and no answer, until cancelled
   --logging               (legacy) declare `logging` and answer logging/setLevel; log-on-get
                           then logs only while the level set is info or less severe (or
                           none was set)
@@ -155,6 +159,8 @@ struct Options {
     release: Option<PathBuf>,
     /// Declare `logging` and answer `logging/setLevel` (`--logging`).
     logging: bool,
+    /// (modern) Hold `subscriptions/listen` open as a stream (`--listen`).
+    listen: bool,
 }
 
 fn log(message: &str) {
@@ -329,6 +335,15 @@ impl Server {
                 };
                 self.log_level = Some(level.to_owned());
                 self.result(conn, id, json!({}))
+            }
+            "subscriptions/listen" if self.modern && self.opts.listen => {
+                log("subscriptions/listen: a stream, answered never (until cancelled)");
+                Self::send(
+                    conn,
+                    &json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed",
+                    "params": {"_meta": {
+                        "io.modelcontextprotocol/subscriptionId": id.to_value().to_string()}}}),
+                )
             }
             "rpr-fault/hang" => {
                 log("rpr-fault/hang: never answered");

@@ -1093,3 +1093,150 @@ fn a_2025_servers_request_is_refused_at_once_for_a_2026_07_28_client() {
     );
     client.stop();
 }
+
+/// Issue 26 (b): `subscriptions/listen` (2026-07-28) has no handling of its own in the gate:
+/// it is passed through as any other request. To a 2025-era server it goes without the
+/// client's `io.modelcontextprotocol/*` members and its error comes back; to a 2026-07-28
+/// server it goes with the client's capabilities, the stream's notifications reach the
+/// client while it is open, and the gate waits for an answer no longer than
+/// `--call-timeout`: then the server gets `notifications/cancelled` (which ends a stream on
+/// stdio) and the client an internal error. A client that cancels the listen ends it the
+/// same way, and gets no answer.
+#[test]
+fn subscriptions_listen_is_passed_through_and_cut_at_the_call_timeout() {
+    let listen = |client: &mut Modern| {
+        client.next += 1;
+        let id = client.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"roots": {}}}}});
+        writeln!(client.stdin, "{line}").unwrap();
+        id
+    };
+
+    // A 2025-era server does not know the method.
+    let dir = TempDir::new("gate-era-listen-legacy");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(&dir, &policy, "none", &["--request-log", &log_arg]);
+    let mut client = Modern::start(&gate);
+    let id = listen(&mut client);
+    let answer = client.wait(id);
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    client.stop();
+    let got = received(&log);
+    let passed: Vec<&Value> = got
+        .iter()
+        .filter(|r| r["method"] == "subscriptions/listen")
+        .collect();
+    assert_eq!(passed.len(), 1, "{got:?}");
+    assert!(
+        passed[0]["meta"].is_null(),
+        "the client's _meta stays: {got:?}"
+    );
+
+    // A 2026-07-28 server that holds it open as a stream.
+    let dir = TempDir::new("gate-era-listen-modern");
+    let policy = fault_policy(&dir);
+    let (log, cancels) = (dir.join("requests.jsonl"), dir.join("cancels.jsonl"));
+    let (log_arg, cancel_arg) = (log.display().to_string(), cancels.display().to_string());
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--listen",
+            "--request-log",
+            &log_arg,
+            "--cancel-log",
+            &cancel_arg,
+        ],
+    );
+    let timeout = gate.iter().position(|a| a == "--call-timeout").unwrap() + 1;
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+    let started = Instant::now();
+    let id = listen(&mut client);
+    let answer = client.wait(id);
+    let took = started.elapsed();
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did not answer `subscriptions/listen`")),
+        "{answer}"
+    );
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "cut at the call timeout: {took:?}"
+    );
+    let streamed: Vec<&Value> = client
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/resources/list_changed")
+        .collect();
+    assert_eq!(streamed.len(), 1, "{:?}", client.notes);
+    assert!(
+        streamed[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string(),
+        "{streamed:?}"
+    );
+    let got = received(&log);
+    let passed: Vec<&Value> = got
+        .iter()
+        .filter(|r| r["method"] == "subscriptions/listen")
+        .collect();
+    assert_eq!(
+        passed[0]["meta"]["io.modelcontextprotocol/clientCapabilities"],
+        json!({"roots": {}}),
+        "{got:?}"
+    );
+    let cut = lines_within(&cancels, 1);
+    assert_eq!(cut.lines().count(), 1, "the stream was ended: {cut}");
+
+    // The client cancels the listen: the server is told, the client gets no answer.
+    let id = listen(&mut client);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while received(&log)
+        .iter()
+        .filter(|r| r["method"] == "subscriptions/listen")
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the second listen never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "done listening"}});
+    writeln!(client.stdin, "{cancel}").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let tools = client.ask("tools/list", json!({}));
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    assert!(
+        client.early.iter().all(|m| m["id"] != id),
+        "no answer to a cancelled listen: {:?}",
+        client.early
+    );
+    client.stop();
+    let cut = lines_within(&cancels, 2);
+    assert_eq!(cut.lines().count(), 2, "{cut}");
+    assert!(cut.contains("done listening"), "{cut}");
+}
+
+/// The text of `path` once it has `lines` lines, or as it is after 5 s.
+fn lines_within(path: &Path, lines: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().count() >= lines || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
