@@ -393,9 +393,10 @@ impl Gate {
     }
 
     /// `server/discover` (2026-07-28): the revision the gate serves without a handshake and
-    /// the server's capabilities as the gate mirrors them. The server's requests cannot
-    /// reach a 2026-07-28 client (it takes none on stdio), so the gate declares none of the
-    /// client's capabilities to the server for it.
+    /// the server's capabilities as the gate mirrors them. A 2026-07-28 client takes no
+    /// requests from a server on stdio: what it declares it can be asked reaches a
+    /// 2026-07-28 server per request, and that server's `input_required` reaches the client
+    /// in results (gate/rounds.rs for a governed call).
     fn discover(&self) -> Result<Value, ErrorObject> {
         let (capabilities, _, instructions) = self.described()?;
         Ok(json!({

@@ -140,8 +140,9 @@ impl Era {
 
     /// The capabilities a 2026-07-28 request's client declared that concern what a server
     /// may ask of it (`sampling`, `roots`, `elicitation`, as declared): passed to a
-    /// 2026-07-28 server with a request the gate passes through, so that the server may ask
-    /// that client for input in an `input_required` result. `None` for the 2025 era.
+    /// 2026-07-28 server with a request the gate passes through and with a governed call, so
+    /// that the server may ask that client for input in an `input_required` result. `None`
+    /// for the 2025 era.
     pub(crate) fn client_side(&self) -> Option<Value> {
         let Self::Modern { capabilities, .. } = self else {
             return None;
