@@ -32,8 +32,10 @@ mod carry;
 mod downstream;
 mod elicit;
 mod era;
+mod log_level;
 mod recorded;
 mod request_state;
+mod rounds;
 mod turns;
 mod upstream;
 
@@ -147,13 +149,19 @@ pub(crate) struct Gate {
     /// Which pathways a call of this gate holds a form open on or sends.
     turns: Turns,
     /// The key of the `requestState`s of this gate's 2026-07-28 Human Gates.
-    state_key: StateKey,
+    state_key: Arc<StateKey>,
+    /// The rounds of servers' `input_required` waiting for a 2026-07-28 client's retry
+    /// (`gate/rounds.rs`).
+    rounds: Arc<rounds::Rounds>,
     /// The gate's `serverInfo`, with the title naming the server once it has started.
     info: Mutex<Value>,
     /// The last tool list the policy's names and readbacks were checked against.
     checked_list: Mutex<Option<Arc<ToolList>>>,
     /// Whether the policy's unchecked readbacks were noted.
     said_unchecked: std::sync::Once,
+    /// The log level the gate set on a 2025-era server for 2026-07-28 requests
+    /// (`gate/log_level.rs`).
+    server_level: Mutex<log_level::ServerLevel>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -195,10 +203,12 @@ pub fn serve(
         approval_timeout: options.approval_timeout.max(Duration::from_secs(1)),
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
-        state_key: StateKey::generate().map_err(GateError::Key)?,
+        state_key: Arc::new(StateKey::generate().map_err(GateError::Key)?),
+        rounds: Arc::new(rounds::Rounds::default()),
         info: Mutex::new(server_info()),
         checked_list: Mutex::new(None),
         said_unchecked: std::sync::Once::new(),
+        server_level: Mutex::new(log_level::ServerLevel::default()),
     });
     serve_client(&gate, input);
     Ok(())
@@ -301,15 +311,38 @@ impl Gate {
         }
         let gate = Arc::clone(self);
         let tag = id.to_value().to_string();
-        self.down
-            .serving(&tag, era.log_level().and_then(era::log_rank));
+        let log_rank = era.log_level().and_then(era::log_rank);
+        self.down.serving(&tag, log_rank);
         let spawned = std::thread::Builder::new()
             .name("rpr-gate-request".into())
             .spawn(move || {
+                if log_rank.is_some() {
+                    // A 2025-era server's one level, set before the request reaches it.
+                    gate.sync_log_level(true);
+                }
                 let answer = match method.as_str() {
                     "server/discover" => gate.discover(),
                     "tools/list" => gate.list_tools(params.as_ref(), &era),
-                    "tools/call" => gate.call(params.as_ref(), &tag, &era),
+                    "tools/call" => {
+                        // Answered through its outlet: a round of the server's own
+                        // `input_required` may answer this request before the call ends,
+                        // and the call's outcome then the retry that continued the last
+                        // round (gate/rounds.rs).
+                        let info = lock(&gate.info).clone();
+                        let outlet = Arc::new(rounds::Outlet::new(
+                            Arc::clone(&gate.down),
+                            id.clone(),
+                            &tag,
+                            era.clone(),
+                            info,
+                        ));
+                        let answer = gate.call(params.as_ref(), &tag, &era, &outlet);
+                        outlet.deliver(answer);
+                        if log_rank.is_some() {
+                            gate.sync_log_level(false);
+                        }
+                        return;
+                    }
                     _ => gate.upstream.pass(
                         &method,
                         era::strip_modern(params),
@@ -319,6 +352,10 @@ impl Gate {
                 };
                 let answer = era.shape(&method, answer, &lock(&gate.info));
                 gate.down.respond(id, answer);
+                if log_rank.is_some() {
+                    // Raised to what the requests still in flight need.
+                    gate.sync_log_level(false);
+                }
             });
         match spawned {
             Ok(worker) => Some(worker),
@@ -356,9 +393,10 @@ impl Gate {
     }
 
     /// `server/discover` (2026-07-28): the revision the gate serves without a handshake and
-    /// the server's capabilities as the gate mirrors them. The server's requests cannot
-    /// reach a 2026-07-28 client (it takes none on stdio), so the gate declares none of the
-    /// client's capabilities to the server for it.
+    /// the server's capabilities as the gate mirrors them. A 2026-07-28 client takes no
+    /// requests from a server on stdio: what it declares it can be asked reaches a
+    /// 2026-07-28 server per request, and that server's `input_required` reaches the client
+    /// in results (gate/rounds.rs for a governed call).
     fn discover(&self) -> Result<Value, ErrorObject> {
         let (capabilities, _, instructions) = self.described()?;
         Ok(json!({

@@ -44,6 +44,9 @@ pub(crate) struct Asked {
     /// The pathway a checked `requestState` names, and the answer to its form (`None`
     /// when the retry carries no answer under the gate's key).
     pub(crate) answered: Option<(String, Option<Value>)>,
+    /// Where the call's answer goes (gate/rounds.rs): a 2026-07-28 client's call carries a
+    /// server's `input_required` rounds through it.
+    pub(crate) outlet: Option<std::sync::Arc<super::rounds::Outlet>>,
 }
 
 /// The key of the gate's approval form in `inputRequests` and `inputResponses`.

@@ -17,6 +17,7 @@ use super::Gate;
 pub(crate) use super::asked::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
 use super::carry::with_pathway;
 use super::era::Era;
+use super::request_state::StateKey;
 use super::turns::{Claim, Held};
 use crate::policy::{Live, Plan};
 
@@ -83,19 +84,23 @@ fn parse(params: Option<&Value>) -> Result<Asked, ErrorObject> {
         era: Era::Legacy,
         retry,
         answered: None,
+        outlet: None,
     })
 }
 
 impl Gate {
     /// Handles one `tools/call` from the client.
-    pub(crate) fn call(&self, params: Option<&Value>, tag: &str, era: &Era) -> Answer {
+    pub(crate) fn call(
+        &self,
+        params: Option<&Value>,
+        tag: &str,
+        era: &Era,
+        outlet: &Arc<super::rounds::Outlet>,
+    ) -> Answer {
         let mut asked = parse(params)?;
         tag.clone_into(&mut asked.tag);
         asked.era = era.clone();
-        let checked = match self.checked(&asked) {
-            Ok(checked) => checked,
-            Err(answer) => return answer,
-        };
+        asked.outlet = Some(Arc::clone(outlet));
         let request = Request::new(asked.tool.clone(), asked.arguments.clone());
         let digest = request.digest().map_err(|e| {
             ErrorObject::new(
@@ -103,6 +108,20 @@ impl Gate {
                 format!("the arguments cannot be recorded: {e}"),
             )
         })?;
+        if let Some((state, responses)) = &asked.retry
+            && StateKey::is_round(state)
+        {
+            // A later round of a call in flight: it goes to that call, whose attempt is
+            // recorded already; nothing here proposes, records or sends on its own.
+            let round = self.state_key.check_round(state, &digest).map_err(|e| {
+                ErrorObject::new(codes::INVALID_PARAMS, format!("{e}; nothing was sent"))
+            })?;
+            return self.rounds.continue_round(&round, responses);
+        }
+        let checked = match self.checked(&asked) {
+            Ok(checked) => checked,
+            Err(answer) => return answer,
+        };
         if let Some((state, responses)) = asked.retry.take() {
             return self.retried(&state, responses, &digest, &checked, &mut asked, &request);
         }

@@ -39,6 +39,29 @@ impl Gate {
             let meta = meta.get_or_insert_with(|| json!({}));
             meta[super::era::LOG_LEVEL_META] = json!(level);
         }
+        if let (Some(declared), Some(outlet), Ok(digest)) = (
+            asked.era.client_side(),
+            asked.outlet.as_ref(),
+            Request::new(asked.tool.clone(), asked.arguments.clone()).digest(),
+        ) && checked.live.client.server().era == crate::mcp::Era::Modern
+        {
+            // A 2026-07-28 client to a 2026-07-28 server: what it declared it can be asked
+            // is declared to the server with the call, and the server's rounds are carried
+            // to it across its retries, within this attempt (gate/rounds.rs).
+            let meta = meta.get_or_insert_with(|| json!({}));
+            meta[super::era::CAPABILITIES_META] = declared.clone();
+            config = config.with_input_answerer(
+                super::rounds::Carrier {
+                    rounds: Arc::clone(&self.rounds),
+                    key: Arc::clone(&self.state_key),
+                    outlet: Arc::clone(outlet),
+                    digest,
+                    declared,
+                    wait: self.call_timeout,
+                }
+                .answerer(),
+            );
+        }
         if let Some(meta) = meta {
             config = config.with_call_meta(meta);
         }
@@ -253,6 +276,10 @@ impl Gate {
                             u.id(),
                             "the server replied success, but the readback did not verify the effect of this call",
                         ) + &self.refusal(checked, refused.as_deref()),
+                        Some((u.id(), State::WriteStatusUnknown)),
+                    ),
+                    Some(Delivery::PossiblyWritten { reason }) => tool_error(
+                        self.unknown_text(u.id(), "this call") + &format!(" What happened: {reason}."),
                         Some((u.id(), State::WriteStatusUnknown)),
                     ),
                     _ => tool_error(

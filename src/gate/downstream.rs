@@ -87,6 +87,20 @@ impl Downstream {
         );
     }
 
+    /// The least severe log level (its rank) a 2026-07-28 request being served asked for.
+    pub(crate) fn wanted_log_rank(&self) -> Option<u8> {
+        lock(&self.serving)
+            .values()
+            .filter_map(|s| s.log_rank)
+            .min()
+    }
+
+    /// Whether a client opened with `initialize` (the 2025 era, which sets the server's
+    /// log level itself with `logging/setLevel`).
+    pub(crate) fn opened_with_initialize(&self) -> bool {
+        self.initialized.load(Ordering::SeqCst)
+    }
+
     /// The client cancelled its request `tag`: its answer will not be sent. Whether the
     /// request was being served.
     pub(crate) fn cancel(&self, tag: &str) -> bool {

@@ -36,6 +36,17 @@ pub(crate) fn log_rank(level: &str) -> Option<u8> {
         .and_then(|i| u8::try_from(i).ok())
 }
 
+/// The name of the log level of rank `rank` (`emergency` past the last).
+pub(crate) fn log_name(rank: u8) -> &'static str {
+    LOG_LEVELS
+        .get(usize::from(rank))
+        .copied()
+        .unwrap_or(LOG_LEVELS[LOG_LEVELS.len() - 1])
+}
+
+/// The rank of the most severe level, `emergency`.
+pub(crate) const MOST_SEVERE: u8 = 7;
+
 /// `_meta` member of a result naming the server (2026-07-28).
 pub(crate) const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 /// The error for a protocol version the gate does not serve (2026-07-28).
@@ -129,8 +140,9 @@ impl Era {
 
     /// The capabilities a 2026-07-28 request's client declared that concern what a server
     /// may ask of it (`sampling`, `roots`, `elicitation`, as declared): passed to a
-    /// 2026-07-28 server with a request the gate passes through, so that the server may ask
-    /// that client for input in an `input_required` result. `None` for the 2025 era.
+    /// 2026-07-28 server with a request the gate passes through and with a governed call, so
+    /// that the server may ask that client for input in an `input_required` result. `None`
+    /// for the 2025 era.
     pub(crate) fn client_side(&self) -> Option<Value> {
         let Self::Modern { capabilities, .. } = self else {
             return None;

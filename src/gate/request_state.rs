@@ -8,14 +8,22 @@
 //! pathway or request it names, nor use one after it expires or after the gate restarts.
 //! A state does not make the answer single-use; the pathway does: an approval is recorded
 //! only on a pathway still at the gate, and a pathway is sent at most once.
+//!
+//! A round of a server's own `input_required` to a governed call, carried to a 2026-07-28
+//! client (gate/rounds.rs), gets a state of the same make that names the round (a random
+//! nonce) instead of the pathway; there the gate's table of open rounds makes it
+//! single-use: a round is continued once, by the first retry that names it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-/// The format of the states this module writes.
+/// The format of the states this module writes for a Human Gate.
 const VERSION: &str = "rpr1";
+/// The format of the states it writes for a round of a server's own `input_required` to a
+/// governed call ([`StateKey::issue_round`]).
+const ROUND: &str = "rpr1r";
 
 /// What a state names, once its tag checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,16 +78,56 @@ impl StateKey {
         format!("{body}.{tag}")
     }
 
+    /// A state for round `round` (a nonce naming one open round) of a server's
+    /// `input_required` to the request whose digest is `request_digest`, valid for `ttl`.
+    pub(crate) fn issue_round(&self, round: &str, request_digest: &str, ttl: Duration) -> String {
+        let expires = now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        let body = format!("{ROUND}.{round}.{request_digest}.{expires}");
+        let tag = hex(&self.tag(&body).finalize().into_bytes());
+        format!("{body}.{tag}")
+    }
+
+    /// Whether `state` has the form of a round's state ([`StateKey::issue_round`]); its tag
+    /// is not checked.
+    pub(crate) fn is_round(state: &str) -> bool {
+        state.starts_with(ROUND) && state.as_bytes().get(ROUND.len()) == Some(&b'.')
+    }
+
+    /// The round a round's `state` names, if its tag checks, it has not expired and it was
+    /// issued for the request whose digest is `request_digest`.
+    pub(crate) fn check_round(
+        &self,
+        state: &str,
+        request_digest: &str,
+    ) -> Result<String, StateError> {
+        let (round, _) = self.verify(ROUND, state, request_digest)?;
+        Ok(round)
+    }
+
     /// The claims of `state`, if its tag checks, it has not expired and it was issued for
     /// the request whose digest is `request_digest`.
     pub(crate) fn check(&self, state: &str, request_digest: &str) -> Result<Claims, StateError> {
+        let (pathway, digest) = self.verify(VERSION, state, request_digest)?;
+        Ok(Claims {
+            pathway,
+            request_digest: digest,
+        })
+    }
+
+    /// The named part and the digest of a state of format `version`, checked.
+    fn verify(
+        &self,
+        version: &str,
+        state: &str,
+        request_digest: &str,
+    ) -> Result<(String, String), StateError> {
         let (body, tag) = state.rsplit_once('.').ok_or(StateError::Malformed)?;
         let tag = unhex(tag).ok_or(StateError::Malformed)?;
         self.tag(body)
             .verify_slice(&tag)
             .map_err(|_| StateError::BadTag)?;
         let mut parts = body.split('.');
-        let (Some(VERSION), Some(pathway), Some(digest), Some(expires), None) = (
+        let (Some(written), Some(named), Some(digest), Some(expires), None) = (
             parts.next(),
             parts.next(),
             parts.next(),
@@ -88,6 +136,9 @@ impl StateKey {
         ) else {
             return Err(StateError::Malformed);
         };
+        if written != version {
+            return Err(StateError::Malformed);
+        }
         let expires: u64 = expires.parse().map_err(|_| StateError::Malformed)?;
         if now_ms() > expires {
             return Err(StateError::Expired);
@@ -95,10 +146,7 @@ impl StateKey {
         if digest != request_digest {
             return Err(StateError::OtherRequest);
         }
-        Ok(Claims {
-            pathway: pathway.to_owned(),
-            request_digest: digest.to_owned(),
-        })
+        Ok((named.to_owned(), digest.to_owned()))
     }
 }
 
@@ -167,6 +215,24 @@ mod tests {
         for cut in ["", ".", "rpr1", "x.y", "rpr1.a.b.c.zz"] {
             assert!(key.check(cut, "d1").is_err(), "{cut}");
         }
+    }
+
+    #[test]
+    fn a_rounds_state_and_a_human_gates_are_not_taken_for_each_other() {
+        let key = StateKey::generate().unwrap();
+        let round = key.issue_round("n1", "d1", Duration::from_mins(1));
+        assert!(StateKey::is_round(&round));
+        assert_eq!(key.check_round(&round, "d1"), Ok("n1".to_owned()));
+        assert_eq!(key.check_round(&round, "d2"), Err(StateError::OtherRequest));
+        assert_eq!(key.check(&round, "d1"), Err(StateError::Malformed));
+        let gate = key.issue(&claims(), Duration::from_mins(1));
+        assert!(!StateKey::is_round(&gate));
+        assert_eq!(key.check_round(&gate, "d1"), Err(StateError::Malformed));
+        let other = StateKey::generate().unwrap();
+        assert_eq!(other.check_round(&round, "d1"), Err(StateError::BadTag));
+        let expired = key.issue_round("n1", "d1", Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(key.check_round(&expired, "d1"), Err(StateError::Expired));
     }
 
     #[test]

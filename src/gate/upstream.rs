@@ -23,6 +23,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// and their notifications on. Not `tasks`: the gate does not govern tasks.
 pub(crate) const CLIENT_SIDE: [&str; 3] = ["sampling", "roots", "elicitation"];
 
+/// Why a server's request cannot reach a 2026-07-28 client.
+pub(crate) const NO_INPUT: &str = "a 2026-07-28 client takes no requests from a server on stdio \
+    (the gate declared none of that client's capabilities to this server)";
+
 /// The server's capabilities as the gate mirrors them to its client: without `tasks`, since
 /// a task-augmented call is not governed by the gate (it is refused; see docs/gate.md).
 pub(crate) fn mirrored(capabilities: &Value) -> Value {
@@ -82,6 +86,21 @@ impl Upstream {
         }));
         let (down, timeout) = (Arc::clone(&self.down), self.request_timeout);
         config.on_request = Some(Arc::new(move |request: Request, responder: Responder| {
+            if !down.opened_with_initialize() {
+                // No client opened with `initialize`: the gate's clients are of 2026-07-28,
+                // which take no request from a server on stdio (the gate declared none of
+                // their capabilities to a 2025-era server; a 2026-07-28 server asks in
+                // `input_required` results, carried by gate/rounds.rs). Refused at once
+                // rather than written to a client that will not answer.
+                responder.respond(Err(ErrorObject::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!(
+                        "rpr gate passes no `{}` to its client: {NO_INPUT}",
+                        request.method
+                    ),
+                )));
+                return;
+            }
             let down = Arc::clone(&down);
             // Answered from its own thread: the client's answer comes in on the gate's
             // stdin, and the session's reader must go on reading the server meanwhile.
@@ -131,6 +150,13 @@ impl Upstream {
         *slot = Some(Arc::clone(&client));
         self.stale.store(true, Ordering::SeqCst);
         Ok(client)
+    }
+
+    /// The running server, if one is running (none is started).
+    pub(crate) fn running(&self) -> Option<Arc<McpClient>> {
+        lock(&self.client)
+            .clone()
+            .filter(|c| c.session().closed_reason().is_none())
     }
 
     /// The server's tools, from the cache unless the server changed them or restarted.

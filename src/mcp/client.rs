@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::era::{self, Era, ResultType};
+use super::mrtr::InputAnswerer;
 use super::negotiate::ServerInfo;
 use super::session::{Reply, SendGuard, Session, SessionConfig};
 use super::transport::{ServerCommand, ShutdownReport};
@@ -258,6 +259,26 @@ impl McpClient {
         tag: Option<&str>,
         guard: Option<&SendGuard>,
     ) -> Result<Reply, McpError> {
+        self.call_tool_answered(name, arguments, meta, timeout, tag, guard, None)
+    }
+
+    /// [`McpClient::call_tool_guarded`], a 2026-07-28 server's input requests answered by
+    /// `answerer` (when given) instead of [`SessionConfig::on_request`]. After rounds of
+    /// input, the last result's `_meta` lists them ([`super::mrtr::ROUNDS_META`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "call_tool_guarded's arguments and the answerer; the others delegate here"
+    )]
+    pub fn call_tool_answered(
+        &self,
+        name: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+        timeout: Duration,
+        tag: Option<&str>,
+        guard: Option<&SendGuard>,
+        answerer: Option<&InputAnswerer>,
+    ) -> Result<Reply, McpError> {
         let mut params = json!({"name": name, "arguments": arguments});
         if let Some(meta) = meta {
             params["_meta"] = meta.clone();
@@ -267,7 +288,15 @@ impl McpClient {
                 self.session
                     .request_guarded("tools/call", Some(params), timeout, tag, guard)
             }
-            Era::Modern => mrtr::call(&self.session, "tools/call", params, timeout, tag, guard),
+            Era::Modern => mrtr::call(
+                &self.session,
+                "tools/call",
+                params,
+                timeout,
+                tag,
+                guard,
+                answerer,
+            ),
         }
     }
 
@@ -287,7 +316,7 @@ impl McpClient {
     ) -> Result<Reply, McpError> {
         if self.server.era == Era::Modern && mrtr::ASKING.contains(&method) {
             let params = params.unwrap_or_else(|| json!({}));
-            return mrtr::call(&self.session, method, params, timeout, tag, guard);
+            return mrtr::call(&self.session, method, params, timeout, tag, guard, None);
         }
         self.session
             .request_guarded(method, params, timeout, tag, guard)

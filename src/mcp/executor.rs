@@ -58,6 +58,11 @@ pub struct ExecutorConfig {
     /// `tools/list` instead of three: for calls that change the world, bound to a list
     /// the caller checked (against a pin, say). Without a given list it changes nothing.
     pub list_at_send: bool,
+    /// Answers a 2026-07-28 server's `input_required` rounds of the call in place of the
+    /// session's handler ([`McpClient::call_tool_answered`](super::McpClient::call_tool_answered)):
+    /// a proxy whose client answers by retrying its own request sets one. Every round is
+    /// part of the one attempt; a round not answered is `PossiblyWritten`.
+    pub input_answerer: Option<super::InputAnswerer>,
 }
 
 impl ExecutorConfig {
@@ -93,6 +98,13 @@ impl ExecutorConfig {
     #[must_use]
     pub fn with_send_guard(mut self, guard: SendGuard) -> Self {
         self.send_guard = Some(guard);
+        self
+    }
+
+    /// Sets [`ExecutorConfig::input_answerer`].
+    #[must_use]
+    pub fn with_input_answerer(mut self, answerer: super::InputAnswerer) -> Self {
+        self.input_answerer = Some(answerer);
         self
     }
 
@@ -390,13 +402,14 @@ impl Executor for McpExecutor {
             .config
             .call_timeout
             .unwrap_or_else(|| self.client.request_timeout());
-        let delivery = match self.client.call_tool_guarded(
+        let delivery = match self.client.call_tool_answered(
             &self.tool,
             &request.arguments,
             self.config.call_meta.as_ref(),
             timeout,
             self.config.call_tag.as_deref(),
             self.config.send_guard.as_ref(),
+            self.config.input_answerer.as_ref(),
         ) {
             Ok(Reply::Result(result)) => classify_result(result),
             Ok(Reply::Error(error)) => Delivery::Rejected {

@@ -66,7 +66,15 @@ Options:
                           Also: declare `prompts` and answer a prompts/get of `confirm`
                           ({\"key\"}) so, asking only a request that declared elicitation
   --request-log PATH      append {id, method, meta} of each request and notification
-                          received to PATH (id null for a notification)
+                          received to PATH (id null for a notification; with `level` for
+                          a logging/setLevel)
+  --listen                (modern) take subscriptions/listen as a stream: one
+                          notifications/resources/list_changed tagged with
+                          _meta[\"io.modelcontextprotocol/subscriptionId\"] (the request's
+                          id as JSON text), then nothing, and no answer, until cancelled
+  --logging               (legacy) declare `logging` and answer logging/setLevel; log-on-get
+                          then logs only while the level set is info or less severe (or
+                          none was set)
   --instructions TEXT     the instructions sent at initialize and server/discover
   --draft07               declare draft-07 `$schema` in the input schemas
   --claim-read-only       annotate `put` readOnlyHint: true (a lie: it still writes)
@@ -120,6 +128,8 @@ Faults (on tools/call of `put` unless noted):
                        structuredContent.value is the client's action; else a tool error
 ";
 
+// Its bools are independent command-line switches of a test tool.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug)]
 struct Options {
     effects: Option<PathBuf>,
@@ -147,6 +157,10 @@ struct Options {
     fault_on_get: bool,
     /// The file whose existence releases a held `tools/list` (`--fault hold-list`).
     release: Option<PathBuf>,
+    /// Declare `logging` and answer `logging/setLevel` (`--logging`).
+    logging: bool,
+    /// (modern) Hold `subscriptions/listen` open as a stream (`--listen`).
+    listen: bool,
 }
 
 fn log(message: &str) {
@@ -180,6 +194,8 @@ struct Server {
     call_ids: std::collections::HashSet<String>,
     /// The `capabilities` the client declared in `initialize`.
     client_capabilities: Value,
+    /// The level the client set with `logging/setLevel` (`--logging`), if it set one.
+    log_level: Option<String>,
 }
 
 impl Server {
@@ -308,6 +324,27 @@ impl Server {
             "tools/list" => self.list(conn, id, params),
             "tools/call" => self.call(conn, id, params),
             "prompts/get" => self.prompt(conn, id, params),
+            "logging/setLevel" if self.opts.logging && !self.modern => {
+                let Some(level) = params.get("level").and_then(Value::as_str) else {
+                    return Self::error(
+                        conn,
+                        id,
+                        codes::INVALID_PARAMS,
+                        "`level` must be a string",
+                    );
+                };
+                self.log_level = Some(level.to_owned());
+                self.result(conn, id, json!({}))
+            }
+            "subscriptions/listen" if self.modern && self.opts.listen => {
+                log("subscriptions/listen: a stream, answered never (until cancelled)");
+                Self::send(
+                    conn,
+                    &json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed",
+                    "params": {"_meta": {
+                        "io.modelcontextprotocol/subscriptionId": id.to_value().to_string()}}}),
+                )
+            }
             "rpr-fault/hang" => {
                 log("rpr-fault/hang: never answered");
                 Ok(())
@@ -440,6 +477,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         modern: false,
         call_ids: std::collections::HashSet::new(),
         client_capabilities: Value::Null,
+        log_level: None,
     };
     let mut conn = Connection::new(
         MessageReader::new(std::io::stdin().lock()),

@@ -54,6 +54,7 @@ pub use era::{
 };
 pub use error::McpError;
 pub use executor::{ExecutorConfig, McpExecutor};
+pub use mrtr::{InputAnswerer, ROUNDS_META};
 pub use negotiate::ServerInfo;
 pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};
 pub use schema::{ArgumentValidator, Dialect};

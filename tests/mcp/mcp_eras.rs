@@ -345,6 +345,16 @@ fn input_required_rounds_reach_the_handler_and_the_call_completes() {
     let reply = result(put(&client, "k", "v").unwrap());
     assert_eq!(reply["resultType"], "complete", "{reply}");
     assert_eq!(reply.get("isError"), None, "{reply}");
+    // The rounds before the last, listed for the record (not the answers' content).
+    let confirm = json!({"confirm": {"method": "elicitation/create", "action": "accept"}});
+    assert_eq!(
+        reply["_meta"][rpr::mcp::ROUNDS_META],
+        json!([
+            {"round": 1, "inputRequests": confirm},
+            {"round": 2, "inputRequests": confirm},
+        ]),
+        "{reply}"
+    );
     assert_eq!(fx.effects(), 1);
     let asked = asked.lock().unwrap();
     assert_eq!(asked.len(), 2);
@@ -401,6 +411,57 @@ fn input_required_without_a_handler_is_an_unknown_effect() {
         1,
         "not sent again"
     );
+}
+
+/// A caller's `InputAnswerer` answers the rounds in place of the session's handler (a
+/// proxy whose client answers by retrying): it gets each round's input requests; when it
+/// cannot answer, the call is an unknown effect whose reason names the rounds before.
+#[test]
+fn an_input_answerer_answers_the_rounds_in_place_of_the_handler() {
+    let fx = Fixture::new("mrtr-answerer");
+    let (config, asked) = answering(json!({"action": "decline"}));
+    let client = McpClient::connect(&modern_asking(&fx, "2"), &config).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rounds = Arc::clone(&seen);
+    let answerer = rpr::mcp::InputAnswerer::new(move |round, requests| {
+        rounds.lock().unwrap().push((round, requests.clone()));
+        if round == 1 {
+            let mut answers = serde_json::Map::new();
+            answers.insert(
+                "confirm".into(),
+                json!({"action": "accept", "content": {"ok": true}}),
+            );
+            Ok(answers)
+        } else {
+            Err("no person to ask".into())
+        }
+    });
+    let err = client
+        .call_tool_answered(
+            "put",
+            &json!({"key": "k", "value": "v"}),
+            None,
+            Duration::from_secs(10),
+            None,
+            None,
+            Some(&answerer),
+        )
+        .unwrap_err();
+    assert!(matches!(err, McpError::InputRequired { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("no person to ask") && text.contains("the rounds answered before it"),
+        "{text}"
+    );
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "the handler was not asked"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].0, 1);
+    assert_eq!(seen[1].1["confirm"]["method"], "elicitation/create");
+    assert_eq!(fx.effects(), 0);
 }
 
 /// A server that keeps asking is answered at most 10 times; the call then ends unknown.

@@ -117,12 +117,16 @@ impl Server {
     }
 
     /// The capabilities the server declares: `tools` (`listChanged` with
-    /// `change-read-notify`), and `prompts` with `--input-required`.
+    /// `change-read-notify`), `prompts` with `--input-required`, and (2025 era) `logging`
+    /// with `--logging`.
     pub(super) fn capabilities(&self) -> Value {
         let mut capabilities =
             json!({"tools": {"listChanged": self.opts.fault == Fault::ChangeReadNotify}});
         if self.opts.input_required > 0 {
             capabilities["prompts"] = json!({});
+        }
+        if self.opts.logging && !self.modern {
+            capabilities["logging"] = json!({});
         }
         capabilities
     }
@@ -193,13 +197,20 @@ impl Server {
         }
     }
 
-    /// Appends `{id, method, meta}` to the request log.
+    /// Appends `{id, method, meta}` to the request log (with `level` for
+    /// `logging/setLevel`).
     pub(super) fn log_request(&self, id: &Value, method: &str, params: Option<&Value>) {
         let Some(path) = &self.opts.request_log else {
             return;
         };
         let meta = params.and_then(|p| p.get("_meta")).cloned();
-        let line = json!({"id": id, "method": method, "meta": meta});
+        let mut line = json!({"id": id, "method": method, "meta": meta});
+        if method == "logging/setLevel" {
+            line["level"] = params
+                .and_then(|p| p.get("level"))
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
         let written = OpenOptions::new()
             .create(true)
             .append(true)

@@ -103,6 +103,8 @@ pub(super) fn parse_options(
         cancel_log: None,
         release: None,
         fault_on_get: false,
+        logging: false,
+        listen: false,
     };
     let mut fault_name = std::env::var("RPR_FAULT").ok();
     let mut args = args.into_iter();
@@ -144,6 +146,8 @@ pub(super) fn parse_options(
             "--request-log" => opts.request_log = Some(value()?.into()),
             "--instructions" => opts.instructions = Some(value()?),
             "--draft07" => opts.draft07 = true,
+            "--logging" => opts.logging = true,
+            "--listen" => opts.listen = true,
             "--claim-read-only" => opts.claim_read_only = true,
             "--pid-file" => opts.pid_file = Some(value()?.into()),
             "--cancel-log" => opts.cancel_log = Some(value()?.into()),

@@ -188,7 +188,10 @@ impl Server {
                         .get("_meta")
                         .and_then(|m| m.get("io.modelcontextprotocol/logLevel"))
                         .and_then(Value::as_str);
-                    if !self.modern || matches!(asked, Some("debug" | "info")) {
+                    // 2025 era: by the level set with `logging/setLevel` (none set: logs).
+                    let set = self.log_level.as_deref();
+                    let legacy_logs = set.is_none_or(|l| matches!(l, "debug" | "info"));
+                    if (!self.modern && legacy_logs) || matches!(asked, Some("debug" | "info")) {
                         Self::send_log(conn, &format!("reading {key}"))?;
                     }
                 }

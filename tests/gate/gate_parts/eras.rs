@@ -627,3 +627,616 @@ fn a_2026_07_28_clients_log_level_bounds_the_log_it_gets_and_reaches_the_server(
         "{received:?}"
     );
 }
+
+/// The requests a fault server's `--request-log` recorded.
+fn received(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// For each `tools/call` a server received, the level of the last `logging/setLevel` it
+/// received before it (`None`: none yet).
+fn levels_at_calls(received: &[Value]) -> Vec<Option<String>> {
+    let mut level = None;
+    let mut at_calls = Vec::new();
+    for r in received {
+        match r["method"].as_str() {
+            Some("logging/setLevel") => level = r["level"].as_str().map(str::to_owned),
+            Some("tools/call") => at_calls.push(level.clone()),
+            _ => {}
+        }
+    }
+    at_calls
+}
+
+/// The levels a server was set to, in order.
+fn set_levels(received: &[Value]) -> Vec<String> {
+    received
+        .iter()
+        .filter(|r| r["method"] == "logging/setLevel")
+        .map(|r| r["level"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 26 (c): a 2025-era server has one log level for its session; a 2026-07-28 client
+/// names one per request. Behind the gate, a server that declared `logging` is set with
+/// `logging/setLevel` to the least severe level the requests in flight ask for, before the
+/// request that needs it reaches the server, and raised to `emergency` once no request
+/// asks for one; a request in flight that asks for a less severe level keeps it there.
+/// A server that did not declare `logging` gets no `logging/setLevel`. What reaches the
+/// client is still filtered per request.
+#[test]
+fn a_2025_server_is_set_to_the_least_severe_level_the_2026_07_28_requests_in_flight_ask_for() {
+    let get = json!({"name": "get", "arguments": {"key": "k"}});
+    let logs = |client: &Modern| {
+        client
+            .notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .count()
+    };
+
+    // One request at a time.
+    let dir = TempDir::new("gate-era-setlevel");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "log-on-get",
+        &["--logging", "--request-log", &log_arg],
+    );
+    let mut client = Modern::start(&gate);
+    let asked = [
+        (Some("info"), 1),
+        (None, 0),
+        (Some("error"), 0),
+        (Some("debug"), 1),
+    ];
+    for (level, logged) in asked {
+        client.notes.clear();
+        let answer = client.ask_logging("tools/call", get.clone(), level);
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(logs(&client), logged, "{level:?}: {:?}", client.notes);
+    }
+    client.stop();
+    let got = received(&log);
+    let at_calls = levels_at_calls(&got);
+    assert_eq!(at_calls.len(), asked.len(), "{got:?}");
+    for ((level, _), set) in asked.iter().zip(&at_calls) {
+        if let Some(level) = level {
+            assert_eq!(
+                set.as_deref(),
+                Some(*level),
+                "the server's level at the call: {got:?}"
+            );
+        }
+    }
+    let set = set_levels(&got);
+    assert_eq!(set.last().map(String::as_str), Some("emergency"), "{got:?}");
+    assert!(
+        set.windows(2).all(|w| w[0] != w[1]),
+        "set only when the level changes: {set:?}"
+    );
+    assert!(set.len() <= 6, "{set:?}");
+
+    // A request in flight that asked for `debug` keeps the server there while another asks
+    // for `error`, and the server's `info` message reaches the client meanwhile.
+    let dir = TempDir::new("gate-era-setlevel-flight");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "log-on-get",
+        &["--logging", "--request-log", &log_arg],
+    );
+    let timeout = gate.iter().position(|a| a == "--call-timeout").unwrap() + 1;
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+    client.next += 1;
+    let hang = client.next;
+    let line = json!({"jsonrpc": "2.0", "id": hang, "method": "rpr-fault/hang", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/logLevel": "debug"}}});
+    writeln!(client.stdin, "{line}").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !received(&log)
+        .iter()
+        .any(|r| r["method"] == "rpr-fault/hang")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hang never reached the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let answer = client.ask_logging("tools/call", get.clone(), Some("error"));
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(logs(&client), 1, "debug is asked for: {:?}", client.notes);
+    let unanswered = client.wait(hang);
+    assert!(unanswered.get("error").is_some(), "{unanswered}");
+    client.stop();
+    let got = received(&log);
+    assert_eq!(
+        levels_at_calls(&got),
+        [Some("debug".to_owned())],
+        "the least severe level in flight: {got:?}"
+    );
+    assert_eq!(set_levels(&got), ["debug", "emergency"], "{got:?}");
+
+    // A server that did not declare `logging` is not set.
+    let dir = TempDir::new("gate-era-setlevel-none");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(&dir, &policy, "log-on-get", &["--request-log", &log_arg]);
+    let mut client = Modern::start(&gate);
+    let answer = client.ask_logging("tools/call", get, Some("debug"));
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(logs(&client), 1, "{:?}", client.notes);
+    client.stop();
+    let got = received(&log);
+    assert!(set_levels(&got).is_empty(), "{got:?}");
+    assert_eq!(levels_at_calls(&got).len(), 1, "{got:?}");
+}
+
+/// A tool result's text.
+fn text_of(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+/// Issue 26 (a): a 2026-07-28 server's own `input_required` to a 2026-07-28 client's
+/// governed `tools/call`. The attempt is recorded before the first round; each round goes
+/// to the client as `input_required` with the server's input requests and a `requestState`
+/// of the gate's own (an altered one is refused, a used one cannot be replayed), and each
+/// retry's answers go to the server as the next round of the same attempt. The call is sent
+/// to the server once per round, written once, and the record shows every round.
+#[test]
+fn a_servers_input_required_on_a_2026_07_28_clients_governed_call_is_carried_within_one_attempt() {
+    let dir = TempDir::new("gate-era-call-mrtr");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
+            "2",
+            "--request-log",
+            &log_arg,
+        ],
+    );
+    let puts = || {
+        received(&log)
+            .into_iter()
+            .filter(|r| r["method"] == "tools/call")
+            .count()
+    };
+    let mut client = Modern::start(&gate);
+    let put = json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    // `Modern::wait` fails the test if any request reaches the client.
+    let first = client.ask("tools/call", put.clone());
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    let request = &asked["inputRequests"]["confirm"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert!(
+        request["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("round 1 of 2")),
+        "{first}"
+    );
+    let state1 = asked["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        !state1.contains("fault-server"),
+        "the gate's own state: {state1}"
+    );
+    // Recorded before the first round was sent: one pathway, in flight, one attempt.
+    let id = await_only_pathway(&dir);
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().state,
+        State::Running
+    );
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
+    assert_eq!(puts(), 1);
+
+    // An altered state is refused; nothing is sent.
+    let mut altered = state1.clone().into_bytes();
+    let at = altered.len() - 1;
+    altered[at] = if altered[at] == b'0' { b'1' } else { b'0' };
+    let altered = String::from_utf8(altered).unwrap();
+    let forged = client.ask("tools/call", accepting_round(put.clone(), &altered));
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+    // The state for other arguments is refused too.
+    let other = json!({"name": "put", "arguments": {"key": "k", "value": "w"}});
+    let moved = client.ask("tools/call", accepting_round(other, &state1));
+    assert_eq!(moved["error"]["code"], -32602, "{moved}");
+    assert_eq!(puts(), 1, "nothing sent");
+
+    // Round 2.
+    let second = client.ask("tools/call", accepting_round(put.clone(), &state1));
+    let asked = &second["result"];
+    assert_eq!(asked["resultType"], "input_required", "{second}");
+    assert!(
+        asked["inputRequests"]["confirm"]["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("round 2 of 2")),
+        "{second}"
+    );
+    let state2 = asked["requestState"].as_str().unwrap().to_owned();
+    assert_eq!(puts(), 2);
+    // A replay of round 1's state finds no open round: nothing is sent.
+    let replay = client.ask("tools/call", accepting_round(put.clone(), &state1));
+    assert_eq!(replay["error"]["code"], -32602, "{replay}");
+    assert!(
+        replay["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no longer open")),
+        "{replay}"
+    );
+    assert_eq!(puts(), 2, "a replay sends nothing");
+
+    // The last round: written, read back, completed; the record shows both rounds.
+    let done = client.ask("tools/call", accepting_round(put.clone(), &state2));
+    let result = &done["result"];
+    assert_ne!(result["isError"], true, "{done}");
+    assert_eq!(result["resultType"], "complete", "{done}");
+    assert_eq!(
+        result["_meta"]["dev.rpr/pathway"]["id"],
+        id.as_str(),
+        "{done}"
+    );
+    assert_eq!(
+        result["_meta"]["dev.rpr/pathway"]["state"], "completed",
+        "{done}"
+    );
+    let rounds = &result["_meta"]["dev.rpr/rounds"];
+    assert_eq!(
+        *rounds,
+        json!([
+            {"round": 1, "inputRequests": {"confirm": {"method": "elicitation/create", "action": "accept"}}},
+            {"round": 2, "inputRequests": {"confirm": {"method": "elicitation/create", "action": "accept"}}},
+        ]),
+        "{done}"
+    );
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().state,
+        State::Completed
+    );
+    let attempts = store(&dir).attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1, "every round is one attempt");
+    let recorded = attempts[0].outcome.as_ref().unwrap().to_string();
+    assert!(
+        recorded.contains("dev.rpr/rounds"),
+        "the record shows the rounds: {recorded}"
+    );
+    assert_eq!(
+        puts(),
+        4,
+        "three rounds of `put`, each sent once, and the readback's `get`"
+    );
+    let effects = std::fs::read_to_string(dir.join("effects.jsonl")).unwrap();
+    assert_eq!(effects.lines().count(), 1, "written once: {effects}");
+
+    // The same call again (a new call: the last one completed) after its rounds: a replay of
+    // the last state finds no open round either.
+    let late = client.ask("tools/call", accepting_round(put, &state2));
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    client.stop();
+}
+
+/// The same call with its rounds abandoned, or asked of a client that cannot answer them:
+/// the server was asked and may have acted, so the call ends **write status unknown**,
+/// never failed or not-applied, with the reason in the attempt's record; it is not sent
+/// again, and a retry after the round was abandoned is refused.
+#[test]
+fn a_governed_calls_rounds_abandoned_or_unanswerable_end_unknown() {
+    let dir = TempDir::new("gate-era-call-mrtr-abandoned");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
+            "1",
+            "--request-log",
+            &log_arg,
+        ],
+    );
+    let timeout = gate.iter().position(|a| a == "--call-timeout").unwrap() + 1;
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+
+    // Abandoned: the client never retries.
+    let put = json!({"name": "put", "arguments": {"key": "a", "value": "v"}});
+    let first = client.ask("tools/call", put.clone());
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::WriteStatusUnknown);
+    let attempts = store(&dir).attempts(&id).unwrap();
+    assert_eq!(attempts.len(), 1);
+    let why = attempts[0].outcome.as_ref().unwrap().to_string();
+    assert!(
+        why.contains("did not retry") && why.contains("abandoned"),
+        "the record says why: {why}"
+    );
+    let late = client.ask("tools/call", accepting_round(put.clone(), &state));
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    let again = client.ask("tools/call", put);
+    assert_eq!(
+        again["result"]["_meta"]["dev.rpr/pathway"]["id"],
+        id.as_str(),
+        "answered from the pathway: {again}"
+    );
+    assert_eq!(
+        again["result"]["_meta"]["dev.rpr/pathway"]["state"], "write_status_unknown",
+        "{again}"
+    );
+
+    // Unanswerable: a client that declared no elicitation (the server asks anyway). Ends
+    // at once, the client is passed nothing.
+    let put = json!({"name": "put", "arguments": {"key": "b", "value": "v"}});
+    let started = Instant::now();
+    let answer = client.ask_declaring("tools/call", put, &json!({}));
+    assert!(started.elapsed() < Duration::from_secs(2), "at once");
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{answer}");
+    assert_eq!(
+        result["_meta"]["dev.rpr/pathway"]["state"], "write_status_unknown",
+        "{answer}"
+    );
+    let text = text_of(result);
+    for said in [
+        "write status unknown",
+        "elicitation/create",
+        "did not declare",
+    ] {
+        assert!(text.contains(said), "{said:?} in {text}");
+    }
+    let other = pathway_of(result);
+    let why = store(&dir).attempts(&other).unwrap()[0]
+        .outcome
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("did not declare"), "{why}");
+    client.stop();
+    let calls = received(&log)
+        .into_iter()
+        .filter(|r| r["method"] == "tools/call" && r["meta"].is_object())
+        .count();
+    assert_eq!(calls, 2, "each call sent once (its first round)");
+    assert!(
+        std::fs::read_to_string(dir.join("effects.jsonl"))
+            .unwrap_or_default()
+            .is_empty(),
+        "the server stored nothing (it asked first)"
+    );
+
+    // Abandoned after a round was answered: the record names the rounds before.
+    let dir = TempDir::new("gate-era-call-mrtr-abandoned-2");
+    let policy = fault_policy(&dir);
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &["--era", "modern", "--input-required", "2"],
+    );
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+    let put = json!({"name": "put", "arguments": {"key": "c", "value": "v"}});
+    let first = client.ask("tools/call", put.clone());
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let second = client.ask("tools/call", accepting_round(put, &state));
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    let id = await_only_pathway(&dir);
+    await_state(&dir, &id, State::WriteStatusUnknown);
+    let why = store(&dir).attempts(&id).unwrap()[0]
+        .outcome
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("round 2 was passed to the client")
+            && why.contains("the rounds answered before it")
+            && why.contains("\\\"round\\\":1"),
+        "{why}"
+    );
+    client.stop();
+}
+
+/// `call` retried with the answer to the fault server's `confirm` and `state`.
+fn accepting_round(mut call: Value, state: &str) -> Value {
+    call["requestState"] = json!(state);
+    call["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    call
+}
+
+/// A 2025-era server's own request (here `sampling/createMessage`, in the middle of a call)
+/// while the gate's client is of 2026-07-28, which takes no requests from a server on stdio:
+/// answered at once inside the gate (`-32601`), never written to that client, so the server
+/// goes on and the call completes.
+#[test]
+fn a_2025_servers_request_is_refused_at_once_for_a_2026_07_28_client() {
+    let dir = TempDir::new("gate-era-server-request");
+    let policy = fault_policy(&dir);
+    let gate = fault_gate(&dir, &policy, "notify-mid-call", &[]);
+    let mut client = Modern::start(&gate);
+    let started = Instant::now();
+    // `Modern::wait` fails the test if any request reaches the client.
+    let answer = client.ask(
+        "tools/call",
+        json!({"name": "put", "arguments": {"key": "k", "value": "v"}}),
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "at once");
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(
+        answer["result"]["_meta"]["dev.rpr/pathway"]["state"], "completed",
+        "{answer}"
+    );
+    client.stop();
+}
+
+/// Issue 26 (b): `subscriptions/listen` (2026-07-28) has no handling of its own in the gate:
+/// it is passed through as any other request. To a 2025-era server it goes without the
+/// client's `io.modelcontextprotocol/*` members and its error comes back; to a 2026-07-28
+/// server it goes with the client's capabilities, the stream's notifications reach the
+/// client while it is open, and the gate waits for an answer no longer than
+/// `--call-timeout`: then the server gets `notifications/cancelled` (which ends a stream on
+/// stdio) and the client an internal error. A client that cancels the listen ends it the
+/// same way, and gets no answer.
+#[test]
+fn subscriptions_listen_is_passed_through_and_cut_at_the_call_timeout() {
+    let listen = |client: &mut Modern| {
+        client.next += 1;
+        let id = client.next;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"roots": {}}}}});
+        writeln!(client.stdin, "{line}").unwrap();
+        id
+    };
+
+    // A 2025-era server does not know the method.
+    let dir = TempDir::new("gate-era-listen-legacy");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(&dir, &policy, "none", &["--request-log", &log_arg]);
+    let mut client = Modern::start(&gate);
+    let id = listen(&mut client);
+    let answer = client.wait(id);
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    client.stop();
+    let got = received(&log);
+    let passed: Vec<&Value> = got
+        .iter()
+        .filter(|r| r["method"] == "subscriptions/listen")
+        .collect();
+    assert_eq!(passed.len(), 1, "{got:?}");
+    assert!(
+        passed[0]["meta"].is_null(),
+        "the client's _meta stays: {got:?}"
+    );
+
+    // A 2026-07-28 server that holds it open as a stream.
+    let dir = TempDir::new("gate-era-listen-modern");
+    let policy = fault_policy(&dir);
+    let (log, cancels) = (dir.join("requests.jsonl"), dir.join("cancels.jsonl"));
+    let (log_arg, cancel_arg) = (log.display().to_string(), cancels.display().to_string());
+    let mut gate = fault_gate(
+        &dir,
+        &policy,
+        "none",
+        &[
+            "--era",
+            "modern",
+            "--listen",
+            "--request-log",
+            &log_arg,
+            "--cancel-log",
+            &cancel_arg,
+        ],
+    );
+    let timeout = gate.iter().position(|a| a == "--call-timeout").unwrap() + 1;
+    gate[timeout] = "2".into();
+    let mut client = Modern::start(&gate);
+    let started = Instant::now();
+    let id = listen(&mut client);
+    let answer = client.wait(id);
+    let took = started.elapsed();
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did not answer `subscriptions/listen`")),
+        "{answer}"
+    );
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "cut at the call timeout: {took:?}"
+    );
+    let streamed: Vec<&Value> = client
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/resources/list_changed")
+        .collect();
+    assert_eq!(streamed.len(), 1, "{:?}", client.notes);
+    assert!(
+        streamed[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string(),
+        "{streamed:?}"
+    );
+    let got = received(&log);
+    let passed: Vec<&Value> = got
+        .iter()
+        .filter(|r| r["method"] == "subscriptions/listen")
+        .collect();
+    assert_eq!(
+        passed[0]["meta"]["io.modelcontextprotocol/clientCapabilities"],
+        json!({"roots": {}}),
+        "{got:?}"
+    );
+    let cut = lines_within(&cancels, 1);
+    assert_eq!(cut.lines().count(), 1, "the stream was ended: {cut}");
+
+    // The client cancels the listen: the server is told, the client gets no answer.
+    let id = listen(&mut client);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while received(&log)
+        .iter()
+        .filter(|r| r["method"] == "subscriptions/listen")
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the second listen never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "done listening"}});
+    writeln!(client.stdin, "{cancel}").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let tools = client.ask("tools/list", json!({}));
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    assert!(
+        client.early.iter().all(|m| m["id"] != id),
+        "no answer to a cancelled listen: {:?}",
+        client.early
+    );
+    client.stop();
+    let cut = lines_within(&cancels, 2);
+    assert_eq!(cut.lines().count(), 2, "{cut}");
+    assert!(cut.contains("done listening"), "{cut}");
+}
+
+/// The text of `path` once it has `lines` lines, or as it is after 5 s.
+fn lines_within(path: &Path, lines: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().count() >= lines || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
