@@ -46,6 +46,7 @@ use serde_json::{Map, Value};
 
 use crate::canonical::{self, CanonicalError};
 
+pub mod merkle;
 mod redaction;
 
 pub use redaction::{MIN_SEARCHED_BYTES, REDACTED, is_secret_key, redact, redact_beside};
