@@ -249,9 +249,9 @@ pub fn root_from_inclusion(
 fn inclusion_len(index: u64, size: u64) -> usize {
     // The levels below the point where the paths to `index` and to the last leaf part,
     // plus one per level above it where the right edge has a left sibling.
-    let inner = (64 - (index ^ (size - 1)).leading_zeros()) as usize;
-    let border = index.checked_shr(inner as u32).unwrap_or(0).count_ones() as usize;
-    inner + border
+    let inner = 64 - (index ^ (size - 1)).leading_zeros();
+    let border = index.checked_shr(inner).unwrap_or(0).count_ones();
+    (inner + border) as usize
 }
 
 /// Checks that `leaf` (a leaf hash) is leaf `index` of the tree of `size` leaves whose root
@@ -391,9 +391,9 @@ fn consistency_len(old: u64, new: u64) -> usize {
     // that part whole.
     let shift = old.trailing_zeros();
     let (f, s) = ((old - 1) >> shift, (new - 1) >> shift);
-    let inner = (64 - (f ^ s).leading_zeros()) as usize;
-    let border = f.checked_shr(inner as u32).unwrap_or(0).count_ones() as usize;
-    inner + border + usize::from(!old.is_power_of_two())
+    let inner = 64 - (f ^ s).leading_zeros();
+    let border = f.checked_shr(inner).unwrap_or(0).count_ones();
+    (inner + border) as usize + usize::from(!old.is_power_of_two())
 }
 
 /// The right edge of a growing tree: the roots of its perfect subtrees, one per set bit of
