@@ -12,7 +12,8 @@
 //!
 //! [`Checkpoint::to_text`] writes the body, [`Checkpoint::parse`] reads one strictly (size in
 //! decimal without leading zeros, root in canonical base64 of exactly 32 bytes, non-empty
-//! lines), [`Checkpoint::sign`] makes the signed note, and [`Checkpoint::open`] verifies a
+//! lines without control characters: what it accepts, `to_text` prints back byte for byte),
+//! [`Checkpoint::sign`] makes the signed note, and [`Checkpoint::open`] verifies a
 //! signed note with the log's key (and any witnesses' keys) before it reads the body: a
 //! checkpoint's text means nothing until its signature has been checked.
 
@@ -62,6 +63,9 @@ pub enum CheckpointError {
     /// An empty extension line (or an empty line anywhere in the body).
     #[error("line {0} of the checkpoint is empty; extension lines must not be")]
     EmptyLine(usize),
+    /// A control character (other than the newlines between lines) in a line.
+    #[error("line {0} of the checkpoint has a control character")]
+    ControlCharacter(usize),
     /// More than [`MAX_EXTENSIONS`] extension lines.
     #[error("the checkpoint has more than {0} extension lines")]
     TooManyExtensions(usize),
@@ -114,6 +118,9 @@ impl Checkpoint {
         }
         if lines.len() > 3 + MAX_EXTENSIONS {
             return Err(CheckpointError::TooManyExtensions(MAX_EXTENSIONS));
+        }
+        if let Some(i) = lines.iter().position(|l| l.chars().any(char::is_control)) {
+            return Err(CheckpointError::ControlCharacter(i + 1));
         }
         if let Some(i) = lines.iter().position(|l| l.is_empty()) {
             return Err(if i == 0 {
@@ -221,6 +228,14 @@ mod tests {
                 CheckpointError::RootBase64("not base64".into()),
             ),
             ("o\n1\nAAAA\n".into(), CheckpointError::RootLength(3)),
+            (
+                format!("o\r\n1\n{root}\n"),
+                CheckpointError::ControlCharacter(1),
+            ),
+            (
+                format!("o\n1\n{root}\nx\ty\n"),
+                CheckpointError::ControlCharacter(4),
+            ),
             (format!("o\n1\n{root}\n\n"), CheckpointError::EmptyLine(4)),
             (
                 format!("o\n1\n{root}\na\n\nb\n"),
