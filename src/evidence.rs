@@ -1,4 +1,10 @@
-//! Evidence redaction and bounds.
+//! Evidence redaction and bounds, and the formats of signed evidence.
+//!
+//! The submodules [`merkle`], [`note`], [`checkpoint`] and [`proof`] are the building
+//! blocks of evidence a database writer cannot rewrite (issue 28; `docs/evidence.md`): an
+//! RFC 6962 Merkle log, C2SP signed notes with Ed25519 keys, C2SP checkpoints and proof
+//! files. They are not wired into the store or the runtime yet. The rest of this page is
+//! about redaction.
 //!
 //! Evidence is JSON that the runtime stores in the ledger and the database: the
 //! arguments a pathway carried, what a target answered, what a readback saw.
@@ -46,6 +52,11 @@ use serde_json::{Map, Value};
 
 use crate::canonical::{self, CanonicalError};
 
+mod base64;
+pub mod checkpoint;
+pub mod merkle;
+pub mod note;
+pub mod proof;
 mod redaction;
 
 pub use redaction::{MIN_SEARCHED_BYTES, REDACTED, is_secret_key, redact, redact_beside};

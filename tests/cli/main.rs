@@ -10,11 +10,13 @@ mod common;
 #[path = "../host_support/mod.rs"]
 mod host_support;
 
+mod evidence_interop;
 mod host_carrier;
 mod host_demo;
 mod host_errors;
 mod host_pty;
 mod host_steps;
 mod rpr_cli;
+mod rpr_keygen;
 mod rpr_mcp_clients;
 mod rpr_mcp_readonly;

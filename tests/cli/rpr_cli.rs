@@ -8,7 +8,7 @@ use crate::host_support;
 use host_support::{Scratch, by_key, call_args, run, text};
 use serde_json::Value;
 
-const SUBCOMMANDS: [&str; 18] = [
+const SUBCOMMANDS: [&str; 19] = [
     "call",
     "approve",
     "deny",
@@ -27,6 +27,7 @@ const SUBCOMMANDS: [&str; 18] = [
     "status",
     "gate",
     "copy-to-postgres",
+    "keygen",
 ];
 
 #[test]

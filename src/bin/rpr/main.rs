@@ -6,7 +6,8 @@
 //! next step of a pathway (`approve`, `deny`, `reconcile`, `repair`, `resume`, `hold`,
 //! `release`, `escalate`, `stop`, `abort`, `attest`, `require-repair`) or read a database
 //! (`unresolved`, `status`, `verify`). `gate` governs an MCP server as a stdio proxy;
-//! `copy-to-postgres` moves a database into PostgreSQL (feature `postgres`). See
+//! `copy-to-postgres` moves a database into PostgreSQL (feature `postgres`); `keygen` writes
+//! a signing key for signed checkpoints (docs/evidence.md). See
 //! `docs/host.md`; `rpr help COMMAND` says what each command takes.
 //!
 //! The example host (`cargo run --example host -- demo`) tells the same story on real
@@ -72,6 +73,7 @@ mod config;
 mod copy;
 mod flow;
 mod gate;
+mod keygen;
 pub(crate) use rpr::shown;
 
 use std::process::ExitCode;
@@ -155,6 +157,8 @@ enum Command {
     Pin(gate::PinArgs),
     /// Copy a SQLite database into an empty PostgreSQL store, then mark it moved (no more steps).
     CopyToPostgres(copy::CopyArgs),
+    /// Write a new Ed25519 signing key for signed checkpoints: KEYFILE (secret, 0600) and KEYFILE.pub.
+    Keygen(keygen::KeygenArgs),
 }
 
 impl Command {
@@ -224,6 +228,7 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::Gate(a) => gate::run(a),
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),
+        Command::Keygen(a) => keygen::keygen(a),
     }
 }
 
