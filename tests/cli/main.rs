@@ -20,3 +20,4 @@ mod rpr_cli;
 mod rpr_keygen;
 mod rpr_mcp_clients;
 mod rpr_mcp_readonly;
+mod rpr_verify_proof;

@@ -7,7 +7,8 @@
 //! `release`, `escalate`, `stop`, `abort`, `attest`, `require-repair`) or read a database
 //! (`unresolved`, `status`, `verify`). `gate` governs an MCP server as a stdio proxy;
 //! `copy-to-postgres` moves a database into PostgreSQL (feature `postgres`); `keygen` writes
-//! a signing key for signed checkpoints (docs/evidence.md). See
+//! a signing key for signed checkpoints and `verify-proof` checks a proof file offline
+//! (docs/evidence.md). See
 //! `docs/host.md`; `rpr help COMMAND` says what each command takes.
 //!
 //! The example host (`cargo run --example host -- demo`) tells the same story on real
@@ -74,6 +75,7 @@ mod copy;
 mod flow;
 mod gate;
 mod keygen;
+mod verify_proof;
 pub(crate) use rpr::shown;
 
 use std::process::ExitCode;
@@ -110,7 +112,7 @@ without --approve-as/--deny-as it leaves the pathway at the gate and prints how 
 #[command(name = "rpr", version, after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
     /// Print one JSON document on stdout (`unresolved`, `status`, `verify`, `pin`,
-    /// `copy-to-postgres`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
+    /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -159,6 +161,8 @@ enum Command {
     CopyToPostgres(copy::CopyArgs),
     /// Write a new Ed25519 signing key for signed checkpoints: KEYFILE (secret, 0600) and KEYFILE.pub.
     Keygen(keygen::KeygenArgs),
+    /// Check a proof file offline with the log's public key: its signed checkpoint and each leaf's inclusion proof.
+    VerifyProof(verify_proof::VerifyProofArgs),
 }
 
 impl Command {
@@ -186,11 +190,12 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
             | Command::Verify(_)
             | Command::Pin(_)
             | Command::CopyToPostgres(_)
+            | Command::VerifyProof(_)
     );
     if json && !reads {
         let Some(step) = cli.command.step() else {
             return Err(Usage(
-                "`--json` applies to `unresolved`, `status`, `verify`, `pin`, `copy-to-postgres` and the steps on a pathway, not to `call` or `gate`".into(),
+                "`--json` applies to `unresolved`, `status`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`".into(),
             )
             .into());
         };
@@ -229,6 +234,7 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),
         Command::Keygen(a) => keygen::keygen(a),
+        Command::VerifyProof(a) => verify_proof::verify_proof(a, json),
     }
 }
 

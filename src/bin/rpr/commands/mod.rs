@@ -7,7 +7,7 @@ mod read;
 mod steps;
 
 pub(crate) use call::call;
-pub(crate) use read::{status, unresolved, verify};
+pub(crate) use read::{print_json, status, unresolved, verify};
 pub(crate) use steps::{
     abort, approve, attest, deny, escalate, hold, reconcile, release, repair, require_repair,
     resume, stop,

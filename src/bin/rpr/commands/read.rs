@@ -106,7 +106,7 @@ fn show_unresolved(s: &inspect::PathwaySummary, key: &str, database: &str) {
 }
 
 /// Prints one JSON document on stdout.
-fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
