@@ -179,6 +179,27 @@ fn unresolved_and_verify_print_one_json_document() {
     );
     assert_eq!(cut["verified"], false, "{cut:#}");
     assert_eq!(cut["problems"][0]["kind"], "truncated", "{cut:#}");
+
+    // For people: the problem in words, without Rust's Debug forms.
+    let out = run(["verify", "--database", &db, "--head", &unknown_head]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("truncated"), "{said}");
+    assert!(
+        !said.contains("None") && !said.contains("Some(") && !said.contains("Truncated"),
+        "{said}"
+    );
+
+    // A head that is not a ledger hash is bad usage (exit 2), not a head the chain misses.
+    for bad in ["deadbeef", "g".repeat(64).as_str(), ""] {
+        let out = run(["verify", "--database", &db, "--head", bad]);
+        assert_eq!(out.status.code(), Some(2), "--head {bad:?}: {}", text(&out));
+        assert!(text(&out).contains("not a ledger hash"), "{}", text(&out));
+    }
+    // The head in upper case is the same head.
+    let upper = head.to_ascii_uppercase();
+    let out = run(["verify", "--database", &db, "--head", &upper]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
 #[test]

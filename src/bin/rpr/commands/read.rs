@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{Database, VerifyArgs};
 use crate::config::existing_database;
 use crate::flow;
-use crate::{Exit, Failure};
+use crate::{Exit, Failure, Usage};
 
 /// `unresolved`: the recovery scan, then every non-terminal pathway and who must act.
 pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure> {
@@ -146,8 +146,9 @@ pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
 
 /// `verify`: checks the hash chain and the stored states, read-only.
 pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> {
+    let head = args.head.as_deref().map(checked_head).transpose()?;
     let store = ReadStore::open_read_only(existing_database(&args.db.database)?)?;
-    let report = rpr::store::verify(&store, args.head.as_deref())?;
+    let report = rpr::store::verify(&store, head.as_deref())?;
     if as_json {
         print_json(&json!({
             "verified": report.is_ok(),
@@ -162,13 +163,7 @@ pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> 
             report.head.as_deref().unwrap_or("-")
         );
         for p in &report.problems {
-            say!(
-                "  problem {:?} at seq {:?} pathway {:?}: {}",
-                p.kind,
-                p.seq,
-                p.pathway,
-                p.detail
-            );
+            say!("  {}", problem_line(p));
         }
     }
     if report.is_ok() {
@@ -182,5 +177,39 @@ pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> 
             report.problems.len()
         )
         .into())
+    }
+}
+
+/// `--head`: a ledger hash as `rpr status` and `verify` print it (64 hex digits), in lower
+/// case; anything else is bad usage, not a head the chain fails to reach.
+fn checked_head(head: &str) -> Result<String, Failure> {
+    if head.len() == 64 && head.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(head.to_ascii_lowercase())
+    } else {
+        Err(Usage(format!(
+            "--head {}: not a ledger hash (64 hex digits, as `rpr status` prints the head)",
+            crate::shown::text(head)
+        ))
+        .into())
+    }
+}
+
+/// One problem of a verification, for people: its kind in words, where, and the detail.
+fn problem_line(p: &rpr::ledger::Problem) -> String {
+    let kind = serde_json::to_value(p.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(|k| k.replace('_', " ")))
+        .unwrap_or_else(|| "problem".to_owned());
+    let mut place = Vec::new();
+    if let Some(seq) = p.seq {
+        place.push(format!("event {seq}"));
+    }
+    if let Some(pathway) = &p.pathway {
+        place.push(format!("pathway {pathway}"));
+    }
+    if place.is_empty() {
+        format!("{kind}: {}", p.detail)
+    } else {
+        format!("{kind} ({}): {}", place.join(", "), p.detail)
     }
 }
