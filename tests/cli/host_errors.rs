@@ -258,6 +258,17 @@ fn commands_on_a_missing_database_or_pathway_fail_clearly() {
     }
     assert!(!dir.join("missing.db").exists());
 
+    // A directory given as the database: said so, with the file it likely meant.
+    let folder = dir.join("adir");
+    std::fs::create_dir(&folder).unwrap();
+    let folder = folder.to_str().unwrap();
+    for args in [
+        vec!["status", "--database", folder],
+        vec!["verify", "--database", folder],
+    ] {
+        fails(&args, 1, "is a directory, not a database");
+    }
+
     // A real database with one completed pathway.
     let config = dir.fault_config("none");
     let policy = dir.policy();
@@ -759,4 +770,34 @@ fn call_and_gate_leave_a_foreign_sqlite_database_untouched() {
         }
     }
     assert_eq!(dir.effects(), 0);
+}
+
+#[test]
+fn rpr_database_is_the_default_database_and_a_flag_overrides_it() {
+    let dir = Scratch::new("errors-env-db");
+    let missing = dir.join("missing.db");
+    let run_env = |args: &[&str], db: &std::path::Path| {
+        std::process::Command::new(crate::host_support::rpr())
+            .args(args)
+            .env("RPR_DATABASE", db)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // Without --database, RPR_DATABASE names it (a missing one: the usual error, not a usage error).
+    let out = run_env(&["status"], &missing);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("no database at"), "{}", text(&out));
+    assert!(text(&out).contains("missing.db"), "{}", text(&out));
+    // --database wins over it.
+    let other = dir.join("other.db");
+    let out = run_env(&["status", "--database", other.to_str().unwrap()], &missing);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("other.db"), "{}", text(&out));
+    // Help names the variable but never shows its value (a URL may hold a password).
+    let secret = std::path::Path::new("postgres://u:hunter2@127.0.0.1:1/db");
+    let out = run_env(&["help", "status"], secret);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("RPR_DATABASE"), "{}", text(&out));
+    assert!(!text(&out).contains("hunter2"), "{}", text(&out));
 }

@@ -643,3 +643,31 @@ fn call_of_a_read_that_fails_ends_failed_and_the_same_read_again_is_a_new_pathwa
         assert!(pathways.iter().all(|p| p.2 == "failed"), "{pathways:?}");
     }
 }
+
+#[test]
+fn version_names_the_commit_and_the_features_it_was_built_with() {
+    let out = run(["--version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+    let features = if cfg!(feature = "postgres") {
+        "postgres"
+    } else {
+        "none"
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!(
+            "rpr {} (commit {commit}; features: {features})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

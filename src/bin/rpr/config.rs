@@ -95,7 +95,16 @@ pub(crate) fn existing_database(path: &str) -> Result<&Path, Failure> {
         // (a 0-byte file would otherwise become an empty rpr database).
         rpr::store::ReadStore::open_read_only(p)?;
         Ok(p)
+    } else if p.is_dir() {
+        Err(format!(
+            "{path} is a directory, not a database: give the database file (for example {}; only `call` and `gate` create one)",
+            p.join("rpr.db").display()
+        )
+        .into())
     } else {
-        Err(format!("no database at {path}; check the path (only `call` creates one)").into())
+        Err(
+            format!("no database at {path}; check the path (only `call` and `gate` create one)")
+                .into(),
+        )
     }
 }

@@ -11,7 +11,7 @@ use crate::{Exit, Failure};
 pub(crate) struct CopyArgs {
     /// The SQLite pathway database to copy. Once copied it is marked moved: it takes no more
     /// steps (reading it still works).
-    #[arg(long, value_name = "DB")]
+    #[arg(long, value_name = "DB", env = "RPR_DATABASE", hide_env_values = true)]
     database: String,
     /// The PostgreSQL database to copy into: `postgres://user:password@host:port/database`.
     #[arg(long, value_name = "URL")]

@@ -19,7 +19,7 @@ use crate::{Exit, Failure};
 #[derive(Debug, clap::Args)]
 pub(crate) struct GateArgs {
     /// The pathway database (created when missing).
-    #[arg(long, value_name = "DB")]
+    #[arg(long, value_name = "DB", env = "RPR_DATABASE", hide_env_values = true)]
     pub(crate) database: PathBuf,
     /// The policy file (JSON; see docs/gate.md).
     #[arg(long, value_name = "POLICY")]
@@ -105,7 +105,7 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
 #[derive(Debug, clap::Args)]
 pub(crate) struct PinArgs {
     /// The gate's database.
-    #[arg(long, value_name = "DB")]
+    #[arg(long, value_name = "DB", env = "RPR_DATABASE", hide_env_values = true)]
     database: String,
     /// The server (as the gate names it) of the tool to pin.
     #[arg(long, value_name = "NAME", requires_all = ["tool", "digest", "actor"])]

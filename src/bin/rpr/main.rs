@@ -107,9 +107,32 @@ Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final
 `call` asks at the terminal when a Human Gate needs a decision; without a terminal and
 without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";
 
+/// What `--version` prints after `rpr `: the version, the git commit it was built from
+/// (`unknown` outside a git checkout) and the cargo features it was built with.
+fn version_line() -> &'static str {
+    static LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINE.get_or_init(|| {
+        let features: Vec<&str> = [("postgres", cfg!(feature = "postgres"))]
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| *name)
+            .collect();
+        format!(
+            "{} (commit {}; features: {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("RPR_COMMIT"),
+            if features.is_empty() {
+                "none".to_owned()
+            } else {
+                features.join(", ")
+            }
+        )
+    })
+}
+
 /// Runs consequential MCP tool calls through responsibility pathways, and takes their next steps.
 #[derive(Debug, Parser)]
-#[command(name = "rpr", version, after_help = AFTER_HELP, arg_required_else_help = true)]
+#[command(name = "rpr", version = version_line(), after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
     /// Print one JSON document on stdout (`unresolved`, `status`, `verify`, `pin`,
     /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).

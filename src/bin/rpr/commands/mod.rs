@@ -25,9 +25,9 @@ use crate::{Exit, Failure};
 #[derive(Debug, Args)]
 pub(crate) struct Database {
     /// The pathway database: a SQLite file, or a `postgres://user:password@host:port/db`
-    /// URL (builds with the `postgres` feature). Only `call` creates one; the other
-    /// commands need an existing one.
-    #[arg(long, value_name = "DB")]
+    /// URL (builds with the `postgres` feature). Only `call` and `gate` create one; the
+    /// other commands need an existing one.
+    #[arg(long, value_name = "DB", env = "RPR_DATABASE", hide_env_values = true)]
     database: String,
 }
 
