@@ -197,6 +197,12 @@ pub enum StoreError {
     #[cfg(feature = "postgres")]
     #[error("postgres: {}", pg::error_text(.0))]
     Postgres(postgres::Error),
+    /// No connection could be made to the PostgreSQL server: where, why, and what to check
+    /// (the location's password hidden). The connection failed before anything was read or
+    /// written through it.
+    #[cfg(feature = "postgres")]
+    #[error("{0}")]
+    Unreachable(String),
     /// The PostgreSQL transaction that carried this step with other callers' steps (a
     /// group commit) failed as a whole: the server's error, as text. Nothing of the batch
     /// was applied, unless the `COMMIT` itself was lost on the wire (then, as for

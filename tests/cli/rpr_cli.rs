@@ -671,3 +671,24 @@ fn version_names_the_commit_and_the_features_it_was_built_with() {
         )
     );
 }
+
+/// A PostgreSQL location nobody listens on: the message says where (without the password),
+/// what the client saw, and what to check; nothing panics.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_postgres_location_nobody_listens_on_names_where_and_why() {
+    // Port 1 on loopback: no server, so the connection is refused at once.
+    let url = "postgres://rpr_owner:s3cret@127.0.0.1:1/rpr";
+    for args in [
+        vec!["status", "--database", url],
+        vec!["verify", "--database", url],
+    ] {
+        let out = run(&args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains("cannot connect to PostgreSQL at"), "{said}");
+        assert!(said.contains("127.0.0.1:1/rpr"), "{said}");
+        assert!(said.contains("refused"), "{said}");
+        assert!(!said.contains("s3cret"), "{said}");
+    }
+}

@@ -26,6 +26,7 @@ impl From<PgError> for StoreError {
                 }
             }
             PgError::Postgres(e) => Self::Postgres(e),
+            PgError::Connect { .. } => Self::Unreachable(e.to_string()),
             PgError::SchemaName(_) | PgError::OtherDatabase { .. } => {
                 Self::Unsupported(e.to_string())
             }

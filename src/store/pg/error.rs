@@ -4,6 +4,14 @@ use postgres::error::SqlState;
 
 use super::StoreError;
 
+/// Opens a client to `url`, naming where when it fails ([`PgError::Connect`]).
+pub(super) fn connect(url: &str) -> Result<postgres::Client, PgError> {
+    postgres::Client::connect(url, postgres::NoTls).map_err(|source| PgError::Connect {
+        target: crate::store::shown_location(std::path::Path::new(url)),
+        source,
+    })
+}
+
 /// What can go wrong in the PostgreSQL store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -18,6 +26,18 @@ pub enum PgError {
     /// over as unknown, never resent).
     #[error("postgres: {}", error_text(.0))]
     Postgres(#[from] postgres::Error),
+    /// No connection could be made to the server at `target` (the location, its password
+    /// hidden): nothing was read or written.
+    #[error(
+        "cannot connect to PostgreSQL at {target}: {}; check that the server runs and accepts connections there, and the user and password",
+        error_text(.source)
+    )]
+    Connect {
+        /// Where (the location with its password replaced by `***`).
+        target: String,
+        /// The client's error.
+        source: postgres::Error,
+    },
     /// The attempt's lease has not lapsed by the database's clock: it is not taken over.
     #[error(
         "pathway {pathway}: attempt {attempt} is leased until {lease_until} ms and the database's clock says {database_now} ms; it is not taken over"
@@ -85,16 +105,26 @@ impl PgError {
 /// crate's `Display` says only "db error" then): severity, SQLSTATE, message and detail.
 #[must_use]
 pub fn error_text(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-            if let Some(detail) = db.detail() {
-                text.push_str(" (");
-                text.push_str(detail);
-                text.push(')');
-            }
-            text
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        if let Some(detail) = db.detail() {
+            text.push_str(" (");
+            text.push_str(detail);
+            text.push(')');
         }
-        None => e.to_string(),
+        return text;
     }
+    // The client's own words ("error connecting to server") and their causes
+    // ("Connection refused (os error 111)").
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }

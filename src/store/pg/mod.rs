@@ -38,7 +38,7 @@
 
 use std::fmt;
 
-use postgres::{Client, IsolationLevel, NoTls};
+use postgres::IsolationLevel;
 
 use super::StoreError;
 
@@ -167,7 +167,7 @@ impl PgBackend {
     }
 
     fn connect(url: &str, schema: Option<&str>, read_only: bool) -> Result<Self, PgError> {
-        let mut client = Client::connect(url, NoTls)?;
+        let mut client = error::connect(url)?;
         if read_only {
             client.batch_execute("SET default_transaction_read_only = on")?;
         }

@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::{Deref, DerefMut};
 
 use parking_lot::{Condvar, Mutex};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use super::{PgError, migrate};
 
@@ -94,7 +94,7 @@ pub(super) struct Pool {
 impl Conn {
     /// Opens one connection with the pool's session settings (no migration, no check).
     fn open(url: &str, schema: Option<&str>, read_only: bool) -> Result<Self, PgError> {
-        let mut client = Client::connect(url, NoTls)?;
+        let mut client = super::error::connect(url)?;
         if read_only {
             client.batch_execute("SET default_transaction_read_only = on")?;
         }
