@@ -117,7 +117,7 @@ pub fn copy_from_sqlite(
         None => PgBackend::open(url),
     }
     .map_err(|error| match error {
-        PgError::Postgres(_) => CopyError::Unreachable {
+        PgError::Postgres(_) | PgError::Connect { .. } => CopyError::Unreachable {
             target: url_target.clone(),
             error: Box::new(error),
         },
