@@ -691,4 +691,20 @@ fn a_postgres_location_nobody_listens_on_names_where_and_why() {
         assert!(said.contains("refused"), "{said}");
         assert!(!said.contains("s3cret"), "{said}");
     }
+
+    // A copy to it: refused as unreachable, its kind in the JSON document, the source kept.
+    let dir = Scratch::new("cli-pg-unreachable");
+    let db = database(&dir);
+    let out = run(["--json", "copy-to-postgres", "--database", &db, "--to", url]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["kind"], "target_unreachable", "{doc:#}");
+    assert_eq!(
+        doc["error"].as_str().unwrap().matches("check that").count(),
+        1,
+        "one piece of advice: {doc:#}"
+    );
+    assert!(!text(&out).contains("s3cret"), "{}", text(&out));
+    let status = run(["status", "--database", &db]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status));
 }

@@ -26,7 +26,9 @@ impl From<PgError> for StoreError {
                 }
             }
             PgError::Postgres(e) => Self::Postgres(e),
-            PgError::Connect { .. } => Self::Unreachable(e.to_string()),
+            PgError::Connect { .. } => Self::Unreachable(format!(
+                "{e}; check that the server runs and accepts connections there, and the user and password"
+            )),
             PgError::SchemaName(_) | PgError::OtherDatabase { .. } => {
                 Self::Unsupported(e.to_string())
             }

@@ -29,7 +29,7 @@ pub enum PgError {
     /// No connection could be made to the server at `target` (the location, its password
     /// hidden): nothing was read or written.
     #[error(
-        "cannot connect to PostgreSQL at {target}: {}; check that the server runs and accepts connections there, and the user and password",
+        "cannot connect to PostgreSQL at {target}: {}",
         error_text(.source)
     )]
     Connect {
