@@ -116,7 +116,7 @@ pub enum EvidenceError {
     /// The value nests deeper than [`Bounds::max_depth`].
     #[error(
         "evidence nests deeper than {limit} levels at {path:?}; flatten it, \
-         summarize the nested part, or raise Bounds::max_depth"
+         summarize the nested part, or raise the limit (max_depth of the evidence bounds: `evidence_bounds.max_depth` in an rpr policy)"
     )]
     TooDeep {
         /// The limit that was exceeded.
@@ -127,7 +127,7 @@ pub enum EvidenceError {
     /// The value has more than [`Bounds::max_nodes`] JSON values.
     #[error(
         "evidence has more than {limit} JSON values (the first one over is at \
-         {path:?}); send a summary or a sample instead, or raise Bounds::max_nodes"
+         {path:?}); send a summary or a sample instead, or raise the limit (max_nodes of the evidence bounds: `evidence_bounds.max_nodes` in an rpr policy)"
     )]
     TooManyNodes {
         /// The limit that was exceeded.
@@ -139,7 +139,8 @@ pub enum EvidenceError {
     #[error(
         "evidence {} at {path:?} is {bytes} bytes, over the limit of {limit}; \
          shorten it, store it elsewhere and send its digest, or raise \
-         Bounds::max_string_bytes",
+         the limit (max_string_bytes of the evidence bounds: `evidence_bounds.max_string_bytes` \
+         in an rpr policy)",
         if *.name { "member name" } else { "string" }
     )]
     StringTooLong {
@@ -155,7 +156,7 @@ pub enum EvidenceError {
     /// The canonical serialization is longer than [`Bounds::max_total_bytes`].
     #[error(
         "evidence is {bytes} bytes in canonical form, over the limit of {limit}; \
-         send a summary, or raise Bounds::max_total_bytes"
+         send a summary, or raise the limit (max_total_bytes of the evidence bounds: `evidence_bounds.max_total_bytes` in an rpr policy)"
     )]
     TooLarge {
         /// The canonical length.
@@ -721,14 +722,14 @@ mod tests {
                     limit: 3,
                     path: "/a".into(),
                 },
-                "Bounds::max_depth",
+                "`evidence_bounds.max_depth` in an rpr policy",
             ),
             (
                 EvidenceError::TooManyNodes {
                     limit: 3,
                     path: "/a".into(),
                 },
-                "Bounds::max_nodes",
+                "`evidence_bounds.max_nodes` in an rpr policy",
             ),
             (
                 EvidenceError::StringTooLong {
@@ -750,7 +751,7 @@ mod tests {
             ),
             (
                 EvidenceError::TooLarge { bytes: 5, limit: 4 },
-                "Bounds::max_total_bytes",
+                "`evidence_bounds.max_total_bytes` in an rpr policy",
             ),
             (
                 EvidenceError::Canonical(CanonicalError::UnsafeInteger { value: 1 << 60 }),
@@ -760,6 +761,8 @@ mod tests {
         for (error, needle) in cases {
             let message = error.to_string();
             assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+            // The knob in words a user of the command line can act on, not a Rust path.
+            assert!(!message.contains("Bounds::"), "{message:?}");
         }
     }
 
