@@ -116,7 +116,9 @@ impl Gate {
             let round = self.state_key.check_round(state, &digest).map_err(|e| {
                 ErrorObject::new(codes::INVALID_PARAMS, format!("{e}; nothing was sent"))
             })?;
-            return self.rounds.continue_round(&round, responses);
+            return self
+                .rounds
+                .continue_round(&round, responses, tag, &|| self.down.is_cancelled(tag));
         }
         let checked = match self.checked(&asked) {
             Ok(checked) => checked,

@@ -4,6 +4,10 @@
 //! for the server's answer: one that arrives is its outcome, recorded; without one a call
 //! that may change something stays unknown, and a read ends failed.
 //!
+//! A 2026-07-28 retry that continued a round of a governed call's `input_required`
+//! (gate/rounds.rs) has no request of its own at the server: the round it carries goes under
+//! the tag of the request that started the call, and the cancellation goes there.
+//!
 //! A request not sent yet is never sent: the request is marked cancelled here *before* the
 //! session is asked to cancel it, and the session asks the request's guard
 //! ([`Gate::cancelled_guard`], and `Upstream::pass`'s) under the same lock under which it
@@ -41,6 +45,14 @@ impl Gate {
         if self.upstream.cancel(&tag, &reason) {
             note!(
                 "rpr gate: request {id} {reason}; the server was told, and the client gets no answer"
+            );
+        } else if let Some(call) = self.rounds.carrying(&tag)
+            && self.upstream.cancel(&call, &reason)
+        {
+            // A retry that continued a round of the server's `input_required`: the round in
+            // flight goes to the server under the tag of the request that started the call.
+            note!(
+                "rpr gate: request {id} {reason}; it continued a round of a governed call, whose request in flight the server was told to cancel; the client gets no answer"
             );
         } else {
             note!(

@@ -46,12 +46,19 @@ struct Open {
     to: mpsc::Sender<Continue>,
     /// The keys of the round's input requests: a retry must answer each.
     keys: Vec<String>,
+    /// The tag of the client request that started the call: every round goes to the server
+    /// under it.
+    call_tag: String,
 }
 
-/// The rounds waiting for the client's retries, by nonce.
+/// The rounds waiting for the client's retries, by nonce, and the retries that continued
+/// one and wait for what comes next.
 #[derive(Default)]
 pub(crate) struct Rounds {
     open: Mutex<HashMap<String, Open>>,
+    /// A retry's tag → the tag its call's rounds go to the server under, while the retry
+    /// waits: a cancellation of the retry is a cancellation of the round in flight.
+    continuing: Mutex<HashMap<String, String>>,
 }
 
 /// Where the answer to a client's `tools/call` goes: to that request, or, once the call's
@@ -176,6 +183,7 @@ impl Carrier {
             Open {
                 to,
                 keys: requests.keys().cloned().collect(),
+                call_tag: self.outlet.tag.clone(),
             },
         );
         let state = self.key.issue_round(&nonce, &self.digest, self.wait);
@@ -214,10 +222,22 @@ impl Carrier {
 }
 
 impl Rounds {
-    /// A 2026-07-28 retry whose `requestState` names a round (`round`, checked under the
-    /// gate's key): its `inputResponses` go to the call that waits in that round, once,
-    /// and the retry is answered with what that call answers next.
-    pub(crate) fn continue_round(&self, round: &str, responses: &Value) -> Answer {
+    /// A 2026-07-28 retry (request tag `retry_tag`) whose `requestState` names a round
+    /// (`round`, checked under the gate's key): its `inputResponses` go to the call that
+    /// waits in that round, once, and the retry is answered with what that call answers
+    /// next. While it waits, [`Rounds::carrying`] names the call's tag for it.
+    ///
+    /// A retry the client cancelled before its input was handed over (`cancelled`, asked
+    /// after the retry is findable, so that a cancellation is seen here or finds the call's
+    /// tag) hands nothing over: the round is dropped, and its call ends as a call whose
+    /// rounds were abandoned (the server was asked before: unknown, or failed for a read).
+    pub(crate) fn continue_round(
+        &self,
+        round: &str,
+        responses: &Value,
+        retry_tag: &str,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Answer {
         let invalid = |m: String| Err(ErrorObject::new(codes::INVALID_PARAMS, m));
         let Some(responses) = responses.as_object() else {
             return invalid(
@@ -249,21 +269,41 @@ impl Rounds {
             return invalid("the round is no longer open; nothing was sent".to_owned());
         };
         let (reply, answer) = mpsc::channel();
+        // Findable before the input is handed over: a cancellation that comes once the next
+        // round may be on its way to the server reaches it.
+        lock(&self.continuing).insert(retry_tag.to_owned(), open.call_tag.clone());
+        if cancelled() {
+            lock(&self.continuing).remove(retry_tag);
+            drop(open);
+            return Err(ErrorObject::new(
+                codes::INTERNAL_ERROR,
+                "cancelled by the client before its input was sent; the round was dropped",
+            ));
+        }
         let handed = open.to.send(Continue {
             responses: responses.clone(),
             reply,
         });
         if handed.is_err() {
+            lock(&self.continuing).remove(retry_tag);
             return Err(ErrorObject::new(
                 codes::INTERNAL_ERROR,
                 "the call this round belongs to no longer waits (it ended); nothing was sent",
             ));
         }
-        answer.recv().unwrap_or_else(|_| {
+        let next = answer.recv().unwrap_or_else(|_| {
             Err(ErrorObject::new(
                 codes::INTERNAL_ERROR,
                 "the call this round belongs to ended without an answer; its outcome is recorded on its pathway",
             ))
-        })
+        });
+        lock(&self.continuing).remove(retry_tag);
+        next
+    }
+
+    /// The tag a call's rounds go to the server under, when `retry_tag` is a retry that
+    /// continued one of its rounds and waits for what comes next.
+    pub(crate) fn carrying(&self, retry_tag: &str) -> Option<String> {
+        lock(&self.continuing).get(retry_tag).cloned()
     }
 }

@@ -1069,6 +1069,108 @@ fn accepting_round(mut call: Value, state: &str) -> Value {
     call
 }
 
+/// The client cancels the retry that continued a round while that round is at the server:
+/// the round has no request of its own toward the server (every round goes under the call's
+/// first request), so the gate tells the server to cancel *that* request, by the id the
+/// server knows; the client gets no answer to the cancelled retry; the server's answer,
+/// which still arrives, is the call's outcome, recorded once.
+#[test]
+fn cancelling_the_retry_that_continues_a_round_cancels_that_round_at_the_server() {
+    let dir = TempDir::new("gate-era-call-mrtr-cancel");
+    let policy = fault_policy(&dir);
+    let (log, cancels) = (dir.join("requests.jsonl"), dir.join("cancels.jsonl"));
+    let (log_arg, cancel_arg) = (log.display().to_string(), cancels.display().to_string());
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "slow",
+        &[
+            "--era",
+            "modern",
+            "--input-required",
+            "1",
+            "--sleep-ms",
+            "1500",
+            "--request-log",
+            &log_arg,
+            "--cancel-log",
+            &cancel_arg,
+        ],
+    );
+    let calls = || -> Vec<Value> {
+        received(&log)
+            .into_iter()
+            .filter(|r| r["method"] == "tools/call")
+            .collect()
+    };
+    let mut client = Modern::start(&gate);
+    let put = json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    let first = client.ask("tools/call", put.clone());
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let retry = client.send_at("2026-07-28", "tools/call", accepting_round(put, &state));
+    // The round is at the server (which takes 1.5 s over it) when the client cancels.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while calls().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the round never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let round_id = calls()[1]["id"].clone();
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": retry, "reason": "changed my mind"}});
+    writeln!(client.stdin, "{cancel}").unwrap();
+
+    let told = lines_within(&cancels, 1);
+    let told: Vec<Value> = told
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(told.len(), 1, "the server was told once: {told:?}");
+    assert_eq!(
+        told[0]["requestId"], round_id,
+        "under the id the server knows"
+    );
+    assert!(
+        told[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("changed my mind")),
+        "{told:?}"
+    );
+
+    // The server's answer still arrives: the call's outcome, recorded once; no answer to the
+    // cancelled retry.
+    let id = await_only_pathway(&dir);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !store(&dir)
+        .pathway(&id)
+        .unwrap()
+        .unwrap()
+        .state
+        .is_terminal()
+    {
+        assert!(Instant::now() < deadline, "the call never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().state,
+        State::Completed
+    );
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
+    let tools = client.ask("tools/list", json!({}));
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    assert!(
+        client.early.iter().all(|m| m["id"] != retry),
+        "no answer to the cancelled retry: {:?}",
+        client.early
+    );
+    client.stop();
+    let effects = std::fs::read_to_string(dir.join("effects.jsonl")).unwrap();
+    assert_eq!(effects.lines().count(), 1, "written once: {effects}");
+}
+
 /// A 2025-era server's own request (here `sampling/createMessage`, in the middle of a call)
 /// while the gate's client is of 2026-07-28, which takes no requests from a server on stdio:
 /// answered at once inside the gate (`-32601`), never written to that client, so the server
