@@ -275,6 +275,14 @@ impl Batcher {
         }
     }
 
+    /// How many steps wait in the queue for a batch, and how many batches are being written
+    /// (for tests that order a batch).
+    #[cfg(test)]
+    pub(super) fn waiting(&self) -> (usize, usize) {
+        let queue = self.queue.lock();
+        (queue.waiting.len(), queue.leading)
+    }
+
     /// What was committed so far.
     pub(super) fn stats(&self) -> BatchStats {
         BatchStats {

@@ -71,6 +71,13 @@ impl PgBackend {
         (stats.steps, stats.commits, self.replays.used_count())
     }
 
+    /// How many steps wait for a batch, and how many batches are being written (tests
+    /// order a batch by them).
+    #[cfg(test)]
+    pub(crate) fn waiting_steps(&self) -> (usize, usize) {
+        self.batcher.waiting()
+    }
+
     /// Runs one step's writes in a group commit (`batch.rs`): its own savepoint in a
     /// transaction shared with the steps of other callers, one commit for all. A
     /// [`StoreError::Fenced`] refusal is committed with the record of the refusal (and

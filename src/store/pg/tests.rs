@@ -1487,30 +1487,56 @@ fn a_step_put_back_by_its_batch_waits_for_the_next_and_is_applied_once() {
     let mut busy_lock = hold_rows(&s.name, &[&busy.id], 60);
     let (b, free, busy) = (&b, &free, &busy);
     std::thread::scope(|scope| {
-        let leaders: Vec<_> = held
-            .iter()
-            .enumerate()
-            .map(|(i, pw)| scope.spawn(move || b.apply(step(pw, &format!("at_lead{i}")))))
-            .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        // Each leader alone in its batch, waiting for its row, before the next step comes:
+        // spawned together, one leader's batch could take both steps (the second put back,
+        // its caller then leading empty batches in a loop and taking the steps below one by
+        // one). Then the three steps are queued in this order, each only once the one before
+        // it waits in the queue: a sleep alone let a loaded machine queue the busy step
+        // first, which then waited for its row as the first step of its batch instead of
+        // being put back.
+        let state = |want: (usize, usize)| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while b.waiting_steps() != want {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never {want:?} (queued, leading): {:?}",
+                    b.waiting_steps()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        let mut leaders = Vec::new();
+        for (i, pw) in held.iter().enumerate() {
+            leaders.push(scope.spawn(move || b.apply(step(pw, &format!("at_lead{i}")))));
+            state((0, i + 1));
+        }
+        let queued = |n: usize| state((n, 2));
         let first = scope.spawn(move || b.apply(step(&free[0], "at_free0")));
-        std::thread::sleep(Duration::from_millis(50));
+        queued(1);
         let put_back = scope.spawn(move || b.apply(step(busy, "at_busy")));
-        std::thread::sleep(Duration::from_millis(50));
+        queued(2);
         let third = scope.spawn(move || b.apply(step(&free[1], "at_free1")));
-        std::thread::sleep(Duration::from_millis(300));
+        queued(3);
         // The leaders go on; the next batch is the three queued steps, and the busy one,
         // second in it, is put back.
+        let released = std::time::Instant::now();
         leaders_lock.batch_execute("ROLLBACK").unwrap();
         for leader in leaders {
             leader.join().unwrap().expect("a leader's step");
         }
         first.join().unwrap().expect("the first queued step");
         third.join().unwrap().expect("the third queued step");
+        let joined = released.elapsed();
         std::thread::sleep(Duration::from_millis(300));
         assert!(
             !put_back.is_finished(),
-            "the step put back waits for its row, with no result from the batch that put it back"
+            "the step put back waits for its row, with no result from the batch that put it back \
+             (the others joined {joined:?} after the leaders' rows were freed; it ended with {:?})",
+            if put_back.is_finished() {
+                Some(put_back.join().unwrap().map(|_| ()))
+            } else {
+                None
+            }
         );
         assert_eq!(b.attempts(&busy.id).unwrap().len(), 0, "not applied yet");
         busy_lock.batch_execute("ROLLBACK").unwrap();
