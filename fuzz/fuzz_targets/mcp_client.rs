@@ -2,16 +2,17 @@
 //! (`rpr::mcp::McpClient`) against a scripted server whose every reply comes from the
 //! input.
 //!
-//! There is no in-process seam: a session always runs its server as a child process. The
-//! child here is a shell that claims a free pair of named pipes and runs
-//! `cat OUT & exec cat >REQ` on them, and a thread of this process is the server behind
-//! them (a client that finds the connection broken at its first request starts a second
-//! process, which takes the next pair). For each request line the client writes, the
-//! server writes the next chunk of the input (`"$id"` in a chunk replaced by the
-//! request's id), then a newline and a closing error reply for that id (`-32601`), so that
-//! a request the chunk left unanswered ends at once instead of at its timeout. Chunks are
-//! separated by `%%\n`. Nothing is written but in answer to a request, so a run does not
-//! depend on timing.
+//! The bare session runs over in-process pipes (`Session::over_streams`) with a thread of
+//! this process as its server: no child process. `McpClient` starts its server as a child
+//! process (it takes a `ServerCommand` only): the child here is a shell that claims a free
+//! pair of named pipes and runs `cat OUT & exec cat >REQ` on them, and a thread of this
+//! process is the server behind them (a client that finds the connection broken at its
+//! first request starts a second process, which takes the next pair). Either way, for each
+//! request line the client writes, the server writes the next chunk of the input (`"$id"`
+//! in a chunk replaced by the request's id), then a newline and a closing error reply for
+//! that id (`-32601`), so that a request the chunk left unanswered ends at once instead of
+//! at its timeout. Chunks are separated by `%%\n`. Nothing is written but in answer to a
+//! request, so a run does not depend on timing.
 //!
 //! The first byte picks the client: a bare session sending one to three `tools/call`
 //! requests in turn, or `McpClient::connect`, `list_tools` and `call_tool`.
@@ -27,7 +28,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use rpr::jsonrpc::Message;
 use rpr::mcp::{McpClient, Reply, Session, SessionConfig};
-use rpr_fuzz::scripted::{Pipes, Progress, serve, split_chunks};
+use rpr_fuzz::scripted::{Pipes, Progress, serve, serve_streams, split_chunks};
 use serde_json::{Value, json};
 
 /// The client's message limit: small, so that over-long lines are common.
@@ -100,20 +101,34 @@ fn wrote_broken(written: &[u8], id: i64, over: bool) -> bool {
     })
 }
 
-/// A bare session: one to three `tools/call` requests in turn. Returns what each returned.
-fn session_run(p: &Pipes, requests: usize) -> Vec<(i64, Result<Reply, String>)> {
-    let session = Session::start(&p.command(), &config()).expect("the scripted server starts");
-    let mut out = Vec::new();
-    for n in 1..=requests {
-        let params = json!({"name": "t", "arguments": {"n": n}});
-        let reply = session.request_default("tools/call", Some(params));
-        out.push((
-            i64::try_from(n).expect("small"),
-            reply.map_err(|e| e.to_string()),
-        ));
-    }
-    session.shutdown();
-    out
+/// A bare session over in-process pipes, its server a thread answering with `chunks`: one
+/// to three `tools/call` requests in turn. Returns what each returned, and everything the
+/// server wrote.
+fn session_run(chunks: &[&[u8]], requests: usize) -> (Vec<(i64, Result<Reply, String>)>, Vec<u8>) {
+    let (requests_in, requests_out) = std::io::pipe().expect("a pipe");
+    let (replies_in, replies_out) = std::io::pipe().expect("a pipe");
+    std::thread::scope(|scope| {
+        let server = scope.spawn(move || {
+            let mut next = chunks.iter();
+            serve_streams(requests_in, replies_out, |_| {
+                next.next().copied().unwrap_or_default().to_vec()
+            })
+        });
+        let session =
+            Session::over_streams(replies_in, requests_out, &config()).expect("a session");
+        let mut out = Vec::new();
+        for n in 1..=requests {
+            let params = json!({"name": "t", "arguments": {"n": n}});
+            let reply = session.request_default("tools/call", Some(params));
+            out.push((
+                i64::try_from(n).expect("small"),
+                reply.map_err(|e| e.to_string()),
+            ));
+        }
+        // Closes the session's writer: the server reads the end of its input and ends.
+        session.shutdown();
+        (out, server.join().expect("the server thread"))
+    })
 }
 
 /// A whole client: connect (probe and handshake), list the tools, call one.
@@ -130,40 +145,41 @@ fuzz_target!(|input: &[u8]| {
     let Some((&mode, rest)) = input.split_first() else {
         return;
     };
+    // Made once in any mode: it also makes a write to a pipe whose reader is gone fail
+    // with EPIPE rather than kill the process.
     let p = pipes();
-    p.reset();
     let chunks = split_chunks(rest);
-    let progress = Progress::default();
-    std::thread::scope(|scope| {
-        let server = scope.spawn(|| {
-            let mut next = chunks.iter();
-            serve(p, &progress, |_| {
-                next.next().copied().unwrap_or_default().to_vec()
-            })
-        });
-        let replies = if mode % 2 == 0 {
-            session_run(p, 1 + usize::from(mode / 2) % 3)
-        } else {
+    if mode % 2 == 1 {
+        p.reset();
+        let progress = Progress::default();
+        std::thread::scope(|scope| {
+            let server = scope.spawn(|| {
+                let mut next = chunks.iter();
+                serve(p, &progress, |_| {
+                    next.next().copied().unwrap_or_default().to_vec()
+                })
+            });
             client_run(p);
-            Vec::new()
-        };
-        progress.release(p);
-        let written = server.join().expect("the server thread");
-        for (id, reply) in replies {
-            match reply {
-                Ok(reply) => assert!(
-                    wrote(&written, id, &reply),
-                    "request {id} completed by a reply the server never wrote for it: {reply:?}"
-                ),
-                Err(lost) if lost.contains("was malformed") || lost.contains("message limit") => {
-                    let over = lost.contains("message limit");
-                    assert!(
-                        wrote_broken(&written, id, over),
-                        "request {id} ended by a line that is no reply to it: {lost}"
-                    );
-                }
-                Err(_) => {}
+            progress.release(p);
+            server.join().expect("the server thread");
+        });
+        return;
+    }
+    let (replies, written) = session_run(&chunks, 1 + usize::from(mode / 2) % 3);
+    for (id, reply) in replies {
+        match reply {
+            Ok(reply) => assert!(
+                wrote(&written, id, &reply),
+                "request {id} completed by a reply the server never wrote for it: {reply:?}"
+            ),
+            Err(lost) if lost.contains("was malformed") || lost.contains("message limit") => {
+                let over = lost.contains("message limit");
+                assert!(
+                    wrote_broken(&written, id, over),
+                    "request {id} ended by a line that is no reply to it: {lost}"
+                );
             }
+            Err(_) => {}
         }
-    });
+    }
 });

@@ -1,10 +1,11 @@
 //! A scripted MCP server whose every reply comes from the input, for the targets that
 //! drive rpr's MCP client (`mcp_client`, and the gate's server side in `gate`).
 //!
-//! A session always runs its server as a child process; there is no in-process seam. The
-//! child here is a shell that claims a free pair of named pipes and runs
-//! `cat OUT & exec cat >REQ` on them, and a thread of the fuzz process is the server behind
-//! them ([`serve`]). A client that finds the connection broken (or a gate that stops a
+//! A bare session runs over in-process pipes (`rpr::mcp::Session::over_streams`), its
+//! server a thread of the fuzz process ([`serve_streams`]). `McpClient` and the gate start
+//! their server as a child process (they take a `ServerCommand` only): the child here is a
+//! shell that claims a free pair of named pipes and runs `cat OUT & exec cat >REQ` on them,
+//! and a thread of the fuzz process is the server behind them ([`serve`]). A client that finds the connection broken (or a gate that stops a
 //! server after a timeout or garbage) starts a second process, which takes the next pair.
 //! For each request line the client writes, the server writes a chunk of the input (the
 //! next, or one the target picks for the request; `"$id"` in it replaced by the request's
@@ -13,7 +14,7 @@
 //! instead of at its timeout. Nothing is written but in answer to a request, so a run does
 //! not depend on timing.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -129,31 +130,59 @@ pub fn serve(
             .write(true)
             .open(p.replies(pair))
             .expect("a replies pipe");
-        for line in BufReader::new(requests).split(b'\n') {
-            let Ok(line) = line else { break };
-            let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(&line) else {
-                continue;
-            };
-            let (Some(id), true) = (request.get("id"), request.contains_key("method")) else {
-                continue;
-            };
-            let id = id.to_string();
-            let chunk = answer(&request);
-            let mut out = replace(&chunk, b"\"$id\"", id.as_bytes());
-            out.push(b'\n');
-            out.extend_from_slice(
-                format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"fuzz: no reply"}}}}"#)
-                    .as_bytes(),
-            );
-            out.push(b'\n');
-            if replies.write_all(&out).is_err() {
-                break;
-            }
-            written.extend_from_slice(&out);
-        }
+        answer_requests(requests, &mut replies, &mut answer, &mut written);
     }
     progress.at.store(p.pairs, Ordering::SeqCst);
     written
+}
+
+/// The server of one connection over a reader and a writer of this process (for a
+/// session over streams, `rpr::mcp::Session::over_streams`): answers each request line
+/// read from `requests` as [`serve`] does, until the end of `requests` or a failed write;
+/// then drops `replies` (the session reads the end of its input). Returns everything it
+/// wrote.
+pub fn serve_streams(
+    requests: impl Read,
+    mut replies: impl Write,
+    mut answer: impl FnMut(&Map<String, Value>) -> Vec<u8>,
+) -> Vec<u8> {
+    let mut written = Vec::new();
+    answer_requests(requests, &mut replies, &mut answer, &mut written);
+    written
+}
+
+/// Answers each request line of `requests` (a JSON object with an `id` and a `method`)
+/// with the chunk `answer` gives (`"$id"` in it replaced by the request's id), a newline
+/// and a closing error reply, appending what it wrote to `written`; until the end of
+/// `requests` or a failed write.
+fn answer_requests(
+    requests: impl Read,
+    replies: &mut impl Write,
+    answer: &mut impl FnMut(&Map<String, Value>) -> Vec<u8>,
+    written: &mut Vec<u8>,
+) {
+    for line in BufReader::new(requests).split(b'\n') {
+        let Ok(line) = line else { break };
+        let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        let (Some(id), true) = (request.get("id"), request.contains_key("method")) else {
+            continue;
+        };
+        let id = id.to_string();
+        let chunk = answer(&request);
+        let mut out = replace(&chunk, b"\"$id\"", id.as_bytes());
+        out.push(b'\n');
+        out.extend_from_slice(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"fuzz: no reply"}}}}"#)
+                .as_bytes(),
+        );
+        out.push(b'\n');
+        if replies.write_all(&out).is_err() {
+            break;
+        }
+        written.extend_from_slice(&out);
+    }
 }
 
 impl Progress {

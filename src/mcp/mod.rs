@@ -10,7 +10,10 @@
 //! - [`Session`]: JSON-RPC correlation by id over [`crate::jsonrpc`] framing; server
 //!   notifications and requests at any time; per-request timeouts followed by
 //!   `notifications/cancelled`; every failure says how much of the request was
-//!   written ([`McpError`]);
+//!   written ([`McpError`]). [`Session::over_streams`] runs the same session over a
+//!   reader and a writer the caller gives, with no process (an in-process server: tests,
+//!   fuzzing); it claims nothing a process would prove, and the layers above keep taking
+//!   a [`ServerCommand`];
 //! - [`McpClient`]: the lifecycle in the server's era, settled by the spec's dual-era
 //!   rules: a `server/discover` probe at [`MODERN_PROTOCOL_VERSION`], then either the
 //!   stateless 2026-07-28 protocol (a `_meta` envelope on every request, `resultType`

@@ -1,12 +1,14 @@
-//! A JSON-RPC client session over the stdio transport.
+//! A JSON-RPC client session over the stdio transport, or over a reader and a writer the
+//! caller gives ([`Session::over_streams`]).
 //!
 //! Two helper threads serve one session:
 //!
-//! - the **writer** owns the server's stdin and writes queued lines one at a time,
+//! - the **writer** owns the server's stdin (or the caller's writer) and writes queued
+//!   lines one at a time,
 //!   publishing how many bytes of each got out, so a caller that gives up waiting
 //!   still knows whether anything was written (a queued line that never started is
 //!   withdrawn and is reported as not sent);
-//! - the **reader** reads the server's stdout, matches responses to pending requests
+//! - the **reader** reads the server's stdout (or the caller's reader), matches responses to pending requests
 //!   by id (same JSON type), answers the server's `ping` with `{}` and any other
 //!   server request with `-32601`, drops progress notifications (this client never
 //!   sends a progress token, so every one is for an unknown token), and hands other
@@ -15,7 +17,8 @@
 //! Because the reader never waits for the writer, a server that floods stdout while
 //! not reading stdin cannot deadlock the session.
 
-use std::io::BufReader;
+use std::io::{BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -25,7 +28,9 @@ use serde_json::{Value, json};
 
 use super::McpError;
 use super::era;
-use super::transport::{ServerCommand, ShutdownReport, Transport, join_briefly};
+use super::transport::{
+    ServerCommand, ShutdownReport, ShutdownStage, Transport, ended_briefly, join_briefly,
+};
 use crate::jsonrpc::{
     Id, Message, MessageReader, MessageWriter, Notification, Request, encode_line,
 };
@@ -46,19 +51,54 @@ use writer::{Ticket, TicketWait, WriteJob, writer_loop};
 /// notification before `initialize`).
 const NEVER_CANCELLED: [&str; 2] = ["initialize", "server/discover"];
 
-/// A JSON-RPC client session with one server process.
+/// What closes a session whose server is a child process, when its stdout ends.
+const PROCESS_EOF: &str = "the server closed its stdout (it exited or crashed)";
+
+/// What closes a session over streams when its reader ends. Nothing is known of why: the
+/// other end may have closed its side, or ended, or the stream may have been cut.
+const STREAMS_EOF: &str = "the server's stream ended (end of input on the session's reader)";
+
+/// A JSON-RPC client session with one server: a child process ([`Session::start`]) or a
+/// pair of streams the caller gives ([`Session::over_streams`]).
 ///
-/// Requests may be made from several threads at once. Dropping the session closes
-/// the server's stdin and runs the transport's shutdown ladder.
+/// Requests may be made from several threads at once. Dropping the session runs its
+/// shutdown ([`Session::shutdown`]): for a child process, it closes the server's stdin and
+/// runs the transport's shutdown ladder.
 #[derive(Debug)]
 pub struct Session {
     shared: Arc<Shared>,
     writer: Sender<WriteJob>,
-    transport: Mutex<Transport>,
+    link: Link,
     threads: Mutex<Vec<JoinHandle<()>>>,
     max_message_bytes: usize,
     request_timeout: Duration,
-    pid: u32,
+}
+
+/// What is at the other end of a session.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per session, held in place; boxing the transport would only add an allocation"
+)]
+enum Link {
+    /// A server child process, started by [`Session::start`].
+    Process {
+        transport: Mutex<Transport>,
+        pid: u32,
+    },
+    /// Streams given by the caller ([`Session::over_streams`]): no process this session
+    /// knows of. The report of its first shutdown, kept for later calls.
+    Streams {
+        report: Mutex<Option<ShutdownReport>>,
+    },
+}
+
+/// The threads of a session and the state they share, started over a reader and a
+/// writer.
+struct Threads {
+    shared: Arc<Shared>,
+    writer: Sender<WriteJob>,
+    handles: Vec<JoinHandle<()>>,
 }
 
 impl Session {
@@ -72,37 +112,103 @@ impl Session {
                 source,
             });
         };
+        // On an error `transport` drops here and runs the shutdown ladder.
+        let threads = Self::threads(stdout, stdin, config, PROCESS_EOF)?;
+        Ok(Self {
+            shared: threads.shared,
+            writer: threads.writer,
+            link: Link::Process {
+                pid: transport.pid(),
+                transport: Mutex::new(transport),
+            },
+            threads: Mutex::new(threads.handles),
+            max_message_bytes: config.max_message_bytes,
+            request_timeout: config.request_timeout,
+        })
+    }
+
+    /// A session over a reader and a writer the caller gives, with no child process: the
+    /// server's messages are read from `reader` and the client's written to `writer`
+    /// (newline-delimited JSON-RPC, as over stdio). Everything between the bytes and the
+    /// caller is the same as for [`Session::start`]: correlation by id, the message limit,
+    /// timeouts and `notifications/cancelled`, the server's requests and notifications. No
+    /// MCP message is sent yet.
+    ///
+    /// It is for a server that lives in the same process (a test's or a fuzz target's
+    /// scripted server on a thread, over pipes) or behind a connection the caller set up.
+    /// There is no process, so the session cannot say anything a process would prove:
+    /// [`Session::server_pid`] is `None` ([`Session::pid`] panics),
+    /// [`Session::stderr_tail`] is empty, and [`Session::shutdown`] closes the writer and
+    /// stops the reader but reports [`ShutdownStage::NoProcess`] with no exit status:
+    /// whether the other end has stopped, or still acts on what it was sent, is unknown.
+    /// For the same reason [`McpClient`](super::McpClient), its executor and the gate
+    /// take a [`ServerCommand`] only: they reason from the server's process being gone
+    /// (a call is no longer carried once its carrier is reaped), which a stream cannot
+    /// show.
+    ///
+    /// [`SessionConfig::transport`] is not used (it is about a process).
+    pub fn over_streams(
+        reader: impl Read + Send + 'static,
+        writer: impl Write + Send + 'static,
+        config: &SessionConfig,
+    ) -> Result<Self, McpError> {
+        let threads = Self::threads(reader, writer, config, STREAMS_EOF)?;
+        Ok(Self {
+            shared: threads.shared,
+            writer: threads.writer,
+            link: Link::Streams {
+                report: Mutex::new(None),
+            },
+            threads: Mutex::new(threads.handles),
+            max_message_bytes: config.max_message_bytes,
+            request_timeout: config.request_timeout,
+        })
+    }
+
+    /// Starts the writer thread on `output` and the reader thread on `input` (in that
+    /// order).
+    fn threads<R, W>(
+        input: R,
+        output: W,
+        config: &SessionConfig,
+        eof_reason: &'static str,
+    ) -> Result<Threads, McpError>
+    where
+        R: Read + Send + 'static,
+        W: Write + Send + 'static,
+    {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             queue_capacity: config.notification_queue,
             on_notification: config.on_notification.clone(),
             on_request: config.on_request.clone(),
             pass_progress: config.pass_progress,
+            eof_reason,
+            stop: AtomicBool::new(false),
         });
         let (writer, jobs) = mpsc::channel();
         let max = config.max_message_bytes;
         let writer_thread = std::thread::Builder::new()
             .name("rpr-mcp-writer".into())
-            .spawn(move || writer_loop(MessageWriter::with_max_message_bytes(stdin, max), &jobs));
+            .spawn(move || writer_loop(MessageWriter::with_max_message_bytes(output, max), &jobs));
         let reader_shared = Arc::clone(&shared);
         let reply_writer = writer.clone();
         let reader_thread = std::thread::Builder::new()
             .name("rpr-mcp-reader".into())
             .spawn(move || {
                 reader_loop(
-                    MessageReader::with_max_message_bytes(BufReader::new(stdout), max)
+                    MessageReader::with_max_message_bytes(BufReader::new(input), max)
                         .replies_only(),
                     &reader_shared,
                     &reply_writer,
                     max,
                 );
             });
-        let mut threads = Vec::new();
+        let mut handles = Vec::new();
         for thread in [writer_thread, reader_thread] {
             match thread {
-                Ok(handle) => threads.push(handle),
+                Ok(handle) => handles.push(handle),
                 Err(source) => {
-                    // `transport` drops here and runs the shutdown ladder.
                     return Err(McpError::Spawn {
                         program: "session thread".into(),
                         source,
@@ -110,14 +216,10 @@ impl Session {
                 }
             }
         }
-        Ok(Self {
-            pid: transport.pid(),
+        Ok(Threads {
             shared,
             writer,
-            transport: Mutex::new(transport),
-            threads: Mutex::new(threads),
-            max_message_bytes: max,
-            request_timeout: config.request_timeout,
+            handles,
         })
     }
 
@@ -447,52 +549,117 @@ impl Session {
     }
 
     /// The server's process id (also its process group id).
+    ///
+    /// # Panics
+    ///
+    /// On a session over streams ([`Session::over_streams`]), which has no server
+    /// process: no number would be true there (`0`, or this process's own id, would name
+    /// a process group the caller might signal). [`Session::server_pid`] answers for both.
     #[must_use]
     pub fn pid(&self) -> u32 {
-        self.pid
+        match &self.link {
+            Link::Process { pid, .. } => *pid,
+            Link::Streams { .. } => {
+                panic!("a session over streams has no server process (Session::server_pid)")
+            }
+        }
+    }
+
+    /// The server's process id (also its process group id), or `None` for a session over
+    /// streams ([`Session::over_streams`]), which has no server process.
+    #[must_use]
+    pub fn server_pid(&self) -> Option<u32> {
+        match &self.link {
+            Link::Process { pid, .. } => Some(*pid),
+            Link::Streams { .. } => None,
+        }
     }
 
     /// Whether the shutdown ladder has run and reaped the server, leaving no process of
-    /// it.
+    /// it. Never for a session over streams: nothing shows its other end gone.
     pub(crate) fn server_reaped(&self) -> bool {
-        self.lock_transport().reaped()
+        match &self.link {
+            Link::Process { transport, .. } => lock(transport).reaped(),
+            Link::Streams { .. } => false,
+        }
     }
 
-    /// The cgroup that holds every process of the server, if it runs in one.
+    /// The cgroup that holds every process of the server, if it runs in one (never for a
+    /// session over streams).
     pub(crate) fn server_cgroup(&self) -> Option<crate::executor::CarrierCgroup> {
-        self.lock_transport().cgroup()
+        match &self.link {
+            Link::Process { transport, .. } => lock(transport).cgroup(),
+            Link::Streams { .. } => None,
+        }
     }
 
-    /// The last bytes the server wrote to stderr.
+    /// The last bytes the server wrote to stderr. Empty for a session over streams, which
+    /// has no stderr.
     #[must_use]
     pub fn stderr_tail(&self) -> String {
-        self.lock_transport().stderr_tail()
-    }
-
-    /// Closes the server's stdin and runs the shutdown ladder (see
-    /// [`Transport::shutdown`]). Pending requests fail with
-    /// [`McpError::ConnectionLost`]. Later calls return the same report.
-    pub fn shutdown(&self) -> ShutdownReport {
-        let _ = self.writer.send(WriteJob::Close);
-        let report = self.lock_transport().shutdown();
-        self.shared.close("the session was shut down");
-        let threads: Vec<_> = self
-            .threads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-            .collect();
-        for handle in threads {
-            join_briefly(handle);
+        match &self.link {
+            Link::Process { transport, .. } => lock(transport).stderr_tail(),
+            Link::Streams { .. } => String::new(),
         }
-        report
     }
 
-    fn lock_transport(&self) -> MutexGuard<'_, Transport> {
-        self.transport
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// Ends the session; pending requests fail with [`McpError::ConnectionLost`]. Later
+    /// calls return the same report.
+    ///
+    /// For a child process: closes the server's stdin and runs the shutdown ladder (see
+    /// [`Transport::shutdown`]).
+    ///
+    /// For a session over streams: closes the writer (the writer thread writes the lines
+    /// already queued, then drops it), closes the session, and tells the reader to stop
+    /// (it drops anything it reads from then on). Each thread is waited for up to a
+    /// second; one still blocked in a write or a read of the caller's stream is left
+    /// detached, and ends when that call returns. The report says which ended
+    /// ([`ShutdownStage::NoProcess`]) and has no exit status.
+    pub fn shutdown(&self) -> ShutdownReport {
+        match &self.link {
+            Link::Process { transport, .. } => {
+                let _ = self.writer.send(WriteJob::Close);
+                let report = lock(transport).shutdown();
+                self.shared.close("the session was shut down");
+                let threads: Vec<_> = lock(&self.threads).drain(..).collect();
+                for handle in threads {
+                    join_briefly(handle);
+                }
+                report
+            }
+            Link::Streams { report } => {
+                let mut report = lock(report);
+                if let Some(report) = &*report {
+                    return report.clone();
+                }
+                let start = Instant::now();
+                let _ = self.writer.send(WriteJob::Close);
+                // [writer, reader], as started.
+                let threads: Vec<_> = lock(&self.threads).drain(..).collect();
+                let mut handles = threads.into_iter();
+                let writer_closed = handles.next().is_none_or(ended_briefly);
+                self.shared.stop.store(true, Ordering::SeqCst);
+                self.shared.close("the session was shut down");
+                let reader_stopped = handles.next().is_none_or(ended_briefly);
+                let done = ShutdownReport {
+                    stage: ShutdownStage::NoProcess {
+                        writer_closed,
+                        reader_stopped,
+                    },
+                    status: None,
+                    elapsed: start.elapsed(),
+                };
+                *report = Some(done.clone());
+                done
+            }
+        }
     }
+}
+
+/// Locks a mutex of the session, through a poisoning (every state it guards stays
+/// consistent across a panic).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Session {

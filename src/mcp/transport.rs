@@ -163,15 +163,34 @@ pub enum ShutdownStage {
     Terminated,
     /// It had to be killed with `SIGKILL`.
     Killed,
+    /// There is no server process: the session ran over streams the caller gave
+    /// ([`Session::over_streams`](super::Session::over_streams)). Its writer was closed and
+    /// its reader told to stop; nothing is known of the other end, which may still run and
+    /// may still act on what it was sent. No exit status ([`ShutdownReport::status`] is
+    /// `None`).
+    NoProcess {
+        /// Whether the writer thread ended within its wait (a second), having written the
+        /// lines queued before the shutdown and dropped the caller's writer (for a pipe,
+        /// the other end then reads end of input). When not, it is still blocked in a
+        /// write (the other end is not reading) and is left detached; the writer is
+        /// dropped when that write returns.
+        writer_closed: bool,
+        /// Whether the reader thread ended within its wait (a second). When not, it is
+        /// still blocked in a read of the caller's reader and is left detached; it ends
+        /// when that read returns (data, end of input or an error), dropping what it read.
+        reader_stopped: bool,
+    },
 }
 
-/// What the shutdown ladder did.
+/// What the shutdown ladder did (or, for a session over streams, what its shutdown did:
+/// [`ShutdownStage::NoProcess`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
-    /// The rung at which the server ended.
+    /// The rung at which the server ended ([`ShutdownStage::NoProcess`]: there was no
+    /// process).
     pub stage: ShutdownStage,
-    /// Its exit status, when it could be collected.
+    /// Its exit status, when it could be collected (never without a process).
     pub status: Option<ExitStatus>,
     /// Time the ladder took.
     pub elapsed: Duration,
@@ -494,6 +513,11 @@ impl PollPause {
 /// Joins a helper thread if it ends within a short while; otherwise leaves it
 /// detached (a grandchild outside the process group may still hold the pipe open).
 pub(crate) fn join_briefly(handle: JoinHandle<()>) {
+    ended_briefly(handle);
+}
+
+/// [`join_briefly`], and whether the thread ended (and was joined).
+pub(crate) fn ended_briefly(handle: JoinHandle<()>) -> bool {
     let deadline = Instant::now() + Duration::from_secs(1);
     let mut pause = PollPause::default();
     while !handle.is_finished() && Instant::now() < deadline {
@@ -501,6 +525,9 @@ pub(crate) fn join_briefly(handle: JoinHandle<()>) {
     }
     if handle.is_finished() {
         let _ = handle.join();
+        true
+    } else {
+        false
     }
 }
 

@@ -24,3 +24,4 @@ mod mcp_session;
 mod orphan_carrier;
 mod server_dies_with_host;
 mod session_requests;
+mod session_streams;

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -118,6 +119,13 @@ pub(super) struct Shared {
     pub(super) on_notification: Option<NotificationCallback>,
     pub(super) on_request: Option<RequestCallback>,
     pub(super) pass_progress: bool,
+    /// Why the session is closed when the server's side ends (EOF): what a child's
+    /// stdout closing means differs from what the end of a caller's reader means.
+    pub(super) eof_reason: &'static str,
+    /// Set by the shutdown of a session over streams: the reader drops what it reads
+    /// from then on and ends. Never set for a child process (its shutdown ladder ends
+    /// the reader by ending the server).
+    pub(super) stop: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -312,9 +320,13 @@ pub(super) fn reader_loop<R: BufRead>(
     max: usize,
 ) {
     loop {
-        let value = match reader.read_value() {
+        let read = reader.read_value();
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let value = match read {
             Ok(None) => {
-                shared.close("the server closed its stdout (it exited or crashed)");
+                shared.close(shared.eof_reason);
                 return;
             }
             Ok(Some(value)) => value,
@@ -352,6 +364,8 @@ mod tests {
             on_notification: None,
             on_request: None,
             pass_progress: false,
+            eof_reason: "end of input",
+            stop: AtomicBool::new(false),
         }
     }
 

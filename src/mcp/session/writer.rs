@@ -1,8 +1,8 @@
-//! The writer side of a session: the thread that owns the server's stdin and writes
-//! queued lines one at a time, and the ticket through which a caller follows how much of
-//! its line got out.
+//! The writer side of a session: the thread that owns the server's stdin (or the
+//! caller's writer, for a session over streams) and writes queued lines one at a time,
+//! and the ticket through which a caller follows how much of its line got out.
 
-use std::process::ChildStdin;
+use std::io::Write;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -17,7 +17,7 @@ pub(super) enum WriteJob {
     Close,
 }
 
-pub(super) fn writer_loop(mut writer: MessageWriter<ChildStdin>, jobs: &mpsc::Receiver<WriteJob>) {
+pub(super) fn writer_loop<W: Write>(mut writer: MessageWriter<W>, jobs: &mpsc::Receiver<WriteJob>) {
     while let Ok(WriteJob::Line { line, ticket }) = jobs.recv() {
         match ticket {
             None => {
@@ -32,7 +32,7 @@ pub(super) fn writer_loop(mut writer: MessageWriter<ChildStdin>, jobs: &mpsc::Re
             }
         }
     }
-    // Dropping the writer closes the server's stdin.
+    // Dropping the writer closes the server's stdin (or drops the caller's writer).
 }
 
 /// Progress of one queued line, shared by the caller and the writer thread.
