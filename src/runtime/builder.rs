@@ -108,6 +108,7 @@ pub struct RuntimeBuilder {
     hook: Option<Hook>,
     bounds: Bounds,
     read_durability: crate::store::ReadDurability,
+    signing: Option<crate::store::log::Signing>,
     schema: Option<String>,
     pg_connections: Option<usize>,
     /// See `RuntimeBuilder::simulated_owner` (test tooling): `None` outside rpr's own tests.
@@ -140,6 +141,7 @@ impl RuntimeBuilder {
             hook: None,
             bounds: Bounds::DEFAULT,
             read_durability: crate::store::ReadDurability::Synced,
+            signing: None,
             schema: None,
             pg_connections: None,
             simulated: None,
@@ -195,6 +197,7 @@ impl RuntimeBuilder {
             self.schema.as_deref(),
             self.busy_timeout,
             self.pg_connections,
+            self.signing.clone(),
         )
     }
 
@@ -267,12 +270,35 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Signs the database's log in every commit that appends events (docs/evidence.md):
+    /// a checkpoint of the Merkle tree of every ledger event, signed with the key in
+    /// `signing` and stored in the same transaction, so a step returns only once its events
+    /// are covered by a signed checkpoint. The runtime refuses to take a step on a database
+    /// whose stored events are not all covered by a checkpoint a trusted key signed, or
+    /// that is behind or inconsistent with `signing`'s witness checkpoint
+    /// ([`crate::store::log::LogError`]).
+    ///
+    /// Without this, a runtime refuses a database whose log is signed.
+    #[must_use]
+    pub fn signing(mut self, signing: crate::store::log::Signing) -> Self {
+        self.signing = Some(signing);
+        self
+    }
+
     /// Opens the database and builds the runtime.
     pub fn open(self) -> Result<Runtime, StoreError> {
         let store = if crate::store::is_postgres_location(&self.path) {
             self.postgres()?
         } else {
-            Store::sqlite(SqliteBackend::open(&self.path, self.busy_timeout)?)
+            let mut backend = SqliteBackend::open(&self.path, self.busy_timeout)?;
+            let sealer = self.signing.clone().map(|s| {
+                Arc::new(crate::store::log::Sealer::new(
+                    s,
+                    crate::store::Backend::database_id(&backend),
+                ))
+            });
+            backend.set_sealer(sealer)?;
+            Store::sqlite(backend)
         };
         let database: Arc<str> = Arc::from(store.with(|b| b.database_id().to_owned()));
         let mut owner = Owner::current();

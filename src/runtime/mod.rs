@@ -282,6 +282,17 @@ impl Runtime {
     pub fn database_id(&self) -> &str {
         &self.database
     }
+
+    /// Signs the database's log now, with the key given to
+    /// [`RuntimeBuilder::signing`](crate::RuntimeBuilder::signing), in a commit of its own
+    /// that appends nothing, and returns the stored checkpoint note. Steps sign as they
+    /// commit, so this is needed only to begin signing a log that has no checkpoint yet
+    /// ([`crate::store::log::Signing::begin_log`]). Without a signing key, returns the
+    /// stored checkpoint, if any, unchanged.
+    pub fn sign_log(&self) -> Result<Option<String>, StoreError> {
+        self.store.write(true, |b| b.sign_log())?;
+        crate::store::log::latest(&self.reader())
+    }
     /// Refuses a handle that belongs to another database.
     pub(crate) fn own(&self, core: &Core) -> Result<(), PathwayError> {
         if core.database == self.database {

@@ -65,12 +65,20 @@ impl Store {
         schema: Option<&str>,
         busy_timeout: std::time::Duration,
         connections: Option<usize>,
+        signing: Option<crate::store::log::Signing>,
     ) -> Result<Self, StoreError> {
-        let backend = match schema {
+        let mut backend = match schema {
             Some(s) => PgBackend::open_in_schema(url, s)?,
             None => PgBackend::open(url)?,
         }
         .connections(connections.unwrap_or(crate::store::pg::DEFAULT_CONNECTIONS));
+        let sealer = signing.map(|s| {
+            std::sync::Arc::new(crate::store::log::Sealer::new(
+                s,
+                crate::store::Backend::database_id(&backend),
+            ))
+        });
+        backend.set_sealer(sealer)?;
         backend.set_lock_timeout(busy_timeout)?;
         // A session idle inside a transaction is a host cut off mid-step: the server ends
         // it, releasing what it locked, after the busy timeout, but never sooner than

@@ -143,6 +143,15 @@ where
 }
 
 /// The same SQLite failure again, for each caller of a failed batch.
+/// `error` again, for each step of a batch that failed with it.
+fn again(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::Sqlite(e) => copy_error(e),
+        StoreError::Log(e) => StoreError::Log(e.clone()),
+        other => StoreError::Corrupt(other.to_string()),
+    }
+}
+
 fn copy_error(error: &rusqlite::Error) -> StoreError {
     match error {
         rusqlite::Error::SqliteFailure(code, message) => {
@@ -319,6 +328,18 @@ impl Batcher {
             backend,
             armed: true,
         };
+        // With a signing key: every stored event is covered by a trusted checkpoint before
+        // this batch appends any (it holds the write lock from `BEGIN IMMEDIATE`).
+        let covered = match backend.log_check() {
+            Ok(covered) => covered,
+            Err(e) => {
+                drop(abandon);
+                for p in batch {
+                    p.lock().fail(&|| again(&e));
+                }
+                return;
+            }
+        };
         // A step alone in its batch runs without a savepoint; if it is refused, the batch
         // (its own transaction) rolls back instead of committing.
         let solo = batch.len() == 1;
@@ -346,9 +367,23 @@ impl Batcher {
             // Refused: whatever it wrote before the refusal is rolled back with the batch.
             return;
         }
+        // The batch's events signed into the log, in the same transaction.
+        let sealed = match covered.as_ref().map(|c| backend.log_seal(c)).transpose() {
+            Ok(sealed) => sealed.flatten(),
+            Err(e) => {
+                drop(abandon);
+                for p in batch {
+                    p.lock().fail(&|| again(&e));
+                }
+                return;
+            }
+        };
         match backend.commit_batch() {
             Ok(()) => {
                 abandon.armed = false;
+                if let Some(sealed) = sealed {
+                    backend.log_committed(sealed);
+                }
                 let done = batch.iter().filter(|p| p.lock().succeeded()).count();
                 self.steps
                     .fetch_add(u64::try_from(done).unwrap_or(u64::MAX), Ordering::Relaxed);

@@ -17,6 +17,7 @@ pub(crate) mod event;
 mod holder;
 pub(crate) mod late;
 mod location;
+pub mod log;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub(crate) mod pins;
@@ -203,6 +204,9 @@ pub enum StoreError {
     #[cfg(feature = "postgres")]
     #[error("{0}")]
     Unreachable(String),
+    /// The signed log refused the step (see [`log::LogError`]); nothing of it was written.
+    #[error("{0}")]
+    Log(#[from] log::LogError),
     /// The PostgreSQL transaction that carried this step with other callers' steps (a
     /// group commit) failed as a whole: the server's error, as text. Nothing of the batch
     /// was applied, unless the `COMMIT` itself was lost on the wire (then, as for
@@ -461,6 +465,9 @@ pub(crate) trait Backend {
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` (else [`StoreError::Conflict`]).
     fn grant_approval(&self, grant: Grant) -> Result<(), StoreError>;
+    /// A step that appends nothing and holds the ledger head, so that the batch carrying it
+    /// signs the log (with a signing key; `store::log`).
+    fn sign_log(&self) -> Result<(), StoreError>;
     /// Checks a tool's binding against its pin (see [`crate::Runtime::check_pin`]).
     fn check_pin(
         &self,

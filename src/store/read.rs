@@ -165,6 +165,17 @@ impl ReadStore {
         self.source().ledger(after, limit)
     }
 
+    /// The value stored under `key` in `meta`, if any.
+    pub(crate) fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.source().meta(key)
+    }
+
+    /// The database's identity (`meta.database_id`).
+    pub(crate) fn database_id(&self) -> Result<String, StoreError> {
+        self.meta("database_id")?
+            .ok_or_else(|| StoreError::Corrupt("meta has no database_id".into()))
+    }
+
     /// The head recorded in `meta` by the last step (seq and hash), if any.
     pub fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
         self.source().recorded_head()

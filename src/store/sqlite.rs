@@ -45,6 +45,8 @@ pub(crate) struct SqliteBackend {
     synced: std::cell::Cell<bool>,
     /// The replays steps leave for their pathways' next steps (`store::replays`).
     pub(super) replays: std::sync::Arc<super::replays::Replays>,
+    /// Signs the log in every batch's commit, when the runtime has a signing key.
+    sealer: Option<std::sync::Arc<super::log::Sealer>>,
 }
 
 /// A new database identity: 16 bytes from the system's random source, in hex.
@@ -234,6 +236,7 @@ impl SqliteBackend {
             solo: std::cell::Cell::new(false),
             synced: std::cell::Cell::new(true),
             replays: std::sync::Arc::default(),
+            sealer: None,
         };
         backend.migrate(&path.display().to_string())?;
         backend.database_id = backend
@@ -252,6 +255,49 @@ impl SqliteBackend {
 
     fn conn(&self) -> &Connection {
         self.read.conn()
+    }
+
+    /// Signs the log with `sealer` from now on; without one, refuses a database whose log
+    /// is signed (its steps would leave events no checkpoint covers).
+    pub(crate) fn set_sealer(
+        &mut self,
+        sealer: Option<std::sync::Arc<super::log::Sealer>>,
+    ) -> Result<(), StoreError> {
+        use super::log::LogRows;
+        if sealer.is_none()
+            && let Some(text) = super::log::SqliteLog(self.conn()).checkpoint()?
+        {
+            let size = super::log::stored_size(&text);
+            return Err(super::log::LogError::SigningKeyNeeded { size }.into());
+        }
+        self.sealer = sealer;
+        Ok(())
+    }
+
+    /// In a batch, holding the write lock: the log is covered (`None` without a signing key).
+    pub(crate) fn log_check(&self) -> Result<Option<super::log::Covered>, StoreError> {
+        self.sealer
+            .as_ref()
+            .map(|s| s.check(&mut super::log::SqliteLog(self.conn())))
+            .transpose()
+    }
+
+    /// Just before the batch's `COMMIT`: the checkpoint of its events, signed and stored.
+    pub(crate) fn log_seal(
+        &self,
+        covered: &super::log::Covered,
+    ) -> Result<Option<super::log::Sealed>, StoreError> {
+        match &self.sealer {
+            Some(s) => s.seal(&mut super::log::SqliteLog(self.conn()), covered),
+            None => Ok(None),
+        }
+    }
+
+    /// The batch that sealed `sealed` committed.
+    pub(crate) fn log_committed(&self, sealed: super::log::Sealed) {
+        if let Some(s) = &self.sealer {
+            s.committed(sealed);
+        }
     }
 
     /// The read side, on this connection.

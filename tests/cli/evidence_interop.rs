@@ -15,6 +15,7 @@ use rpr::evidence::checkpoint::Checkpoint;
 use rpr::evidence::merkle::{self, Hash};
 use rpr::evidence::note::{Note, SignerKey, VerifierKey};
 use rpr::evidence::proof;
+use rpr::store::ReadStore;
 
 use crate::host_support::{run, text};
 
@@ -275,4 +276,153 @@ fn gos_checkpoints_and_proofs_verify_with_rpr() {
         proof::verify(&serde_json::to_vec(&bad).unwrap(), &key, &[]),
         Err(proof::ProofFileError::Consistency { .. })
     ));
+}
+
+/// The whole path on the command line: `rpr call --signing-key` signs the log in its
+/// commits, `rpr witness` cosigns, `rpr proof --checkpoint STATE` proves a pathway's events
+/// against the cosigned checkpoint, `rpr verify --key --witness` and `rpr verify-proof`
+/// accept it, and Go's note and tlog check the same proof and the root of every event.
+#[test]
+fn a_database_signed_by_rpr_call_proves_a_pathway_that_go_verifies() {
+    use crate::host_support::{Scratch, by_key, call_args};
+    let dir = Scratch::new("log-cli");
+    let d = dir.join("");
+    let path = |name: &str| d.join(name).display().to_string();
+    for (file, name) in [("log.key", "rpr-log"), ("witness.key", "witness")] {
+        let out = run(["keygen", "--out", &path(file), "--name", name]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    let (config, policy) = (dir.fault_config("none"), dir.policy());
+    let db = path("rpr.db");
+    let log_key = path("log.key");
+    for key in ["first", "second"] {
+        let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
+        let mut args = call_args(&config, &policy, &db, "put", &arguments);
+        args.extend(["--key", key, "--signing-key", &log_key]);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    // Without the key, a step is refused and names the flag.
+    let arguments = r#"{"key": "third", "value": "paid"}"#;
+    let out = run(call_args(&config, &policy, &db, "put", arguments));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--signing-key"), "{}", text(&out));
+
+    let state = path("witness.state");
+    let witness = |expect: i32| {
+        let out = run([
+            "witness",
+            "--database",
+            &db,
+            "--state",
+            &state,
+            "--key",
+            &path("witness.key"),
+            "--log-key",
+            &path("log.key.pub"),
+        ]);
+        assert_eq!(out.status.code(), Some(expect), "{}", text(&out));
+        out
+    };
+    witness(0);
+    let (first, _) = by_key(Path::new(&db), "first");
+    let out = run([
+        "proof",
+        "--database",
+        &db,
+        "--pathway",
+        &first,
+        "--out",
+        &path("proof.json"),
+        "--checkpoint",
+        &state,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = run([
+        "verify-proof",
+        &path("proof.json"),
+        "--key",
+        &path("log.key.pub"),
+        "--witness-key",
+        &path("witness.key.pub"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = run([
+        "verify",
+        "--database",
+        &db,
+        "--key",
+        &path("log.key.pub"),
+        "--witness",
+        &state,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("signed log verified: true"),
+        "{}",
+        text(&out)
+    );
+
+    // Go: the proof with both signatures, and the tree hash of every event in the log.
+    let store = ReadStore::open_read_only(Path::new(&db)).unwrap();
+    let events: Vec<String> = store
+        .ledger(0, 10_000)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect();
+    std::fs::write(d.join("leaves.json"), serde_json::to_vec(&events).unwrap()).unwrap();
+    let out = go(&["check-rust"], &d);
+    assert_eq!(out.status.code(), Some(0), "Go refused:\n{}", text(&out));
+
+    // A forged append (a copy of the last event, re-chained) is found by `verify --key`,
+    // refused by the next step, and never enters what the witness cosigns.
+    let last = i64::try_from(events.len()).unwrap();
+    let text_last = events
+        .last()
+        .unwrap()
+        .replace(&format!("\"seq\":{last}"), &format!("\"seq\":{}", last + 1));
+    let (pathway, prev) = {
+        let row = store.ledger(last - 1, 1).unwrap().remove(0);
+        (row.pathway_id, row.hash)
+    };
+    drop(store);
+    let sql = crate::common::Sql::open(Path::new(&db));
+    let hash = rpr::ledger::chain_hash(&prev, &text_last);
+    sql.execute(
+        "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES ($1, $2, $3, $4, $5)",
+        &[
+            crate::common::Arg::Int(last + 1),
+            crate::common::Arg::Text(&pathway),
+            crate::common::Arg::Text(&text_last),
+            crate::common::Arg::Text(&prev),
+            crate::common::Arg::Text(&hash),
+        ],
+    );
+    let out = run(["verify", "--database", &db, "--key", &path("log.key.pub")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "events {} to {} are not covered",
+            last + 1,
+            last + 1
+        )),
+        "{}",
+        text(&out)
+    );
+    let mut args = call_args(&config, &policy, &db, "put", arguments);
+    args.extend(["--signing-key", &log_key]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("appended without the signing key"),
+        "{}",
+        text(&out)
+    );
+    let out = witness(0);
+    assert!(
+        text(&out).contains(&format!("cosigned {last} events")),
+        "{}",
+        text(&out)
+    );
 }

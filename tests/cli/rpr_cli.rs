@@ -8,7 +8,7 @@ use crate::host_support;
 use host_support::{Scratch, by_key, call_args, run, text};
 use serde_json::Value;
 
-const SUBCOMMANDS: [&str; 19] = [
+const SUBCOMMANDS: [&str; 23] = [
     "call",
     "approve",
     "deny",
@@ -28,6 +28,10 @@ const SUBCOMMANDS: [&str; 19] = [
     "gate",
     "copy-to-postgres",
     "keygen",
+    "verify-proof",
+    "checkpoint",
+    "witness",
+    "proof",
 ];
 
 #[test]
@@ -707,4 +711,113 @@ fn a_postgres_location_nobody_listens_on_names_where_and_why() {
     assert!(!text(&out).contains("s3cret"), "{}", text(&out));
     let status = run(["status", "--database", &db]);
     assert_eq!(status.status.code(), Some(0), "{}", text(&status));
+}
+
+/// `--signing-key` belongs to the commands that write; `--witness` to those and to `verify
+/// --key`. Given elsewhere, each is bad usage (exit 2), not silently ignored.
+#[test]
+fn signing_flags_on_a_command_that_does_not_use_them_are_bad_usage() {
+    let dir = Scratch::new("cli-signing-usage");
+    let db = database(&dir);
+    let key = dir.join("log.key").display().to_string();
+    let out = run(["keygen", "--out", &key]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for args in [
+        vec!["status", "--database", &db, "--signing-key", &key],
+        vec!["verify", "--database", &db, "--witness", &key],
+        vec!["checkpoint", "--database", &db, "--begin"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    }
+    // The database was made without a key: a signing step refuses its unsigned history
+    // until the operator begins the log.
+    let (config, policy) = (dir.fault_config("none"), dir.policy());
+    let arguments = r#"{"key": "third", "value": "paid"}"#;
+    let mut call = call_args(&config, &policy, &db, "put", arguments);
+    call.extend(["--signing-key", &key]);
+    let out = run(&call);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("checkpoint --begin"), "{}", text(&out));
+    let out = run([
+        "checkpoint",
+        "--database",
+        &db,
+        "--begin",
+        "--signing-key",
+        &key,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).starts_with("rpr/db_"), "{}", text(&out));
+    let out = run(&call);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The public half is not a signing key.
+    let public = format!("{key}.pub");
+    let out = run([
+        "hold",
+        "--database",
+        &db,
+        "--key",
+        "third",
+        "--as",
+        "x",
+        "--reason",
+        "r",
+        "--signing-key",
+        &public,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("not a signer key"), "{}", text(&out));
+}
+
+/// `--signer-command`: the key stays with another program (`rpr sign` here); a command that
+/// answers nonsense, or signs with another key, refuses the step and writes nothing.
+#[test]
+fn a_signer_command_signs_the_log_and_a_bad_one_refuses_the_step() {
+    let dir = Scratch::new("cli-signer-command");
+    let (config, policy) = (dir.fault_config("none"), dir.policy());
+    let db = dir.join("rpr.db").display().to_string();
+    let [key, other] = ["log.key", "other.key"].map(|f| dir.join(f).display().to_string());
+    for k in [&key, &other] {
+        let out = run(["keygen", "--out", k]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    let public = format!("{key}.pub");
+    let rpr = host_support::rpr().display().to_string();
+    let good = format!("{rpr} sign --key {key}");
+    let call = |value: &str, command: &str| {
+        let arguments = format!(r#"{{"key": "{value}", "value": "paid"}}"#);
+        let mut args: Vec<String> = call_args(&config, &policy, &db, "put", &arguments)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        args.extend(
+            [
+                "--key",
+                value,
+                "--signer-command",
+                command,
+                "--log-key",
+                &public,
+            ]
+            .map(str::to_owned),
+        );
+        run(&args)
+    };
+    let out = call("first", &good);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = |db: &str| crate::common::row_count(std::path::Path::new(db), "ledger");
+    let before = events(&db);
+    for (command, says) in [
+        ("/bin/echo nonsense".to_owned(), "not a signature line"),
+        (format!("{rpr} sign --key {other}"), "does not verify"),
+        ("/nonexistent/signer".to_owned(), "does not start"),
+    ] {
+        let out = call("second", &command);
+        assert_eq!(out.status.code(), Some(1), "{command}: {}", text(&out));
+        assert!(text(&out).contains(says), "{command}: {}", text(&out));
+        assert_eq!(events(&db), before, "{command}: nothing was written");
+    }
+    let out = run(["verify", "--database", &db, "--key", &public]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }

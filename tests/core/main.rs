@@ -23,5 +23,6 @@ mod model;
 mod proof;
 mod race;
 mod rpr_mcp;
+mod signed_log;
 mod snapshot_reads;
 mod state_machine;

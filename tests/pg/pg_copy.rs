@@ -785,3 +785,43 @@ fn the_rpr_command_copies_reports_and_refuses_each_bad_input() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("does not verify"), "{err}");
 }
+
+/// A signed log moves with its database: the copy keeps the identity (the checkpoint's
+/// origin) and `meta.log_checkpoint`, so the copy verifies with the same key and a runtime
+/// with that key steps on it; without the key, none does.
+#[test]
+fn a_signed_log_is_copied_and_verifies_and_signs_on_postgresql() {
+    use rpr::evidence::note::SignerKey;
+    use rpr::store::log::{self, Signing};
+    let key = SignerKey::from_seed("rpr-copy-log", &[3; 32]).unwrap();
+    let dir = TempDir::new("copy-signed");
+    let db = dir.path().join("rpr.db");
+    {
+        let rt = Runtime::builder(&db)
+            .signing(Signing::new(key.clone()))
+            .open()
+            .unwrap();
+        for k in ["a", "b"] {
+            let _ = propose_new(&rt, k).unwrap();
+        }
+    }
+    let s = Schema::new("signed");
+    s.copy(&db).unwrap();
+    let copied = s.open();
+    let report = log::verify_log(&copied.store, &key.verifier(), None).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.checkpoint.unwrap().size, u64::try_from(s.count("ledger")).unwrap());
+    let location = common::pg::location(&s.name);
+    assert!(matches!(
+        Runtime::open(&location),
+        Err(StoreError::Log(log::LogError::SigningKeyNeeded { .. }))
+    ));
+    let rt = Runtime::builder(&location)
+        .signing(Signing::new(key.clone()))
+        .open()
+        .unwrap();
+    let _ = propose_new(&rt, "c").unwrap();
+    let after = log::verify_log(&copied.store, &key.verifier(), None).unwrap();
+    assert!(after.is_ok(), "{:?}", after.problems);
+    assert!(after.checkpoint.unwrap().size > report.events);
+}

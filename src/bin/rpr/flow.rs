@@ -41,7 +41,7 @@ pub(crate) fn runtime(db: &Path) -> Result<Runtime, Failure> {
 
 /// Opens the database; the step hook narrates the write-ahead attempt record.
 pub(crate) fn runtime_with(db: &Path, bounds: rpr::evidence::Bounds) -> Result<Runtime, Failure> {
-    let mut builder = Runtime::builder(db).bounds(bounds);
+    let mut builder = crate::log::builder(db).bounds(bounds);
     if let Some(lease) = LEASE.get() {
         builder = builder.lease(*lease);
     }

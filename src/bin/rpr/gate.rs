@@ -73,7 +73,7 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
     policy
         .check_governs(&args.name)
         .map_err(|e| format!("policy {policy_path}: {e}"))?;
-    let rt = Runtime::builder(&args.database)
+    let rt = crate::log::builder(&args.database)
         .bounds(policy.bounds())
         .read_durability(match args.read_records {
             ReadRecords::Synced => rpr::store::ReadDurability::Synced,
@@ -127,7 +127,8 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
     if let (Some(server), Some(tool), Some(digest), Some(actor)) =
         (&args.server, &args.tool, &args.digest, &args.actor)
     {
-        let rt = Runtime::open(db)
+        let rt = crate::log::builder(db)
+            .open()
             .map_err(|e| format!("cannot open database {}: {e}", args.database))?;
         let pin = rt.accept_pin(server, tool, digest, &Actor::new(actor))?;
         if json_out {

@@ -75,6 +75,7 @@ mod copy;
 mod flow;
 mod gate;
 mod keygen;
+mod log;
 mod verify_proof;
 pub(crate) use rpr::shown;
 
@@ -138,6 +139,8 @@ struct Cli {
     /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
+    #[command(flatten)]
+    signing: log::SigningArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -186,6 +189,14 @@ enum Command {
     Keygen(keygen::KeygenArgs),
     /// Check a proof file offline with the log's public key: its signed checkpoint and each leaf's inclusion proof.
     VerifyProof(verify_proof::VerifyProofArgs),
+    /// Print the newest signed checkpoint of the log (--begin: sign a log that has none yet).
+    Checkpoint(log::CheckpointArgs),
+    /// Cosign the database's checkpoint as a witness if it extends the one cosigned before.
+    Witness(log::WitnessArgs),
+    /// Write a proof file of a pathway's events in the signed log, for `verify-proof`.
+    Proof(log::ProofArgs),
+    /// Sign a note read on stdin with KEYFILE and print the signature line (a --signer-command).
+    Sign(log::SignArgs),
 }
 
 impl Command {
@@ -204,7 +215,37 @@ impl Command {
     }
 }
 
+impl Command {
+    /// Whether the command takes steps (and so signs the log with `--signing-key`).
+    fn writes(&self) -> bool {
+        self.step().is_some()
+            || matches!(
+                self,
+                Command::Call(_)
+                    | Command::Unresolved(_)
+                    | Command::Gate(_)
+                    | Command::Pin(_)
+                    | Command::Checkpoint(_)
+            )
+    }
+}
+
 fn run(cli: &Cli) -> Result<Exit, Failure> {
+    if cli.command.writes() {
+        log::configure(&cli.signing)?;
+    } else if matches!(cli.command, Command::Witness(_)) {
+        // `witness` checks its own flags.
+    } else if cli.signing.any() {
+        return Err(Usage(
+            "--signing-key, --signer-command and --log-key apply to the commands that write (call, gate, pin, unresolved, checkpoint and the steps on a pathway)".into(),
+        )
+        .into());
+    } else if cli.signing.witness.is_some() && !matches!(cli.command, Command::Verify(_)) {
+        return Err(Usage(
+            "--witness applies to `verify --key` and the commands that write".into(),
+        )
+        .into());
+    }
     let json = cli.json;
     let reads = matches!(
         cli.command,
@@ -251,13 +292,17 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::Abort(a) => commands::abort(a),
         Command::Attest(a) => commands::attest(a),
         Command::RequireRepair(a) => commands::require_repair(a),
-        Command::Verify(a) => commands::verify(a, json),
+        Command::Verify(a) => commands::verify(a, cli.signing.witness.as_deref(), json),
         Command::Status(a) => commands::status(a, json),
         Command::Gate(a) => gate::run(a),
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),
         Command::Keygen(a) => keygen::keygen(a),
         Command::VerifyProof(a) => verify_proof::verify_proof(a, json),
+        Command::Checkpoint(a) => log::checkpoint(a),
+        Command::Witness(a) => log::witness(a, &cli.signing),
+        Command::Proof(a) => log::proof(a),
+        Command::Sign(a) => log::sign(a),
     }
 }
 

@@ -51,6 +51,10 @@ impl Backend for PgBackend {
         PgBackend::apply(self, step)
     }
 
+    fn sign_log(&self) -> Result<(), StoreError> {
+        PgBackend::sign_log(self)
+    }
+
     fn insert_and_apply(
         &self,
         new: NewPathway,

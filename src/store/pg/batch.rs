@@ -117,6 +117,14 @@ impl Drop for Carried {
 
 /// Whether a step's error is a lock it could not take: its pathway's row under `NOWAIT`
 /// (or another lock past `lock_timeout`); both come back as [`StoreError::Busy`].
+/// A step's refusal again, for every kept step of a batch the seal refused.
+fn again_store(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Log(e) => StoreError::Log(e.clone()),
+        other => StoreError::PostgresBatch(other.to_string()),
+    }
+}
+
 fn row_locked(e: &StoreError) -> bool {
     matches!(e, StoreError::Busy { .. })
 }
@@ -168,7 +176,7 @@ impl Batcher {
             return;
         }
         let deferred = match conn {
-            Ok(mut conn) => self.write_batch(&mut conn, &batch.0),
+            Ok(mut conn) => self.write_batch(&mut conn, &batch.0, backend.sealer()),
             Err(e) => {
                 for slot in &batch.0 {
                     slot.lock().staged = Some(Err(again(&e)));
@@ -197,7 +205,12 @@ impl Batcher {
 
     /// Writes `batch` in one transaction and commits it; each step's result is staged.
     /// Returns the steps put back for the next batch.
-    fn write_batch(&self, conn: &mut pool::Taken<'_>, batch: &[Queued]) -> Vec<Queued> {
+    fn write_batch(
+        &self,
+        conn: &mut pool::Taken<'_>,
+        batch: &[Queued],
+        sealer: Option<&crate::store::log::Sealer>,
+    ) -> Vec<Queued> {
         let solo = batch.len() == 1;
         let mut deferred = Vec::new();
         let pool::Conn {
@@ -209,6 +222,8 @@ impl Batcher {
                 statements,
                 nowait: false,
                 head: None,
+                sealer,
+                covered: None,
             };
             let mut wrote = 0;
             // One savepoint, moved past each step that is kept: `RELEASE` and a new
@@ -224,6 +239,7 @@ impl Batcher {
                 };
                 tx.nowait = i > 0;
                 let head = tx.head.clone();
+                let covered = tx.covered.clone();
                 let result = op(&mut tx);
                 let mut slot = queued.lock();
                 let keep = matches!(result, Ok(_) | Err(StoreError::Fenced { .. }));
@@ -241,6 +257,7 @@ impl Batcher {
                 } else {
                     tx.inner.batch_execute("ROLLBACK TO SAVEPOINT rpr_step")?;
                     tx.head = head;
+                    tx.covered = covered;
                     if i > 0 && result.as_ref().is_err_and(row_locked) {
                         slot.op = Some(op);
                         drop(slot);
@@ -252,7 +269,30 @@ impl Batcher {
                 slot.staged = Some(result);
             }
             tx.nowait = false;
+            // The batch's events signed into the log, in the same transaction.
+            let mut signed = None;
+            if let (Some(sealer), Some(covered), true) =
+                (sealer, tx.covered.clone(), tx.head.is_some())
+            {
+                match sealer.seal(&mut super::log::PgLog(&mut tx), &covered) {
+                    Ok(s) => signed = s,
+                    Err(e) => {
+                        // Nothing of the batch commits (the transaction rolls back as it
+                        // drops): every kept step gets the refusal.
+                        for queued in batch {
+                            let mut slot = queued.lock();
+                            if matches!(slot.staged, Some(Ok(_) | Err(StoreError::Fenced { .. }))) {
+                                slot.staged = Some(Err(again_store(&e)));
+                            }
+                        }
+                        return Ok(0);
+                    }
+                }
+            }
             tx.inner.commit()?;
+            if let (Some(sealer), Some(signed)) = (sealer, signed) {
+                sealer.committed(signed);
+            }
             Ok(wrote)
         })();
         match outcome {

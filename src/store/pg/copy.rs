@@ -210,6 +210,8 @@ pub fn copy_from_sqlite(
         statements,
         nowait: false,
         head: None,
+        sealer: None,
+        covered: None,
     };
     // No host writes the target while it is checked and filled (reads go on).
     tx.inner

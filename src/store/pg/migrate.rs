@@ -102,6 +102,8 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
             statements: &mut statements,
             nowait: false,
             head: None,
+            sealer: None,
+            covered: None,
         };
         let before = verify_tx(&mut t, None)?;
         if let Some(first) = before.problems.first() {
@@ -129,6 +131,8 @@ pub(super) fn migrate(client: &mut Client) -> Result<String, PgError> {
             statements: &mut statements_after,
             nowait: false,
             head: None,
+            sealer: None,
+            covered: None,
         };
         let after = verify_tx(&mut t, None)?;
         if let Some(first) = after.problems.first() {

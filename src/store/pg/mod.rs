@@ -49,6 +49,7 @@ mod copy;
 mod error;
 mod lease;
 mod ledger;
+mod log;
 mod migrate;
 mod pins;
 mod pool;
@@ -103,6 +104,8 @@ pub(crate) struct PgBackend {
     batcher: batch::Batcher,
     /// The replays steps leave for their pathways' next steps (`store::replays`).
     replays: std::sync::Arc<crate::store::replays::Replays>,
+    /// Signs the log in every batch's commit, when the runtime has a signing key.
+    sealer: Option<std::sync::Arc<crate::store::log::Sealer>>,
     database_id: String,
     schema: Option<String>,
 }
@@ -186,6 +189,7 @@ impl PgBackend {
             pool: pool::Pool::new(client, url, schema, read_only, database_id.clone()),
             batcher: batch::Batcher::default(),
             replays: std::sync::Arc::default(),
+            sealer: None,
             database_id,
             schema: schema.map(str::to_owned),
         })
@@ -301,6 +305,8 @@ impl PgBackend {
                 statements,
                 nowait: false,
                 head: None,
+                sealer: None,
+                covered: None,
             };
             let out = f(&mut tx)?;
             tx.inner.commit()?;
@@ -333,6 +339,8 @@ impl PgBackend {
             statements,
             nowait: false,
             head: None,
+            sealer: None,
+            covered: None,
         };
         let out = f(&mut tx);
         drop(tx);

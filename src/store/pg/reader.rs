@@ -119,6 +119,14 @@ impl PgReader {
 }
 
 impl Source for PgReader {
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.read(|tx| {
+            Ok(tx
+                .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])?
+                .map(|r| r.get(0)))
+        })
+    }
+
     fn status(&self) -> Result<Status, StoreError> {
         self.read(|tx| {
             let per_state = tx

@@ -264,6 +264,8 @@ impl Rows for PgRows<'_, '_> {
             .map_err(err)?
             .get(0);
         let head = parse_head(&head)?;
+        // Holding the head: the log is covered before this batch appends to it.
+        super::log::on_head(self.0)?;
         self.0.head = Some(head.clone());
         Ok(head)
     }

@@ -118,6 +118,11 @@ pub(super) struct Tx<'a> {
     /// later steps of a batch do not read it again. A batch puts back what it was before
     /// a step it rolls back to its savepoint (the row's lock may go with it).
     pub(super) head: Option<(i64, String)>,
+    /// The runtime's signing of the log, checked when the head is taken (`Rows::head`)
+    /// and sealed before the batch's `COMMIT` (`batch.rs`).
+    pub(super) sealer: Option<&'a crate::store::log::Sealer>,
+    /// What the check found when this transaction took the head; put back with `head`.
+    pub(super) covered: Option<crate::store::log::Covered>,
 }
 
 // Same shape, method after method: one thin wrapper per `postgres` call, each preparing

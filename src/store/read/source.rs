@@ -12,6 +12,8 @@ pub(crate) trait Source {
     fn status(&self) -> Result<Status, StoreError>;
     /// The newest ledger event's position and hash, read from the chain.
     fn ledger_head(&self) -> Result<Option<(i64, String)>, StoreError>;
+    /// The value stored under `key` in `meta`, if any.
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
     /// The head recorded by the last step, if any.
     fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError>;
     /// One pathway by id.

@@ -77,7 +77,7 @@ impl SqliteReads {
     }
 
     /// The value stored under `key` in `meta`, if there is one.
-    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+    fn meta_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
             .conn
             .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
@@ -137,6 +137,10 @@ impl SqliteReads {
 }
 
 impl Source for SqliteReads {
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.meta_value(key)
+    }
+
     fn status(&self) -> Result<Status, StoreError> {
         self.within(|| {
             let mut stmt = self
@@ -170,7 +174,7 @@ impl Source for SqliteReads {
     }
 
     fn recorded_head(&self) -> Result<Option<(i64, String)>, StoreError> {
-        Ok(self.meta("ledger_head")?.and_then(|v| {
+        Ok(self.meta_value("ledger_head")?.and_then(|v| {
             let (seq, hash) = v.split_once(':')?;
             Some((seq.parse().ok()?, hash.to_owned()))
         }))

@@ -56,6 +56,12 @@ impl Backend for SqliteBackend {
         tx.commit()
     }
 
+    fn sign_log(&self) -> Result<(), StoreError> {
+        // The batch took the write lock and checked the log at its `BEGIN IMMEDIATE`; it
+        // signs before its `COMMIT`.
+        Unit::begin(self)?.commit()
+    }
+
     fn database_id(&self) -> &str {
         &self.database_id
     }

@@ -31,6 +31,18 @@ pub(crate) struct Database {
     database: String,
 }
 
+impl Database {
+    /// The location as given.
+    pub(crate) fn location(&self) -> &str {
+        &self.database
+    }
+
+    /// The location as it may be shown (a URL's password hidden).
+    pub(crate) fn shown(&self) -> String {
+        rpr::store::shown_location(std::path::Path::new(&self.database))
+    }
+}
+
 /// `--config` and `--policy`: for the commands that start a server.
 #[derive(Debug, Args)]
 pub(crate) struct Files {
@@ -232,6 +244,11 @@ pub(crate) struct VerifyArgs {
     /// A ledger head recorded earlier: the chain must still reach it.
     #[arg(long, value_name = "HASH")]
     head: Option<String>,
+    /// Also check the signed log with the log's verifier key (KEYFILE.pub): every event
+    /// covered by a checkpoint the key signed, and (with --witness STATE) not behind or
+    /// inconsistent with the checkpoint the witness last cosigned.
+    #[arg(long, value_name = "PUB")]
+    key: Option<std::path::PathBuf>,
 }
 
 fn hint(files: Option<&Files>, db: &Database) -> Hint {

@@ -145,17 +145,40 @@ pub(crate) fn status(args: &Database, as_json: bool) -> Result<Exit, Failure> {
 }
 
 /// `verify`: checks the hash chain and the stored states, read-only.
-pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> {
+pub(crate) fn verify(
+    args: &VerifyArgs,
+    witness: Option<&std::path::Path>,
+    as_json: bool,
+) -> Result<Exit, Failure> {
     let head = args.head.as_deref().map(checked_head).transpose()?;
+    if witness.is_some() && args.key.is_none() {
+        return Err(Usage("--witness needs --key PUB (the log's verifier key)".into()).into());
+    }
     let store = ReadStore::open_read_only(existing_database(&args.db.database)?)?;
     let report = rpr::store::verify(&store, head.as_deref())?;
+    let signed = args
+        .key
+        .as_deref()
+        .map(|key| crate::log::verify_signed(&store, key, witness))
+        .transpose()?;
+    let log_problems: Vec<String> = signed
+        .iter()
+        .flat_map(|r| r.problems.iter().map(ToString::to_string))
+        .collect();
     if as_json {
-        print_json(&json!({
-            "verified": report.is_ok(),
+        let mut out = json!({
+            "verified": report.is_ok() && log_problems.is_empty(),
             "events": report.events,
             "head": report.head,
             "problems": report.problems,
-        }))?;
+        });
+        if let Some(r) = &signed {
+            out["log"] = json!({
+                "checkpoint_size": r.checkpoint.as_ref().map(|c| c.size),
+                "problems": log_problems,
+            });
+        }
+        print_json(&out)?;
     } else {
         outln!(
             "ledger: {} events, head {}",
@@ -165,16 +188,31 @@ pub(crate) fn verify(args: &VerifyArgs, as_json: bool) -> Result<Exit, Failure> 
         for p in &report.problems {
             say!("  {}", problem_line(p));
         }
+        if let Some(r) = &signed {
+            match &r.checkpoint {
+                Some(cp) => outln!(
+                    "signed log: checkpoint of {} events verified with the key",
+                    cp.size
+                ),
+                None => outln!("signed log: no checkpoint verified with the key"),
+            }
+            for p in &log_problems {
+                say!("  {p}");
+            }
+        }
     }
-    if report.is_ok() {
+    if report.is_ok() && log_problems.is_empty() {
         if !as_json {
             outln!("chain and states verified: true");
+            if signed.is_some() {
+                outln!("signed log verified: true");
+            }
         }
         Ok(Exit::Done)
     } else {
         Err(format!(
             "the ledger does not verify: {} problem(s)",
-            report.problems.len()
+            report.problems.len() + log_problems.len()
         )
         .into())
     }
