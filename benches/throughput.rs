@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp]
 //!                                   [--in-flight 1,4,16,64] [--form steps|bound|both]
+//!                                   [--signing off|on|both]
 //! cargo bench --bench throughput --features postgres -- --store sqlite,postgres:1,postgres --postgres URL …
 //! ```
 //!
@@ -27,6 +28,10 @@
 //!   slot, started before the clock runs. The *ungoverned* side sends the same `tools/call`
 //!   straight through the same kind of session. A governed call also lists the tools three
 //!   times (bind, prepare, and the re-check right before the call): part of what is measured.
+//!
+//! `--signing on` runs the governed side with a signing key (`RuntimeBuilder::signing`: a
+//! checkpoint of the log signed inside every commit that appends events, docs/evidence.md);
+//! `--signing both` runs each cell without and with it, one after the other.
 //!
 //! Both sides run their threads Each cell runs for `--seconds` (default 3) on a fresh database in `--dir` (default
 //! the system temporary directory: give a directory on a real disk, tmpfs ignores fsync).
@@ -138,6 +143,8 @@ struct Options {
     in_flight: Vec<usize>,
     forms: Vec<Form>,
     stores: Vec<Store>,
+    /// Without a signing key, with one, or both.
+    signing: Vec<bool>,
 }
 
 /// One session with a fresh `rpr-fault-server` (no fault).
@@ -201,6 +208,7 @@ fn options() -> Result<Options, String> {
         in_flight: vec![1, 4, 16, 64],
         forms: vec![Form::Steps],
         stores: vec![Store::Sqlite],
+        signing: vec![false],
     };
     let mut store_names = vec!["sqlite".to_owned()];
     let mut url = std::env::var("RPR_PG_URL").ok();
@@ -238,10 +246,18 @@ fn options() -> Result<Options, String> {
                     other => return Err(format!("--form takes steps, bound or both, not {other}")),
                 };
             }
+            "--signing" => {
+                o.signing = match value()?.as_str() {
+                    "off" => vec![false],
+                    "on" => vec![true],
+                    "both" => vec![false, true],
+                    other => return Err(format!("--signing takes off, on or both, not {other}")),
+                };
+            }
             "--store" => store_names = value()?.split(',').map(|s| s.trim().to_owned()).collect(),
             "--postgres" => url = Some(value()?),
             "--help" | "-h" => {
-                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64] [--form steps|bound|both] [--store sqlite,postgres,postgres:N] [--postgres URL]".into());
+                return Err("usage: cargo bench --bench throughput -- [--seconds S] [--dir DIR] [--executor-ms MS] [--only sleeper|mcp] [--in-flight 1,4,16,64] [--form steps|bound|both] [--signing off|on|both] [--store sqlite,postgres,postgres:N] [--postgres URL]".into());
             }
             other => return Err(format!("unexpected argument {other}")),
         }
@@ -353,15 +369,21 @@ struct Fresh {
     store: Store,
     location: String,
     schema: String,
+    signed: bool,
 }
 
 impl Fresh {
-    fn new(store: &Store, dir: &Path, threads: usize, form: Form) -> Self {
+    fn new(store: &Store, dir: &Path, threads: usize, form: Form, signed: bool) -> Self {
         let pool = match store {
             Store::Postgres(_, Some(n)) => format!("_c{n}"),
             _ => String::new(),
         };
-        let tag = format!("{}_{threads}_{}{pool}", std::process::id(), form.name());
+        let tag = format!(
+            "{}_{threads}_{}{pool}{}",
+            std::process::id(),
+            form.name(),
+            if signed { "_signed" } else { "" }
+        );
         let location = match store {
             Store::Sqlite => dir
                 .join(format!("rpr-throughput-{tag}.db"))
@@ -373,21 +395,23 @@ impl Fresh {
             store: store.clone(),
             location,
             schema: format!("rpr_throughput_{tag}"),
+            signed,
         };
         fresh.remove();
         fresh
     }
 
     fn open(&self) -> Runtime {
+        let mut builder = Runtime::builder(&self.location);
+        if self.signed {
+            let key =
+                rpr::evidence::note::SignerKey::from_seed("rpr-bench", &[5; 32]).expect("a key");
+            builder = builder.signing(rpr::store::log::Signing::new(key));
+        }
         match self.store {
-            Store::Sqlite => Runtime::open(&self.location),
-            Store::Postgres(_, None) => {
-                Runtime::builder(&self.location).schema(&self.schema).open()
-            }
-            Store::Postgres(_, Some(n)) => Runtime::builder(&self.location)
-                .schema(&self.schema)
-                .pg_connections(n)
-                .open(),
+            Store::Sqlite => builder.open(),
+            Store::Postgres(_, None) => builder.schema(&self.schema).open(),
+            Store::Postgres(_, Some(n)) => builder.schema(&self.schema).pg_connections(n).open(),
         }
         .expect("open the database")
     }
@@ -512,9 +536,9 @@ fn governed(
     threads: usize,
     run: Duration,
     executor: Duration,
-    (store, dir, form): (&Store, &Path, Form),
+    (store, dir, form, signed): (&Store, &Path, Form, bool),
 ) -> Governed {
-    let fresh = Fresh::new(store, dir, threads, form);
+    let fresh = Fresh::new(store, dir, threads, form, signed);
     let rt = fresh.open();
     let watch = (*store == Store::Sqlite).then(|| WalWatch::new(&fresh.location));
     let mut frames_before = 0;
@@ -623,22 +647,33 @@ fn main() -> ExitCode {
             ),
         }
         println!(
-            "| store | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | WAL frames per governed call | step p50 ms | step p99 ms | CPU µs per call, ungoverned | CPU µs per call, governed |"
+            "| store | signed | call | in flight | ungoverned calls/s | governed calls/s | governed / ungoverned | durable commits per governed call | WAL frames per governed call | step p50 ms | step p99 ms | CPU µs per call, ungoverned | CPU µs per call, governed |"
         );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for &threads in &o.in_flight {
             eprintln!("{threads} in flight…");
             let (bare, bare_cpu) = ungoverned(kind, threads, run, executor);
             let cpu = |c: Option<f64>| c.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.0}"));
-            for store in &o.stores {
-                for &form in &o.forms {
-                    let g = governed(kind, threads, run, executor, (store, &o.dir, form));
+            let cells: Vec<(&Store, Form, bool)> = o
+                .stores
+                .iter()
+                .flat_map(|s| {
+                    o.forms
+                        .iter()
+                        .flat_map(|&f| o.signing.iter().map(move |&g| (s, f, g)))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for (store, form, signed) in cells {
+                {
+                    let g = governed(kind, threads, run, executor, (store, &o.dir, form, signed));
                     let frames = g
                         .frames_per_call
                         .map_or_else(|| "n/a".to_owned(), |f| format!("{f:.1}"));
                     println!(
-                        "| {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {frames} | {:.2} | {:.2} | {} | {} |",
+                        "| {} | {} | {} | {threads} | {bare:.0} | {:.0} | {:.2} | {:.2} | {frames} | {:.2} | {:.2} | {} | {} |",
                         store.name(),
+                        if signed { "yes" } else { "no" },
                         form.name(),
                         g.calls_per_s,
                         g.calls_per_s / bare,

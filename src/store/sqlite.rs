@@ -265,7 +265,7 @@ impl SqliteBackend {
     ) -> Result<(), StoreError> {
         use super::log::LogRows;
         if sealer.is_none()
-            && let Some(text) = super::log::SqliteLog(self.conn()).checkpoint()?
+            && let (Some(text), _) = super::log::SqliteLog(self.conn()).checkpoint_and_last()?
         {
             let size = super::log::stored_size(&text);
             return Err(super::log::LogError::SigningKeyNeeded { size }.into());

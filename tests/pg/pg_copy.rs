@@ -810,7 +810,10 @@ fn a_signed_log_is_copied_and_verifies_and_signs_on_postgresql() {
     let copied = s.open();
     let report = log::verify_log(&copied.store, &key.verifier(), None).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
-    assert_eq!(report.checkpoint.unwrap().size, u64::try_from(s.count("ledger")).unwrap());
+    assert_eq!(
+        report.checkpoint.unwrap().size,
+        u64::try_from(s.count("ledger")).unwrap()
+    );
     let location = common::pg::location(&s.name);
     assert!(matches!(
         Runtime::open(&location),

@@ -21,10 +21,9 @@ use crate::store::StoreError;
 
 /// The reads and the write of the seal, inside the batch's transaction.
 pub(crate) trait LogRows {
-    /// The stored checkpoint note (`meta.log_checkpoint`).
-    fn checkpoint(&mut self) -> Result<Option<String>, StoreError>;
-    /// The newest event's seq (0 for an empty ledger).
-    fn last_seq(&mut self) -> Result<i64, StoreError>;
+    /// The stored checkpoint note (`meta.log_checkpoint`) and the newest event's seq (0 for
+    /// an empty ledger), in one statement.
+    fn checkpoint_and_last(&mut self) -> Result<(Option<String>, i64), StoreError>;
     /// The stored text of every event with `after < seq <= upto`, in order of seq.
     fn each_event(
         &mut self,
@@ -106,8 +105,8 @@ impl Sealer {
     /// a trusted key signed for this database and which extends what this writer knows (and
     /// the witness's checkpoint). Returns the tree the batch appends to.
     pub(crate) fn check(&self, rows: &mut dyn LogRows) -> Result<Covered, StoreError> {
-        let stored = rows.checkpoint()?;
-        let last = u64::try_from(rows.last_seq()?).unwrap_or(0);
+        let (stored, last) = rows.checkpoint_and_last()?;
+        let last = u64::try_from(last).unwrap_or(0);
         let mut known = self.known();
         let Some(text) = stored else {
             if known.text.is_some() {
@@ -264,16 +263,17 @@ impl Sealer {
         rows: &mut dyn LogRows,
         covered: &Covered,
     ) -> Result<Option<Sealed>, StoreError> {
-        let last = rows.last_seq()?;
+        // The events this batch appended: every one after the covered tree (the batch has
+        // held the head since the check).
         let mut frontier = covered.frontier.clone();
-        if u64::try_from(last).unwrap_or(0) == frontier.size() && covered.stored {
-            return Ok(None);
-        }
         rows.each_event(
             i64::try_from(frontier.size()).unwrap_or(i64::MAX),
-            last,
+            i64::MAX,
             &mut |_, text| frontier.append(merkle::leaf_hash(text)),
         )?;
+        if frontier.size() == covered.frontier.size() && covered.stored {
+            return Ok(None);
+        }
         let checkpoint = Checkpoint {
             origin: self.origin.clone(),
             size: frontier.size(),

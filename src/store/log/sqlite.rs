@@ -1,6 +1,6 @@
 //! [`LogRows`] on SQLite: the batch's connection, inside its `BEGIN IMMEDIATE` transaction.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::{LogRows, META_KEY};
 use crate::store::StoreError;
@@ -9,19 +9,14 @@ use crate::store::StoreError;
 pub(crate) struct SqliteLog<'c>(pub(crate) &'c Connection);
 
 impl LogRows for SqliteLog<'_> {
-    fn checkpoint(&mut self) -> Result<Option<String>, StoreError> {
+    fn checkpoint_and_last(&mut self) -> Result<(Option<String>, i64), StoreError> {
         Ok(self
             .0
-            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-            .query_row(params![META_KEY], |r| r.get(0))
-            .optional()?)
-    }
-
-    fn last_seq(&mut self) -> Result<i64, StoreError> {
-        Ok(self
-            .0
-            .prepare_cached("SELECT COALESCE(max(seq), 0) FROM ledger")?
-            .query_row([], |r| r.get(0))?)
+            .prepare_cached(
+                "SELECT (SELECT value FROM meta WHERE key = ?1),
+                        (SELECT COALESCE(max(seq), 0) FROM ledger)",
+            )?
+            .query_row(params![META_KEY], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
     fn each_event(

@@ -15,20 +15,16 @@ fn err(e: postgres::Error) -> StoreError {
 pub(super) struct PgLog<'t, 'a>(pub(super) &'t mut Tx<'a>);
 
 impl LogRows for PgLog<'_, '_> {
-    fn checkpoint(&mut self) -> Result<Option<String>, StoreError> {
-        Ok(self
+    fn checkpoint_and_last(&mut self) -> Result<(Option<String>, i64), StoreError> {
+        let row = self
             .0
-            .query_opt("SELECT value FROM meta WHERE key = 'log_checkpoint'", &[])
-            .map_err(err)?
-            .map(|r| r.get(0)))
-    }
-
-    fn last_seq(&mut self) -> Result<i64, StoreError> {
-        Ok(self
-            .0
-            .query_one("SELECT COALESCE(max(seq), 0)::bigint FROM ledger", &[])
-            .map_err(err)?
-            .get(0))
+            .query_one(
+                "SELECT (SELECT value FROM meta WHERE key = 'log_checkpoint'),
+                        (SELECT COALESCE(max(seq), 0)::bigint FROM ledger)",
+                &[],
+            )
+            .map_err(err)?;
+        Ok((row.get(0), row.get(1)))
     }
 
     fn each_event(
