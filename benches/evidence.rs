@@ -91,7 +91,10 @@ fn open(dir: &Path, mode: Mode, key: &SignerKey, witness: &SignerKey) -> Runtime
         Mode::Signed => Runtime::builder(&db).signing(signing).open().unwrap(),
         Mode::Witnessed => {
             {
-                let rt = Runtime::builder(&db).signing(signing.clone()).open().unwrap();
+                let rt = Runtime::builder(&db)
+                    .signing(signing.clone())
+                    .open()
+                    .unwrap();
                 rt.sign_log().unwrap();
             }
             let cosigned = {

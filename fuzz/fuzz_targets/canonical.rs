@@ -10,7 +10,9 @@ use serde_json::Value;
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
@@ -22,17 +24,40 @@ fn same(a: &Value, b: &Value) -> bool {
 fn reversed(v: &Value) -> Value {
     match v {
         Value::Array(a) => Value::Array(a.iter().map(reversed).collect()),
-        Value::Object(o) => Value::Object(o.iter().rev().map(|(k, v)| (k.clone(), reversed(v))).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .rev()
+                .map(|(k, v)| (k.clone(), reversed(v)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
 
 fuzz_target!(|input: &[u8]| {
-    let Ok(value) = serde_json::from_slice::<Value>(input) else { return };
-    let Ok(text) = rpr::canonical::to_string(&value) else { return };
+    let Ok(value) = serde_json::from_slice::<Value>(input) else {
+        return;
+    };
+    let Ok(text) = rpr::canonical::to_string(&value) else {
+        return;
+    };
     let back: Value = serde_json::from_str(&text).expect("canonical text is JSON");
-    assert!(same(&back, &value), "{text} does not read back as the value");
-    assert_eq!(rpr::canonical::to_string(&back).expect("again"), text, "not idempotent");
-    assert_eq!(rpr::canonical::to_string(&reversed(&value)).expect("reordered"), text, "member order leaked");
-    assert_eq!(rpr::canonical::byte_len(&value).expect("length"), text.len());
+    assert!(
+        same(&back, &value),
+        "{text} does not read back as the value"
+    );
+    assert_eq!(
+        rpr::canonical::to_string(&back).expect("again"),
+        text,
+        "not idempotent"
+    );
+    assert_eq!(
+        rpr::canonical::to_string(&reversed(&value)).expect("reordered"),
+        text,
+        "member order leaked"
+    );
+    assert_eq!(
+        rpr::canonical::byte_len(&value).expect("length"),
+        text.len()
+    );
 });

@@ -13,15 +13,22 @@ use rpr::evidence::proof;
 
 /// The key the proof-file seeds are signed with (seed 32 × 7, name fuzz.example/log).
 fn log_key() -> VerifierKey {
-    SignerKey::from_seed("fuzz.example/log", &[7; 32]).unwrap().verifier()
+    SignerKey::from_seed("fuzz.example/log", &[7; 32])
+        .unwrap()
+        .verifier()
 }
 
 fn hashes(bytes: &[u8]) -> Vec<Hash> {
-    bytes.chunks_exact(32).map(|c| c.try_into().unwrap()).collect()
+    bytes
+        .chunks_exact(32)
+        .map(|c| c.try_into().unwrap())
+        .collect()
 }
 
 fuzz_target!(|input: &[u8]| {
-    let Some((&mode, rest)) = input.split_first() else { return };
+    let Some((&mode, rest)) = input.split_first() else {
+        return;
+    };
     match mode % 5 {
         0 => {
             if let Ok(note) = Note::parse(rest) {

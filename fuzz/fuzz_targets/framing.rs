@@ -49,20 +49,32 @@ const GOOD: &[u8] = br#"{"jsonrpc":"2.0","id":"fuzz-end","method":"ping"}"#;
 
 fuzz_target!(|input: &[u8]| {
     // First byte: the cap (small, so that over-long lines are common); next 8 bytes: piece sizes.
-    let Some((&cap, rest)) = input.split_first() else { return };
+    let Some((&cap, rest)) = input.split_first() else {
+        return;
+    };
     let (sizes, body) = rest.split_at(rest.len().min(8));
     let max = usize::from(cap) * 4 + 64;
     let mut data = body.to_vec();
     data.push(b'\n');
     data.extend_from_slice(GOOD);
     data.push(b'\n');
-    let pieces = || Pieces { data: &data, sizes, at: 0, piece: 0, buf_end: 0 };
+    let pieces = || Pieces {
+        data: &data,
+        sizes,
+        at: 0,
+        piece: 0,
+        buf_end: 0,
+    };
     // Lines: none over the cap is handed out.
     let mut lines = MessageReader::with_max_message_bytes(pieces(), max);
     loop {
         match lines.read_line() {
             Ok(None) => break,
-            Ok(Some(line)) => assert!(line.len() <= max, "a line of {} bytes over the cap {max}", line.len()),
+            Ok(Some(line)) => assert!(
+                line.len() <= max,
+                "a line of {} bytes over the cap {max}",
+                line.len()
+            ),
             Err(e) => assert!(!e.is_fatal(), "a reader over memory failed: {e}"),
         }
     }
@@ -82,5 +94,8 @@ fuzz_target!(|input: &[u8]| {
             }
         }
     }
-    assert!(last_good, "the good message after the fuzzed bytes was not read last");
+    assert!(
+        last_good,
+        "the good message after the fuzzed bytes was not read last"
+    );
 });

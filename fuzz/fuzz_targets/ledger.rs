@@ -7,7 +7,12 @@
 //! value of another cell copied in, a small number added, a row deleted) and byte flips of the file itself,
 //! applied after the edits.
 //!
-//! What must hold: no panic; with no change the database verifies; and whenever the check
+//! The database's log is signed (`rpr_fuzz::stories::log_key`), and every case is also
+//! checked with `rpr::store::log::verify_log` and that key, what `rpr verify --key` adds.
+//!
+//! What must hold: no panic; with no change the database verifies, chain and signed log;
+//! whenever the signed log is called clean, every ledger event (its seq and its stored text,
+//! the tree's leaves) reads as in the original; and whenever the check
 //! calls the database clean, every chain-covered cell reads as in the original. Chain-covered
 //! cells are the ones `verify` re-derives from the events (`COVERED` below); the multiset of
 //! their rows is compared, read straight from each table (`NOT INDEXED`), with the recorded
@@ -157,9 +162,26 @@ fn covered(conn: &Connection) -> rusqlite::Result<Covered> {
     Ok((tables, head))
 }
 
+/// Every ledger event's seq and stored bytes, in order of seq, read straight from the table.
+fn leaves(conn: &Connection) -> rusqlite::Result<Vec<(i64, Vec<u8>)>> {
+    let mut stmt = conn.prepare("SELECT seq, CAST(event AS BLOB) FROM ledger NOT INDEXED")?;
+    let mut rows: Vec<(i64, Vec<u8>)> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default(),
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    rows.sort();
+    Ok(rows)
+}
+
 struct Original {
     bytes: Vec<u8>,
     covered: Covered,
+    /// Every ledger event's seq and stored text, in order: the signed tree's leaves.
+    leaves: Vec<(i64, Vec<u8>)>,
     head: String,
     /// Every editable cell: table, column, rowid.
     cells: Vec<(&'static str, &'static str, i64)>,
@@ -175,6 +197,7 @@ fn original() -> &'static Original {
         std::fs::write(&path, &bytes).expect("write");
         let conn = Connection::open(&path).expect("open");
         let covered = covered(&conn).expect("the original's covered cells");
+        let leaves = leaves(&conn).expect("the original's events");
         let mut cells = Vec::new();
         for (table, columns) in EDITABLE {
             let rowids: Vec<i64> = conn
@@ -189,6 +212,7 @@ fn original() -> &'static Original {
         Original {
             bytes,
             covered,
+            leaves,
             head,
             cells,
             dir,
@@ -376,6 +400,11 @@ fn covered_of(path: &Path) -> rusqlite::Result<Covered> {
     covered(&conn)
 }
 
+fn key() -> &'static rpr::evidence::note::SignerKey {
+    static KEY: OnceLock<rpr::evidence::note::SignerKey> = OnceLock::new();
+    KEY.get_or_init(rpr_fuzz::stories::log_key)
+}
+
 fuzz_target!(|input: &[u8]| {
     let o = original();
     let Some((&flags, rest)) = input.split_first() else {
@@ -384,12 +413,31 @@ fuzz_target!(|input: &[u8]| {
     let changes = changes(rest);
     let path = prepare(o, &changes);
     let known = (flags & 1 == 1).then_some(o.head.as_str());
-    let clean = match rpr::store::ReadStore::open_read_only(&path) {
-        Ok(store) => rpr::store::verify(&store, known).is_ok_and(|report| report.is_ok()),
-        Err(_) => false,
+    let (clean, signed_clean) = match rpr::store::ReadStore::open_read_only(&path) {
+        Ok(store) => (
+            rpr::store::verify(&store, known).is_ok_and(|report| report.is_ok()),
+            rpr::store::log::verify_log(&store, &key().verifier(), None)
+                .is_ok_and(|report| report.is_ok()),
+        ),
+        Err(_) => (false, false),
     };
     if changes.is_empty() {
         assert!(clean, "the unchanged database does not verify");
+        assert!(
+            signed_clean,
+            "the unchanged database's signed log does not verify"
+        );
+    }
+    if signed_clean {
+        let now = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| leaves(&c));
+        match now {
+            Ok(now) => assert!(
+                now == o.leaves,
+                "the signed log verified after a change to an event"
+            ),
+            Err(e) => panic!("the signed log verified, but its events cannot be read: {e}"),
+        }
     }
     if clean {
         match covered_of(&path) {

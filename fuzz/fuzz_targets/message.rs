@@ -6,7 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use rpr::jsonrpc::Message;
 
 fuzz_target!(|input: &[u8]| {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(input) else { return };
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(input) else {
+        return;
+    };
     if let Ok(message) = Message::from_value(value) {
         let again = Message::from_value(message.to_value()).expect("a message read back");
         assert_eq!(again.to_value(), message.to_value());

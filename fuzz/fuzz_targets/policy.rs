@@ -19,8 +19,12 @@ fuzz_target!(|input: &[u8]| {
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or_default(),
     );
-    let Ok(text) = std::str::from_utf8(policy) else { return };
-    let Ok(parsed) = Policy::parse(text) else { return };
+    let Ok(text) = std::str::from_utf8(policy) else {
+        return;
+    };
+    let Ok(parsed) = Policy::parse(text) else {
+        return;
+    };
     let _ = parsed.bounds();
     let _ = parsed.authority();
     let mut list = ToolList::default();
@@ -34,16 +38,25 @@ fuzz_target!(|input: &[u8]| {
     // The servers the policy names (parsed again as plain JSON: the policy keeps them private).
     let servers: Vec<String> = serde_json::from_str::<Value>(text)
         .ok()
-        .and_then(|v| v.get("servers")?.as_object().map(|s| s.keys().cloned().collect()))
+        .and_then(|v| {
+            v.get("servers")?
+                .as_object()
+                .map(|s| s.keys().cloned().collect())
+        })
         .unwrap_or_default();
     for server in servers.iter().map(String::as_str).chain(["unnamed"]) {
         let _ = parsed.check_governs(server);
         let _ = parsed.check_offered(server, &list);
         let _ = parsed.check_readbacks(server, &list);
         for tool in &list.tools {
-            let Ok(plan) = parsed.plan(server, tool, &list) else { continue };
+            let Ok(plan) = parsed.plan(server, tool, &list) else {
+                continue;
+            };
             if plan.class == ActionClass::Mutating && !matches!(plan.decision, Decision::Deny(_)) {
-                let rule = plan.readback.as_ref().expect("a tool that changes state is planned with a readback");
+                let rule = plan
+                    .readback
+                    .as_ref()
+                    .expect("a tool that changes state is planned with a readback");
                 let reader = list.get(&rule.tool).expect("its readback tool is listed");
                 let read_plan = parsed.plan(server, reader, &list);
                 assert!(

@@ -280,6 +280,11 @@ pub fn scratch(tag: &str) -> PathBuf {
 /// The bytes of the story database: one SQLite file in rollback-journal mode, every
 /// write checkpointed into it, so that a copy of these bytes is the whole database.
 #[must_use]
+/// The key the story database's log is signed with.
+pub fn log_key() -> rpr::evidence::note::SignerKey {
+    rpr::evidence::note::SignerKey::from_seed("rpr-fuzz-log", &[11; 32]).expect("a key")
+}
+
 pub fn database_bytes() -> Vec<u8> {
     let dir = scratch("build");
     let path = dir.join("stories.db");
@@ -301,6 +306,20 @@ pub fn database_bytes() -> Vec<u8> {
         .expect("journal mode");
     assert_eq!(mode, "delete");
     fix_process_facts(&conn);
+    drop(conn);
+    // The log signed as it stands now (the facts above rewrote events and the identity).
+    {
+        let rt = Runtime::builder(&path)
+            .signing(rpr::store::log::Signing::new(log_key()).begin_log())
+            .open()
+            .expect("a signing runtime");
+        rt.sign_log().expect("sign the log");
+    }
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+        .expect("journal mode");
+    assert_eq!(mode, "delete");
     drop(conn);
     let store = rpr::store::ReadStore::open_read_only(&path).expect("a read-only store");
     assert!(
