@@ -135,7 +135,9 @@ impl Gate {
             }
         }
         tool_error(
-            "identical calls kept taking this call's key; nothing was sent. Make the call again",
+            "identical calls kept taking this call's key; nothing of this call was recorded (a call \
+             that may change something was not sent; a read may have been, and its answer is \
+             withheld). Make the call again",
             None,
         )
     }
