@@ -457,12 +457,11 @@ impl Gate {
                 None,
             )
         };
-        let (open, count) = {
-            let reader = self.rt.reader();
-            let open = reader.open_with_request(digest).map_err(|e| failed(&e))?;
-            let count = reader.count_with_request(digest).map_err(|e| failed(&e))?;
-            (open, count)
-        };
+        let (open, count) = self
+            .rt
+            .reader()
+            .open_and_count_with_request(digest)
+            .map_err(|e| failed(&e))?;
         // Only a call that may change something holds an identical one once it was sent: a
         // read that was sent (in flight; one that failed is closed: `failed`) changed
         // nothing, so an identical call after it is a new call. A read not sent yet (waiting for a decision,
