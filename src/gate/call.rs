@@ -128,7 +128,9 @@ impl Gate {
             return self.retried(&state, responses, &digest, &checked, &mut asked, &request);
         }
         // An identical call stored first while this one was not stored yet takes its key:
-        // this one sent nothing, and is answered again, from that one.
+        // this one sent nothing (a read may have been sent: its answer is withheld, since
+        // it is not recorded), and is handled again: answered from that one, or (a read,
+        // which an identical read does not hold) made again under the next key.
         for _ in 0..2 {
             if let Some(answer) = self.propose_and_send(&checked, &asked, &request, &digest) {
                 return answer;
@@ -143,8 +145,9 @@ impl Gate {
     }
 
     /// Proposes, admits and (when the policy allows it) binds and sends the call: an allowed
-    /// call's pathway is stored with its attempt record, in one commit. `None` when an
-    /// identical call, stored first, took its key.
+    /// call's pathway is stored with its attempt record, in one commit (a read's with its
+    /// attempt and outcome, after the server answered). `None` when an identical call,
+    /// stored first, took its key.
     fn propose_and_send(
         &self,
         checked: &Checked,
