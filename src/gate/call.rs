@@ -128,21 +128,26 @@ impl Gate {
             return self.retried(&state, responses, &digest, &checked, &mut asked, &request);
         }
         // An identical call stored first while this one was not stored yet takes its key:
-        // this one sent nothing, and is answered again, from that one.
+        // this one sent nothing (a read may have been sent: its answer is withheld, since
+        // it is not recorded), and is handled again: answered from that one, or (a read,
+        // which an identical read does not hold) made again under the next key.
         for _ in 0..2 {
             if let Some(answer) = self.propose_and_send(&checked, &asked, &request, &digest) {
                 return answer;
             }
         }
         tool_error(
-            "identical calls kept taking this call's key; nothing was sent. Make the call again",
+            "identical calls kept taking this call's key; nothing of this call was recorded (a call \
+             that may change something was not sent; a read may have been, and its answer is \
+             withheld). Make the call again",
             None,
         )
     }
 
     /// Proposes, admits and (when the policy allows it) binds and sends the call: an allowed
-    /// call's pathway is stored with its attempt record, in one commit. `None` when an
-    /// identical call, stored first, took its key.
+    /// call's pathway is stored with its attempt record, in one commit (a read's with its
+    /// attempt and outcome, after the server answered). `None` when an identical call,
+    /// stored first, took its key.
     fn propose_and_send(
         &self,
         checked: &Checked,
@@ -455,12 +460,11 @@ impl Gate {
                 None,
             )
         };
-        let (open, count) = {
-            let reader = self.rt.reader();
-            let open = reader.open_with_request(digest).map_err(|e| failed(&e))?;
-            let count = reader.count_with_request(digest).map_err(|e| failed(&e))?;
-            (open, count)
-        };
+        let (open, count) = self
+            .rt
+            .reader()
+            .open_and_count_with_request(digest)
+            .map_err(|e| failed(&e))?;
         // Only a call that may change something holds an identical one once it was sent: a
         // read that was sent (in flight; one that failed is closed: `failed`) changed
         // nothing, so an identical call after it is a new call. A read not sent yet (waiting for a decision,

@@ -182,9 +182,15 @@ impl Gate {
         } else {
             None
         };
+        let was_stored = bound.is_stored();
         let outcome = match readback.as_mut() {
             Some(readback) => bound.dispatch_and_confirm(&self.rt, &actor, &mut executor, readback),
-            None => bound.dispatch(&self.rt, &actor, &mut executor),
+            // A read (read-only by the policy's class, which the definition and the binding
+            // carry): its attempt and outcome in one commit, before the client's answer.
+            None => match bound.into_read() {
+                Ok(read) => read.dispatch(&self.rt, &actor, &mut executor),
+                Err(bound) => bound.dispatch(&self.rt, &actor, &mut executor),
+            },
         };
         let mut refused = readback
             .as_ref()
@@ -193,6 +199,17 @@ impl Gate {
         if let Outcome::NotSent(n) = &outcome
             && matches!(n.error(), crate::PathwayError::KeyTaken { .. })
         {
+            return None;
+        }
+        // An identical read stored first took this read's key: this one was sent and
+        // answered, but nothing of it is recorded, so its answer is not given; made again
+        // under a new key (a read changes nothing).
+        if let Outcome::ReadUnrecorded(u) = &outcome
+            && matches!(u.error, crate::PathwayError::KeyTaken { .. })
+        {
+            note!(
+                "rpr gate: a read's record lost its key to an identical read stored first; read again under a new key"
+            );
             return None;
         }
         Some(match outcome {
@@ -317,6 +334,20 @@ impl Gate {
                     pathway.is_stored().then_some((id.as_str(), state)),
                 )
             }
+            Outcome::ReadUnrecorded(u) => tool_error(
+                format!(
+                    "the read was answered, but its record could not be stored ({}); its answer is \
+                     withheld, since nothing may be answered that is not recorded. A read changes \
+                     nothing: make the call again{}",
+                    u.error,
+                    if was_stored {
+                        format!("; pathway {id} was not moved by this call")
+                    } else {
+                        String::new()
+                    }
+                ),
+                None,
+            ),
             Outcome::Unrecorded(u) => tool_error(
                 format!(
                     "the outcome of attempt {} could not be recorded ({}); the pathway will be reported unknown and not sent again",

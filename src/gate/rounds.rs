@@ -1,7 +1,10 @@
 //! A 2026-07-28 server's own `input_required` to a governed `tools/call` of a 2026-07-28
 //! client, carried across that client's retries within one attempt.
 //!
-//! The attempt is recorded before the first round is sent, and every later round goes to
+//! A call that may change something has its attempt recorded before the first round is
+//! sent; a read's attempt is recorded with its outcome, after the last round
+//! ([`crate::BoundRead::dispatch`]), so a crash in the middle of a read's rounds leaves no
+//! record of it (and no effect: a read changes nothing). Every later round goes to
 //! the same server under the same binding, from the thread that carries the attempt (the
 //! thread of the client's first request). When the server asks for input, that thread
 //! answers the client's *current* request (the first, or the retry that continued the last

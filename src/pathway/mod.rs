@@ -15,8 +15,10 @@ mod transitions;
 pub use crate::executor::ActionClass;
 pub(crate) use crate::executor::request_json;
 pub use authority::{Actor, Authority, Role};
-pub use outcome::{Admission, Confirmed, NotSent, Outcome, StoredPathway, Unrecorded};
-pub use transitions::{Act, TRANSITIONS};
+pub use outcome::{
+    Admission, Confirmed, NotSent, Outcome, ReadUnrecorded, StoredPathway, Unrecorded,
+};
+pub use transitions::{Act, BoundRead, TRANSITIONS};
 pub(crate) use transitions::{admission, admission_events};
 
 use std::fmt;

@@ -65,6 +65,23 @@ pub struct Unrecorded {
     pub error: PathwayError,
 }
 
+/// A read dispatched with one commit ([`crate::BoundRead::dispatch`]) was sent and
+/// answered, but its record (the attempt and its outcome, committed together) could not be
+/// stored: **nothing** of it is recorded. A read changes nothing, so there is nothing to
+/// recover or reconcile; its answer must not be handed on as a recorded one. Reading again
+/// is a new read.
+#[derive(Debug)]
+#[must_use = "a read whose record failed has no answer to hand on"]
+pub struct ReadUnrecorded {
+    /// The pathway (not stored by this dispatch).
+    pub pathway: String,
+    /// The attempt that was sent, and not recorded.
+    pub attempt: String,
+    /// Why the record could not be stored ([`PathwayError::KeyTaken`]: an identical call
+    /// took the pathway's idempotency key first).
+    pub error: PathwayError,
+}
+
 /// The honest outcome of a dispatch, classified by what is actually known.
 #[derive(Debug)]
 #[must_use = "an outcome must be handled: an Unknown must be reconciled, a Returned read back"]
@@ -93,6 +110,9 @@ pub enum Outcome {
     Unknown(Pathway<Unknown>),
     /// The outcome could not be stored; `recover()` will report the attempt as unknown.
     Unrecorded(Unrecorded),
+    /// A read dispatched with one commit ([`crate::BoundRead::dispatch`]) was answered,
+    /// but neither its attempt nor its outcome could be recorded: nothing is stored.
+    ReadUnrecorded(ReadUnrecorded),
 }
 
 /// The result of reading back a returned call.
@@ -258,6 +278,13 @@ impl fmt::Display for Outcome {
                     u.pathway, u.attempt, u.error
                 );
             }
+            Outcome::ReadUnrecorded(u) => {
+                return write!(
+                    f,
+                    "pathway {}: the read (attempt {}) was answered but nothing of it could be recorded: {}",
+                    u.pathway, u.attempt, u.error
+                );
+            }
             Outcome::Completed(p) => (p.id(), p.state()),
             Outcome::Returned(p) => (p.id(), p.state()),
             Outcome::Failed(p) => (p.id(), p.state()),
@@ -274,6 +301,7 @@ impl std::error::Error for Outcome {
         match self {
             Outcome::NotSent(n) => Some(&n.error),
             Outcome::Unrecorded(u) => Some(&u.error),
+            Outcome::ReadUnrecorded(u) => Some(&u.error),
             _ => None,
         }
     }

@@ -84,7 +84,9 @@ impl IdSource for SequentialIds {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StepPoint {
-    /// Dispatch is about to commit the write-ahead attempt record.
+    /// Dispatch is about to commit the write-ahead attempt record (for a one-commit read,
+    /// [`crate::BoundRead::dispatch`]: its attempt record is ready, to be committed with
+    /// its outcome; the executor's last word comes next).
     BeforeAttemptCommit,
     /// The attempt record is durable; the executor has not been called.
     AfterAttemptCommit,

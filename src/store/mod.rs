@@ -462,6 +462,16 @@ pub(crate) trait Backend {
         events: Vec<EventDraft>,
         step: Step,
     ) -> Result<i64, StoreError>;
+    /// Applies `steps` in order in **one** atomic unit, after inserting `new` (a pathway not
+    /// stored yet, as [`Backend::insert_pathway`]) when given. Each step after the first
+    /// expects the version the one before it left. Returns the version after the last.
+    /// Any refusal (a [`StoreError::Fenced`] one too) rolls the whole unit back: nothing of
+    /// it is written. The read-only dispatch's one commit (its attempt and its outcome).
+    fn apply_together(
+        &self,
+        new: Option<(NewPathway, Vec<EventDraft>)>,
+        steps: Vec<Step>,
+    ) -> Result<i64, StoreError>;
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` (else [`StoreError::Conflict`]).
     fn grant_approval(&self, grant: Grant) -> Result<(), StoreError>;

@@ -136,6 +136,16 @@ impl ReadStore {
         self.source().count_with_request(request_digest)
     }
 
+    /// [`ReadStore::open_with_request`] and [`ReadStore::count_with_request`] in **one**
+    /// query (one statement, one snapshot): what a governing proxy looks up before each
+    /// call. Indexed like both.
+    pub fn open_and_count_with_request(
+        &self,
+        request_digest: &str,
+    ) -> Result<(Vec<PathwayRecord>, u64), StoreError> {
+        self.source().open_and_count_with_request(request_digest)
+    }
+
     /// A page of pathways in a non-terminal state, ordered by id, after `after`.
     pub fn list_unresolved(
         &self,

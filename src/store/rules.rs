@@ -217,6 +217,35 @@ pub(crate) fn insert(
     Ok(())
 }
 
+/// `steps` in order, each after the first expecting the version the one before it left;
+/// the version after the last. Every error, [`StoreError::Fenced`] too, must be rolled back
+/// with the whole unit (see [`super::Backend::apply_together`]).
+pub(crate) fn apply_together(
+    rows: &mut impl Rows,
+    steps: Vec<Step>,
+    replays: Option<&Replays>,
+) -> Result<i64, StoreError> {
+    let mut version = None;
+    for mut step in steps {
+        if let Some(v) = version {
+            step.expected_version = v;
+        }
+        version = Some(match apply(rows, step, replays) {
+            // Not kept here: the attempt a late outcome would name was started in this
+            // very unit, so this cannot happen; if it did, nothing of the unit is written.
+            Err(StoreError::Fenced {
+                pathway, attempt, ..
+            }) => {
+                return Err(StoreError::Corrupt(format!(
+                    "pathway {pathway}: attempt {attempt} was fenced inside the unit that started it"
+                )));
+            }
+            other => other?,
+        });
+    }
+    version.ok_or_else(|| StoreError::Corrupt("a unit of no steps".to_owned()))
+}
+
 /// One step; the new version. A [`StoreError::Fenced`] refusal has written its record and
 /// must be committed; every other error must be rolled back.
 pub(crate) fn apply(

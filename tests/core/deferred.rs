@@ -408,3 +408,64 @@ fn killed_after_the_commit_the_attempt_is_unknown_and_never_resent() {
     );
     assert!(rt.verify(None).unwrap().is_ok());
 }
+
+/// A read's one-commit dispatch (`BoundRead::dispatch`), on either store: the unstored
+/// pathway, its attempt and its outcome in one unit; a read whose key another read took
+/// meanwhile stores nothing of itself (`Outcome::ReadUnrecorded`) and leaves the ledger
+/// whole.
+#[test]
+fn a_read_is_stored_with_its_attempt_and_outcome_in_one_commit_or_not_at_all() {
+    let dir = TempDir::new("deferred-one-commit-read");
+    let rt = runtime(&dir.db());
+    let execution = actor("execution_actor");
+    let first = bound(bind(
+        &rt,
+        definition("k", ActionClass::ReadOnly),
+        &mut Scripted::ok(),
+    ))
+    .into_read()
+    .expect("a read");
+    let second = bound(bind(
+        &rt,
+        definition("k", ActionClass::ReadOnly),
+        &mut Scripted::ok(),
+    ))
+    .into_read()
+    .expect("a read");
+    let before = rt.write_stats();
+    let id = first.id().to_owned();
+    let outcome = first.dispatch(&rt, &execution, &mut Scripted::ok());
+    assert!(matches!(outcome, Outcome::Completed(_)), "{outcome:?}");
+    let after = rt.write_stats();
+    assert_eq!(after.steps - before.steps, 1, "{after:?}");
+    assert_eq!(after.commits - before.commits, 1, "{after:?}");
+    assert_eq!(rt.load(&id).unwrap().state(), State::Completed);
+    assert_eq!(
+        event_kinds(&rt, &id),
+        [
+            "proposed",
+            "admitted",
+            "attempt_started",
+            "attempt_completed"
+        ]
+    );
+
+    let mut executor = Scripted::ok();
+    let lost = second.id().to_owned();
+    match second.dispatch(&rt, &execution, &mut executor) {
+        Outcome::ReadUnrecorded(u) => {
+            assert!(
+                matches!(u.error, rpr::PathwayError::KeyTaken { .. }),
+                "{}",
+                u.error
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(executor.executed, 1, "sent and answered");
+    assert!(
+        rt.pathway_record(&lost).unwrap().is_none(),
+        "nothing stored"
+    );
+    assert!(rt.verify(None).unwrap().is_ok());
+}

@@ -16,6 +16,7 @@ mod at_most_once;
 mod authority;
 mod crash;
 mod deferred;
+mod identical;
 mod kept_replay;
 mod ledger;
 mod merged_steps;

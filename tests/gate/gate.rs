@@ -12,6 +12,8 @@ mod embedded;
 #[path = "gate_parts/eras.rs"]
 mod eras;
 use crate::interop_support;
+#[path = "gate_parts/one_commit.rs"]
+mod one_commit;
 #[path = "gate_parts/turns.rs"]
 mod turns;
 
@@ -655,30 +657,71 @@ fn kill_mid_call(dir: &TempDir, gate: &[String], tool: &str, args: &Value) -> St
     id
 }
 
-/// Issue 26: a read changes nothing, so a read in flight when its gate dies ends failed at
-/// the next start (not unknown: there is nothing to reconcile), and the identical read is a
-/// new call. The ledger checks clean.
+/// The requests the fault server logged (`--request-log PATH`) so far.
+fn logged_requests(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Waits until the fault server logged a `tools/call`.
+fn await_server_call(log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !logged_requests(log)
+        .iter()
+        .any(|r| r["method"] == "tools/call")
+    {
+        assert!(Instant::now() < deadline, "the server got no tools/call");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 26: a read changes nothing. Its attempt and outcome are recorded together once the
+/// server answered, so a read in flight when its gate dies leaves no record at all (and no
+/// effect), and the identical read after the restart is a new call that completes. The
+/// ledger checks clean.
 #[test]
-fn a_read_in_flight_when_its_gate_dies_ends_failed_and_the_same_read_is_a_new_call() {
-    let (dir, _, gate) = fault_setup(
-        "gate-kill-read",
+fn a_read_in_flight_when_its_gate_dies_leaves_no_record_and_the_same_read_is_a_new_call() {
+    let dir = TempDir::new("gate-kill-read");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
         "slow",
-        &["--sleep-ms", "1500", "--fault-on", "get"],
+        &[
+            "--sleep-ms",
+            "1500",
+            "--fault-on",
+            "get",
+            "--request-log",
+            &log_arg,
+        ],
     );
     let args = json!({"key": "k"});
-    let id = kill_mid_call(&dir, &gate, "get", &args);
+    let (mut child, mut stdin, _stdout) = raw_session(&gate);
+    let call_line = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get", "arguments": args}});
+    writeln!(stdin, "{call_line}").unwrap();
+    await_server_call(&log);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(
+        pathway_count(&dir),
+        0,
+        "the read was out, unanswered: nothing of it is recorded"
+    );
 
     let client = connect(&gate);
-    assert_eq!(
-        state(&dir, &id),
-        State::Failed,
-        "recovered as a failed read"
-    );
     let again = result(call(&client, "get", &args));
     assert_ne!(again["isError"], true, "{again}");
     let new_id = meta_id(&again);
-    assert_ne!(new_id, id, "the same read again is a new pathway");
     assert_eq!(state(&dir, &new_id), State::Completed);
+    assert_eq!(pathway_count(&dir), 1);
     client.shutdown();
     let db = dir.join("rpr.db").display().to_string();
     let out = rpr(&["verify", "--database", &db]);
@@ -1323,21 +1366,35 @@ fn a_cancelled_call_the_server_answers_anyway_is_recorded_and_not_answered() {
 }
 
 /// Issue 26: a read the client cancelled, which the server never answers, ends failed,
-/// "cancelled by the client", and is not answered.
+/// "cancelled by the client", and is not answered. (Nothing of it is recorded while it is
+/// out: its attempt and outcome are recorded together when it ends.)
 #[test]
 fn a_cancelled_read_ends_failed_cancelled_by_the_client() {
-    let (dir, _, gate) = fault_setup("gate-cancel-read", "never-reply", &["--fault-on", "get"]);
+    let dir = TempDir::new("gate-cancel-read");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(
+        &dir,
+        &policy,
+        "never-reply",
+        &["--fault-on", "get", "--request-log", &log_arg],
+    );
     let gate = with_call_timeout(gate, 2);
     let (mut child, mut stdin, mut stdout) = raw_session(&gate);
     let get = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
         "params": {"name": "get", "arguments": {"key": "k"}}});
     writeln!(stdin, "{get}").unwrap();
-    let id = await_only_pathway(&dir);
-    await_state(&dir, &id, State::Running);
-    std::thread::sleep(Duration::from_millis(300));
+    await_server_call(&log);
+    assert_eq!(
+        pathway_count(&dir),
+        0,
+        "nothing recorded while the read is out"
+    );
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 9}});
     writeln!(stdin, "{cancel}").unwrap();
+    let id = await_only_pathway(&dir);
     await_state(&dir, &id, State::Failed);
     answers_nothing_before_a_ping(&mut stdin, &mut stdout);
     let attempt = store(&dir).attempts(&id).unwrap().pop().unwrap();

@@ -547,7 +547,9 @@ fn inspector_cli_lists_and_calls_a_read_only_filesystem_tool_through_gate() {
 /// `tests/peers/rmcp-client PROGRAM ARGS…` starts any server, but its calls are fixed:
 /// `list_all_tools`, then `tools/call rpr.get_status`. So the gate governs `rpr-mcp`,
 /// serving the gate's own database: the status it reports is read while the call is
-/// in flight, and shows that call's pathway already recorded as `running`.
+/// in flight, and shows nothing of it yet: a read's attempt and outcome are recorded
+/// together once the server answered (before the client gets the answer, which the
+/// store shows completed after the run).
 #[test]
 fn rmcp_client_offering_2026_07_28_gets_2025_11_25_through_gate_and_calls_a_tool() {
     let dir = TempDir::new("gate-rmcp");
@@ -590,9 +592,9 @@ fn rmcp_client_offering_2026_07_28_gets_2025_11_25_through_gate_and_calls_a_tool
     let status = &r["get_status"];
     assert_eq!(status["isError"], false, "{context}");
     let counts = &status["structuredContent"]["counts"];
-    assert_eq!(
-        counts["running"], 1,
-        "the call in flight is recorded: {context}"
+    assert!(
+        counts["running"].as_i64().unwrap_or(0) == 0,
+        "a read in flight is not recorded yet (one commit, after its answer): {context}"
     );
 
     let sent: Vec<&str> = r["sent"]

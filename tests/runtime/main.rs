@@ -13,6 +13,7 @@ mod common;
 mod mcp_support;
 
 mod busy;
+mod one_commit_read;
 mod read_durability;
 mod redaction;
 mod robustness;

@@ -5,15 +5,17 @@ use serde_json::{Value, json};
 
 use crate::executor::{Delivery, Executor, Readback, RejectionClass};
 use crate::ledger::EventKind;
-use crate::pathway::outcome::{NotSent, Outcome, Unrecorded};
+use crate::pathway::outcome::{NotSent, Outcome, ReadUnrecorded, Unrecorded};
 use crate::pathway::stage::{
     Bindable, Bound, Completed, Failed, PartiallyCompleted, RepairRequired, Returned, Stage,
     Unknown,
 };
-use crate::pathway::{ActionClass, Actor, Pathway, PathwayError, Refused, request_json};
+use crate::pathway::{
+    ActionClass, Actor, Pathway, PathwayError, PendingInsert, Refused, request_json,
+};
 use crate::runtime::{Runtime, StepPoint};
 use crate::state::{AttemptStatus, State};
-use crate::store::AttemptWrite;
+use crate::store::{AttemptWrite, Step};
 
 use super::reconcile::observe;
 use super::{Act, Change, attempt_event, event};
@@ -127,72 +129,15 @@ impl Pathway<Bound> {
         executor: &mut dyn Executor,
         readback: Option<&mut dyn Readback>,
     ) -> Outcome {
-        let from = self.stage.from;
-        let act = if from == State::ReadyToResume {
-            Act::Resume
-        } else {
-            Act::Dispatch
+        let (p, request, attempt_id, start) = match self.prepared(rt, actor, executor) {
+            Ok(prepared) => prepared,
+            Err(not_sent) => return not_sent,
         };
-        if let Err(error) = rt
-            .own(&self.core)
-            .and_then(|()| self.core.authorize(actor, act))
-        {
-            return not_sent(self, error);
-        }
-        let request = self.core.definition.request.clone();
-        // Only the request the chain approved is ever sent (its digest is in the proposal
-        // event; the step's compare-and-set holds the row to the same digest).
-        match crate::canonical::sha256_hex(&request_json(&request)) {
-            Ok(given) if given == self.core.request_digest => {}
-            Ok(given) => {
-                let expected = self.core.request_digest.clone();
-                return not_sent(self, PathwayError::RequestMismatch { given, expected });
-            }
-            Err(e) => return not_sent(self, e.into()),
-        }
-        if let Err(refusal) = executor.prepare(&request, &self.stage.binding) {
-            let data = json!({"code": refusal.code, "message": refusal.message, "binding": self.stage.binding.digest});
-            let change = Change {
-                from,
-                to: None,
-                events: vec![event(
-                    EventKind::DispatchRefused,
-                    actor.as_str(),
-                    from,
-                    from,
-                    rt.fit(&data),
-                )],
-                attempt: None,
-                approval: None,
-            };
-            return match self.commit(rt, change) {
-                Ok(p) => not_sent(p, refusal.into()),
-                Err(r) => {
-                    let (p, e) = r.into_parts();
-                    not_sent(p, e)
-                }
-            };
-        }
-        // The executor now holds a preparation for this request: every path below that
-        // does not execute it releases it.
-        let (attempt_id, start) = match self.start_change(rt, actor, &request, executor) {
-            Ok(x) => x,
-            Err(error) => {
-                executor.release();
-                return not_sent(self, error);
-            }
-        };
-        rt.point(StepPoint::BeforeAttemptCommit);
-        // The caller's last word before anything is recorded (a request withdrawn meanwhile).
-        if let Err(refusal) = executor.still_wanted() {
-            executor.release();
-            return not_sent(self, refusal.into());
-        }
         // In flight here from before its record is durable until its outcome is. A panic
         // in rpr's own steps releases it as a crash would; a panic inside the executor
         // keeps it in flight while the process lives (the write may live on elsewhere).
         let mut tracked = crate::runtime::Tracked::new(rt, &attempt_id);
-        let running = match self.commit(rt, start) {
+        let running = match p.commit(rt, start) {
             Ok(p) => p,
             Err(r) => {
                 executor.release();
@@ -210,6 +155,87 @@ impl Pathway<Bound> {
             rt.point(StepPoint::AfterOutcomeCommit);
         }
         outcome
+    }
+
+    /// Everything a dispatch does before its attempt is recorded: who may dispatch, the
+    /// request the chain approved, the executor's preparation and last word, and the
+    /// attempt record to write. `Err`: nothing was recorded or sent (unless a refusal by
+    /// [`Executor::prepare`] was recorded). On `Ok` the executor holds a preparation.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the Err is the dispatch's own outcome, returned by value anyway"
+    )]
+    fn prepared(
+        self,
+        rt: &Runtime,
+        actor: &Actor,
+        executor: &mut dyn Executor,
+    ) -> Result<(Self, crate::executor::Request, String, Change), Outcome> {
+        let from = self.stage.from;
+        let act = if from == State::ReadyToResume {
+            Act::Resume
+        } else {
+            Act::Dispatch
+        };
+        if let Err(error) = rt
+            .own(&self.core)
+            .and_then(|()| self.core.authorize(actor, act))
+        {
+            return Err(not_sent(self, error));
+        }
+        let request = self.core.definition.request.clone();
+        // Only the request the chain approved is ever sent (its digest is in the proposal
+        // event; the step's compare-and-set holds the row to the same digest).
+        match crate::canonical::sha256_hex(&request_json(&request)) {
+            Ok(given) if given == self.core.request_digest => {}
+            Ok(given) => {
+                let expected = self.core.request_digest.clone();
+                return Err(not_sent(
+                    self,
+                    PathwayError::RequestMismatch { given, expected },
+                ));
+            }
+            Err(e) => return Err(not_sent(self, e.into())),
+        }
+        if let Err(refusal) = executor.prepare(&request, &self.stage.binding) {
+            let data = json!({"code": refusal.code, "message": refusal.message, "binding": self.stage.binding.digest});
+            let change = Change {
+                from,
+                to: None,
+                events: vec![event(
+                    EventKind::DispatchRefused,
+                    actor.as_str(),
+                    from,
+                    from,
+                    rt.fit(&data),
+                )],
+                attempt: None,
+                approval: None,
+            };
+            return Err(match self.commit(rt, change) {
+                Ok(p) => not_sent(p, refusal.into()),
+                Err(r) => {
+                    let (p, e) = r.into_parts();
+                    not_sent(p, e)
+                }
+            });
+        }
+        // The executor now holds a preparation for this request: every path below that
+        // does not execute it releases it.
+        let (attempt_id, start) = match self.start_change(rt, actor, &request, executor) {
+            Ok(x) => x,
+            Err(error) => {
+                executor.release();
+                return Err(not_sent(self, error));
+            }
+        };
+        rt.point(StepPoint::BeforeAttemptCommit);
+        // The caller's last word before anything is recorded (a request withdrawn meanwhile).
+        if let Err(refusal) = executor.still_wanted() {
+            executor.release();
+            return Err(not_sent(self, refusal.into()));
+        }
+        Ok((self, request, attempt_id, start))
     }
 
     /// The write-ahead attempt record: what will be sent, to which target, by which owner,
@@ -303,6 +329,27 @@ fn record_delivery(
     delivery: Delivery,
     readback: Option<&mut dyn Readback>,
 ) -> Outcome {
+    let (class, change, evidence) = delivery_change(&p, rt, actor, attempt, delivery, readback);
+    let id = p.core.id.clone();
+    match p.commit_running(rt, change) {
+        Ok(p) => outcome_of(p, class, attempt, evidence),
+        Err(error) => Outcome::Unrecorded(Unrecorded {
+            pathway: id,
+            attempt: attempt.to_owned(),
+            error,
+        }),
+    }
+}
+
+/// What a delivery means, the step that records it (from `running`), and its evidence.
+fn delivery_change(
+    p: &Pathway<Bound>,
+    rt: &Runtime,
+    actor: &Actor,
+    attempt: &str,
+    delivery: Delivery,
+    readback: Option<&mut dyn Readback>,
+) -> (Class, Change, Value) {
     let mutating = p.core.definition.class != ActionClass::ReadOnly;
     // Only a read may conclude `failed` from an error or an unknown result, since it changes
     // nothing. A read is read-only by its definition *and* its binding: `bind` refuses a
@@ -413,17 +460,11 @@ fn record_delivery(
         }),
         approval: None,
     };
-    let id = p.core.id.clone();
-    let p = match p.commit_running(rt, change) {
-        Ok(p) => p,
-        Err(error) => {
-            return Outcome::Unrecorded(Unrecorded {
-                pathway: id,
-                attempt: attempt.to_owned(),
-                error,
-            });
-        }
-    };
+    (class, change, evidence)
+}
+
+/// The outcome of a delivery recorded as `class` (`p` carries the version its record left).
+fn outcome_of(p: Pathway<Bound>, class: Class, attempt: &str, evidence: Value) -> Outcome {
     let v = p.core.version;
     let attempt = attempt.to_owned();
     match class {
@@ -479,5 +520,170 @@ impl Pathway<Bound> {
     /// Commits a step from `running` (the bound value's stored state moved on at the attempt commit).
     fn commit_running(self, rt: &Runtime, change: Change) -> Result<Self, PathwayError> {
         self.commit(rt, change).map_err(|r| r.into_parts().1)
+    }
+}
+
+/// A bound call proven to be a read: its definition **and** its binding are read-only (the
+/// same test that lets a failed read end [`Outcome::ReadFailed`]). Only
+/// [`Pathway::into_read`] makes one, so the one-commit dispatch below cannot be used for a
+/// call that may change something.
+///
+/// Its [`BoundRead::dispatch`] records the attempt and its outcome in **one** durable
+/// commit, after the call answered and before the dispatch returns (and so before any
+/// caller can hand the answer on), instead of the write-ahead attempt record and then the
+/// outcome. What is recorded is the same: the `attempt_started` event and the outcome's
+/// event, in that order, with the same contents.
+#[derive(Debug)]
+#[must_use = "a bound read must be dispatched (dropped, it leaves nothing behind)"]
+pub struct BoundRead {
+    pathway: Pathway<Bound>,
+}
+
+impl Pathway<Bound> {
+    /// The bound call as a [`BoundRead`] when its definition and its binding are both
+    /// read-only; otherwise the pathway back, unchanged (a call that may change something
+    /// keeps its write-ahead attempt record: [`Pathway::dispatch`]).
+    #[expect(
+        clippy::result_large_err,
+        reason = "the Err is the bound pathway itself, handed back by value"
+    )]
+    pub fn into_read(self) -> Result<BoundRead, Pathway<Bound>> {
+        if self.core.definition.class == ActionClass::ReadOnly
+            && self.stage.binding.class == ActionClass::ReadOnly
+        {
+            Ok(BoundRead { pathway: self })
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl BoundRead {
+    /// The pathway's id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        self.pathway.id()
+    }
+
+    /// What the read is bound to.
+    #[must_use]
+    pub fn binding(&self) -> &crate::executor::Binding {
+        &self.pathway.stage.binding
+    }
+
+    /// Whether the pathway is stored (see [`Pathway::is_stored`]).
+    #[must_use]
+    pub fn is_stored(&self) -> bool {
+        self.pathway.is_stored()
+    }
+
+    /// The bound pathway, to dispatch with its attempt recorded first after all.
+    #[must_use]
+    pub fn into_bound(self) -> Pathway<Bound> {
+        self.pathway
+    }
+
+    /// Dispatches the read like [`Pathway::dispatch`] (the same checks, the same refusals
+    /// before anything is sent, the same outcomes: [`Outcome::Completed`],
+    /// [`Outcome::ReadFailed`] or [`Outcome::NotSent`]), but with **one** durable commit:
+    /// the attempt record and the outcome are committed together once the executor
+    /// returned, and this returns only after that commit (synced, or under
+    /// [`ReadDurability::ProcessCrashSafe`](crate::store::ReadDurability::ProcessCrashSafe)
+    /// committed without a sync of its own). A pathway not stored yet is stored in the
+    /// same commit.
+    ///
+    /// - Nothing is recorded while the call is out: a crash (or kill) after the send and
+    ///   before the commit leaves no record of the read at all (no pathway if it was not
+    ///   stored, else the pathway as it was before the dispatch), and no effect, since a
+    ///   read changes nothing. The caller never had its answer.
+    /// - If the commit fails (the store, or another process took the pathway or its key
+    ///   meanwhile), the read was sent and answered but nothing is recorded:
+    ///   [`Outcome::ReadUnrecorded`]. Its answer must not be handed on; reading again is a
+    ///   new read.
+    /// - Without a write-ahead record, nothing stops two dispatchers of one *stored*
+    ///   approved read from both sending it (the store then keeps one record and the other
+    ///   gets [`Outcome::ReadUnrecorded`]): harmless for a read, never possible for a call
+    ///   that may change something.
+    ///
+    /// The step hook sees [`StepPoint::BeforeAttemptCommit`] (the executor's last word is
+    /// next; nothing is committed there), [`StepPoint::AfterReply`] and
+    /// [`StepPoint::AfterOutcomeCommit`] (the one commit), never
+    /// [`StepPoint::AfterAttemptCommit`].
+    pub fn dispatch(self, rt: &Runtime, actor: &Actor, executor: &mut dyn Executor) -> Outcome {
+        let (p, request, attempt_id, start) = match self.pathway.prepared(rt, actor, executor) {
+            Ok(prepared) => prepared,
+            Err(not_sent) => return not_sent,
+        };
+        // The attempt's own time: when it was sent, as in a two-commit dispatch.
+        let started_at = rt.now();
+        let delivery = executor.execute(&request);
+        rt.point(StepPoint::AfterReply);
+        let (class, finish, evidence) = delivery_change(&p, rt, actor, &attempt_id, delivery, None);
+        match p.commit_read(rt, start, started_at, finish) {
+            Ok(p) => {
+                rt.point(StepPoint::AfterOutcomeCommit);
+                outcome_of(p, class, &attempt_id, evidence)
+            }
+            Err((pathway, error)) => Outcome::ReadUnrecorded(ReadUnrecorded {
+                pathway,
+                attempt: attempt_id,
+                error,
+            }),
+        }
+    }
+}
+
+impl Pathway<Bound> {
+    /// Commits a read's attempt (`start`, at `started_at`) and its outcome (`finish`) as
+    /// one unit: both, or neither. `Err`: the pathway's id and why nothing was recorded.
+    fn commit_read(
+        mut self,
+        rt: &Runtime,
+        start: Change,
+        started_at: i64,
+        finish: Change,
+    ) -> Result<Self, (String, PathwayError)> {
+        let id = self.core.id.clone();
+        if let Err(e) = rt.own(&self.core) {
+            return Err((id, e));
+        }
+        let step = |change: Change, version: i64, at: i64| Step {
+            pathway: id.clone(),
+            expected_state: change.from,
+            expected_version: version,
+            fence: self.fence(),
+            to: change.to,
+            events: change.events,
+            attempt: change.attempt,
+            approval: change.approval,
+            at,
+        };
+        // The outcome's expected version is set by the store to the one the attempt left.
+        let steps = vec![
+            step(start, self.core.version, started_at),
+            step(finish, self.core.version, rt.now()),
+        ];
+        let new = self.core.pending.take().map(|pending| {
+            let PendingInsert { new, events } = *pending;
+            (new, events)
+        });
+        let inserting = new.is_some();
+        match rt.write_for(self.core.definition.class, move |b| {
+            b.apply_together(new, steps)
+        }) {
+            Ok(v) => {
+                self.core.version = v;
+                Ok(self)
+            }
+            Err(e)
+                if inserting
+                    && e.is_unique_violation()
+                    && rt.key_stored(&self.core.definition.idempotency_key) =>
+            {
+                let key = self.core.definition.idempotency_key.clone();
+                Err((id, PathwayError::KeyTaken { key }))
+            }
+            Err(e) => Err((id, e.into())),
+        }
     }
 }

@@ -21,6 +21,7 @@ mod reconcile;
 mod table;
 
 pub(crate) use admission::{admission, admission_events};
+pub use dispatch::BoundRead;
 pub use table::{Act, TRANSITIONS};
 
 /// One step's content, before it becomes a store [`Step`].

@@ -64,6 +64,14 @@ impl Backend for PgBackend {
         PgBackend::insert_and_apply(self, &new, events, step)
     }
 
+    fn apply_together(
+        &self,
+        new: Option<(NewPathway, Vec<EventDraft>)>,
+        steps: Vec<Step>,
+    ) -> Result<i64, StoreError> {
+        PgBackend::apply_together(self, new, steps)
+    }
+
     fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
         PgBackend::grant_approval(self, grant)
     }

@@ -217,6 +217,38 @@ impl Source for PgReader {
         })
     }
 
+    fn open_and_count_with_request(
+        &self,
+        request_digest: &str,
+    ) -> Result<(Vec<PathwayRecord>, u64), StoreError> {
+        if unstorable(request_digest) {
+            return Ok((Vec::new(), 0));
+        }
+        let open: Vec<&str> = State::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        self.read(|tx| {
+            // As on SQLite: one row when none is open (the pathway's columns NULL), else one
+            // per open pathway; the count on each.
+            let rows = tx.query(
+                "SELECT p.id, p.idempotency_key, p.definition, p.request_digest, p.state, \
+                 p.version, p.proposer, p.created_at, p.updated_at, n.n \
+                 FROM (SELECT count(*) AS n FROM pathways WHERE request_digest = $1) AS n \
+                 LEFT JOIN pathways AS p ON p.request_digest = $1 AND p.state = ANY($2) \
+                 ORDER BY p.id",
+                &[&request_digest, &open],
+            )?;
+            let count: i64 = rows.first().map_or(0, |r| r.get(9));
+            let open: Vec<_> = rows
+                .into_iter()
+                .filter(|r| r.get::<_, Option<&str>>(0).is_some())
+                .collect();
+            Ok((pathways(&open)?, u64::try_from(count).unwrap_or(0)))
+        })
+    }
+
     fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError> {
         if unstorable(request_digest) {
             return Ok(0);

@@ -53,6 +53,26 @@ impl PgBackend {
         })
     }
 
+    /// Inserts `new` (when given) and applies `steps` in order, in **one** transaction:
+    /// any refusal leaves nothing of it behind. Returns the version after the last step.
+    pub(crate) fn apply_together(
+        &self,
+        new: Option<(NewPathway, Vec<EventDraft>)>,
+        steps: Vec<Step>,
+    ) -> Result<i64, StoreError> {
+        for step in &steps {
+            rules::check_edges(step)?;
+        }
+        let replays = Arc::clone(&self.replays);
+        self.in_batch(move |tx| {
+            let mut rows = PgRows(tx);
+            if let Some((new, events)) = &new {
+                rules::insert(&mut rows, new, events.clone(), Some(&replays))?;
+            }
+            rules::apply_together(&mut rows, steps.clone(), Some(&replays))
+        })
+    }
+
     /// Records a granted approval (and its ledger event) without changing state, provided
     /// the pathway is still in `expected` at `version` with these digests.
     pub(crate) fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {

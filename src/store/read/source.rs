@@ -35,6 +35,11 @@ pub(crate) trait Source {
     fn open_with_request(&self, request_digest: &str) -> Result<Vec<PathwayRecord>, StoreError>;
     /// How many pathways, in any state, have `request_digest`.
     fn count_with_request(&self, request_digest: &str) -> Result<u64, StoreError>;
+    /// [`Source::open_with_request`] and [`Source::count_with_request`] in one query.
+    fn open_and_count_with_request(
+        &self,
+        request_digest: &str,
+    ) -> Result<(Vec<PathwayRecord>, u64), StoreError>;
     /// One pathway's attempts, oldest first.
     fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError>;
     /// A page of one pathway's ledger events with `seq > after`.

@@ -255,6 +255,38 @@ impl Source for SqliteReads {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    fn open_and_count_with_request(
+        &self,
+        request_digest: &str,
+    ) -> Result<(Vec<PathwayRecord>, u64), StoreError> {
+        // One row when no pathway of the digest is open (the pathway's columns NULL), else
+        // one per open pathway; the count on each. Both sides seek the index
+        // `pathways_by_request (request_digest, state)`, the open side by each open state.
+        let open: Vec<String> = State::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        let sql = format!(
+            "SELECT p.id, p.idempotency_key, p.definition, p.request_digest, p.state, p.version, \
+             p.proposer, p.created_at, p.updated_at, n.n \
+             FROM (SELECT count(*) AS n FROM pathways WHERE request_digest = CAST(?1 AS TEXT)) AS n \
+             LEFT JOIN pathways AS p ON p.request_digest = CAST(?1 AS TEXT) AND p.state IN ({}) \
+             ORDER BY p.id",
+            open.join(", ")
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params![request_digest])?;
+        let (mut open, mut count) = (Vec::new(), 0);
+        while let Some(row) = rows.next()? {
+            count = row.get::<_, i64>(9)?;
+            if row.get::<_, Option<String>>(0)?.is_some() {
+                open.push(pathway_row(row)??);
+            }
+        }
+        Ok((open, u64::try_from(count).unwrap_or(0)))
+    }
+
     fn attempts(&self, pathway: &str) -> Result<Vec<AttemptRecord>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, pathway_id, seq, previous_attempt, request, request_digest, binding, binding_digest, \

@@ -50,6 +50,22 @@ impl Backend for SqliteBackend {
         Ok(version)
     }
 
+    fn apply_together(
+        &self,
+        new: Option<(NewPathway, Vec<EventDraft>)>,
+        steps: Vec<Step>,
+    ) -> Result<i64, StoreError> {
+        // One unit: a refused step leaves nothing of the others (nor the pathway) behind.
+        let tx = Unit::begin(self)?;
+        let mut rows = SqliteRows(&tx);
+        if let Some((new, events)) = new {
+            rules::insert(&mut rows, &new, events, Some(&self.replays))?;
+        }
+        let version = rules::apply_together(&mut rows, steps, Some(&self.replays))?;
+        tx.commit()?;
+        Ok(version)
+    }
+
     fn grant_approval(&self, grant: Grant) -> Result<(), StoreError> {
         let tx = Unit::begin(self)?;
         rules::grant(&mut SqliteRows(&tx), grant, Some(&self.replays))?;

@@ -6,10 +6,11 @@
 //!
 //! - Held just before the attempt record is committed: nothing is recorded and nothing is
 //!   sent.
-//! - Held just after the attempt record is durable, before the request is written: the
-//!   request is not written; its attempt is recorded `not_sent`, "cancelled by the
-//!   client", and the pathway is `repair_required` (a write) or `failed` (a read): never
-//!   `write_status_unknown`, since nothing could have reached the server.
+//! - Held just after the attempt record is durable, before the request is written (a
+//!   write: a read has no attempt commit before its send): the request is not written; its
+//!   attempt is recorded `not_sent`, "cancelled by the client", and the pathway is
+//!   `repair_required`: never `write_status_unknown`, since nothing could have reached
+//!   the server.
 //! - Held inside the send itself: the server holds the `tools/list` the gate makes right
 //!   before it writes a write's `tools/call` (the binding checked at the send), and the
 //!   cancellation comes meanwhile. The request is withdrawn as it is queued (the check the
@@ -267,20 +268,19 @@ fn a_write_cancelled_after_its_attempt_is_recorded_is_not_sent_and_not_unknown()
     assert!(why.contains("cancelled by the client"), "{why}");
 }
 
+/// A read has no attempt commit before its send (its attempt and outcome are committed
+/// together, after the answer): held at the last point before the send, then cancelled, it
+/// is neither sent nor recorded.
 #[test]
-fn a_read_cancelled_after_its_attempt_is_recorded_is_not_sent_and_ends_failed() {
+fn a_read_cancelled_just_before_its_send_is_neither_recorded_nor_sent() {
     let seen = cancel_while_held(
-        "gate-cancel-read-after-record",
-        Held::At(StepPoint::AfterAttemptCommit),
+        "gate-cancel-read-before-send",
+        Held::At(StepPoint::BeforeAttemptCommit),
         "get",
         &json!({"key": "k"}),
     );
     seen.not_sent_nor_answered();
-    let (state, attempt) = seen.only_pathway();
-    assert_eq!(state, State::Failed);
-    assert_eq!(attempt.status, AttemptStatus::NotSent);
-    let why = attempt.outcome.unwrap().to_string();
-    assert!(why.contains("cancelled by the client"), "{why}");
+    assert_eq!(pathway_count(&seen.dir), 0, "nothing was recorded");
 }
 
 #[test]
