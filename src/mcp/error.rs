@@ -189,15 +189,78 @@ pub enum McpError {
         reason: String,
     },
 
+    /// The server did not get through the handshake (`server/discover` or `initialize`): it
+    /// exited, closed its pipes, wrote something that is not JSON-RPC, or did not answer in
+    /// time. No tool was called. `stderr` is the end of what it wrote to its stderr (empty
+    /// when it wrote nothing), read after the server was shut down.
+    #[error("{}", not_started_text(.method, .reason, .stderr))]
+    NotStarted {
+        /// The handshake request that failed.
+        method: String,
+        /// What happened, in words.
+        reason: String,
+        /// The last lines the server wrote to its stderr.
+        stderr: String,
+        /// The transport's own error.
+        #[source]
+        cause: Box<McpError>,
+    },
+
     /// A digest could not be computed (the value is not representable in RFC 8785 JSON).
     #[error("a binding digest could not be computed: {0}")]
     Canonical(#[from] crate::canonical::CanonicalError),
+}
+
+/// The most lines of a server's stderr an error quotes.
+const STDERR_LINES: usize = 12;
+
+fn not_started_text(method: &str, reason: &str, stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let shown = &lines[lines.len().saturating_sub(STDERR_LINES)..];
+    let mut out = format!(
+        "the server did not complete the MCP handshake (`{method}`: {reason}); no tool was called"
+    );
+    if shown.is_empty() {
+        out.push_str("; it wrote nothing to its stderr");
+    } else {
+        out.push_str("; the end of its stderr:");
+        for line in shown {
+            out.push_str("\n    ");
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 impl McpError {
     /// True when not one byte of the request reached the server (and none will).
     #[must_use]
     pub fn nothing_written(&self) -> bool {
-        matches!(self, Self::NotSent { .. })
+        match self {
+            Self::NotSent { .. } => true,
+            Self::NotStarted { cause, .. } => cause.nothing_written(),
+            _ => false,
+        }
+    }
+
+    /// A failure of the handshake `method` on a server that broke off or never answered,
+    /// as [`McpError::NotStarted`] with the end of its stderr; any other error unchanged.
+    pub(crate) fn at_start(self, stderr: impl FnOnce() -> String) -> Self {
+        let (method, reason) = match &self {
+            Self::NotSent { method, reason }
+            | Self::ConnectionLost { method, reason }
+            | Self::WriteFailed { method, reason, .. }
+            | Self::InvalidReply { method, reason } => (method.clone(), reason.clone()),
+            Self::TimedOut {
+                method, timeout, ..
+            } => (method.clone(), format!("no answer within {timeout:?}")),
+            _ => return self,
+        };
+        Self::NotStarted {
+            method,
+            reason,
+            stderr: stderr(),
+            cause: Box::new(self),
+        }
     }
 }

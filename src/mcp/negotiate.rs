@@ -54,7 +54,7 @@ pub(super) fn connect(
     let Some(version) = newest(&MODERN_VERSIONS, config) else {
         return legacy(session, config, "no modern version is accepted", true);
     };
-    match probe(&session, version, config, true)? {
+    match probe(&session, version, config, true).map_err(|e| at_start(&session, e))? {
         Verdict::Modern(server) => Ok(adopt(session, server, config)),
         Verdict::Legacy(how) => legacy(session, config, &how, true),
         Verdict::Gone(how) => {
@@ -221,6 +221,37 @@ fn legacy(
     how: &str,
     reprobe: bool,
 ) -> Result<(Session, ServerInfo), McpError> {
+    match initialize(&session, config, how, reprobe) {
+        Ok(Settled::Legacy(server)) => Ok((session, server)),
+        Ok(Settled::Modern(server)) => Ok(adopt(session, server, config)),
+        Err(e) => Err(at_start(&session, e)),
+    }
+}
+
+/// How the handshake on a session ended.
+enum Settled {
+    /// `initialize` done: a legacy server.
+    Legacy(ServerInfo),
+    /// A modern server after all (probed again after its `-32022`).
+    Modern(ServerInfo),
+}
+
+/// A handshake failure on a server that broke off or never answered, with the end of its
+/// stderr (read once it is shut down: [`McpError::NotStarted`]); other errors unchanged.
+fn at_start(session: &Session, e: McpError) -> McpError {
+    e.at_start(|| {
+        session.shutdown();
+        session.stderr_tail()
+    })
+}
+
+/// The `initialize` handshake (see [`legacy`]).
+fn initialize(
+    session: &Session,
+    config: &SessionConfig,
+    how: &str,
+    reprobe: bool,
+) -> Result<Settled, McpError> {
     let Some(offer) = newest(&LEGACY_VERSIONS, config) else {
         return Err(McpError::NoCommonVersion {
             detail: format!("the server is not a 2026-07-28 server ({how})"),
@@ -239,9 +270,9 @@ fn legacy(
                 .filter(|_| reprobe)
                 .and_then(|s| mutual_modern(&s, config));
             if let Some(version) = again
-                && let Verdict::Modern(server) = probe(&session, version, config, false)?
+                && let Verdict::Modern(server) = probe(session, version, config, false)?
             {
-                return Ok(adopt(session, server, config));
+                return Ok(Settled::Modern(server));
             }
             return Err(McpError::Rpc {
                 method: "initialize".into(),
@@ -264,7 +295,7 @@ fn legacy(
     }
     session.settle(version, None);
     session.notify("notifications/initialized", None)?;
-    Ok((session, server))
+    Ok(Settled::Legacy(server))
 }
 
 /// What the server said about itself: in its `initialize` reply (legacy era), or in its

@@ -801,3 +801,31 @@ fn rpr_database_is_the_default_database_and_a_flag_overrides_it() {
     assert!(text(&out).contains("RPR_DATABASE"), "{}", text(&out));
     assert!(!text(&out).contains("hunter2"), "{}", text(&out));
 }
+
+/// Issue 29: `rpr call` against a server that dies at start shows what the server wrote to
+/// its stderr, and does not talk of an effect: nothing was called.
+#[test]
+fn a_server_that_dies_at_start_is_shown_with_its_stderr() {
+    let dir = Scratch::new("dies-at-start");
+    let config = dir.write(
+        "mcp.json",
+        &json!({"mcpServers": {"ledger": {"command": "sh", "args": [
+            "-c", "echo 'fatal: API_TOKEN is not set' >&2; exit 3"
+        ]}}}),
+    );
+    let policy = dir.policy();
+    let db = dir.join("rpr.db");
+    let output = run(call(
+        &config,
+        &policy,
+        db.to_str().unwrap(),
+        "put",
+        r#"{"key": "k", "value": "v"}"#,
+    ));
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("server `ledger` did not start"), "{out}");
+    assert!(out.contains("fatal: API_TOKEN is not set"), "{out}");
+    assert!(out.contains("no tool was called"), "{out}");
+    assert!(!out.contains("effect"), "{out}");
+}

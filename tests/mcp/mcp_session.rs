@@ -462,3 +462,48 @@ fn raw_session_can_talk_before_initialize() {
     drop(session);
     assert_gone(pid);
 }
+
+/// Issue 29: a server that exits before the handshake is reported with the end of its
+/// stderr (the library keeps it), as a handshake failure with no tool called, and every
+/// handshake error still says whether anything was written.
+#[test]
+fn a_server_that_exits_before_the_handshake_is_reported_with_its_stderr() {
+    let command = ServerCommand::new("sh").args([
+        "-c",
+        "echo 'first line' >&2; echo 'fatal: API_TOKEN is not set' >&2; exit 3",
+    ]);
+    let err = McpClient::connect(&command, &fast_config()).unwrap_err();
+    let McpError::NotStarted {
+        method,
+        stderr,
+        cause,
+        ..
+    } = &err
+    else {
+        panic!("expected NotStarted, got {err:?}")
+    };
+    assert!(
+        method == "server/discover" || method == "initialize",
+        "{method}"
+    );
+    assert!(stderr.contains("fatal: API_TOKEN is not set"), "{stderr}");
+    assert_eq!(err.nothing_written(), cause.nothing_written());
+    let text = err.to_string();
+    assert!(text.contains("no tool was called"), "{text}");
+    assert!(text.contains("    fatal: API_TOKEN is not set"), "{text}");
+    assert!(
+        !text.contains("effect"),
+        "a handshake has no effect to speak of: {text}"
+    );
+
+    // Silent: said so, not an empty quote.
+    let err = McpClient::connect(
+        &ServerCommand::new("sh").args(["-c", "exit 0"]),
+        &fast_config(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("it wrote nothing to its stderr"),
+        "{err}"
+    );
+}
