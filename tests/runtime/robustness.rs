@@ -1114,6 +1114,8 @@ impl From<McpError> for Got {
             McpError::TimedOut { .. } => Self::TimedOut,
             McpError::NotSent { .. } => Self::NotSent,
             McpError::WriteFailed { .. } => Self::WriteFailed,
+            // A handshake the server broke off: what happened to the request is the cause.
+            McpError::NotStarted { cause, .. } => Self::from(*cause),
             other => Self::Other(other.to_string()),
         }
     }
