@@ -118,6 +118,15 @@ impl PgReader {
     }
 }
 
+/// The names of the states that are not terminal, for `state = ANY($n)`.
+fn open_states() -> Vec<&'static str> {
+    State::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| s.as_str())
+        .collect()
+}
+
 impl Source for PgReader {
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.read(|tx| {
@@ -203,11 +212,7 @@ impl Source for PgReader {
         }
         // Each open state by equality (`= ANY`), as on SQLite: the index
         // `pathways_by_request (request_digest, state)` seeks them.
-        let open: Vec<&str> = State::ALL
-            .iter()
-            .filter(|s| !s.is_terminal())
-            .map(|s| s.as_str())
-            .collect();
+        let open = open_states();
         self.read(|tx| {
             let rows = tx.query(
                 pathway_select!("WHERE request_digest = $1 AND state = ANY($2) ORDER BY id"),
@@ -224,11 +229,7 @@ impl Source for PgReader {
         if unstorable(request_digest) {
             return Ok((Vec::new(), 0));
         }
-        let open: Vec<&str> = State::ALL
-            .iter()
-            .filter(|s| !s.is_terminal())
-            .map(|s| s.as_str())
-            .collect();
+        let open = open_states();
         self.read(|tx| {
             // As on SQLite: one row when none is open (the pathway's columns NULL), else one
             // per open pathway; the count on each.
