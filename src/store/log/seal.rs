@@ -82,6 +82,37 @@ impl std::fmt::Debug for Sealer {
     }
 }
 
+/// Appends the stored events after `frontier`'s size, up to seq `upto`, refusing a gap in
+/// the seqs; the root at size `at`, if the tree has that size on the way (or already).
+fn extend(
+    rows: &mut dyn LogRows,
+    frontier: &mut Frontier,
+    upto: u64,
+    at: Option<u64>,
+) -> Result<Option<merkle::Hash>, StoreError> {
+    let mut root_at = (at == Some(frontier.size())).then(|| frontier.root());
+    let mut expected = i64::try_from(frontier.size()).unwrap_or(i64::MAX) + 1;
+    let mut gap = None;
+    rows.each_event(
+        expected - 1,
+        i64::try_from(upto).unwrap_or(i64::MAX),
+        &mut |seq, text| {
+            if seq != expected && gap.is_none() {
+                gap = Some(expected);
+            }
+            expected = seq + 1;
+            frontier.append(merkle::leaf_hash(text));
+            if at == Some(frontier.size()) {
+                root_at = Some(frontier.root());
+            }
+        },
+    )?;
+    match gap {
+        Some(seq) => Err(LogError::Gap(u64::try_from(seq).unwrap_or(0)).into()),
+        None => Ok(root_at),
+    }
+}
+
 impl Sealer {
     pub(crate) fn new(signing: super::Signing, database_id: &str) -> Self {
         Self {
@@ -120,22 +151,7 @@ impl Sealer {
             }
             // Nothing signed yet: the first seal signs every event as it stands.
             let mut frontier = Frontier::new();
-            let mut expected = 1_i64;
-            let mut gap = None;
-            rows.each_event(
-                0,
-                i64::try_from(last).unwrap_or(i64::MAX),
-                &mut |seq, text| {
-                    if seq != expected && gap.is_none() {
-                        gap = Some(expected);
-                    }
-                    expected = seq + 1;
-                    frontier.append(merkle::leaf_hash(text));
-                },
-            )?;
-            if let Some(seq) = gap {
-                return Err(LogError::Gap(u64::try_from(seq).unwrap_or(0)).into());
-            }
+            extend(rows, &mut frontier, last, None)?;
             if let Some(w) = self.witnessed.as_ref().filter(|w| w.size > 0) {
                 // The witness cosigned a signed log of this database; it has none now.
                 return Err(LogError::Behind {
@@ -166,30 +182,12 @@ impl Sealer {
             }
             // Adopt it: the events between what is known and its size, hashed here.
             let mut frontier = known.frontier.clone();
-            let mut expected = i64::try_from(have).unwrap_or(i64::MAX) + 1;
-            let mut gap = None;
-            let mut witness_at = None;
-            let witness_size = self.witnessed.as_ref().map(|w| w.size);
-            if witness_size == Some(frontier.size()) {
-                witness_at = Some(frontier.root());
-            }
-            rows.each_event(
-                i64::try_from(have).unwrap_or(i64::MAX),
-                i64::try_from(cp.size).unwrap_or(i64::MAX),
-                &mut |seq, text| {
-                    if seq != expected && gap.is_none() {
-                        gap = Some(expected);
-                    }
-                    expected = seq + 1;
-                    frontier.append(merkle::leaf_hash(text));
-                    if witness_size == Some(frontier.size()) {
-                        witness_at = Some(frontier.root());
-                    }
-                },
+            let witness_at = extend(
+                rows,
+                &mut frontier,
+                cp.size,
+                self.witnessed.as_ref().map(|w| w.size),
             )?;
-            if let Some(seq) = gap {
-                return Err(LogError::Gap(u64::try_from(seq).unwrap_or(0)).into());
-            }
             if frontier.size() != cp.size {
                 return Err(LogError::Behind {
                     stored: frontier.size(),
