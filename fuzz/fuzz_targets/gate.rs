@@ -28,10 +28,11 @@
 //! - every line the gate writes to the client is one JSON-RPC 2.0 message: a request or
 //!   notification (a string `method`), or a response with an `id` and exactly one of
 //!   `result` and `error` (an integer `code` and a string `message`);
-//! - no `tools/call` reaches the server without an attempt record: when one arrives, the
-//!   database holds an attempt `in_flight` whose request digest is that of the call's tool
-//!   and arguments, or it is the `get` readback of a `put` or `del` whose attempt is
-//!   in flight or returned;
+//! - no `tools/call` of a mutating tool reaches the server without an attempt record: when
+//!   one arrives, the database holds an attempt `in_flight` whose request digest is that of
+//!   the call's tool and arguments. A `get` may arrive without one: a read the policy calls
+//!   read-only is recorded when it ends (docs/gate.md), as is its use as the readback of a
+//!   `put` or `del`. A tool outside the policy never arrives;
 //! - no second send of an open identity (docs/gate.md, "One governed call", 2): a call of
 //!   a tool that changes state (`put`, `del`) reaches the server again with the same
 //!   arguments only once the pathway of the earlier send is terminal in the store (a later
@@ -67,6 +68,9 @@ const SERVER: &str = "fz";
 
 /// The tools the policy calls mutating: a repeat of an open one is never sent.
 const MUTATING: [&str; 2] = ["put", "del"];
+
+/// The tool the policy calls read-only: sent before anything of it is recorded.
+const READ: &str = "get";
 
 fn policy_text() -> String {
     let readback = json!({
@@ -372,16 +376,11 @@ impl Checks {
         let own = attempts
             .iter()
             .find(|a| a.status == AttemptStatus::InFlight && a.request_digest == digest);
-        let readback = tool == "get"
-            && attempts.iter().any(|a| {
-                matches!(a.status, AttemptStatus::InFlight | AttemptStatus::Returned)
-                    && a.request
-                        .get("action")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| MUTATING.contains(&t))
-            });
         let Some(own) = own else {
-            if !readback {
+            // A read the policy calls read-only has no attempt commit before its send: it
+            // is recorded when it ends, attempt and outcome together (docs/gate.md,
+            // `notifications/cancelled`; issue 26).
+            if tool != READ {
                 self.violations.push(format!(
                     "{shown} reached the server without an attempt in flight for it"
                 ));
