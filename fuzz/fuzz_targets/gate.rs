@@ -33,6 +33,10 @@
 //!   the call's tool and arguments. A `get` may arrive without one: a read the policy calls
 //!   read-only is recorded when it ends (docs/gate.md), as is its use as the readback of a
 //!   `put` or `del`. A tool outside the policy never arrives;
+//! - nothing is answered that is not recorded: when the gate writes an answer to a
+//!   `tools/call` that names its pathway `completed` (`_meta["dev.rpr/pathway"]`), the
+//!   store already holds that pathway `completed` (this is what holds a read, sent before
+//!   its record, to the record);
 //! - no second send of an open identity (docs/gate.md, "One governed call", 2): a call of
 //!   a tool that changes state (`put`, `del`) reaches the server again with the same
 //!   arguments only once the pathway of the earlier send is terminal in the store (a later
@@ -118,6 +122,61 @@ struct Seen {
     asked: Vec<String>,
     /// How many of `asked` were offered a line of the client script.
     offered: usize,
+    /// The methods of the requests handed to the gate, by id (as JSON text): an answer is
+    /// checked against the store only when its id was never used by anything but a
+    /// `tools/call` (a passed-through answer is the server's own).
+    methods: HashMap<String, Vec<String>>,
+    /// The gate's database, to check its answers against (opened at the first one).
+    db: PathBuf,
+    store: Option<ReadStore>,
+    /// What the gate answered that the store does not hold.
+    violations: Vec<String>,
+}
+
+impl Seen {
+    /// An answer to a `tools/call` that names a pathway `completed` in its `_meta` is
+    /// written only once that pathway is stored `completed` (nothing is answered that is not
+    /// recorded: a read, sent before anything of it was, included). `completed` is
+    /// terminal, so no later step of the gate can have moved it by the time of the check.
+    fn check_answer(&mut self, id: &str, result: &Value) {
+        let governed = self
+            .methods
+            .get(id)
+            .is_some_and(|m| m.iter().all(|m| m == "tools/call"));
+        let named = &result["_meta"]["dev.rpr/pathway"];
+        let (Some(pathway), Some("completed")) = (named["id"].as_str(), named["state"].as_str())
+        else {
+            return;
+        };
+        if !governed {
+            return;
+        }
+        if self.store.is_none() {
+            match ReadStore::open_read_only(&self.db) {
+                Ok(store) => self.store = Some(store),
+                Err(e) => {
+                    self.violations.push(format!(
+                        "the gate answered {id} with pathway {pathway} completed, and its database cannot be opened: {e}"
+                    ));
+                    return;
+                }
+            }
+        }
+        let stored = self.store.as_ref().expect("opened").pathway(pathway);
+        match stored {
+            Ok(Some(p)) if p.state == rpr::State::Completed => {}
+            Ok(Some(p)) => self.violations.push(format!(
+                "the gate answered {id} with pathway {pathway} completed, and the store holds it {}",
+                p.state.as_str()
+            )),
+            Ok(None) => self.violations.push(format!(
+                "the gate answered {id} with pathway {pathway} completed, and the store does not hold it"
+            )),
+            Err(e) => self.violations.push(format!(
+                "the gate answered {id} with pathway {pathway} completed, and its database cannot be read: {e}"
+            )),
+        }
+    }
 }
 
 type Shared = Arc<(Mutex<Seen>, Condvar)>;
@@ -140,7 +199,11 @@ impl std::io::Write for Out {
                 Ok(Message::Request(r)) => seen.asked.push(r.id.to_value().to_string()),
                 Ok(Message::Response(r)) => {
                     if let Some(id) = r.id {
-                        *seen.answered.entry(id.to_value().to_string()).or_default() += 1;
+                        let id = id.to_value().to_string();
+                        if let Ok(result) = &r.outcome {
+                            seen.check_answer(&id, result);
+                        }
+                        *seen.answered.entry(id).or_default() += 1;
                     }
                 }
                 _ => {}
@@ -213,7 +276,15 @@ impl Feed {
         {
             match classify(value) {
                 Incoming::Request(r) => {
-                    *self.sent.entry(r.id.to_value().to_string()).or_default() += 1;
+                    let id = r.id.to_value().to_string();
+                    let (seen, _) = &*self.shared;
+                    seen.lock()
+                        .expect("the output")
+                        .methods
+                        .entry(id.clone())
+                        .or_default()
+                        .push(r.method.clone());
+                    *self.sent.entry(id).or_default() += 1;
                 }
                 Incoming::Response(r) => {
                     answers =
@@ -489,7 +560,13 @@ fuzz_target!(|input: &[u8]| {
     );
     options.call_timeout = Duration::from_secs(1);
     options.approval_timeout = Duration::from_secs(1);
-    let shared: Shared = Arc::default();
+    let shared: Shared = Arc::new((
+        Mutex::new(Seen {
+            db: db.clone(),
+            ..Seen::default()
+        }),
+        Condvar::new(),
+    ));
     let feed = Feed {
         lines: lines(&client_script),
         next: 0,
@@ -541,6 +618,11 @@ fuzz_target!(|input: &[u8]| {
             String::from_utf8_lossy(&written)
         );
     }
+    assert!(
+        seen.violations.is_empty(),
+        "the gate answered what its store does not hold: {}",
+        seen.violations.join("; ")
+    );
     assert!(
         checks.violations.is_empty(),
         "the server saw a call it should not have: {}",
