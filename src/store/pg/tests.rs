@@ -1394,24 +1394,36 @@ fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
     wrong.expected_version = 99;
     std::thread::scope(|scope| {
         let b = &b;
-        let leaders: Vec<_> = held
-            .iter()
-            .enumerate()
-            .map(|(i, pw)| {
-                scope.spawn(move || {
-                    b.apply(start_step(
-                        pw,
-                        &format!("at_held{i}"),
-                        1,
-                        None,
-                        "host",
-                        60_000,
-                        wall_ms(),
-                    ))
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        // Each step is started only once the one before it waits where it should (a leader
+        // on its row, a queued step in the queue): sleeps alone let a loaded machine (CI's
+        // run on ca0bbe4) start a queued step before both leaders were held, so that a
+        // leader's batch took it.
+        let state = |want: (usize, usize)| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while b.waiting_steps() != want {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never {want:?} (queued, leading): {:?}",
+                    b.waiting_steps()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        let mut leaders = Vec::new();
+        for (i, pw) in held.iter().enumerate() {
+            leaders.push(scope.spawn(move || {
+                b.apply(start_step(
+                    pw,
+                    &format!("at_held{i}"),
+                    1,
+                    None,
+                    "host",
+                    60_000,
+                    wall_ms(),
+                ))
+            }));
+            state((0, i + 1));
+        }
         let commits_before = b.batch_stats().1;
         let first = scope.spawn(|| {
             b.apply(start_step(
@@ -1424,9 +1436,9 @@ fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
                 wall_ms(),
             ))
         });
-        std::thread::sleep(Duration::from_millis(50));
+        state((1, 2));
         let second = scope.spawn(move || b.insert_and_apply(&new, events, wrong));
-        std::thread::sleep(Duration::from_millis(50));
+        state((2, 2));
         let third = scope.spawn(|| {
             b.apply(start_step(
                 &free[1],
@@ -1438,7 +1450,7 @@ fn a_step_rolled_back_inside_a_batch_leaves_the_head_to_the_next_step() {
                 wall_ms(),
             ))
         });
-        std::thread::sleep(Duration::from_millis(300));
+        state((3, 2));
         assert!(
             !first.is_finished() && !second.is_finished() && !third.is_finished(),
             "the three steps wait while both leaders are held"
