@@ -394,6 +394,7 @@ impl Batcher {
                 }
             }
             Err(e) => {
+                backend.log_commit_failed();
                 drop(abandon);
                 for p in batch {
                     p.lock().fail(&|| copy_error(&e));

@@ -47,6 +47,11 @@ pub(crate) struct SqliteBackend {
     pub(super) replays: std::sync::Arc<super::replays::Replays>,
     /// Signs the log in every batch's commit, when the runtime has a signing key.
     sealer: Option<std::sync::Arc<super::log::Sealer>>,
+    /// `PRAGMA data_version` at this connection's last full check of the log, while what
+    /// that check proved still holds: the value changes whenever another connection commits,
+    /// and this connection's own commits keep the sealer's knowledge in step with the
+    /// database. `None` once a commit of this connection failed.
+    log_checked_at: std::cell::Cell<Option<i64>>,
 }
 
 /// A new database identity: 16 bytes from the system's random source, in hex.
@@ -237,6 +242,7 @@ impl SqliteBackend {
             synced: std::cell::Cell::new(true),
             replays: std::sync::Arc::default(),
             sealer: None,
+            log_checked_at: std::cell::Cell::new(None),
         };
         backend.migrate(&path.display().to_string())?;
         backend.database_id = backend
@@ -275,11 +281,34 @@ impl SqliteBackend {
     }
 
     /// In a batch, holding the write lock: the log is covered (`None` without a signing key).
+    ///
+    /// The full check is one statement; it is skipped when `PRAGMA data_version` proves that
+    /// no other connection committed since this connection's last full check: the database
+    /// then holds what that check found, extended by this connection's own commits, which the
+    /// sealer adopted as they committed.
     pub(crate) fn log_check(&self) -> Result<Option<super::log::Covered>, StoreError> {
-        self.sealer
-            .as_ref()
-            .map(|s| s.check(&mut super::log::SqliteLog(self.conn())))
-            .transpose()
+        let Some(sealer) = &self.sealer else {
+            return Ok(None);
+        };
+        let version: i64 = self
+            .conn()
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        if self.log_checked_at.get() == Some(version)
+            && let Some(covered) = sealer.unchanged()
+        {
+            return Ok(Some(covered));
+        }
+        self.log_checked_at.set(None);
+        let covered = sealer.check(&mut super::log::SqliteLog(self.conn()))?;
+        self.log_checked_at.set(Some(version));
+        Ok(Some(covered))
+    }
+
+    /// A commit of this connection failed: whether anything of it is in the database is not
+    /// known, so the next batch checks the log in full.
+    pub(crate) fn log_commit_failed(&self) {
+        self.log_checked_at.set(None);
     }
 
     /// Just before the batch's `COMMIT`: the checkpoint of its events, signed and stored.

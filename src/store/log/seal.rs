@@ -254,6 +254,17 @@ impl Sealer {
         })
     }
 
+    /// What a check would find on a database that holds exactly what this writer knows
+    /// (the caller proved that no one else wrote since its last full check): `None` while
+    /// nothing was checked or signed here, or no checkpoint is stored yet.
+    pub(crate) fn unchanged(&self) -> Option<Covered> {
+        let known = self.known();
+        known.text.as_ref().map(|_| Covered {
+            frontier: known.frontier.clone(),
+            stored: true,
+        })
+    }
+
     /// Just before the batch's `COMMIT`: appends the events it wrote after `covered` and
     /// stores the signed checkpoint of the tree. `None` when there is nothing to sign.
     pub(crate) fn seal(
