@@ -121,6 +121,17 @@ pub enum StoreError {
     /// The database file does not exist.
     #[error("{0}: no such database file")]
     Missing(String),
+    /// A runtime cannot write the database because this process opened it read-only first
+    /// ([`ReadStore::open_read_only`]), and SQLite gives every later connection of the
+    /// process that opening's read-only mapping of the WAL index (`-shm`).
+    #[error(
+        "{0}: cannot be written by this process: it holds the database open read-only \
+         (ReadStore::open_read_only), and SQLite shares that opening's read-only WAL index \
+         (-shm) with every later connection of the process. Drop those read-only stores \
+         before opening the runtime, or open the runtime first (a read-only store opened \
+         while a runtime holds the file is not affected)"
+    )]
+    ReadOnlyIndex(String),
     /// A compare-and-set lost: another process changed the pathway first.
     #[error(
         "pathway {pathway} changed elsewhere (expected {expected} v{version}); reload it with recover() or load()"

@@ -14,7 +14,7 @@ use rusqlite::Connection;
 use super::StoreError;
 use crate::state::State;
 
-mod open;
+pub(crate) mod open;
 mod records;
 mod source;
 mod sqlite;
@@ -49,7 +49,7 @@ impl std::fmt::Debug for ReadStore {
 impl ReadStore {
     pub(crate) fn from_sqlite(conn: Connection) -> Self {
         Self {
-            backing: Backing::Sqlite(SqliteReads { conn }),
+            backing: Backing::Sqlite(SqliteReads { conn, _index: None }),
         }
     }
 

@@ -202,6 +202,18 @@ impl SqliteBackend {
     }
 
     pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
+        Self::open_writable(path, busy_timeout).map_err(|e| match e {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::ReadOnly
+                    && super::read::open::read_only_index_open(path) =>
+            {
+                StoreError::ReadOnlyIndex(path.display().to_string())
+            }
+            other => other,
+        })
+    }
+
+    fn open_writable(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(busy_timeout)?;
         // Every statement of a step and of its row check stays prepared (rusqlite's

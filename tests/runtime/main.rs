@@ -14,6 +14,7 @@ mod mcp_support;
 
 mod busy;
 mod one_commit_read;
+mod open_order;
 mod read_durability;
 mod redaction;
 mod robustness;

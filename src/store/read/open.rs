@@ -32,6 +32,55 @@ fn deny_writes(ctx: AuthContext<'_>) -> Authorization {
     }
 }
 
+/// The files (device and inode) this process holds open through a connection that maps
+/// the WAL index read-only (`readonly_shm=1`), once per such connection. SQLite shares one
+/// mapping of a file's `-shm` among all the connections of a process; when such a
+/// connection made it, every later connection of the process gets it read-only too, and
+/// cannot write ([`StoreError::ReadOnlyIndex`]).
+static READ_ONLY_INDEXES: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+fn file_key(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// One entry of [`READ_ONLY_INDEXES`], removed when dropped.
+#[derive(Debug)]
+pub(crate) struct ReadOnlyIndex((u64, u64));
+
+impl ReadOnlyIndex {
+    fn register(path: &Path) -> Option<Self> {
+        let key = file_key(path)?;
+        READ_ONLY_INDEXES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(key);
+        Some(Self(key))
+    }
+}
+
+impl Drop for ReadOnlyIndex {
+    fn drop(&mut self) {
+        let mut open = READ_ONLY_INDEXES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = open.iter().position(|k| *k == self.0) {
+            open.swap_remove(i);
+        }
+    }
+}
+
+/// Whether this process holds `path` open through a read-only opening that maps its WAL
+/// index read-only.
+pub(crate) fn read_only_index_open(path: &Path) -> bool {
+    file_key(path).is_some_and(|key| {
+        READ_ONLY_INDEXES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&key)
+    })
+}
+
 impl ReadStore {
     /// How many times [`ReadStore::open_read_only`] tries to open a database.
     pub const OPEN_ATTEMPTS: u32 = 6;
@@ -98,19 +147,26 @@ impl ReadStore {
         // read-mark slots of the -shm file, so every file stays byte-identical. Without one
         // (a database closed by a program that does not keep the WAL files) SQLite cannot
         // open that way, and a plain read-only open is used.
-        let mut conn = if Path::new(&shm).is_file() {
-            Connection::open_with_flags(
+        let (mut conn, index) = if Path::new(&shm).is_file() {
+            match Connection::open_with_flags(
                 sqlite_uri(path, "mode=ro&readonly_shm=1"),
                 flags | OpenFlags::SQLITE_OPEN_URI,
-            )
-            .or_else(|_| Connection::open_with_flags(path, flags))?
+            ) {
+                Ok(conn) => (conn, ReadOnlyIndex::register(path)),
+                Err(_) => (Connection::open_with_flags(path, flags)?, None),
+            }
         } else {
-            Connection::open_with_flags(path, flags)?
+            (Connection::open_with_flags(path, flags)?, None)
         };
         conn.pragma_update(None, "query_only", true)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.authorizer(Some(deny_writes))?;
-        let store = Self::from_sqlite(conn);
+        let store = Self {
+            backing: super::Backing::Sqlite(super::sqlite::SqliteReads {
+                conn,
+                _index: index,
+            }),
+        };
         let name = path.display().to_string();
         let version = store
             .snapshot(|s| s.sqlite().check_schema(&name))

@@ -16,6 +16,10 @@ use crate::store::{
 /// step connection or a query-only side connection inside a runtime).
 pub(crate) struct SqliteReads {
     pub(crate) conn: Connection,
+    /// For a connection that maps the WAL index read-only (`readonly_shm`): its entry in
+    /// the process's list of such files, removed after the connection closes (fields drop
+    /// in order).
+    pub(crate) _index: Option<super::open::ReadOnlyIndex>,
 }
 
 impl SqliteReads {
