@@ -21,3 +21,4 @@ mod rpr_keygen;
 mod rpr_mcp_clients;
 mod rpr_mcp_readonly;
 mod rpr_verify_proof;
+mod rpr_views;

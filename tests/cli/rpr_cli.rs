@@ -8,7 +8,7 @@ use crate::host_support;
 use host_support::{Scratch, by_key, call_args, run, text};
 use serde_json::Value;
 
-const SUBCOMMANDS: [&str; 23] = [
+const SUBCOMMANDS: [&str; 25] = [
     "call",
     "approve",
     "deny",
@@ -25,6 +25,8 @@ const SUBCOMMANDS: [&str; 23] = [
     "require-repair",
     "verify",
     "status",
+    "show",
+    "list",
     "gate",
     "copy-to-postgres",
     "keygen",

@@ -135,7 +135,7 @@ fn version_line() -> &'static str {
 #[derive(Debug, Parser)]
 #[command(name = "rpr", version = version_line(), after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
-    /// Print one JSON document on stdout (`unresolved`, `status`, `verify`, `pin`,
+    /// Print one JSON document on stdout (`unresolved`, `status`, `show`, `list`, `verify`, `pin`,
     /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
@@ -179,6 +179,10 @@ enum Command {
     Verify(commands::VerifyArgs),
     /// Show the schema version, pathways by state, unresolved count and ledger head, read-only.
     Status(commands::Database),
+    /// Show one pathway: the request, its attempts and bindings, approvals, timeline and who acts next, read-only.
+    Show(commands::ShowArgs),
+    /// List pathways by state, proposer (--actor) or approver, a page at a time, read-only.
+    List(commands::ListArgs),
     /// Govern an MCP stdio server as a proxy in front of it: every tools/call a pathway (docs/gate.md).
     Gate(gate::GateArgs),
     /// List the gate's tool pins and the changes waiting, or pin a changed tool by its digest.
@@ -251,6 +255,8 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
         cli.command,
         Command::Unresolved(_)
             | Command::Status(_)
+            | Command::Show(_)
+            | Command::List(_)
             | Command::Verify(_)
             | Command::Pin(_)
             | Command::CopyToPostgres(_)
@@ -259,7 +265,7 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
     if json && !reads {
         let Some(step) = cli.command.step() else {
             return Err(Usage(
-                "`--json` applies to `unresolved`, `status`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`".into(),
+                "`--json` applies to `unresolved`, `status`, `show`, `list`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`".into(),
             )
             .into());
         };
@@ -294,6 +300,8 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::RequireRepair(a) => commands::require_repair(a),
         Command::Verify(a) => commands::verify(a, cli.signing.witness.as_deref(), json),
         Command::Status(a) => commands::status(a, json),
+        Command::Show(a) => commands::show(a, json),
+        Command::List(a) => commands::list(a, json),
         Command::Gate(a) => gate::run(a),
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),

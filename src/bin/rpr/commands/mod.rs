@@ -5,6 +5,7 @@
 mod call;
 mod read;
 mod steps;
+mod view;
 
 pub(crate) use call::call;
 pub(crate) use read::{print_json, status, unresolved, verify};
@@ -12,6 +13,7 @@ pub(crate) use steps::{
     abort, approve, attest, deny, escalate, hold, reconcile, release, repair, require_repair,
     resume, stop,
 };
+pub(crate) use view::{ListArgs, ShowArgs, list, show};
 
 use clap::{Args, ValueEnum};
 use rpr::inspect;

@@ -1,0 +1,416 @@
+//! The views for operators, read-only: `show` (one pathway: the request being decided
+//! on, its attempts, approvals and timeline, and who acts next) and `list` (pathways by
+//! state, proposer or approver, a page at a time).
+
+use std::fmt::Write as _;
+
+use clap::Args;
+use rpr::State;
+use rpr::inspect::{self, EventView, MAX_LIMIT, NextAction, PathwayDetail};
+use rpr::store::{PathwayRecord, ReadStore};
+use serde_json::{Value, json};
+
+use super::Database;
+use super::read::print_json;
+use crate::config::existing_database;
+use crate::shown;
+use crate::{Exit, Failure, Usage};
+
+/// `show PATHWAY`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    #[command(flatten)]
+    pub(crate) db: Database,
+    /// The pathway (`pw_…`).
+    #[arg(value_name = "PATHWAY")]
+    pub(crate) pathway: String,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub(crate) db: Database,
+    /// Only pathways in this state (`human_gate`, `write_status_unknown`, …).
+    #[arg(long, value_name = "STATE")]
+    pub(crate) state: Option<String>,
+    /// Only pathways this actor proposed.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) actor: Option<String>,
+    /// Only pathways waiting for this actor's approval (awaiting approval or at a Human
+    /// Gate, with NAME the approval authority).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) approver: Option<String>,
+    /// At most this many pathways (1 to 500).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub(crate) limit: usize,
+    /// Go on after this pathway: the cursor the previous page printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub(crate) cursor: Option<String>,
+}
+
+/// A time in ms since the epoch as UTC, to the millisecond: `2026-12-05 16:40:01.253Z`.
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian; H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+fn read_store(db: &Database) -> Result<ReadStore, Failure> {
+    Ok(ReadStore::open_read_only(existing_database(
+        db.location(),
+    )?)?)
+}
+
+/// Who acts next, in one line.
+fn next_line(next: &NextAction) -> String {
+    if next.action == "none" {
+        return "nothing: the pathway is terminal".into();
+    }
+    let roles: Vec<&str> = next.roles.iter().map(|r| r.as_str()).collect();
+    if roles.is_empty() {
+        return format!("{} — {}", next.action, next.detail);
+    }
+    format!(
+        "{} by {} ({}) — {}",
+        next.action,
+        roles.join(" or "),
+        next.actors.join(", "),
+        next.detail
+    )
+}
+
+/// Every event of the pathway, oldest first, and whether each passed its chain check.
+fn all_events(store: &ReadStore, id: &str) -> Result<(Vec<EventView>, bool), Failure> {
+    let mut events = Vec::new();
+    let mut verified = true;
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = inspect::evidence(store, id, MAX_LIMIT, cursor.as_deref())?;
+        verified &= page.chain_verified;
+        events.extend(page.events);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok((events, verified)),
+        }
+    }
+}
+
+/// One event of the timeline: seq, time, kind, actor and the move it made.
+fn event_line(e: &EventView) -> String {
+    let v = &e.event;
+    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
+    let at = v.get("at").and_then(Value::as_i64).map_or("?".into(), utc);
+    let moved = match (v.get("from").and_then(Value::as_str), text("to")) {
+        (Some(from), to) if from != to => format!("{from} → {to}"),
+        (None, to) => format!("→ {to}"),
+        (Some(_), to) => format!("(stays {to})"),
+    };
+    let mut line = format!(
+        "#{:<5} {at}  {:<18} {:<10} {moved}",
+        e.seq,
+        text("kind"),
+        shown::name(text("actor"))
+    );
+    if let Some(status) = v.get("attempt_status").and_then(Value::as_str) {
+        let _ = write!(line, "  attempt {status}");
+    }
+    if let Some(decision) = v["data"].get("decision").and_then(Value::as_str) {
+        let _ = write!(line, "  decision {decision}");
+    }
+    if let Some(verdict) = v["data"].get("verdict").and_then(Value::as_str) {
+        let _ = write!(line, "  verdict {verdict}");
+    }
+    if let Some(reason) = v["data"].get("reason").and_then(Value::as_str) {
+        let _ = write!(line, "  reason {:?}", shown::name(reason));
+    }
+    if !e.verified {
+        line.push_str("  [FAILED its chain check]");
+    }
+    line
+}
+
+/// `show PATHWAY`: one pathway for a person deciding on it.
+pub(crate) fn show(args: &ShowArgs, as_json: bool) -> Result<Exit, Failure> {
+    let store = read_store(&args.db)?;
+    let detail = inspect::pathway(&store, &args.pathway)?;
+    let (events, chain_verified) = all_events(&store, &args.pathway)?;
+    if as_json {
+        print_json(&json!({
+            "pathway": detail,
+            "events": events,
+            "chain_verified": chain_verified,
+        }))?;
+        return Ok(Exit::Done);
+    }
+    print_detail(&detail, &events, chain_verified, args.db.location());
+    Ok(Exit::Done)
+}
+
+fn print_detail(d: &PathwayDetail, events: &[EventView], chain_verified: bool, database: &str) {
+    let def = &d.definition;
+    let text = |v: &Value| v.as_str().map(shown::name);
+    outln!(
+        "pathway {}: {} (version {})",
+        d.pathway_id,
+        d.state,
+        d.version
+    );
+    outln!(
+        "  key {:?}, proposed by {} at {}; last changed {}",
+        shown::name(&d.idempotency_key),
+        shown::name(&d.proposer),
+        utc(d.created_at),
+        utc(d.updated_at)
+    );
+    outln!(
+        "call: {} on server {} ({})",
+        text(&def["request"]["action"]).unwrap_or_else(|| "?".into()),
+        text(&def["metadata"]["server"]).unwrap_or_else(|| "?".into()),
+        text(&def["class"]).unwrap_or_else(|| "class not recorded".into())
+    );
+    outln!("arguments, as stored (values redacted by key name when it was proposed):");
+    for line in shown::pretty(&def["request"]["arguments"]).lines() {
+        outln!("  {line}");
+    }
+    outln!("request digest: {}", d.request_digest);
+    if let Some(authority) = def.get("authority").and_then(Value::as_object) {
+        let roles: Vec<String> = authority
+            .iter()
+            .map(|(role, who)| format!("{role} {}", who.as_str().map_or("?".into(), shown::name)))
+            .collect();
+        outln!("authority: {}", roles.join(", "));
+    }
+    if d.attempts.is_empty() {
+        outln!("attempts: none (nothing was sent)");
+    } else {
+        outln!("attempts:");
+    }
+    if d.omitted_attempts > 0 {
+        outln!("  ({} older attempts left out)", d.omitted_attempts);
+    }
+    for a in &d.attempts {
+        outln!(
+            "  {}. {} {}: started {}, last changed {}",
+            a.seq,
+            a.id,
+            a.status,
+            utc(a.created_at),
+            utc(a.updated_at)
+        );
+        outln!("     binding {}", a.binding_digest);
+        let b = &a.binding;
+        if let (Some(server), Some(tool)) = (b["server_name"].as_str(), b["tool_name"].as_str()) {
+            outln!(
+                "     bound to tool {} of server {} {} (MCP {})",
+                shown::name(tool),
+                shown::name(server),
+                b["server_version"].as_str().map_or("?".into(), shown::name),
+                b["protocol_version"]
+                    .as_str()
+                    .map_or("?".into(), shown::name)
+            );
+        }
+    }
+    let approvals: Vec<&EventView> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event["kind"].as_str(),
+                Some("approval_granted" | "approved")
+            )
+        })
+        .collect();
+    if approvals.is_empty() {
+        outln!("approvals: none");
+    } else {
+        outln!("approvals:");
+        for e in approvals {
+            let v = &e.event;
+            outln!(
+                "  {} by {} at {} ({})",
+                v["data"]["approval"].as_str().unwrap_or("?"),
+                v["actor"].as_str().map_or("?".into(), shown::name),
+                v["at"].as_i64().map_or("?".into(), utc),
+                if v["kind"] == "approved" {
+                    "used: the pathway was approved"
+                } else {
+                    "granted"
+                }
+            );
+        }
+    }
+    outln!(
+        "timeline ({} events, oldest first; {}):",
+        events.len(),
+        if chain_verified {
+            "each passed its chain check"
+        } else {
+            "SOME FAILED their chain check; run `rpr verify`"
+        }
+    );
+    for e in events {
+        outln!("  {}", event_line(e));
+    }
+    outln!("next: {}", next_line(&d.next));
+    if matches!(d.state, State::HumanGate | State::AwaitingApproval) {
+        let approver = d.next.actors.first().map_or("NAME", String::as_str);
+        let database = rpr::store::shown_location(std::path::Path::new(database));
+        outln!(
+            "  to approve: rpr approve --database {database} --pathway {} --as {} \
+             (a pathway of `rpr call`: with its --config and --policy, to carry the call out)",
+            d.pathway_id,
+            shown::name(approver)
+        );
+        outln!(
+            "  to deny: rpr deny --database {database} --pathway {} --as {}",
+            d.pathway_id,
+            shown::name(approver)
+        );
+    }
+}
+
+/// Whether `record` is waiting for `approver`'s approval.
+fn waits_for(record: &PathwayRecord, next: &NextAction, approver: &str) -> bool {
+    matches!(record.state, State::HumanGate | State::AwaitingApproval)
+        && next.actors.iter().any(|a| a == approver)
+}
+
+/// `list`: pathways ordered by id, filtered, a page at a time.
+pub(crate) fn list(args: &ListArgs, as_json: bool) -> Result<Exit, Failure> {
+    if !(1..=MAX_LIMIT).contains(&args.limit) {
+        return Err(Usage(format!(
+            "--limit must be 1 to {MAX_LIMIT}, not {}",
+            args.limit
+        ))
+        .into());
+    }
+    let state = args
+        .state
+        .as_deref()
+        .map(|s| {
+            s.parse::<State>().map_err(|_| {
+                Usage(format!(
+                    "--state {s:?} is no state; the states: {}",
+                    State::ALL.map(State::as_str).join(", ")
+                ))
+            })
+        })
+        .transpose()?;
+    if args.cursor.as_deref() == Some("") {
+        return Err(Usage("--cursor needs the cursor a previous page printed".into()).into());
+    }
+    let store = read_store(&args.db)?;
+    let (rows, next_cursor) = store.snapshot(|store| {
+        let mut rows = Vec::new();
+        let mut after = args.cursor.clone();
+        loop {
+            let page = store.list_pathways(after.as_deref(), MAX_LIMIT, state)?;
+            let Some(last) = page.last() else {
+                return Ok::<_, Failure>((rows, None));
+            };
+            let last = last.id.clone();
+            for record in page {
+                let last_status = store.attempts(&record.id)?.last().map(|a| a.status);
+                let next = inspect::next_action(
+                    record.state,
+                    last_status,
+                    inspect::authority_of(&record.definition).as_ref(),
+                );
+                let keep = args.actor.as_ref().is_none_or(|a| *a == record.proposer)
+                    && args
+                        .approver
+                        .as_ref()
+                        .is_none_or(|a| waits_for(&record, &next, a));
+                if !keep {
+                    continue;
+                }
+                if rows.len() == args.limit {
+                    // One more matches: the page ends at the one before it.
+                    let cursor = rows
+                        .last()
+                        .map(|(r, _): &(PathwayRecord, NextAction)| r.id.clone());
+                    return Ok((rows, cursor));
+                }
+                rows.push((record, next));
+            }
+            after = Some(last);
+        }
+    })?;
+    if as_json {
+        let listed: Vec<Value> = rows
+            .iter()
+            .map(|(r, next)| {
+                json!({
+                    "pathway_id": r.id,
+                    "state": r.state,
+                    "idempotency_key": r.idempotency_key,
+                    "action": r.definition["request"]["action"],
+                    "server": r.definition["metadata"]["server"],
+                    "proposer": r.proposer,
+                    "version": r.version,
+                    "created_at": r.created_at,
+                    "updated_at": r.updated_at,
+                    "next": next,
+                })
+            })
+            .collect();
+        let mut out = json!({"pathways": listed, "count": rows.len()});
+        if let Some(c) = &next_cursor {
+            out["next_cursor"] = json!(c);
+        }
+        print_json(&out)?;
+        return Ok(Exit::Done);
+    }
+    for (r, next) in &rows {
+        outln!(
+            "{}  {}  {} on {}  by {}  changed {}",
+            r.id,
+            r.state,
+            r.definition["request"]["action"]
+                .as_str()
+                .map_or("?".into(), shown::name),
+            r.definition["metadata"]["server"]
+                .as_str()
+                .map_or("?".into(), shown::name),
+            shown::name(&r.proposer),
+            utc(r.updated_at)
+        );
+        outln!("    next: {}", next_line(next));
+    }
+    outln!("{} pathway(s)", rows.len());
+    if let Some(c) = next_cursor {
+        outln!("more: the same command with --cursor {c}");
+    }
+    Ok(Exit::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00.000Z");
+        assert_eq!(utc(1_796_488_393_253), "2026-12-05 16:33:13.253Z");
+        assert_eq!(utc(-1), "1969-12-31 23:59:59.999Z");
+    }
+}
