@@ -1,4 +1,4 @@
-//! `rpr show` and `rpr list`: what an operator reads before deciding (issue 29, item 4):
+//! `rpr show`, `rpr list` and `rpr log`: what an operator reads before deciding (issue 29, item 4):
 //! the whole request, attempts and bindings, approvals, the timeline and who acts next;
 //! pathways by state, proposer and approver, a page at a time.
 
@@ -222,4 +222,128 @@ fn list_filters_by_state_proposer_and_approver_and_pages_with_a_cursor() {
         let output = run(&args);
         assert_eq!(output.status.code(), Some(2), "{bad:?}: {}", text(&output));
     }
+}
+
+#[test]
+fn log_prints_the_ledger_in_order_filtered_and_as_json_lines() {
+    let dir = Scratch::new("cli-log");
+    let db = database(&dir);
+    let path = dir.join("rpr.db");
+    let store = rpr::store::ReadStore::open_read_only(&path).unwrap();
+    let all = store.ledger(0, usize::MAX).unwrap();
+    drop(store);
+
+    let out = stdout(&["log", "--database", &db], 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), all.len(), "{out}");
+    for (line, row) in lines.iter().zip(&all) {
+        assert!(line.starts_with(&format!("#{} ", row.seq)), "{line}");
+        assert!(line.ends_with(&row.pathway_id), "{line}");
+    }
+
+    // --json: one object per line, the stored event whole.
+    let out = stdout(
+        &[
+            "log",
+            "--database",
+            &db,
+            "--json",
+            "--after",
+            "2",
+            "--limit",
+            "3",
+        ],
+        0,
+    );
+    let parsed: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<i64> = parsed.iter().map(|v| v["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, [3, 4, 5], "{out}");
+    for (v, row) in parsed.iter().zip(&all[2..5]) {
+        assert_eq!(v["hash"], row.hash.as_str());
+        assert_eq!(
+            v["event"],
+            serde_json::from_str::<Value>(&row.event).unwrap()
+        );
+    }
+
+    // One pathway's events only.
+    let (waiting, _) = by_key(path.as_path(), "waiting");
+    let out = stdout(&["log", "--database", &db, "--pathway", &waiting], 0);
+    assert_eq!(
+        out.lines().count(),
+        events(path.as_path(), &waiting).len(),
+        "{out}"
+    );
+    assert!(out.lines().all(|l| l.ends_with(&waiting)), "{out}");
+
+    let output = run(["log", "--database", &db, "--pathway", "pw_nothere"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    for bad in [
+        vec!["--after", "-1"],
+        vec!["--limit", "0"],
+        vec!["--limit", "1", "--follow"],
+    ] {
+        let mut args = vec!["log", "--database", &db];
+        args.extend(bad.iter().copied());
+        let output = run(&args);
+        assert_eq!(output.status.code(), Some(2), "{bad:?}: {}", text(&output));
+    }
+}
+
+#[test]
+fn log_follow_prints_the_events_committed_after_it_started() {
+    use std::io::BufRead;
+    let dir = Scratch::new("cli-log-follow");
+    let db = database(&dir);
+    let before = rpr::store::ReadStore::open_read_only(&dir.join("rpr.db"))
+        .unwrap()
+        .ledger(0, usize::MAX)
+        .unwrap()
+        .len();
+    let mut follower = std::process::Command::new(env!("CARGO_BIN_EXE_rpr"))
+        .args(["log", "--database", &db, "--follow", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let out = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(std::time::Duration::from_secs(20));
+    for _ in 0..before {
+        next().expect("the events stored before it started");
+    }
+    // A new call while it follows: its events come, in order, after the earlier ones.
+    let config = dir.fault_config("none");
+    let policy = dir.policy();
+    let mut args = call_args(
+        &config,
+        &policy,
+        &db,
+        "put",
+        r#"{"key": "later", "value": "1"}"#,
+    );
+    args.extend(["--key", "later"]);
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let (later, _) = by_key(dir.join("rpr.db").as_path(), "later");
+    let expected = events(dir.join("rpr.db").as_path(), &later);
+    for (i, want) in expected.iter().enumerate() {
+        let got = next().unwrap_or_else(|e| panic!("event {} of the later call: {e}", i + 1));
+        assert_eq!(got["pathway_id"], later.as_str(), "{got}");
+        assert_eq!(&got["event"], want, "in order");
+        assert_eq!(got["seq"].as_u64(), Some((before + i + 1) as u64));
+    }
+    follower.kill().unwrap();
+    follower.wait().unwrap();
 }

@@ -135,7 +135,7 @@ fn version_line() -> &'static str {
 #[derive(Debug, Parser)]
 #[command(name = "rpr", version = version_line(), after_help = AFTER_HELP, arg_required_else_help = true)]
 struct Cli {
-    /// Print one JSON document on stdout (`unresolved`, `status`, `show`, `list`, `verify`, `pin`,
+    /// Print one JSON document on stdout (`unresolved`, `status`, `show`, `list`, `verify`, `pin`, `log` (a JSON object per line),
     /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
@@ -183,6 +183,8 @@ enum Command {
     Show(commands::ShowArgs),
     /// List pathways by state, proposer (--actor) or approver, a page at a time, read-only.
     List(commands::ListArgs),
+    /// Print the ledger's events in order, one line each (--follow: and every later one), read-only.
+    Log(commands::LogArgs),
     /// Govern an MCP stdio server as a proxy in front of it: every tools/call a pathway (docs/gate.md).
     Gate(gate::GateArgs),
     /// List the gate's tool pins and the changes waiting, or pin a changed tool by its digest.
@@ -257,6 +259,7 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
             | Command::Status(_)
             | Command::Show(_)
             | Command::List(_)
+            | Command::Log(_)
             | Command::Verify(_)
             | Command::Pin(_)
             | Command::CopyToPostgres(_)
@@ -265,7 +268,7 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
     if json && !reads {
         let Some(step) = cli.command.step() else {
             return Err(Usage(
-                "`--json` applies to `unresolved`, `status`, `show`, `list`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`".into(),
+                "`--json` applies to `unresolved`, `status`, `show`, `list`, `log`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`".into(),
             )
             .into());
         };
@@ -302,6 +305,7 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::Status(a) => commands::status(a, json),
         Command::Show(a) => commands::show(a, json),
         Command::List(a) => commands::list(a, json),
+        Command::Log(a) => commands::log(a, json),
         Command::Gate(a) => gate::run(a),
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),

@@ -13,7 +13,7 @@ pub(crate) use steps::{
     abort, approve, attest, deny, escalate, hold, reconcile, release, repair, require_repair,
     resume, stop,
 };
-pub(crate) use view::{ListArgs, ShowArgs, list, show};
+pub(crate) use view::{ListArgs, LogArgs, ShowArgs, list, log, show};
 
 use clap::{Args, ValueEnum};
 use rpr::inspect;

@@ -1,6 +1,7 @@
 //! The views for operators, read-only: `show` (one pathway: the request being decided
-//! on, its attempts, approvals and timeline, and who acts next) and `list` (pathways by
-//! state, proposer or approver, a page at a time).
+//! on, its attempts, approvals and timeline, and who acts next), `list` (pathways by
+//! state, proposer or approver, a page at a time) and `log` (the ledger's events, as they
+//! come with `--follow`).
 
 use std::fmt::Write as _;
 
@@ -47,6 +48,26 @@ pub(crate) struct ListArgs {
     /// Go on after this pathway: the cursor the previous page printed.
     #[arg(long, value_name = "CURSOR")]
     pub(crate) cursor: Option<String>,
+}
+
+/// `log`.
+#[derive(Debug, Args)]
+pub(crate) struct LogArgs {
+    #[command(flatten)]
+    pub(crate) db: Database,
+    /// Only this pathway's events.
+    #[arg(long, value_name = "ID")]
+    pub(crate) pathway: Option<String>,
+    /// Only the events after this position in the ledger (`seq`; 0: from the first).
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    pub(crate) after: i64,
+    /// At most this many events (without --follow; default: all).
+    #[arg(long, value_name = "N", conflicts_with = "follow")]
+    pub(crate) limit: Option<usize>,
+    /// Keep printing new events as they are committed (looks twice a second) until
+    /// interrupted.
+    #[arg(long)]
+    pub(crate) follow: bool,
 }
 
 /// A time in ms since the epoch as UTC, to the millisecond: `2026-12-05 16:40:01.253Z`.
@@ -115,7 +136,15 @@ fn all_events(store: &ReadStore, id: &str) -> Result<(Vec<EventView>, bool), Fai
 
 /// One event of the timeline: seq, time, kind, actor and the move it made.
 fn event_line(e: &EventView) -> String {
-    let v = &e.event;
+    let mut line = event_text(e.seq, &e.event);
+    if !e.verified {
+        line.push_str("  [FAILED its chain check]");
+    }
+    line
+}
+
+/// An event for people: seq, time, kind, actor, the move it made and what it decided.
+fn event_text(seq: i64, v: &Value) -> String {
     let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
     let at = v.get("at").and_then(Value::as_i64).map_or("?".into(), utc);
     let moved = match (v.get("from").and_then(Value::as_str), text("to")) {
@@ -125,7 +154,7 @@ fn event_line(e: &EventView) -> String {
     };
     let mut line = format!(
         "#{:<5} {at}  {:<18} {:<10} {moved}",
-        e.seq,
+        seq,
         text("kind"),
         shown::name(text("actor"))
     );
@@ -140,9 +169,6 @@ fn event_line(e: &EventView) -> String {
     }
     if let Some(reason) = v["data"].get("reason").and_then(Value::as_str) {
         let _ = write!(line, "  reason {:?}", shown::name(reason));
-    }
-    if !e.verified {
-        line.push_str("  [FAILED its chain check]");
     }
     line
 }
@@ -400,6 +426,62 @@ pub(crate) fn list(args: &ListArgs, as_json: bool) -> Result<Exit, Failure> {
         outln!("more: the same command with --cursor {c}");
     }
     Ok(Exit::Done)
+}
+
+/// How many events `log` reads at a time.
+const LOG_PAGE: usize = 500;
+
+/// `log`: the ledger's events in order, one line each (`--json`: one JSON object per
+/// line), from `--after`; with `--follow`, then every event committed later.
+pub(crate) fn log(args: &LogArgs, as_json: bool) -> Result<Exit, Failure> {
+    if args.after < 0 {
+        return Err(Usage(format!("--after must be 0 or more, not {}", args.after)).into());
+    }
+    if args.limit == Some(0) {
+        return Err(Usage("--limit must be 1 or more".into()).into());
+    }
+    let store = read_store(&args.db)?;
+    if let Some(id) = &args.pathway
+        && store.pathway(id)?.is_none()
+    {
+        return Err(format!(
+            "no pathway with id {:?}; list pathways to see the ids",
+            shown::name(id)
+        )
+        .into());
+    }
+    let mut after = args.after;
+    let mut left = args.limit.unwrap_or(usize::MAX);
+    loop {
+        let want = left.min(LOG_PAGE);
+        let rows = match &args.pathway {
+            Some(id) => store.events(id, after, want)?,
+            None => store.ledger(after, want)?,
+        };
+        for row in &rows {
+            let event: Value = serde_json::from_str(&row.event)
+                .unwrap_or_else(|_| Value::String(row.event.clone()));
+            if as_json {
+                outln!(
+                    "{}",
+                    json!({"seq": row.seq, "pathway_id": row.pathway_id, "hash": row.hash, "event": event})
+                );
+            } else {
+                outln!("{}  {}", event_text(row.seq, &event), row.pathway_id);
+            }
+            after = row.seq;
+        }
+        left -= rows.len();
+        if left == 0 {
+            return Ok(Exit::Done);
+        }
+        if rows.len() < want {
+            if !args.follow {
+                return Ok(Exit::Done);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
 }
 
 #[cfg(test)]
