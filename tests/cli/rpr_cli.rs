@@ -8,7 +8,7 @@ use crate::host_support;
 use host_support::{Scratch, by_key, call_args, run, text};
 use serde_json::Value;
 
-const SUBCOMMANDS: [&str; 26] = [
+const SUBCOMMANDS: [&str; 28] = [
     "call",
     "approve",
     "deny",
@@ -35,6 +35,8 @@ const SUBCOMMANDS: [&str; 26] = [
     "checkpoint",
     "witness",
     "proof",
+    "completions",
+    "man",
 ];
 
 #[test]

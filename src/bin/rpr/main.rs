@@ -74,6 +74,7 @@ mod config;
 mod copy;
 mod flow;
 mod gate;
+mod generate;
 mod keygen;
 mod log;
 mod verify_proof;
@@ -134,7 +135,7 @@ fn version_line() -> &'static str {
 /// Runs consequential MCP tool calls through responsibility pathways, and takes their next steps.
 #[derive(Debug, Parser)]
 #[command(name = "rpr", version = version_line(), after_help = AFTER_HELP, arg_required_else_help = true)]
-struct Cli {
+pub(crate) struct Cli {
     /// Print one JSON document on stdout (`unresolved`, `status`, `show`, `list`, `verify`, `pin`, `log` (a JSON object per line),
     /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
@@ -203,6 +204,10 @@ enum Command {
     Proof(log::ProofArgs),
     /// Sign a note read on stdin with KEYFILE and print the signature line (a --signer-command).
     Sign(log::SignArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(generate::CompletionsArgs),
+    /// Print the man page of rpr, or of one command (`rpr man call | man -l -`).
+    Man(generate::ManArgs),
 }
 
 impl Command {
@@ -315,6 +320,8 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::Witness(a) => log::witness(a, &cli.signing),
         Command::Proof(a) => log::proof(a),
         Command::Sign(a) => log::sign(a),
+        Command::Completions(a) => generate::completions(a),
+        Command::Man(a) => generate::man(a),
     }
 }
 
