@@ -17,11 +17,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-/// Writes one line of the gate's log on stderr, every string from a server, a client or an
-/// actor in it escaped ([`crate::shown::text`]).
+/// Writes one line of the gate's log on stderr at a level (`note!(Info, "rpr gate: …", …)`),
+/// if [`set_logging`] lets it through; every string from a server, a client or an actor in
+/// it escaped ([`crate::shown::text`]).
 macro_rules! note {
-    ($($arg:tt)*) => {
-        eprintln!("{}", $crate::shown::text(&format!($($arg)*)))
+    ($level:ident, $($arg:tt)*) => {
+        if $crate::gate::stderr::enabled($crate::gate::LogLevel::$level) {
+            $crate::gate::stderr::emit($crate::gate::LogLevel::$level, &format!($($arg)*));
+        }
     };
 }
 
@@ -36,6 +39,7 @@ mod log_level;
 mod recorded;
 mod request_state;
 mod rounds;
+pub(crate) mod stderr;
 mod turns;
 mod upstream;
 
@@ -106,6 +110,7 @@ impl Options {
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_mins(1);
 
 pub use elicit::DEFAULT_APPROVAL_WAIT;
+pub use stderr::{LogFormat, LogLevel, Logging, set_logging};
 
 /// Why a gate could not start serving.
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +235,7 @@ fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), GateError> {
             _ => "needs a step (rpr unresolved shows which)",
         };
         note!(
+            Warn,
             "rpr gate: unresolved pathway {} ({}): {why}",
             stored.id(),
             stored.state().as_str()
@@ -262,13 +268,13 @@ fn serve_client(gate: &Arc<Gate>, input: impl BufRead) {
                 _ => gate.upstream.notify(&n),
             },
             Ok(Some(Incoming::Invalid(invalid))) => {
-                note!("rpr gate: {}", invalid.error);
+                note!(Warn, "rpr gate: {}", invalid.error);
                 if let Some(reply) = invalid.reply {
                     gate.down.send_value(&reply);
                 }
             }
             Err(e) => {
-                note!("rpr gate: reading from the client failed: {e}");
+                note!(Warn, "rpr gate: reading from the client failed: {e}");
                 break;
             }
         }
@@ -281,6 +287,7 @@ fn serve_client(gate: &Arc<Gate>, input: impl BufRead) {
     gate.upstream.shutdown();
     let stats = gate.rt.write_stats();
     note!(
+        Info,
         "rpr gate: stopped; {} steps committed in {} synced commits and {} without a sync of their own (read-only calls)",
         stats.steps,
         stats.commits,
@@ -360,7 +367,7 @@ impl Gate {
         match spawned {
             Ok(worker) => Some(worker),
             Err(e) => {
-                note!("rpr gate: cannot start a request thread: {e}");
+                note!(Warn, "rpr gate: cannot start a request thread: {e}");
                 None
             }
         }
@@ -375,7 +382,7 @@ impl Gate {
             .client()
             .map_err(|e| ErrorObject::new(codes::INTERNAL_ERROR, e))?;
         self.tools(&client).map_err(|e| {
-            note!("rpr gate: {e}");
+            note!(Warn, "rpr gate: {e}");
             ErrorObject::new(codes::INTERNAL_ERROR, e)
         })?;
         let server = client.server();
@@ -444,7 +451,7 @@ impl Gate {
         // Said once per gate: the list is read again after each server restart.
         self.said_unchecked.call_once(|| {
             for line in &unchecked {
-                note!("rpr gate: note: {line}");
+                note!(Warn, "rpr gate: note: {line}");
             }
         });
         *checked = Some(Arc::clone(&list));
@@ -475,7 +482,7 @@ impl Gate {
             {
                 Ok(b) => b,
                 Err(e) => {
-                    note!("rpr gate: tool `{}` cannot be bound: {e}", tool.name);
+                    note!(Warn, "rpr gate: tool `{}` cannot be bound: {e}", tool.name);
                     continue;
                 }
             };
@@ -484,18 +491,21 @@ impl Gate {
                 .check_pin(server, &tool.name, &binding, &tool.definition, &self.actor)
             {
                 Ok(PinCheck::FirstSight(_)) => note!(
+                    Info,
                     "rpr gate: pinned `{}` of `{server}` ({})",
                     tool.name,
                     binding.digest
                 ),
                 Ok(PinCheck::Matches(_)) => {}
                 Ok(PinCheck::Changed(pin)) => note!(
+                    Warn,
                     "rpr gate: `{}` of `{server}` changed since it was pinned (pinned {}, now {}); calls are refused until `rpr pin`",
                     tool.name,
                     pin.digest,
                     binding.digest
                 ),
                 Err(e) => note!(
+                    Warn,
                     "rpr gate: the pin of `{}` cannot be checked: {e}",
                     tool.name
                 ),

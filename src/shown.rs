@@ -236,10 +236,44 @@ pub fn arguments(args: &Value, budget: usize, whole_at: &str) -> String {
     out
 }
 
+/// A time in ms since the epoch as UTC, to the millisecond, for people: `2026-12-05 16:40:01.253Z`
+/// (RFC 3339 with a space for the `T`).
+#[must_use]
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian; H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00.000Z");
+        assert_eq!(utc(1_796_488_393_253), "2026-12-05 16:33:13.253Z");
+        assert_eq!(utc(-1), "1969-12-31 23:59:59.999Z");
+    }
 
     #[test]
     fn escape_sequences_bidi_and_c1_are_escaped_newlines_only_kept_in_text() {

@@ -27,7 +27,10 @@ impl Gate {
             .and_then(|p| p.get("requestId"))
             .and_then(Id::from_value)
         else {
-            note!("rpr gate: the client sent a cancellation without a usable requestId; ignored");
+            note!(
+                Debug,
+                "rpr gate: the client sent a cancellation without a usable requestId; ignored"
+            );
             return;
         };
         let reason = match params.and_then(|p| p.get("reason")).and_then(Value::as_str) {
@@ -38,12 +41,14 @@ impl Gate {
         let tag = id.to_value().to_string();
         if !self.down.cancel(&tag) {
             note!(
+                Debug,
                 "rpr gate: the client cancelled request {id}, which is not being served; ignored"
             );
             return;
         }
         if self.upstream.cancel(&tag, &reason) {
             note!(
+                Info,
                 "rpr gate: request {id} {reason}; the server was told, and the client gets no answer"
             );
         } else if let Some(call) = self.rounds.carrying(&tag)
@@ -52,10 +57,12 @@ impl Gate {
             // A retry that continued a round of the server's `input_required`: the round in
             // flight goes to the server under the tag of the request that started the call.
             note!(
+                Info,
                 "rpr gate: request {id} {reason}; it continued a round of a governed call, whose request in flight the server was told to cancel; the client gets no answer"
             );
         } else {
             note!(
+                Info,
                 "rpr gate: request {id} {reason}; it is not waiting on the server now (a call not yet sent is not sent), and the client gets no answer"
             );
         }

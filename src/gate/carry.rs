@@ -150,7 +150,10 @@ impl Gate {
         let named = |state: State| bound.is_stored().then(|| (id.clone(), state));
         if self.down.is_cancelled(&asked.tag) {
             // Not answered either (the client cancelled it): said for the log.
-            note!("rpr gate: a call cancelled by the client before it was sent: not sent; {stays}");
+            note!(
+                Info,
+                "rpr gate: a call cancelled by the client before it was sent: not sent; {stays}"
+            );
             let pathway = named(state);
             return Some(tool_error(
                 format!("cancelled by the client before it was sent; nothing was sent and {stays}"),
@@ -208,13 +211,14 @@ impl Gate {
             && matches!(u.error, crate::PathwayError::KeyTaken { .. })
         {
             note!(
+                Info,
                 "rpr gate: a read's record lost its key to an identical read stored first; read again under a new key"
             );
             return None;
         }
         Some(match outcome {
             Outcome::Completed(done) => {
-                note!("rpr gate: pathway {} completed", done.id());
+                note!(Info, "rpr gate: pathway {} completed", done.id());
                 reply_of(delivery, &id)
             }
             Outcome::Returned(returned) => {
@@ -235,7 +239,7 @@ impl Gate {
                 refused = readback.refused().map(str::to_owned);
                 match confirmed {
                     Ok(Confirmed::Completed(done)) => {
-                        note!("rpr gate: pathway {} completed, readback verified", done.id());
+                        note!(Info, "rpr gate: pathway {} completed, readback verified", done.id());
                         reply_of(delivery, &id)
                     }
                     Ok(Confirmed::Unknown(u)) => tool_error(
@@ -280,6 +284,7 @@ impl Gate {
             // for its state (unknown and failed say different things).
             Outcome::Unknown(u) => {
                 note!(
+                    Warn,
                     "rpr gate: pathway {} is write_status_unknown; it will not be sent again",
                     u.id()
                 );
@@ -471,6 +476,7 @@ impl Gate {
             )
         {
             note!(
+                Warn,
                 "rpr gate: the pin of `{}` cannot be checked: {e}",
                 rule.tool
             );

@@ -61,7 +61,7 @@ impl Downstream {
     fn send(&self, message: &Message) {
         let mut out = lock(&self.out);
         if let Err(e) = out.write_message(message) {
-            note!("rpr gate: cannot write to the client: {e}");
+            note!(Warn, "rpr gate: cannot write to the client: {e}");
             if let Message::Response(Response { id: Some(id), .. }) = message {
                 let error = Message::Response(Response {
                     id: Some(id.clone()),
@@ -120,7 +120,10 @@ impl Downstream {
     pub(crate) fn respond(&self, id: Id, outcome: Result<Value, ErrorObject>) {
         let served = lock(&self.serving).remove(&id.to_value().to_string());
         if served.is_some_and(|s| s.cancelled) {
-            note!("rpr gate: request {id} was cancelled by the client; its answer is not sent");
+            note!(
+                Info,
+                "rpr gate: request {id} was cancelled by the client; its answer is not sent"
+            );
             return;
         }
         self.send(&Message::Response(Response {
@@ -136,7 +139,7 @@ impl Downstream {
             .encode(value)
             .and_then(|line| out.write_encoded(&line, |_| {}));
         if let Err(e) = written {
-            note!("rpr gate: cannot write to the client: {e}");
+            note!(Warn, "rpr gate: cannot write to the client: {e}");
         }
     }
 
@@ -229,11 +232,17 @@ impl Downstream {
     /// A response from the client to one of the gate's requests.
     pub(crate) fn deliver(&self, response: Response) {
         let Some(id) = response.id else {
-            note!("rpr gate: the client sent a response without an id; dropped");
+            note!(
+                Debug,
+                "rpr gate: the client sent a response without an id; dropped"
+            );
             return;
         };
         let Some(tx) = lock(&self.pending).remove(&id) else {
-            note!("rpr gate: the client answered unknown or expired request {id:?}; dropped");
+            note!(
+                Debug,
+                "rpr gate: the client answered unknown or expired request {id:?}; dropped"
+            );
             return;
         };
         let _ = tx.send(match response.outcome {

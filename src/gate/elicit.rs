@@ -120,6 +120,7 @@ impl Gate {
                 match p.approve(&self.rt, approval) {
                     Ok(p) => {
                         note!(
+                            Info,
                             "rpr gate: pathway {id} approved at the client (recorded as {})",
                             shown::name(approver.as_str())
                         );
@@ -176,7 +177,10 @@ impl Gate {
         let state = self.state_key.issue(&claims, self.approval_timeout);
         self.turns
             .form_out(id, std::time::Instant::now() + self.approval_timeout);
-        note!("rpr gate: pathway {id} asks the client for a Human Gate decision (input_required)");
+        note!(
+            Info,
+            "rpr gate: pathway {id} asks the client for a Human Gate decision (input_required)"
+        );
         json!({
             "resultType": "input_required",
             "inputRequests": {

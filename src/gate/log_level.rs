@@ -93,9 +93,12 @@ impl Gate {
                 };
             }
             Ok(Reply::Error(e)) => {
-                note!("rpr gate: the server refused `logging/setLevel` to {level}: {e}");
+                note!(
+                    Warn,
+                    "rpr gate: the server refused `logging/setLevel` to {level}: {e}"
+                );
             }
-            Err(e) => note!("rpr gate: `logging/setLevel` to {level} failed: {e}"),
+            Err(e) => note!(Warn, "rpr gate: `logging/setLevel` to {level} failed: {e}"),
         }
     }
 }

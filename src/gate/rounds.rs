@@ -110,6 +110,7 @@ impl Outlet {
             Target::Retry(to) => to.send(answer).is_ok(),
             Target::Spent => {
                 note!(
+                    Warn,
                     "rpr gate: the outcome of the call of request {} has no request to answer (its last round was not continued); it is recorded on its pathway",
                     self.id
                 );
@@ -195,7 +196,10 @@ impl Carrier {
             "inputRequests": requests,
             "requestState": state,
         });
-        note!("rpr gate: the server asks for input (round {round}); passed to the client");
+        note!(
+            Info,
+            "rpr gate: the server asks for input (round {round}); passed to the client"
+        );
         if !self.outlet.deliver(Ok(asked)) {
             lock(&self.rounds.open).remove(&nonce);
             return Err(format!(

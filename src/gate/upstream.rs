@@ -115,7 +115,7 @@ impl Upstream {
                     responder.respond(outcome);
                 });
             if let Err(e) = spawned {
-                note!("rpr gate: cannot pass a server request on: {e}");
+                note!(Warn, "rpr gate: cannot pass a server request on: {e}");
             }
         }));
         config
@@ -129,7 +129,10 @@ impl Upstream {
                 return Ok(Arc::clone(client));
             }
             let reason = client.session().closed_reason().unwrap_or_default();
-            note!("rpr gate: the server stopped ({reason}); starting it again");
+            note!(
+                Warn,
+                "rpr gate: the server stopped ({reason}); starting it again"
+            );
             client.shutdown();
         }
         let client = McpClient::connect(&self.command, &self.config()).map_err(|e| {
@@ -141,6 +144,7 @@ impl Upstream {
         let mut starts = lock(&self.starts);
         *starts += 1;
         note!(
+            Info,
             "rpr gate: server {} started (pid {}, start {})",
             client.server().identity(),
             client.session().pid(),

@@ -14,6 +14,8 @@ mod eras;
 use crate::interop_support;
 #[path = "gate_parts/one_commit.rs"]
 mod one_commit;
+#[path = "gate_parts/stderr_log.rs"]
+mod stderr_log;
 #[path = "gate_parts/turns.rs"]
 mod turns;
 

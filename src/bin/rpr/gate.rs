@@ -45,9 +45,29 @@ pub(crate) struct GateArgs {
     /// changes something, which is always synced).
     #[arg(long, value_name = "HOW", value_enum, default_value_t = ReadRecords::ProcessCrashSafe)]
     pub(crate) read_records: ReadRecords,
+    /// Only warnings on stderr: not the line per call's end, server start and pin.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub(crate) quiet: bool,
+    /// Also the protocol's small events on stderr (cancellations of requests not being
+    /// served, answers to requests the gate did not ask).
+    #[arg(short, long)]
+    pub(crate) verbose: bool,
+    /// How stderr's lines are written: `text` for people, or `json`, one object per line
+    /// (`time`, `level`, `message`).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
     /// The MCP server to govern, started as the gate's child with the gate's environment.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// For people.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `--read-records`: how the steps of read-only calls are committed.
@@ -67,6 +87,19 @@ fn utf8(path: &std::path::Path, what: &str) -> Result<String, Failure> {
 
 /// Runs the gate until the client closes its stdin.
 pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
+    rpr::gate::set_logging(rpr::gate::Logging {
+        level: if args.quiet {
+            rpr::gate::LogLevel::Warn
+        } else if args.verbose {
+            rpr::gate::LogLevel::Debug
+        } else {
+            rpr::gate::LogLevel::Info
+        },
+        format: match args.log_format {
+            LogFormat::Text => rpr::gate::LogFormat::Text,
+            LogFormat::Json => rpr::gate::LogFormat::Json,
+        },
+    });
     let policy_path = utf8(&args.policy, "policy")?;
     let database = utf8(&args.database, "database")?;
     let policy = Policy::load(&policy_path)?;

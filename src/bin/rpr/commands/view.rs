@@ -15,6 +15,7 @@ use super::Database;
 use super::read::print_json;
 use crate::config::existing_database;
 use crate::shown;
+use crate::shown::utc;
 use crate::{Exit, Failure, Usage};
 
 /// `show PATHWAY`.
@@ -68,30 +69,6 @@ pub(crate) struct LogArgs {
     /// interrupted.
     #[arg(long)]
     pub(crate) follow: bool,
-}
-
-/// A time in ms since the epoch as UTC, to the millisecond: `2026-12-05 16:40:01.253Z`.
-fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Days since 1970-01-01 to a civil date (proleptic Gregorian; H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
 }
 
 fn read_store(db: &Database) -> Result<ReadStore, Failure> {
@@ -481,18 +458,5 @@ pub(crate) fn log(args: &LogArgs, as_json: bool) -> Result<Exit, Failure> {
             }
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::utc;
-
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00.000Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00.000Z");
-        assert_eq!(utc(1_796_488_393_253), "2026-12-05 16:33:13.253Z");
-        assert_eq!(utc(-1), "1969-12-31 23:59:59.999Z");
     }
 }

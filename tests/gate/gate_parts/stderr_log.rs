@@ -1,0 +1,138 @@
+//! What `rpr gate` writes on stderr (issue 29, item 4): a level (`-q` only warnings, `-v`
+//! also the protocol's small events) and a format (`--log-format json`: one object per line
+//! with `time`, `level` and `message`).
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use super::{fault_gate, fault_policy, interop_support::TempDir, next_reply};
+
+/// One session through a gate run with `flags`: a read of `get`, a garbage line (a warning:
+/// the gate answers it with a parse error), and an answer to a request the gate never
+/// asked (a debug event). Returns the gate's stderr.
+fn session(tag: &str, flags: &[&str]) -> String {
+    let dir = TempDir::new(tag);
+    let policy = fault_policy(&dir);
+    let mut argv = fault_gate(&dir, &policy, "none", &[]);
+    let at = argv.iter().position(|a| a == "--").unwrap();
+    argv.splice(at..at, flags.iter().map(|f| (*f).to_owned()));
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut stderr = child.stderr.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    next_reply(&mut stdout, &json!(0));
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "get", "arguments": {"key": "k"}}});
+    writeln!(stdin, "{call}").unwrap();
+    let reply = next_reply(&mut stdout, &json!(1));
+    assert_ne!(reply["result"]["isError"], true, "{reply}");
+    writeln!(stdin, "this is not JSON").unwrap();
+    let refused = next_reply(&mut stdout, &Value::Null);
+    assert_eq!(refused["error"]["code"], -32700, "{refused}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc": "2.0", "id": "never-asked", "result": {{}}}}"#
+    )
+    .unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    writeln!(stdin, "{ping}").unwrap();
+    next_reply(&mut stdout, &json!(2));
+    drop(stdin);
+    let mut said = String::new();
+    stderr.read_to_string(&mut said).unwrap();
+    assert!(child.wait().unwrap().success(), "{said}");
+    said
+}
+
+const CALL_ENDED: &str = "completed";
+const WARNING: &str = "rpr gate: warning: ";
+const DEBUG_EVENT: &str = "answered unknown or expired request";
+
+#[test]
+fn by_default_the_gate_says_each_calls_end_and_marks_warnings() {
+    let said = session("log-default", &[]);
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("rpr gate: pathway ") && l.ends_with(CALL_ENDED)),
+        "{said}"
+    );
+    assert!(said.lines().any(|l| l.starts_with(WARNING)), "{said}");
+    assert!(!said.contains(DEBUG_EVENT), "{said}");
+}
+
+#[test]
+fn quiet_keeps_only_warnings_and_verbose_adds_the_protocols_small_events() {
+    let quiet = session("log-quiet", &["-q"]);
+    assert!(!quiet.is_empty(), "the warning is still said");
+    for line in quiet.lines() {
+        assert!(
+            line.starts_with(WARNING),
+            "not a warning under -q: {line}\n{quiet}"
+        );
+    }
+    let verbose = session("log-verbose", &["--verbose"]);
+    assert!(verbose.contains(DEBUG_EVENT), "{verbose}");
+    assert!(verbose.contains(CALL_ENDED), "{verbose}");
+}
+
+#[test]
+fn json_format_writes_one_object_per_line_with_time_level_and_message() {
+    let said = session("log-json", &["--log-format", "json", "-v"]);
+    let mut levels = Vec::new();
+    for line in said.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}\n{said}"));
+        let time = v["time"].as_str().unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            time.len() == 24 && time.ends_with('Z') && &time[10..11] == "T",
+            "{line}"
+        );
+        assert!(
+            v["message"]
+                .as_str()
+                .is_some_and(|m| !m.starts_with("rpr gate")),
+            "{line}"
+        );
+        levels.push(
+            v["level"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{line}"))
+                .to_owned(),
+        );
+    }
+    for level in ["warn", "info", "debug"] {
+        assert!(levels.iter().any(|l| l == level), "no {level} line: {said}");
+    }
+    let out = Command::new(super::RPR)
+        .args([
+            "gate",
+            "-q",
+            "-v",
+            "--database",
+            "x",
+            "--policy",
+            "y",
+            "--name",
+            "z",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "-q and -v together are bad usage"
+    );
+}
