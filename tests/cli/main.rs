@@ -14,6 +14,7 @@ mod evidence_interop;
 mod host_carrier;
 mod host_demo;
 mod host_errors;
+mod host_interrupt;
 mod host_pty;
 mod host_steps;
 mod rpr_cli;

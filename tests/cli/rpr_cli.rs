@@ -47,7 +47,8 @@ fn help_lists_every_subcommand_and_documents_the_exit_statuses() {
     assert!(
         out.contains(
             "Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);\n\
-             1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`)."
+             1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`);\n\
+             130 interrupted (Ctrl-C) before a call was sent, or interrupted twice."
         ),
         "{out}"
     );

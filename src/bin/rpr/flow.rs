@@ -23,6 +23,8 @@ pub(crate) enum Exit {
     Pending,
     /// The call was denied (by policy or at the Human Gate); final: exit 4.
     Denied,
+    /// Interrupted (`SIGINT`, `SIGTERM`) before anything was sent: exit 130.
+    Interrupted,
 }
 
 /// The lease of the attempts this process dispatches (`--lease`); the library's default
@@ -258,6 +260,11 @@ pub(crate) fn carry_out<S: Bindable>(
     print_binding(bound.binding());
     if shown.is_some_and(|d| d != bound.binding().digest) {
         return Err(stays(&"the server changed between the Human Gate and binding").into());
+    }
+    if crate::interrupt::interrupted() {
+        // Bound, not sent: the attempt record is not even begun.
+        say!("{}", stays(&"interrupted before the send"));
+        return Ok(Exit::Interrupted);
     }
     say!("  dispatch by {actor}:");
     match bound.dispatch(rt, actor, &mut executor) {

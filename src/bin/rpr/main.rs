@@ -75,6 +75,7 @@ mod copy;
 mod flow;
 mod gate;
 mod generate;
+mod interrupt;
 mod keygen;
 mod log;
 mod verify_proof;
@@ -104,7 +105,8 @@ impl std::error::Error for Usage {}
 
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);
-1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`).
+1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`);
+130 interrupted (Ctrl-C) before a call was sent, or interrupted twice.
 --args takes the tool's arguments as JSON text, as @FILE (read from a file), or as - (stdin).
 `call` asks at the terminal when a Human Gate needs a decision; without a terminal and
 without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";
@@ -357,7 +359,20 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    match run(&cli) {
+    if matches!(
+        cli.command,
+        Command::Call(_) | Command::Approve(_) | Command::Resume(_) | Command::Reconcile(_)
+    ) {
+        interrupt::install();
+    }
+    let result = run(&cli);
+    if interrupt::interrupted() && !matches!(result, Ok(Exit::Interrupted)) {
+        eprintln!(
+            "rpr {name}: interrupted while a step was under way: it was finished and recorded, as said above"
+        );
+    }
+    match result {
+        Ok(Exit::Interrupted) => ExitCode::from(130),
         Ok(Exit::Done) => ExitCode::SUCCESS,
         Ok(Exit::Pending) => ExitCode::from(3),
         Ok(Exit::Denied) => ExitCode::from(4),

@@ -339,6 +339,7 @@ pub(crate) fn print_step_json(
         Ok(Exit::Done) => "done",
         Ok(Exit::Pending) => "needs_step",
         Ok(Exit::Denied) => "denied",
+        Ok(Exit::Interrupted) => "interrupted",
         Err(_) => "error",
     };
     let mut doc = serde_json::json!({ "exit": exit });
