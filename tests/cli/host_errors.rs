@@ -215,7 +215,7 @@ fn usage_errors_exit_2() {
             "--json",
         ],
         2,
-        "`--json` applies to `unresolved`, `status`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`",
+        "`--json` applies to `unresolved`, `status`, `show`, `list`, `log`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`",
     );
     fails(&[], 2, "Usage: rpr [OPTIONS] <COMMAND>");
     let output = run(["--help"]);
