@@ -19,7 +19,9 @@
 //!   (`host_kill_percent`) get a kill planned at a random moment within `slow_write_ms` +
 //!   0.5 s of their start, with SIGKILL, SIGTERM or SIGINT (SIGINT to the host's process
 //!   group, as Ctrl-C does); and about every `server_kill_ms` one live server process of the
-//!   run, chosen at random, gets one of the three signals.
+//!   run, chosen at random, gets one of the three signals. `call`, `approve`, `resume` and
+//!   `reconcile` take SIGINT and SIGTERM and end by themselves (counted apart: interrupts
+//!   taken by host processes).
 //! * **Stops.** Of the dispatching host processes (`call`, `approve`, `resume`) without a
 //!   kill, `stop_percent` get SIGSTOP (three in four within the write delay after the host
 //!   printed that its attempt record is committed; the others within the write delay plus
@@ -160,6 +162,10 @@ pub struct Report {
     pub commands: BTreeMap<String, u64>,
     /// Kills of host processes that landed (the process died of the signal), by signal.
     pub host_kills: BTreeMap<String, u64>,
+    /// SIGINT and SIGTERM that host processes took and ended by themselves (`call`,
+    /// `approve`, `resume` and `reconcile` stop before the send, or finish and record a
+    /// call in flight, docs/host.md), by signal.
+    pub host_interrupts: BTreeMap<String, u64>,
     /// Kills of server processes sent to a live process of the run, by signal.
     pub server_kills: BTreeMap<String, u64>,
     /// Repeated `call`s answered by a replay of the stored pathway.
@@ -324,6 +330,14 @@ impl Report {
             (
                 "kills: host processes",
                 format!("{} ({})", total(&self.host_kills), by_key(&self.host_kills)),
+            ),
+            (
+                "interrupts taken by host processes",
+                format!(
+                    "{} ({})",
+                    total(&self.host_interrupts),
+                    by_key(&self.host_interrupts)
+                ),
             ),
             (
                 "kills: server processes",
@@ -630,6 +644,9 @@ struct Ctx {
     /// The server's root directory (the calls' files).
     root: PathBuf,
     plans: Mutex<Vec<Plan>>,
+    /// The SIGINT or SIGTERM the supervisor sent each host process (by pid; the pid is not
+    /// reaped before its entry is taken).
+    interrupted: Mutex<HashMap<i32, Signal>>,
     kills_on: AtomicBool,
     /// Host processes stopped now, with when they were stopped.
     stopped: Mutex<HashMap<i32, Instant>>,
@@ -658,6 +675,7 @@ struct Ran {
 struct Tally {
     commands: BTreeMap<String, u64>,
     host_kills: BTreeMap<String, u64>,
+    host_interrupts: BTreeMap<String, u64>,
     replays: u64,
     admitted_after_proposed: u64,
     host_errors: BTreeMap<String, u64>,
@@ -682,6 +700,9 @@ impl Tally {
         }
         for (k, v) in other.host_kills {
             *self.host_kills.entry(k).or_default() += v;
+        }
+        for (k, v) in other.host_interrupts {
+            *self.host_interrupts.entry(k).or_default() += v;
         }
         for (k, v) in other.host_errors {
             *self.host_errors.entry(k).or_default() += v;
@@ -835,12 +856,18 @@ impl Ctx {
         while lock(&self.stopped).contains_key(&pid) {
             thread::sleep(Duration::from_millis(20));
         }
+        let interrupted = lock(&self.interrupted).remove(&pid);
         let status = child.wait().expect("the host is reaped");
         let output = std::fs::read_to_string(out).unwrap_or_default();
         if hung {
             tally.hung += 1;
         } else if let Some(sig) = status.signal() {
             *tally.host_kills.entry(signal_name(sig)).or_default() += 1;
+        } else if let Some(signal) = interrupted {
+            *tally
+                .host_interrupts
+                .entry(signal.as_str().to_owned())
+                .or_default() += 1;
         } else if status.code() == Some(1) {
             let first = output
                 .lines()
@@ -1353,11 +1380,14 @@ fn supervise(ctx: &Ctx, stop: &AtomicBool, mut rng: Rng) -> Signals {
                     continue;
                 }
                 // SIGINT goes to its process group, as a terminal's Ctrl-C would.
-                let _ = if signal == Signal::SIGINT {
+                let sent = if signal == Signal::SIGINT {
                     killpg(target, signal)
                 } else {
                     kill(target, signal)
                 };
+                if sent.is_ok() && matches!(signal, Signal::SIGINT | Signal::SIGTERM) {
+                    lock(&ctx.interrupted).insert(pid, signal);
+                }
             }
             // A hold that is over: continue the host (and its servers); or kill it while
             // stopped (a paused machine that never comes back); or continue it and plan a
@@ -1525,6 +1555,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
         root: root.clone(),
         dir: dir.clone(),
         plans: Mutex::new(Vec::new()),
+        interrupted: Mutex::new(HashMap::new()),
         kills_on: AtomicBool::new(true),
         stopped: Mutex::new(HashMap::new()),
         hostname: this_host()?,
@@ -1648,6 +1679,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
         waits_for_stopped: tally.waits_for_stopped,
         commands: tally.commands,
         host_kills: tally.host_kills,
+        host_interrupts: tally.host_interrupts,
         server_kills: signals.server_kills,
         replays: tally.replays,
         admitted_after_proposed: tally.admitted_after_proposed,
@@ -1693,6 +1725,7 @@ pub fn recount(options: &Options, dir: &Path) -> Result<Report, String> {
         marker: String::new(),
         root: dir.join("files"),
         plans: Mutex::new(Vec::new()),
+        interrupted: Mutex::new(HashMap::new()),
         kills_on: AtomicBool::new(false),
         stopped: Mutex::new(HashMap::new()),
         hostname: String::new(),
