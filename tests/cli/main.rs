@@ -22,5 +22,6 @@ mod rpr_generate;
 mod rpr_keygen;
 mod rpr_mcp_clients;
 mod rpr_mcp_readonly;
+mod rpr_readonly_media;
 mod rpr_verify_proof;
 mod rpr_views;

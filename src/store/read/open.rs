@@ -104,11 +104,14 @@ impl ReadStore {
         let mut pause = std::time::Duration::from_millis(2);
         let mut attempt = 1;
         loop {
-            match Self::open_read_only_once(path) {
+            match Self::open_read_only_once(path, false) {
                 Err(e) if attempt < Self::OPEN_ATTEMPTS && is_transient(&e) => {
                     std::thread::sleep(pause);
                     pause *= 2;
                     attempt += 1;
+                }
+                Err(e) if is_transient(&e) && on_read_only_media_without_wal(path) => {
+                    return Self::open_read_only_once(path, true);
                 }
                 other => return other,
             }
@@ -136,7 +139,10 @@ impl ReadStore {
         Err(crate::store::postgres_unsupported(location))
     }
 
-    fn open_read_only_once(path: &Path) -> Result<Self, StoreError> {
+    /// One opening; `immutable`: as a file nothing can change (SQLite's `immutable=1`: no
+    /// locks, no WAL index), for a database on read-only media that has no `-wal`
+    /// ([`on_read_only_media_without_wal`]).
+    fn open_read_only_once(path: &Path, immutable: bool) -> Result<Self, StoreError> {
         if !path.is_file() {
             return Err(StoreError::Missing(path.display().to_string()));
         }
@@ -147,7 +153,15 @@ impl ReadStore {
         // read-mark slots of the -shm file, so every file stays byte-identical. Without one
         // (a database closed by a program that does not keep the WAL files) SQLite cannot
         // open that way, and a plain read-only open is used.
-        let (mut conn, index) = if Path::new(&shm).is_file() {
+        let (mut conn, index) = if immutable {
+            (
+                Connection::open_with_flags(
+                    sqlite_uri(path, "mode=ro&immutable=1"),
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                )?,
+                None,
+            )
+        } else if Path::new(&shm).is_file() {
             match Connection::open_with_flags(
                 sqlite_uri(path, "mode=ro&readonly_shm=1"),
                 flags | OpenFlags::SQLITE_OPEN_URI,
@@ -244,6 +258,30 @@ impl ReadStore {
     pub fn would_refuse(&self, sql: &str) -> bool {
         self.source().would_refuse(sql)
     }
+}
+
+/// Whether `path` is a database on media this process cannot write (its directory is on a
+/// read-only mount, say) that has no write-ahead log with anything in it. SQLite cannot
+/// read a WAL-mode database there without a `-shm`, which it cannot create; but with no
+/// `-wal` (or an empty one, as rpr's writers leave it) every committed transaction is in
+/// the database file itself, and nothing on this path can write it, so reading it as
+/// immutable reads all of it. (A writer reaching the same file through another, writable
+/// mount would make a `-wal` there too; this is checked once, at the opening.)
+fn on_read_only_media_without_wal(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal_empty = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir_read_only = matches!(
+        nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK),
+        Err(nix::errno::Errno::EROFS | nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)
+    );
+    wal_empty && !Path::new(&shm).exists() && dir_read_only
 }
 
 /// A `file:` URI for `path` with `query`, percent-encoding everything but unreserved characters and `/`.

@@ -13,7 +13,28 @@ use crate::{Exit, Failure, Usage};
 
 /// `unresolved`: the recovery scan, then every non-terminal pathway and who must act.
 pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure> {
-    let rt = flow::runtime(existing_database(&args.database)?)?;
+    let db = existing_database(&args.database)?;
+    let rt = match flow::runtime(db) {
+        Ok(rt) => rt,
+        Err(e) => {
+            // A database this process cannot write (read-only media): listed without the
+            // recovery scan, which records what it finds, and said so.
+            if !cannot_write(db) {
+                return Err(e);
+            }
+            let Ok(store) = ReadStore::open_read_only(db) else {
+                return Err(e);
+            };
+            let skipped = format!(
+                "the database cannot be written here ({e}), so the recovery scan, which records \
+                 what it finds, was not run: an attempt whose process is gone still shows as running"
+            );
+            if !as_json {
+                note!("rpr unresolved: {skipped}");
+            }
+            return list_unresolved(&store, &args.database, as_json, &[], Some(&skipped));
+        }
+    };
     // Recovery: an in-flight attempt whose process is gone becomes unknown (recorded).
     let mut running: Vec<String> = Vec::new();
     loop {
@@ -39,15 +60,35 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
             recovered.push(stored.id().to_owned());
         }
     }
+    list_unresolved(&rt.reader(), &args.database, as_json, &recovered, None)
+}
+
+/// Whether this process cannot write the database at `db` (or make files beside it).
+fn cannot_write(db: &std::path::Path) -> bool {
+    use nix::unistd::{AccessFlags, access};
+    let dir = db
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    access(db, AccessFlags::W_OK).is_err() || access(dir, AccessFlags::W_OK).is_err()
+}
+
+/// Every unresolved pathway of `store` and who must act next, for people or as JSON.
+fn list_unresolved(
+    store: &ReadStore,
+    database: &str,
+    as_json: bool,
+    recovered: &[String],
+    recovery_skipped: Option<&str>,
+) -> Result<Exit, Failure> {
     let mut cursor: Option<String> = None;
     let mut listed = Vec::new();
     let mut count = 0;
     loop {
-        let page = inspect::list_unresolved(&rt.reader(), MAX_LIMIT, cursor.as_deref())?;
+        let page = inspect::list_unresolved(store, MAX_LIMIT, cursor.as_deref())?;
         for s in &page.pathways {
             count += 1;
-            let key = rt
-                .reader()
+            let key = store
                 .pathway(&s.pathway_id)?
                 .map(|r| r.idempotency_key)
                 .unwrap_or_default();
@@ -56,7 +97,7 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
                 entry["idempotency_key"] = Value::String(key);
                 listed.push(entry);
             } else {
-                show_unresolved(s, &key, &args.database);
+                show_unresolved(s, &key, database);
             }
         }
         match page.next_cursor {
@@ -65,7 +106,11 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
         }
     }
     if as_json {
-        print_json(&json!({"recovered": recovered, "unresolved": listed, "count": count}))?;
+        let mut doc = json!({"recovered": recovered, "unresolved": listed, "count": count});
+        if let Some(why) = recovery_skipped {
+            doc["recovery_skipped"] = json!(why);
+        }
+        print_json(&doc)?;
     } else {
         outln!("{count} unresolved pathway(s)");
     }
