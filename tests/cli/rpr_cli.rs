@@ -77,20 +77,9 @@ fn every_subcommand_has_help_that_exits_0() {
     }
 }
 
-/// A database with one completed pathway (`done`) and one unknown one (`lost`: the server
-/// died after the effect, before its reply), made through `rpr call`.
+/// A database with one completed pathway (`done`) and one unknown one (`lost`).
 fn database(dir: &Scratch) -> String {
-    let policy = dir.policy();
-    let db = dir.join("rpr.db").display().to_string();
-    for (fault, key, code) in [("none", "done", 0), ("crash-after-effect", "lost", 3)] {
-        let config = dir.fault_config(fault);
-        let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
-        let mut args = call_args(&config, &policy, &db, "put", &arguments);
-        args.extend(["--key", key]);
-        let output = run(&args);
-        assert_eq!(output.status.code(), Some(code), "{}", text(&output));
-    }
-    db
+    host_support::done_and_lost(dir)
 }
 
 /// Runs `rpr` with `args`, expects exit status `code`, and parses stdout as one JSON document.

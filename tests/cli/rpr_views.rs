@@ -11,16 +11,8 @@ use serde_json::Value;
 /// (approved, the server died after the effect: unknown), and `waiting` (left at the Human
 /// Gate, nothing sent; its value holds an ESC and a right-to-left override).
 fn database(dir: &Scratch) -> String {
+    let db = host_support::done_and_lost(dir);
     let policy = dir.policy();
-    let db = dir.join("rpr.db").display().to_string();
-    for (fault, key, code) in [("none", "done", 0), ("crash-after-effect", "lost", 3)] {
-        let config = dir.fault_config(fault);
-        let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
-        let mut args = call_args(&config, &policy, &db, "put", &arguments);
-        args.extend(["--key", key]);
-        let output = run(&args);
-        assert_eq!(output.status.code(), Some(code), "{}", text(&output));
-    }
     let config = dir.fault_config("none");
     let arguments = r#"{"key": "waiting", "value": "pay \u001b[2J\u202eevil"}"#;
     let mut args = call_args(&config, &policy, &db, "put", arguments);

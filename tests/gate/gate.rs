@@ -288,6 +288,37 @@ fn raw_session_declaring(
     (child, stdin, stdout, reply["result"].clone())
 }
 
+/// The gate of `argv` with `flags` added before its `--`, its stdin, stdout and stderr
+/// piped, initialized by a 2025-11-25 client that declares nothing (request id 0).
+fn initialized_with_stderr(
+    argv: &[String],
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+    std::process::ChildStderr,
+) {
+    let mut argv = argv.to_vec();
+    let at = argv.iter().position(|a| a == "--").unwrap();
+    argv.splice(at..at, flags.iter().map(|f| (*f).to_owned()));
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    next_reply(&mut stdout, &json!(0));
+    (child, stdin, stdout, stderr)
+}
+
 /// The next message the gate writes to its client.
 fn next_message(stdout: &mut BufReader<std::process::ChildStdout>) -> Value {
     let mut line = String::new();

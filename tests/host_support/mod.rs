@@ -71,6 +71,23 @@ pub fn call_args<'a>(
     ]
 }
 
+/// A database `rpr.db` in `dir` with one completed pathway (`done`, approved by alice) and
+/// one unknown one (`lost`: the server died after the effect, before its reply), made
+/// through `rpr call`; its location.
+pub fn done_and_lost(dir: &Scratch) -> String {
+    let policy = dir.policy();
+    let db = dir.join("rpr.db").display().to_string();
+    for (fault, key, code) in [("none", "done", 0), ("crash-after-effect", "lost", 3)] {
+        let config = dir.fault_config(fault);
+        let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
+        let mut args = call_args(&config, &policy, &db, "put", &arguments);
+        args.extend(["--key", key]);
+        let output = run(&args);
+        assert_eq!(output.status.code(), Some(code), "{}", text(&output));
+    }
+    db
+}
+
 /// stdout and stderr of `output`, for messages and checks.
 pub fn text(output: &Output) -> String {
     format!(

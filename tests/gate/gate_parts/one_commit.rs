@@ -4,12 +4,13 @@
 //! commits it made (synced, and without a sync of their own).
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 
 use rpr::State;
 use serde_json::{Value, json};
 
-use super::{fault_gate, fault_policy, interop_support::TempDir, next_reply, store};
+use super::{
+    fault_gate, fault_policy, initialized_with_stderr, interop_support::TempDir, next_reply, store,
+};
 
 /// The gate's count from its last line: (steps, synced commits, commits without a sync).
 fn counted(stderr: &str) -> (u64, u64, u64) {
@@ -33,23 +34,9 @@ fn counted(stderr: &str) -> (u64, u64, u64) {
 fn reads_through_the_gate(tag: &str, records: &str, reads: u64) -> (u64, u64, u64) {
     let dir = TempDir::new(tag);
     let policy = fault_policy(&dir);
-    let mut argv = fault_gate(&dir, &policy, "none", &[]);
-    let at = argv.iter().position(|a| a == "--").unwrap();
-    argv.splice(at..at, ["--read-records".to_owned(), records.to_owned()]);
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut stderr = child.stderr.take().unwrap();
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
-    next_reply(&mut stdout, &json!(0));
+    let argv = fault_gate(&dir, &policy, "none", &[]);
+    let (mut child, mut stdin, mut stdout, mut stderr) =
+        initialized_with_stderr(&argv, &["--read-records", records]);
     for i in 1..=reads {
         let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
             "params": {"name": "get", "arguments": {"key": format!("k{i}")}}});

@@ -3,11 +3,13 @@
 //! with `time`, `level` and `message`).
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::{fault_gate, fault_policy, interop_support::TempDir, next_reply};
+use super::{
+    fault_gate, fault_policy, initialized_with_stderr, interop_support::TempDir, next_reply,
+};
 
 /// One session through a gate run with `flags`: a read of `get`, a garbage line (a warning:
 /// the gate answers it with a parse error), and an answer to a request the gate never
@@ -15,23 +17,8 @@ use super::{fault_gate, fault_policy, interop_support::TempDir, next_reply};
 fn session(tag: &str, flags: &[&str]) -> String {
     let dir = TempDir::new(tag);
     let policy = fault_policy(&dir);
-    let mut argv = fault_gate(&dir, &policy, "none", &[]);
-    let at = argv.iter().position(|a| a == "--").unwrap();
-    argv.splice(at..at, flags.iter().map(|f| (*f).to_owned()));
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut stderr = child.stderr.take().unwrap();
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
-    next_reply(&mut stdout, &json!(0));
+    let argv = fault_gate(&dir, &policy, "none", &[]);
+    let (mut child, mut stdin, mut stdout, mut stderr) = initialized_with_stderr(&argv, flags);
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "get", "arguments": {"key": "k"}}});
     writeln!(stdin, "{call}").unwrap();
