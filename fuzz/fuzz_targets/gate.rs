@@ -151,18 +151,16 @@ impl Seen {
         if !governed {
             return;
         }
-        if self.store.is_none() {
-            match ReadStore::open_read_only(&self.db) {
-                Ok(store) => self.store = Some(store),
-                Err(e) => {
-                    self.violations.push(format!(
-                        "the gate answered {id} with pathway {pathway} completed, and its database cannot be opened: {e}"
-                    ));
-                    return;
-                }
+        let store = match opened(&mut self.store, &self.db) {
+            Ok(store) => store,
+            Err(e) => {
+                self.violations.push(format!(
+                    "the gate answered {id} with pathway {pathway} completed, and its database cannot be opened: {e}"
+                ));
+                return;
             }
-        }
-        let stored = self.store.as_ref().expect("opened").pathway(pathway);
+        };
+        let stored = store.pathway(pathway);
         match stored {
             Ok(Some(p)) if p.state == rpr::State::Completed => {}
             Ok(Some(p)) => self.violations.push(format!(
@@ -423,18 +421,15 @@ impl Checks {
                 return;
             }
         };
-        if self.store.is_none() {
-            match ReadStore::open_read_only(&self.db) {
-                Ok(store) => self.store = Some(store),
-                Err(e) => {
-                    self.violations.push(format!(
-                        "{shown} reached the server, and the gate's database cannot be opened: {e}"
-                    ));
-                    return;
-                }
+        let store = match opened(&mut self.store, &self.db) {
+            Ok(store) => store,
+            Err(e) => {
+                self.violations.push(format!(
+                    "{shown} reached the server, and the gate's database cannot be opened: {e}"
+                ));
+                return;
             }
-        }
-        let store = self.store.as_ref().expect("opened");
+        };
         let attempts = match all_attempts(store) {
             Ok(attempts) => attempts,
             Err(e) => {
@@ -478,6 +473,18 @@ impl Checks {
         self.sent
             .insert(digest, (own.pathway_id.clone(), own.id.clone()));
     }
+}
+
+/// The gate's database, read-only, opened at the first use (after the gate's runtime: a
+/// read-only opening first in a process would keep the runtime from writing).
+fn opened<'s>(
+    store: &'s mut Option<ReadStore>,
+    db: &std::path::Path,
+) -> Result<&'s ReadStore, rpr::store::StoreError> {
+    if store.is_none() {
+        *store = Some(ReadStore::open_read_only(db)?);
+    }
+    Ok(store.as_ref().expect("opened"))
 }
 
 /// Every attempt of the database.
