@@ -17,7 +17,7 @@ pub mod store;
 pub use pathway::stage;
 pub use pathway::token;
 pub use pathway::{
-    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, Authority, BoundRead, Confirmed,
+    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, ApprovalRule, Authority, BoundRead, Confirmed,
     Decision, Definition, NotSent, Outcome, Pathway, PathwayError, ReadUnrecorded, Refused, Role,
     StoredPathway, Unrecorded,
 };

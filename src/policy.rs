@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::executor::Request;
 use crate::mcp::{McpClient, McpReadback, ReadbackVerdict, Tool, ToolList};
-use crate::{ActionClass, Actor, Authority, Decision, Role};
+use crate::{ActionClass, Actor, ApprovalRule, Authority, Decision, Role};
 
 mod expect;
 mod live;
@@ -59,6 +59,28 @@ pub struct Policy {
     /// Limits on what is recorded as evidence (default `crate::evidence::Bounds::DEFAULT`).
     #[serde(default)]
     evidence_bounds: EvidenceBounds,
+    /// How long an approval holds, in seconds (default [`DEFAULT_APPROVAL_TTL`]).
+    approval_ttl: Option<u64>,
+    /// Who approves at a Human Gate, and how many of them.
+    #[serde(default)]
+    approval: ApprovalPolicy,
+}
+
+/// How long an approval holds when the policy does not say: one hour.
+pub const DEFAULT_APPROVAL_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The policy's `approval`: approvers besides the approval authority, the quorum, whether
+/// the proposer may approve, and who may approve alone as break-glass.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalPolicy {
+    #[serde(default)]
+    approvers: Vec<String>,
+    quorum: Option<u32>,
+    #[serde(default)]
+    self_approval: bool,
+    #[serde(default)]
+    break_glass: Vec<String>,
 }
 
 /// The policy's `evidence_bounds`: each limit optional, defaulting to `Bounds::DEFAULT`'s.
@@ -164,6 +186,29 @@ impl Policy {
                 return Err(format!("evidence_bounds.{name} must be above 0"));
             }
         }
+        if self.approval_ttl == Some(0) {
+            return Err("approval_ttl must be above 0 (seconds an approval holds)".into());
+        }
+        let a = &self.approval;
+        if let Some(name) = a
+            .approvers
+            .iter()
+            .chain(&a.break_glass)
+            .find(|n| n.trim().is_empty())
+        {
+            return Err(format!("approval: an empty approver name ({name:?})"));
+        }
+        let possible = self.authority().approvers().len();
+        match a.quorum {
+            Some(0) => return Err("approval.quorum must be at least 1".into()),
+            Some(q) if usize::try_from(q).unwrap_or(usize::MAX) > possible => {
+                return Err(format!(
+                    "approval.quorum is {q}, but only {possible} distinct approver(s) may approve \
+                     (the approval authority and approval.approvers): it could never be met"
+                ));
+            }
+            _ => {}
+        }
         for (name, actor) in &self.authority {
             if name.parse::<Role>().is_err() {
                 return Err(format!("authority: unknown role `{name}`"));
@@ -185,15 +230,27 @@ impl Policy {
         Ok(())
     }
 
-    /// Every role is `host` unless the policy names another actor.
+    /// Every role is `host` unless the policy names another actor; approvals by the
+    /// policy's `approval` rule, expiring after `approval_ttl` (default one hour).
     #[must_use]
     pub fn authority(&self) -> Authority {
+        let a = &self.approval;
+        let ttl = self
+            .approval_ttl
+            .map_or(DEFAULT_APPROVAL_TTL, std::time::Duration::from_secs);
+        let names = |n: &[String]| n.iter().map(Actor::new).collect::<Vec<_>>();
+        let mut rule = ApprovalRule::new(a.quorum.unwrap_or(1), names(&a.approvers), Some(ttl))
+            .with_break_glass(names(&a.break_glass));
+        if a.self_approval {
+            rule = rule.allowing_self_approval();
+        }
         self.authority
             .iter()
             .filter_map(|(name, actor)| Some((name.parse().ok()?, Actor::new(actor))))
             .fold(Authority::single(&Actor::new("host")), |a, (r, actor)| {
                 a.with(r, &actor)
             })
+            .with_approval(rule)
     }
 
     /// The rule that governs `tool` of `server`: its own, else the server's `"*"`, else

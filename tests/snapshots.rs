@@ -87,7 +87,7 @@ fn ledger_happy_path() {
         panic!()
     };
     let ap = rt.grant_approval(&p, &actor("approval_authority")).unwrap();
-    let p = p.approve(&rt, ap).unwrap();
+    let p = p.approve(&rt, ap.quorum(&rt).expect("quorum")).unwrap();
     let mut ex = Scripted::new(vec![Delivery::Succeeded {
         reply: json!({"written": 1}),
     }]);

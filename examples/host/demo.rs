@@ -170,7 +170,7 @@ fn put(rt: &Runtime, client: &Arc<McpClient>, key: &str) -> Result<Outcome, Fail
     // show it to a person and ask). The approval is recorded and usable once.
     let alice = Actor::new("alice");
     let approval = rt.grant_approval(&gated, &alice)?;
-    let approved = gated.approve(rt, approval)?;
+    let approved = gated.approve(rt, approval.quorum(rt).expect("quorum"))?;
     println!("  Human Gate: approved by {alice} (approval authority) for request digest {digest}…");
 
     // Bind: the one exact target (server identity, capabilities, the tool's definition).

@@ -488,6 +488,38 @@ impl Gate {
     }
 
     /// Goes on from a fresh admission.
+    /// An approved pathway whose approval expired before the call came again: held and
+    /// escalated to the Human Gate by the stop authority (recorded with why), then asked
+    /// again like a new one. Nothing is sent on the old approval.
+    fn ask_again(
+        &self,
+        p: crate::Pathway<crate::stage::Approved>,
+        until: i64,
+        checked: &Checked,
+        asked: &Asked,
+    ) -> Answer {
+        let id = p.id().to_owned();
+        let stop = p.definition().authority.stop_authority.clone();
+        let reason = format!(
+            "its approval expired at {}; asked again",
+            crate::shown::utc(until)
+        );
+        let gated = p
+            .hold(&self.rt, &stop, &reason)
+            .map_err(|r| r.to_string())
+            .and_then(|held| held.escalate(&self.rt, &stop).map_err(|r| r.to_string()));
+        match gated {
+            Ok(p) => {
+                note!(Info, "rpr gate: pathway {id}: {reason}");
+                self.human_gate(p, checked, asked)
+            }
+            Err(e) => tool_error(
+                format!("pathway {id}: its approval expired and it could not be asked again ({e}); nothing was sent"),
+                Some((&id, State::Approved)),
+            ),
+        }
+    }
+
     fn admitted(&self, admission: Admission, checked: &Checked, asked: &Asked) -> Answer {
         match admission {
             Admission::Approved(p) => self.carry(p, checked, asked),
@@ -590,7 +622,10 @@ impl Gate {
             }
             StoredPathway::Approved(p) => {
                 let p = restored!(p);
-                self.carry(p, checked, asked)
+                match p.approval_expires_at() {
+                    Some(until) if self.rt.now() >= until => self.ask_again(p, until, checked, asked),
+                    _ => self.carry(p, checked, asked),
+                }
             }
             StoredPathway::HumanGate(p) => {
                 let p = restored!(p);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::mcp::Reply;
 use crate::stage::Gated;
-use crate::{Pathway, State};
+use crate::{Pathway, PathwayError, State};
 use serde_json::{Value, json};
 
 use super::Gate;
@@ -106,8 +106,9 @@ impl Gate {
         let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
         match action.as_str() {
             "accept" if said_yes => {
-                let approval = match self.rt.grant_approval(&p, &approver) {
-                    Ok(a) => a,
+                match self.rt.grant_approval(&p, &approver) {
+                    // Already counted: the quorum decides below.
+                    Ok(_) | Err(PathwayError::AlreadyApproved { .. }) => {}
                     Err(e) => {
                         return tool_error(
                             format!(
@@ -116,8 +117,20 @@ impl Gate {
                             Some((&id, State::HumanGate)),
                         );
                     }
+                }
+                let quorum = match self.rt.quorum(&p) {
+                    Ok(q) => q,
+                    Err(e) => {
+                        return tool_error(
+                            format!(
+                                "approved at the client as {}, and recorded; {e}. Pathway {id} stays at the gate and nothing was sent; once they approve, the same call sends it. {approve_hint}",
+                                shown::name(approver.as_str())
+                            ),
+                            Some((&id, State::HumanGate)),
+                        );
+                    }
                 };
-                match p.approve(&self.rt, approval) {
+                match p.approve(&self.rt, quorum) {
                     Ok(p) => {
                         note!(
                             Info,

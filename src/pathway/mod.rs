@@ -14,7 +14,7 @@ mod transitions;
 
 pub use crate::executor::ActionClass;
 pub(crate) use crate::executor::request_json;
-pub use authority::{Actor, Authority, Role};
+pub use authority::{Actor, ApprovalRule, Authority, Role};
 pub use outcome::{
     Admission, Confirmed, NotSent, Outcome, ReadUnrecorded, StoredPathway, Unrecorded,
 };
@@ -147,6 +147,63 @@ pub enum PathwayError {
         /// The key.
         key: String,
     },
+    /// Fewer distinct approvers than the pathway's quorum have approved (an approval that
+    /// expired, was used or was revoked does not count). Nothing was written.
+    #[error(
+        "pathway {pathway} has {have} of the {need} approvals it needs{}; it waits for {} more of: {}",
+        if granted_by.is_empty() { String::new() } else { format!(" (approved by {})", names(granted_by)) },
+        need - have,
+        names(waiting_on)
+    )]
+    QuorumShort {
+        /// The pathway.
+        pathway: String,
+        /// Distinct approvers whose approvals count now.
+        have: u32,
+        /// The quorum.
+        need: u32,
+        /// Who has approved.
+        granted_by: Vec<Actor>,
+        /// Who may still approve.
+        waiting_on: Vec<Actor>,
+    },
+    /// The approval that approved this pathway is older than the approval rule's expiry.
+    /// Nothing was written or sent; to ask again, hold the pathway and escalate it to the
+    /// Human Gate.
+    #[error(
+        "the approval of pathway {pathway} expired at {}; nothing was sent. Ask again: hold it and escalate it to the Human Gate",
+        crate::shown::utc(*expired_at)
+    )]
+    ApprovalExpired {
+        /// The pathway.
+        pathway: String,
+        /// When it expired (ms since the Unix epoch).
+        expired_at: i64,
+    },
+    /// The proposer tried to approve their own request, which the approval rule does not
+    /// allow. Nothing was written.
+    #[error(
+        "{actor} proposed pathway {pathway} and may not approve it too; another approver must (the policy's approval.self_approval allows it)"
+    )]
+    SelfApproval {
+        /// Who tried.
+        actor: Actor,
+        /// The pathway.
+        pathway: String,
+    },
+    /// The approver's approval of this request is already recorded and still counts.
+    /// Nothing was written.
+    #[error(
+        "{actor} has already approved pathway {pathway} (approval {approval}); another approver must approve"
+    )]
+    AlreadyApproved {
+        /// Who tried.
+        actor: Actor,
+        /// The pathway.
+        pathway: String,
+        /// The approval already recorded.
+        approval: String,
+    },
     /// A token or approval for another pathway or attempt.
     #[error("token mismatch: {0}")]
     TokenMismatch(String),
@@ -204,6 +261,15 @@ pub enum PathwayError {
         /// The bound target.
         target: String,
     },
+}
+
+/// Names joined for a message: `alice, bob`.
+fn names(actors: &[Actor]) -> String {
+    actors
+        .iter()
+        .map(Actor::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A refused step: the error and the untouched pathway, handed back.
@@ -268,6 +334,12 @@ pub(crate) struct Core {
     pub(crate) database: std::sync::Arc<str>,
     pub(crate) version: i64,
     pub(crate) definition: Definition,
+    /// Who proposed it.
+    pub(crate) proposer: Actor,
+    /// When the approval that approved it expires (ms since the epoch): set by `approve`,
+    /// re-read when an approved pathway is loaded; `None` when no expiring approval
+    /// approved it.
+    pub(crate) approved_until: Option<i64>,
     /// sha256 of the unredacted canonical definition, as proposed.
     pub(crate) definition_digest: String,
     pub(crate) request_digest: String,

@@ -6,13 +6,13 @@ use serde_json::Value;
 
 use super::Actor;
 
-/// A Human Gate approval, granted by the approval authority for one exact request.
+/// One approver's Human Gate approval of one exact request, recorded.
 ///
 /// Made by [`Runtime::grant_approval`](crate::Runtime::grant_approval), bound to the
-/// pathway and its request digest, and consumed by `approve`: it cannot be cloned,
-/// and the database refuses a second use.
+/// pathway and its request digest. It approves nothing by itself: `approve` takes a
+/// [`Quorum`], which [`Approval::quorum`] or [`Runtime::quorum`](crate::Runtime::quorum)
+/// make once enough distinct approvers have approved.
 #[derive(Debug)]
-#[must_use = "an approval does nothing until it is passed to approve()"]
 pub struct Approval {
     pub(crate) database: std::sync::Arc<str>,
     pub(crate) id: String,
@@ -26,6 +26,55 @@ impl Approval {
     #[must_use]
     pub fn approver(&self) -> &Actor {
         &self.approver
+    }
+
+    /// The approval's id, as recorded.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Enough approvals of one exact request to approve its pathway: the rule's quorum of
+/// distinct approvers, each approval unused, unrevoked and not expired when it was read,
+/// or one break-glass approval. The only thing
+/// [`Pathway::approve`](crate::Pathway::approve) takes.
+///
+/// No public constructor, not `Clone`: made by [`Approval::quorum`],
+/// [`Runtime::quorum`](crate::Runtime::quorum) or
+/// [`Runtime::break_glass`](crate::Runtime::break_glass) from what the store holds, and
+/// consumed by `approve`, whose step uses every approval in it or none (the database
+/// refuses one used, revoked or expired since).
+#[derive(Debug)]
+#[must_use = "a quorum does nothing until it is passed to approve()"]
+pub struct Quorum {
+    pub(crate) database: std::sync::Arc<str>,
+    pub(crate) pathway: String,
+    pub(crate) request_digest: String,
+    /// The approvals it uses: (id, approver, granted at), oldest first.
+    pub(crate) approvals: Vec<(String, Actor, i64)>,
+    /// Whether it is one break-glass approval.
+    pub(crate) break_glass: bool,
+    /// When the oldest of its approvals expires (ms since the epoch).
+    pub(crate) expires_at: Option<i64>,
+}
+
+impl Quorum {
+    /// Who approved, oldest approval first.
+    pub fn approvers(&self) -> impl Iterator<Item = &Actor> {
+        self.approvals.iter().map(|(_, a, _)| a)
+    }
+
+    /// Whether this is one break-glass approval rather than a quorum.
+    #[must_use]
+    pub fn is_break_glass(&self) -> bool {
+        self.break_glass
+    }
+
+    /// When the oldest approval in it expires (ms since the Unix epoch), if ever.
+    #[must_use]
+    pub fn expires_at(&self) -> Option<i64> {
+        self.expires_at
     }
 }
 

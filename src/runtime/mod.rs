@@ -19,6 +19,7 @@ use crate::store::{
 mod builder;
 mod owner;
 mod propose;
+mod approvals;
 mod recovery;
 mod senders;
 mod store;

@@ -294,6 +294,8 @@ impl Runtime {
                 database: Arc::clone(&self.database),
                 version,
                 definition,
+                proposer: proposer.clone(),
+                approved_until: None,
                 definition_digest,
                 request_digest,
                 redacted: false,

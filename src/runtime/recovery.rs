@@ -75,16 +75,27 @@ impl Runtime {
             .map_err(|e| StoreError::Corrupt(format!("pathway {}: definition: {e}", record.id)))?;
         let redacted = crate::canonical::sha256_hex(&request_json(&definition.request))?
             != record.request_digest;
-        let core = Box::new(Core {
+        let mut core = Box::new(Core {
             id: record.id.clone(),
             database: Arc::clone(&self.database),
             version: record.version,
             definition,
+            proposer: crate::Actor::new(&record.proposer),
+            approved_until: None,
             definition_digest,
             request_digest: record.request_digest.clone(),
             redacted,
             pending: None,
         });
+        // An approved (or held) pathway is dispatched only while the approval that
+        // approved it holds: when it expires is read from its events.
+        if matches!(record.state, State::Approved | State::Held)
+            && core.definition.authority.approval.is_some()
+        {
+            core.approved_until = self
+                .approvals(&record.id)?
+                .approved_until(&core.definition.authority);
+        }
         let last = attempts.last();
         let last_id = last.map(|a| a.id.clone());
         let need_attempt = || {

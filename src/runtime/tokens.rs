@@ -9,58 +9,17 @@ use serde_json::{Value, json};
 
 use crate::evidence;
 use crate::executor::{Observation, Readback};
-use crate::ledger::EventKind;
-use crate::pathway::stage::{Gated, Reconcilable};
+use crate::pathway::stage::Reconcilable;
 use crate::pathway::token::{
-    Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
+    Applied, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved, VerdictKind,
 };
 use crate::pathway::{Act, Actor, Pathway, PathwayError};
 use crate::process;
-use crate::store::{EventDraft, Grant, StoreError};
+use crate::store::StoreError;
 
 use super::{CarrierRecord, Runtime, StepPoint};
 
 impl Runtime {
-    /// Grants a Human Gate approval for `pathway`'s exact request. Only the approval
-    /// authority may; the approval is recorded and usable once.
-    pub fn grant_approval<S: Gated>(
-        &self,
-        pathway: &Pathway<S>,
-        approver: &Actor,
-    ) -> Result<Approval, PathwayError> {
-        self.own(&pathway.core)?;
-        pathway.core.authorize(approver, Act::GrantApproval)?;
-        let id = self.new_id("ap");
-        let event = EventDraft {
-            kind: EventKind::ApprovalGranted,
-            actor: approver.as_str().to_owned(),
-            from: Some(S::STATE),
-            to: S::STATE,
-            attempt: None,
-            attempt_status: None,
-            data: json!({ "approval": id, "request_digest": pathway.core.request_digest }),
-        };
-        let grant = Grant {
-            pathway: pathway.core.id.clone(),
-            expected: S::STATE,
-            version: pathway.core.version,
-            fence: pathway.fence(),
-            id: id.clone(),
-            request_digest: pathway.core.request_digest.clone(),
-            approver: approver.as_str().to_owned(),
-            at: self.now(),
-            event,
-        };
-        self.write(move |b| b.grant_approval(grant))?;
-        Ok(Approval {
-            database: Arc::clone(&self.database),
-            id,
-            pathway: pathway.core.id.clone(),
-            request_digest: pathway.core.request_digest.clone(),
-            approver: approver.clone(),
-        })
-    }
-
     /// Reconciles an attempt that may have taken effect (an [`Unknown`](crate::stage::Unknown) pathway, or a
     /// [`RepairUnsettled`](crate::stage::RepairUnsettled) one) by independent readback. Writes nothing: the returned
     /// token is recorded when the pathway consumes it.

@@ -158,8 +158,8 @@ pub enum StoreError {
     /// No such pathway.
     #[error("no pathway with id {0}")]
     NoSuchPathway(String),
-    /// An approval that is missing, already used or for another request.
-    #[error("approval {0} is unknown, already used, or bound to another request")]
+    /// An approval that is missing, used, revoked, expired or for another request.
+    #[error("approval {0} is unknown, already used, revoked at a Human Gate, expired, or bound to another request; nothing was written")]
     ApprovalUnusable(String),
     /// A pathway whose stored rows and its own ledger events disagree (a hand edit,
     /// or a row the chain never recorded). Nothing was written.
@@ -418,8 +418,14 @@ pub(crate) enum AttemptWrite {
 /// The approval part of a step.
 #[derive(Debug, Clone)]
 pub(crate) enum ApprovalWrite {
-    /// Consume a granted approval (compare-and-set on `used_at IS NULL`).
-    Use { id: String, request_digest: String },
+    /// Consume granted approvals, all or none (compare-and-set on each: unused,
+    /// unrevoked, for this request, and granted at or after `not_before` when the
+    /// approval rule has an expiry).
+    Use {
+        ids: Vec<String>,
+        request_digest: String,
+        not_before: Option<i64>,
+    },
     /// Void every granted, unused approval of the pathway (it entered a Human Gate:
     /// an approval given before the escalation must not decide it).
     RevokeOutstanding,

@@ -110,6 +110,7 @@ pub(crate) trait Rows {
         pathway: &str,
         id: &str,
         request_digest: &str,
+        not_before: i64,
         at: i64,
     ) -> Result<bool, StoreError>;
     /// Revokes every unused approval of the pathway.

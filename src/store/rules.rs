@@ -320,10 +320,24 @@ pub(crate) fn apply(
         None => {}
     }
     match &step.approval {
-        Some(ApprovalWrite::Use { id, request_digest }) => rows
-            .use_approval(&step.pathway, id, request_digest, step.at)?
-            .then_some(())
-            .ok_or_else(|| StoreError::ApprovalUnusable(id.clone()))?,
+        Some(ApprovalWrite::Use {
+            ids,
+            request_digest,
+            not_before,
+        }) => {
+            for id in ids {
+                let used = rows.use_approval(
+                    &step.pathway,
+                    id,
+                    request_digest,
+                    not_before.unwrap_or(i64::MIN),
+                    step.at,
+                )?;
+                if !used {
+                    return Err(StoreError::ApprovalUnusable(id.clone()));
+                }
+            }
+        }
         Some(ApprovalWrite::RevokeOutstanding) => rows.revoke_approvals(&step.pathway, step.at)?,
         None => {}
     }

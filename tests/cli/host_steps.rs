@@ -14,7 +14,7 @@ use host_support::{
 };
 use rpr::executor::{Delivery, Request};
 use rpr::{
-    ActionClass, Admission, Authority, Decision, Definition, Outcome, Pathway, Proposal, Role,
+    ActionClass, Admission, Decision, Definition, Outcome, Pathway, Proposal,
     Runtime, stage,
 };
 use serde_json::json;
@@ -458,9 +458,8 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
     // A host that stopped between propose and admit (killed, or the disk full) leaves
     // exactly what the library records here: the definition `call` builds for this
     // request under this policy, proposed by the agent, never admitted.
-    let authority = Authority::single(&actor("host"))
-        .with(Role::ApprovalAuthority, &actor("alice"))
-        .with(Role::RepairOwner, &actor("bob"));
+    let authority = rpr::policy::Policy::load(&policy).unwrap().authority();
+    assert_eq!(authority.approval_authority, actor("alice"));
     let definition = Definition::new(
         Request::new("put", json!({"key": "k", "value": "v"})),
         ActionClass::Mutating,

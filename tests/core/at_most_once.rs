@@ -142,7 +142,10 @@ fn hole1_approvals_and_reconciliations_from_another_database_are_refused() {
         .grant_approval(&gate_a, &actor("approval_authority"))
         .unwrap();
     let before = dbs.dumps();
-    let r = gate_b.approve(&dbs.b, approval_a).unwrap_err();
+    // Its quorum is made on A; on B it is foreign too.
+    assert!(foreign(&dbs.b.quorum(&gate_a).unwrap_err()));
+    let quorum_a = approval_a.quorum(&dbs.a).expect("quorum");
+    let r = gate_b.approve(&dbs.b, quorum_a).unwrap_err();
     assert!(foreign(r.error()), "{:?}", r.error());
     assert_eq!(dbs.dumps(), before, "B's gated pathway stays at the gate");
     assert_eq!(
@@ -415,7 +418,7 @@ fn scripted_db(tag: &str) -> TempDir {
     let used = rt
         .grant_approval(&g1, &actor("approval_authority"))
         .unwrap();
-    g1.approve(&rt, used).unwrap();
+    g1.approve(&rt, used.quorum(&rt).expect("quorum")).unwrap();
     let Admission::AwaitingApproval(g2) = propose(&rt, "g2")
         .admit(&rt, &actor("decision_owner"), &|_| Decision::Hold)
         .unwrap()

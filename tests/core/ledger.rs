@@ -64,7 +64,7 @@ fn write_stories(rt: &Runtime) -> String {
         panic!()
     };
     let ap = rt.grant_approval(&pb, &appr).unwrap();
-    let pb = pb.approve(rt, ap).unwrap();
+    let pb = pb.approve(rt, ap.quorum(rt).expect("quorum")).unwrap();
     let mut ex = Scripted::new(vec![Delivery::PossiblyWritten {
         reason: "timeout".into(),
     }]);

@@ -22,6 +22,7 @@ mod ledger;
 mod merged_steps;
 mod model;
 mod proof;
+mod quorum;
 mod race;
 mod rpr_mcp;
 mod signed_log;

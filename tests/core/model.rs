@@ -118,7 +118,7 @@ use rpr::stage::{
 };
 use rpr::store::StoreError;
 use rpr::token::{
-    Applied, Approval, Attestation, NotApplied, Reconciled, Reconciliation, Unresolved,
+    Applied, Attestation, Quorum, NotApplied, Reconciled, Reconciliation, Unresolved,
 };
 use rpr::{
     ActionClass, Actor, Admission, Confirmed, Decided, Decision, Definition, IdSource, Outcome,
@@ -494,7 +494,7 @@ struct Entry {
 
 #[derive(Debug)]
 enum T {
-    Approval(Approval),
+    Approval(Quorum),
     Applied(Reconciliation<Applied>),
     NotApplied(Reconciliation<NotApplied>),
     Unresolved(Reconciliation<Unresolved>),
@@ -557,7 +557,7 @@ struct Tok {
 }
 
 impl Tok {
-    fn approval(db: usize, pathway: &str, a: Approval) -> Self {
+    fn approval(db: usize, pathway: &str, a: Quorum) -> Self {
         Tok {
             db,
             t: T::Approval(a),
@@ -2105,10 +2105,14 @@ impl World {
                         name: "approve",
                         ..c.clone()
                     };
-                    let r = p.approve(&self.rt(c.rt), approval);
+                    let quorum = approval.quorum(&self.rt(c.rt)).expect("quorum of one");
+                    let r = p.approve(&self.rt(c.rt), quorum);
                     self.done::<S, Approved>(&call, r);
                 } else {
-                    self.keep_token(Tok::approval(c.db, p.id(), approval));
+                    // Kept as the quorum it makes now (one approver, no expiry), to be
+                    // used later, maybe after it was used or revoked, or on another runtime.
+                    let quorum = approval.quorum(&self.rt(c.rt)).expect("quorum of one");
+                    self.keep_token(Tok::approval(c.db, p.id(), quorum));
                     self.keep(c.db, p);
                 }
             }

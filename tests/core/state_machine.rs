@@ -157,7 +157,7 @@ fn every_typed_method_records_exactly_the_spec_edges() {
     };
     let ap = rt.grant_approval(&p, &appr).unwrap();
     let p = p
-        .approve(&rt, ap)
+        .approve(&rt, ap.quorum(&rt).expect("quorum"))
         .unwrap()
         .hold(&rt, &stop, "wait")
         .unwrap()
@@ -165,7 +165,7 @@ fn every_typed_method_records_exactly_the_spec_edges() {
         .unwrap();
     let ap = rt.grant_approval(&p, &appr).unwrap();
     let p = p
-        .approve(&rt, ap)
+        .approve(&rt, ap.quorum(&rt).expect("quorum"))
         .unwrap()
         .hold(&rt, &stop, "again")
         .unwrap()

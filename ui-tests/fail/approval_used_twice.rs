@@ -1,11 +1,11 @@
-// Invariant: `approve` consumes the Human Gate approval; one approval cannot approve twice.
+// Invariant: `approve` consumes the quorum; one quorum of approvals cannot approve twice.
 use rpr::stage::HumanGate;
-use rpr::token::Approval;
+use rpr::token::Quorum;
 use rpr::{Pathway, Runtime};
 
-fn misuse(first: Pathway<HumanGate>, second: Pathway<HumanGate>, rt: &Runtime, approval: Approval) {
-    let _one = first.approve(rt, approval);
-    let _two = second.approve(rt, approval);
+fn misuse(first: Pathway<HumanGate>, second: Pathway<HumanGate>, rt: &Runtime, quorum: Quorum) {
+    let _one = first.approve(rt, quorum);
+    let _two = second.approve(rt, quorum);
 }
 
 fn main() {}

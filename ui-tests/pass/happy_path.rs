@@ -77,7 +77,7 @@ fn gated_write(rt: &Runtime, files: &FileExecutor, p: &People) -> Pathway<Comple
         panic!("the policy asks for a Human Gate")
     };
     let approval = rt.grant_approval(&gated, &p.approver).expect("grant");
-    let approved = gated.approve(rt, approval).expect("approve");
+    let approved = gated.approve(rt, approval.quorum(rt).expect("quorum")).expect("approve");
     let mut executor = files.clone();
     let bound = approved.bind(&mut executor).expect("bind");
     let Outcome::Returned(returned) = bound.dispatch(rt, &p.executor, &mut executor) else {

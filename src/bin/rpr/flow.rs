@@ -167,8 +167,58 @@ pub(crate) fn show_gate<S: Stage>(p: &Pathway<S>, live: &Live) -> Result<String,
 #[derive(Debug)]
 pub(crate) enum Gate {
     Approve(Actor),
+    /// A break-glass approval, with its reason.
+    BreakGlass(Actor, String),
     Deny(Actor),
     Leave,
+}
+
+/// Records `approver`'s approval of `p` (a break-glass one with `break_glass`'s reason),
+/// then approves it if that makes its quorum. `Ok(Err(Exit::Pending))`: recorded, and the
+/// pathway waits at the gate for the approvers named (said on stdout, with the command).
+pub(crate) fn grant<S: Gated + 'static>(
+    rt: &Runtime,
+    p: Pathway<S>,
+    approver: &Actor,
+    break_glass: Option<&str>,
+    hint: &Hint,
+) -> Result<Result<Pathway<rpr::stage::Approved>, Exit>, Failure> {
+    let id = p.id().to_owned();
+    let stays = |e: &dyn std::fmt::Display| format!("{e}; pathway {id} stays at the Human Gate");
+    let quorum = if let Some(reason) = break_glass {
+        let q = rt
+            .break_glass(&p, approver, reason)
+            .map_err(|e| stays(&e))?;
+        say!("Human Gate: BREAK-GLASS approval by {approver}, recorded as such: {reason}");
+        q
+    } else {
+        match rt.grant_approval(&p, approver) {
+            Ok(_) => {}
+            // Already counted: whether the quorum is there now is said below.
+            Err(e @ rpr::PathwayError::AlreadyApproved { .. }) => say!("{e}"),
+            Err(e) => return Err(stays(&e).into()),
+        }
+        match rt.quorum(&p) {
+            Ok(q) => q,
+            Err(e @ rpr::PathwayError::QuorumShort { .. }) => {
+                say!("Human Gate: approval by {approver} recorded; {e}; nothing was sent");
+                hint.next("approve", &id, " --as NAME");
+                return Ok(Err(Exit::Pending));
+            }
+            Err(e) => return Err(stays(&e).into()),
+        }
+    };
+    let names: Vec<String> = quorum.approvers().map(ToString::to_string).collect();
+    let until = quorum
+        .expires_at()
+        .map(|t| format!(", until {}", rpr::shown::utc(t)))
+        .unwrap_or_default();
+    let p = p.approve(rt, quorum)?;
+    say!(
+        "Human Gate: approved by {} → pathway {id} is APPROVED for this exact request{until}",
+        names.join(", ")
+    );
+    Ok(Ok(p))
 }
 
 /// Asks at the terminal; without a terminal, leaves the pathway at the gate.
@@ -212,16 +262,8 @@ pub(crate) fn decide<S: Gated + 'static>(
 ) -> Result<Result<Pathway<rpr::stage::Approved>, Exit>, Failure> {
     let id = p.id().to_owned();
     match gate {
-        Gate::Approve(approver) => {
-            let approval = rt
-                .grant_approval(&p, &approver)
-                .map_err(|e| format!("{e}; pathway {id} stays at the Human Gate"))?;
-            let p = p.approve(rt, approval)?;
-            say!(
-                "Human Gate: approved by {approver} (approval authority) → pathway {id} is APPROVED for this exact request"
-            );
-            Ok(Ok(p))
-        }
+        Gate::Approve(approver) => grant(rt, p, &approver, None, hint),
+        Gate::BreakGlass(approver, reason) => grant(rt, p, &approver, Some(&reason), hint),
         Gate::Deny(actor) => {
             p.deny(rt, &actor, "denied at the Human Gate")?;
             say!("pathway {id} is DENIED by {actor}");

@@ -215,14 +215,15 @@ pub(crate) fn approve_only<S: Gated + 'static>(
     rt: &Runtime,
     p: Pathway<S>,
     approver: &Actor,
+    break_glass: Option<&str>,
+    hint: &crate::flow::Hint,
 ) -> Result<Exit, Failure> {
     let id = p.id().to_owned();
-    let approval = rt
-        .grant_approval(&p, approver)
-        .map_err(|e| format!("{e}; pathway {id} stays at the Human Gate"))?;
-    p.approve(rt, approval)?;
+    if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, hint)? {
+        return Ok(exit);
+    }
     say!(
-        "pathway {id} is APPROVED by {approver} for this exact request; nothing was sent. \
+        "pathway {id}: nothing was sent. \
          The gate sends it, once, when the client makes the same call again"
     );
     Ok(Exit::Done)

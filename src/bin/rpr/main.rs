@@ -153,7 +153,7 @@ enum Command {
     /// Propose a tool call and take it through admission, the Human Gate, dispatch and readback.
     Call(commands::CallArgs),
     /// Approve a pathway left at the Human Gate (or awaiting approval), then carry the call out (a gate's: approve only).
-    Approve(commands::LiveStep),
+    Approve(commands::ApproveArgs),
     /// Deny a pathway left at the Human Gate, awaiting approval, or left proposed.
     Deny(commands::ReasonStep),
     /// Run the recovery scan, then list every unresolved pathway and who must act next.
@@ -216,7 +216,8 @@ impl Command {
     /// The pathway this command takes a step on, if it is a step.
     fn step(&self) -> Option<commands::Located<'_>> {
         Some(match self {
-            Command::Approve(a) | Command::Resume(a) => a.step.located(),
+            Command::Approve(a) => a.live.step.located(),
+            Command::Resume(a) => a.step.located(),
             Command::Deny(a) | Command::Hold(a) | Command::Stop(a) => a.step.located(),
             Command::Reconcile(a) => a.located(),
             Command::Repair(a) => a.step.located(),
@@ -290,7 +291,8 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
 fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
     match &cli.command {
         Command::Call(a) => a.lease.apply(),
-        Command::Approve(a) | Command::Resume(a) => a.lease.apply(),
+        Command::Approve(a) => a.live.lease.apply(),
+        Command::Resume(a) => a.lease.apply(),
         _ => {}
     }
     match &cli.command {

@@ -7,7 +7,7 @@ use crate::pathway::outcome::Admission;
 use crate::pathway::stage::{
     Abortable, Aborted, Approved, AwaitingApproval, Denied, Gated, Held, HumanGate, Proposed, Stage,
 };
-use crate::pathway::token::Approval;
+use crate::pathway::token::Quorum;
 use crate::pathway::{Actor, Admit, Decision, Pathway, PathwayError, Refused};
 use crate::runtime::Runtime;
 use crate::state::State;
@@ -98,19 +98,22 @@ pub(crate) fn admission(p: Pathway<Proposed>, decision: &Decision) -> Admission 
 // method makes a wrong-stage call an E0277 that prints the gate's
 // `#[diagnostic::on_unimplemented]` text (an impl-block bound gives a bare E0599).
 impl<S: Stage> Pathway<S> {
-    /// Approves with a Human Gate approval granted for this pathway's exact request.
-    /// The approval is consumed; the database refuses a second use.
-    pub fn approve(self, rt: &Runtime, approval: Approval) -> Result<Pathway<Approved>, Refused<S>>
+    /// Approves with a [`Quorum`] of approvals of this pathway's exact request (made by
+    /// [`Approval::quorum`](crate::token::Approval::quorum),
+    /// [`Runtime::quorum`] or [`Runtime::break_glass`]). The step uses every approval in
+    /// it or none: the database refuses one used, revoked or expired since. One `approved`
+    /// event per approval, by its approver.
+    pub fn approve(self, rt: &Runtime, quorum: Quorum) -> Result<Pathway<Approved>, Refused<S>>
     where
         S: Gated,
     {
         if let Err(e) = rt.own(&self.core) {
             return Err(Refused::new(self, e));
         }
-        if let Err(e) = self.core.own_token(&approval.pathway, &approval.database) {
+        if let Err(e) = self.core.own_token(&quorum.pathway, &quorum.database) {
             return Err(Refused::new(self, e));
         }
-        if approval.pathway != self.core.id || approval.request_digest != self.core.request_digest {
+        if quorum.pathway != self.core.id || quorum.request_digest != self.core.request_digest {
             return Err(Refused::new(
                 self,
                 PathwayError::TokenMismatch(
@@ -118,26 +121,64 @@ impl<S: Stage> Pathway<S> {
                 ),
             ));
         }
-        if let Err(e) = self.core.authorize(&approval.approver, Act::Approve) {
-            return Err(Refused::new(self, e));
+        let authority = &self.core.definition.authority;
+        for (_, approver, _) in &quorum.approvals {
+            let may = if quorum.break_glass {
+                if authority
+                    .approval
+                    .as_ref()
+                    .is_some_and(|r| r.break_glass.contains(approver))
+                {
+                    Ok(())
+                } else {
+                    Err(PathwayError::NotAuthorized {
+                        actor: approver.clone(),
+                        action: "approve as break-glass",
+                        needs: "a break_glass actor of the approval rule".into(),
+                    })
+                }
+            } else {
+                self.core.authorize(approver, Act::Approve)
+            };
+            if let Err(e) = may {
+                return Err(Refused::new(self, e));
+            }
+        }
+        let ttl = authority
+            .approval
+            .as_ref()
+            .and_then(|r| r.ttl_ms)
+            .map(|t| i64::try_from(t).unwrap_or(i64::MAX));
+        let not_before = ttl.map(|t| rt.now().saturating_sub(t).saturating_add(1));
+        let mut from = S::STATE;
+        let mut events = Vec::with_capacity(quorum.approvals.len());
+        for (id, approver, _) in &quorum.approvals {
+            let mut data = json!({"approval": id, "request_digest": quorum.request_digest});
+            if quorum.break_glass {
+                data["break_glass"] = Value::Bool(true);
+            }
+            events.push(event(
+                EventKind::Approved,
+                approver.as_str(),
+                from,
+                State::Approved,
+                data,
+            ));
+            from = State::Approved;
         }
         let change = Change {
             from: S::STATE,
             to: Some(State::Approved),
-            events: vec![event(
-                EventKind::Approved,
-                approval.approver.as_str(),
-                S::STATE,
-                State::Approved,
-                json!({"approval": approval.id, "request_digest": approval.request_digest}),
-            )],
+            events,
             attempt: None,
             approval: Some(ApprovalWrite::Use {
-                id: approval.id,
-                request_digest: approval.request_digest,
+                ids: quorum.approvals.iter().map(|(id, _, _)| id.clone()).collect(),
+                request_digest: quorum.request_digest,
+                not_before,
             }),
         };
-        let p = self.commit(rt, change)?;
+        let mut p = self.commit(rt, change)?;
+        p.core.approved_until = quorum.expires_at;
         let v = p.core.version;
         Ok(p.into_stage(v, Approved { _private: () }))
     }
@@ -212,6 +253,15 @@ impl<S: Stage> Pathway<S> {
 }
 
 impl Pathway<Approved> {
+    /// When the approval that approved this pathway expires (ms since the Unix epoch):
+    /// from then on it is not dispatched ([`PathwayError::ApprovalExpired`]). `None`: no
+    /// expiring approval approved it (admitted without a Human Gate, or an approval
+    /// rule without expiry).
+    #[must_use]
+    pub fn approval_expires_at(&self) -> Option<i64> {
+        self.core.approved_until
+    }
+
     // Same shape as deny, release and abort: one call of simple per edge; what differs (act, state, data, stage) is the edge.
     /// Held by the stop authority.
     pub fn hold(

@@ -11,6 +11,7 @@ use crate::pathway::stage::{
     Unknown,
 };
 use crate::pathway::{
+    Core,
     ActionClass, Actor, Pathway, PathwayError, PendingInsert, Refused, request_json,
 };
 use crate::runtime::{Runtime, StepPoint};
@@ -183,6 +184,9 @@ impl Pathway<Bound> {
         {
             return Err(not_sent(self, error));
         }
+        if let Err(error) = approval_holds(rt, &self.core, from) {
+            return Err(not_sent(self, error));
+        }
         let request = self.core.definition.request.clone();
         // Only the request the chain approved is ever sent (its digest is in the proposal
         // event; the step's compare-and-set holds the row to the same digest).
@@ -303,6 +307,20 @@ impl Pathway<Bound> {
             approval: None,
         };
         Ok((attempt_id, change))
+    }
+}
+
+/// Refuses to send from `approved` once the approval that approved the pathway has
+/// expired (by the runtime's clock, the one that stamped the approval).
+fn approval_holds(rt: &Runtime, core: &Core, from: State) -> Result<(), PathwayError> {
+    match core.approved_until {
+        Some(until) if from == State::Approved && rt.now() >= until => {
+            Err(PathwayError::ApprovalExpired {
+                pathway: core.id.clone(),
+                expired_at: until,
+            })
+        }
+        _ => Ok(()),
     }
 }
 

@@ -273,7 +273,7 @@ impl Act {
         actor: &Actor,
     ) -> Result<(), PathwayError> {
         let roles = self.roles();
-        if roles.iter().any(|r| authority.holder(*r) == actor) {
+        if roles.iter().any(|r| authority.holds(*r, actor)) {
             return Ok(());
         }
         Err(PathwayError::NotAuthorized {

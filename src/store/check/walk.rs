@@ -535,7 +535,7 @@ mod tests {
                     Admission::Approved(p) => p,
                     Admission::AwaitingApproval(p) => {
                         let granted = rt.grant_approval(&p, &approval).unwrap();
-                        p.approve(&rt, granted).unwrap()
+                        p.approve(&rt, granted.quorum(&rt).unwrap()).unwrap()
                     }
                     Admission::HumanGate(_) | Admission::Denied(_) => continue,
                 };

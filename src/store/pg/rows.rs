@@ -221,6 +221,7 @@ impl Rows for PgRows<'_, '_> {
         pathway: &str,
         id: &str,
         request_digest: &str,
+        not_before: i64,
         at: i64,
     ) -> Result<bool, StoreError> {
         let n = self
@@ -228,8 +229,8 @@ impl Rows for PgRows<'_, '_> {
             .execute(
                 "UPDATE approvals SET used_at = $1
                  WHERE id = $2 AND pathway_id = $3 AND request_digest = $4
-                   AND used_at IS NULL AND revoked_at IS NULL",
-                &[&at, &id, &pathway, &request_digest],
+                   AND used_at IS NULL AND revoked_at IS NULL AND granted_at >= $5",
+                &[&at, &id, &pathway, &request_digest, &not_before],
             )
             .map_err(err)?;
         Ok(n == 1)

@@ -1049,8 +1049,9 @@ fn approvals_are_fenced_and_used_once() {
             wall_ms(),
         );
         s.approval = Some(ApprovalWrite::Use {
-            id: id.into(),
+            ids: vec![id.into()],
             request_digest: pw.fence.request_digest.clone(),
+            not_before: None,
         });
         s
     };

@@ -190,6 +190,7 @@ impl Rows for SqliteRows<'_> {
         pathway: &str,
         id: &str,
         request_digest: &str,
+        not_before: i64,
         at: i64,
     ) -> Result<bool, StoreError> {
         let n = self
@@ -197,9 +198,9 @@ impl Rows for SqliteRows<'_> {
             .prepare_cached(
                 "UPDATE approvals SET used_at = ?1
                  WHERE id = ?2 AND pathway_id = ?3 AND request_digest = ?4
-                   AND used_at IS NULL AND revoked_at IS NULL",
+                   AND used_at IS NULL AND revoked_at IS NULL AND granted_at >= ?5",
             )?
-            .execute(params![at, id, pathway, request_digest])?;
+            .execute(params![at, id, pathway, request_digest, not_before])?;
         Ok(n == 1)
     }
 

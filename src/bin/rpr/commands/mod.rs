@@ -171,6 +171,17 @@ pub(crate) struct LiveStep {
     pub(crate) lease: Lease,
 }
 
+/// The arguments of `approve`.
+#[derive(Debug, Args)]
+pub(crate) struct ApproveArgs {
+    #[command(flatten)]
+    pub(crate) live: LiveStep,
+    /// Approve alone, as one of the policy's `approval.break_glass` actors: recorded as
+    /// break-glass, with REASON, whatever the quorum.
+    #[arg(long = "break-glass", value_name = "REASON")]
+    pub(crate) break_glass: Option<String>,
+}
+
 /// The arguments of `reconcile`.
 #[derive(Debug, Args)]
 pub(crate) struct ReconcileArgs {

@@ -8,7 +8,7 @@ use rpr::{Actor, Admission, Decision, Pathway, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use super::{
-    AbortArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs, RepairArgs,
+    AbortArgs, ApproveArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs, RepairArgs,
     Restore, Step, Target, Verdict, find, hint, json_object, show_next,
 };
 use rpr::policy::{Live, Policy};
@@ -107,19 +107,25 @@ fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Ex
 }
 
 /// `approve`: approves a pathway left at the gate, then carries the call out.
-pub(crate) fn approve(args: &LiveStep) -> Result<Exit, Failure> {
+pub(crate) fn approve(args: &ApproveArgs) -> Result<Exit, Failure> {
+    let break_glass = args.break_glass.as_deref();
+    let args = &args.live;
     let (rt, stored, approver) = args.step.open()?;
     let hint = live_hint(&args.files, &args.step.db);
     macro_rules! approve_and_go {
         ($p:expr) => {{
             let p = restored(&args.restore, $p)?;
             if rpr::gate::is_gate_pathway(&p) {
-                return crate::gate::approve_only(&rt, p, &approver);
+                return crate::gate::approve_only(&rt, p, &approver, break_glass, &hint);
             }
             let live = live_for(&rt, &args.files, &p)?;
             let shown = flow::show_gate(&p, &live)?;
             let executor = p.definition().authority.execution_actor.clone();
-            match flow::decide(&rt, p, Gate::Approve(approver), &hint)? {
+            let gate = match break_glass {
+                Some(reason) => Gate::BreakGlass(approver, reason.to_owned()),
+                None => Gate::Approve(approver),
+            };
+            match flow::decide(&rt, p, gate, &hint)? {
                 Ok(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
                 Err(exit) => Ok(exit),
             }
