@@ -17,9 +17,9 @@ pub mod store;
 pub use pathway::stage;
 pub use pathway::token;
 pub use pathway::{
-    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, ApprovalRule, Authority, BoundRead, Confirmed,
-    Decision, Definition, NotSent, Outcome, Pathway, PathwayError, ReadUnrecorded, Refused, Role,
-    StoredPathway, Unrecorded,
+    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, ApprovalRule, Authority, BoundRead,
+    Confirmed, Decision, Definition, NotSent, Outcome, Pathway, PathwayError, ReadUnrecorded,
+    Refused, Role, StoredPathway, Unrecorded,
 };
 pub use runtime::{
     Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Ready, Runtime,

@@ -67,7 +67,7 @@ pub struct Policy {
 }
 
 /// How long an approval holds when the policy does not say: one hour.
-pub const DEFAULT_APPROVAL_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+pub const DEFAULT_APPROVAL_TTL: std::time::Duration = std::time::Duration::from_hours(1);
 
 /// The policy's `approval`: approvers besides the approval authority, the quorum, whether
 /// the proposer may approve, and who may approve alone as break-glass.

@@ -166,7 +166,8 @@ fn write_pathway(rt: &Runtime, who: &Actors, i: usize, target: usize) -> usize {
             if len() >= target {
                 return len();
             }
-            p.approve(rt, approval.quorum(rt).expect("quorum")).expect("approve")
+            p.approve(rt, approval.quorum(rt).expect("quorum"))
+                .expect("approve")
         }
         Admission::HumanGate(p) => {
             if len() >= target {
@@ -176,7 +177,8 @@ fn write_pathway(rt: &Runtime, who: &Actors, i: usize, target: usize) -> usize {
             if len() >= target {
                 return len();
             }
-            p.approve(rt, approval.quorum(rt).expect("quorum")).expect("approve")
+            p.approve(rt, approval.quorum(rt).expect("quorum"))
+                .expect("approve")
         }
         Admission::Denied(_) => return len(),
         other => panic!("pathway {i}: {other:?}"),

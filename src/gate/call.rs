@@ -514,7 +514,9 @@ impl Gate {
                 self.human_gate(p, checked, asked)
             }
             Err(e) => tool_error(
-                format!("pathway {id}: its approval expired and it could not be asked again ({e}); nothing was sent"),
+                format!(
+                    "pathway {id}: its approval expired and it could not be asked again ({e}); nothing was sent"
+                ),
                 Some((&id, State::Approved)),
             ),
         }
@@ -623,7 +625,9 @@ impl Gate {
             StoredPathway::Approved(p) => {
                 let p = restored!(p);
                 match p.approval_expires_at() {
-                    Some(until) if self.rt.now() >= until => self.ask_again(p, until, checked, asked),
+                    Some(until) if self.rt.now() >= until => {
+                        self.ask_again(p, until, checked, asked)
+                    }
                     _ => self.carry(p, checked, asked),
                 }
             }

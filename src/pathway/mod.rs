@@ -163,9 +163,9 @@ pub enum PathwayError {
         /// The quorum.
         need: u32,
         /// Who has approved.
-        granted_by: Vec<Actor>,
+        granted_by: Box<[Actor]>,
         /// Who may still approve.
-        waiting_on: Vec<Actor>,
+        waiting_on: Box<[Actor]>,
     },
     /// The approval that approved this pathway is older than the approval rule's expiry.
     /// Nothing was written or sent; to ask again, hold the pathway and escalate it to the

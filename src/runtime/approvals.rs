@@ -183,7 +183,7 @@ impl Judged<'_> {
         if have >= need {
             return Ok(quorum(distinct, false));
         }
-        let granted_by: Vec<Actor> = distinct.iter().map(|g| g.approver.clone()).collect();
+        let granted_by: Box<[Actor]> = distinct.iter().map(|g| g.approver.clone()).collect();
         let waiting_on = self
             .authority
             .approvers()

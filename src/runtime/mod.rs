@@ -16,10 +16,10 @@ use crate::store::{
     AttemptRecord, Backend, LedgerRow, PathwayRecord, ReadStore, StoreError, WriteStats,
 };
 
+mod approvals;
 mod builder;
 mod owner;
 mod propose;
-mod approvals;
 mod recovery;
 mod senders;
 mod store;

@@ -159,7 +159,9 @@ pub enum StoreError {
     #[error("no pathway with id {0}")]
     NoSuchPathway(String),
     /// An approval that is missing, used, revoked, expired or for another request.
-    #[error("approval {0} is unknown, already used, revoked at a Human Gate, expired, or bound to another request; nothing was written")]
+    #[error(
+        "approval {0} is unknown, already used, revoked at a Human Gate, expired, or bound to another request; nothing was written"
+    )]
     ApprovalUnusable(String),
     /// A pathway whose stored rows and its own ledger events disagree (a hand edit,
     /// or a row the chain never recorded). Nothing was written.

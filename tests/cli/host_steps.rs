@@ -14,8 +14,7 @@ use host_support::{
 };
 use rpr::executor::{Delivery, Request};
 use rpr::{
-    ActionClass, Admission, Decision, Definition, Outcome, Pathway, Proposal,
-    Runtime, stage,
+    ActionClass, Admission, Decision, Definition, Outcome, Pathway, Proposal, Runtime, stage,
 };
 use serde_json::json;
 

@@ -1033,7 +1033,8 @@ pub fn filled(dir: &TempDir) -> Runtime {
         };
         let approval = rt.grant_approval(&p, &actor("approval_authority")).unwrap();
         if used {
-            p.approve(&rt, approval.quorum(&rt).expect("quorum")).unwrap();
+            p.approve(&rt, approval.quorum(&rt).expect("quorum"))
+                .unwrap();
         }
     }
     let binding = Binding::new("server-a", json!({"server": "a", "tool": "write"})).unwrap();

@@ -278,7 +278,11 @@ fn grant_approval_needs_the_approval_authority() {
         .unwrap();
     assert_eq!(ap.approver(), &actor("approval_authority"));
     assert_eq!(
-        env.state(p.approve(&env.rt, ap.quorum(&env.rt).expect("quorum")).unwrap().id()),
+        env.state(
+            p.approve(&env.rt, ap.quorum(&env.rt).expect("quorum"))
+                .unwrap()
+                .id()
+        ),
         State::Approved
     );
 
@@ -294,7 +298,11 @@ fn grant_approval_needs_the_approval_authority() {
         .grant_approval(&g, &actor("approval_authority"))
         .unwrap();
     assert_eq!(
-        env.state(g.approve(&env.rt, ap.quorum(&env.rt).expect("quorum")).unwrap().id()),
+        env.state(
+            g.approve(&env.rt, ap.quorum(&env.rt).expect("quorum"))
+                .unwrap()
+                .id()
+        ),
         State::Approved
     );
 }
@@ -606,7 +614,9 @@ fn an_approval_for_one_pathway_cannot_approve_another() {
         .grant_approval(&x, &actor("approval_authority"))
         .unwrap();
     let before = db_dump(&env.db());
-    let r = y.approve(&env.rt, for_x.quorum(&env.rt).expect("quorum")).unwrap_err();
+    let r = y
+        .approve(&env.rt, for_x.quorum(&env.rt).expect("quorum"))
+        .unwrap_err();
     assert!(
         matches!(r.error(), PathwayError::TokenMismatch(_)),
         "{:?}",
@@ -621,7 +631,11 @@ fn an_approval_for_one_pathway_cannot_approve_another() {
         .grant_approval(&y, &actor("approval_authority"))
         .unwrap();
     assert_eq!(
-        env.state(y.approve(&env.rt, for_y.quorum(&env.rt).expect("quorum")).unwrap().id()),
+        env.state(
+            y.approve(&env.rt, for_y.quorum(&env.rt).expect("quorum"))
+                .unwrap()
+                .id()
+        ),
         State::Approved
     );
     assert_eq!(env.state(x.id()), State::AwaitingApproval);
@@ -642,7 +656,9 @@ fn an_approval_is_marked_used_once_in_the_database() {
     let db = env.db();
     let used_at = || ints(&db, "SELECT used_at FROM approvals ORDER BY id");
     assert_eq!(used_at(), vec![None, None]);
-    let p = p.approve(&env.rt, used.quorum(&env.rt).expect("quorum")).unwrap();
+    let p = p
+        .approve(&env.rt, used.quorum(&env.rt).expect("quorum"))
+        .unwrap();
     let after = used_at();
     assert!(
         after[0].is_some(),
@@ -668,7 +684,9 @@ fn an_approval_is_marked_used_once_in_the_database() {
         "UPDATE approvals SET used_at = 1 WHERE used_at IS NULL",
     );
     let before = db_dump(&env.db());
-    let r = p.approve(&env.rt, again.quorum(&env.rt).expect("quorum")).unwrap_err();
+    let r = p
+        .approve(&env.rt, again.quorum(&env.rt).expect("quorum"))
+        .unwrap_err();
     assert!(
         matches!(
             r.error(),
@@ -813,7 +831,11 @@ fn an_approval_granted_before_an_escalation_cannot_decide_the_human_gate() {
     // Read now, the approval no longer counts.
     assert!(matches!(
         env.rt.quorum(&gate).unwrap_err(),
-        PathwayError::QuorumShort { have: 0, need: 1, .. }
+        PathwayError::QuorumShort {
+            have: 0,
+            need: 1,
+            ..
+        }
     ));
     let before = db_dump(&env.db());
     let r = gate.approve(&env.rt, early).unwrap_err();
@@ -833,7 +855,11 @@ fn an_approval_granted_before_an_escalation_cannot_decide_the_human_gate() {
         .grant_approval(&gate, &actor("approval_authority"))
         .unwrap();
     assert_eq!(
-        env.state(gate.approve(&env.rt, fresh.quorum(&env.rt).expect("quorum")).unwrap().id()),
+        env.state(
+            gate.approve(&env.rt, fresh.quorum(&env.rt).expect("quorum"))
+                .unwrap()
+                .id()
+        ),
         State::Approved
     );
 }

@@ -118,7 +118,7 @@ use rpr::stage::{
 };
 use rpr::store::StoreError;
 use rpr::token::{
-    Applied, Attestation, Quorum, NotApplied, Reconciled, Reconciliation, Unresolved,
+    Applied, Attestation, NotApplied, Quorum, Reconciled, Reconciliation, Unresolved,
 };
 use rpr::{
     ActionClass, Actor, Admission, Confirmed, Decided, Decision, Definition, IdSource, Outcome,

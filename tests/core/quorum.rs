@@ -86,7 +86,7 @@ fn two_of_three() -> ApprovalRule {
     ApprovalRule::new(
         2,
         vec![actor("alice"), actor("bob"), actor("carol")],
-        Some(Duration::from_secs(3600)),
+        Some(Duration::from_hours(1)),
     )
 }
 
@@ -104,7 +104,7 @@ fn a_pathway_short_of_its_quorum_is_not_approved_and_two_distinct_approvers_appr
             ..
         } => {
             assert_eq!((have, need), (1, 2));
-            assert_eq!(granted_by, vec![actor("alice")]);
+            assert_eq!(&*granted_by, [actor("alice")]);
             assert!(waiting_on.contains(&actor("bob")) && !waiting_on.contains(&actor("alice")));
         }
         other => panic!("{other:?}"),
@@ -170,7 +170,10 @@ fn a_break_glass_approval_approves_alone_and_is_recorded_as_such() {
     let rule = two_of_three().with_break_glass(vec![actor("oncall")]);
     let p = env.gated("g", "proposer", rule);
     // Not a break-glass actor: refused, nothing written.
-    let e = env.rt.break_glass(&p, &actor("alice"), "hurry").unwrap_err();
+    let e = env
+        .rt
+        .break_glass(&p, &actor("alice"), "hurry")
+        .unwrap_err();
     assert!(matches!(e, PathwayError::NotAuthorized { .. }), "{e:?}");
     // Nor may oncall approve the ordinary way.
     assert!(env.rt.grant_approval(&p, &actor("oncall")).is_err());
@@ -217,7 +220,10 @@ fn an_expired_approval_does_not_count_toward_the_quorum_nor_is_used() {
     let before = db_dump(&env.dir.db());
     let r = p.approve(&env.rt, kept).unwrap_err();
     assert!(
-        matches!(r.error(), PathwayError::Store(StoreError::ApprovalUnusable(_))),
+        matches!(
+            r.error(),
+            PathwayError::Store(StoreError::ApprovalUnusable(_))
+        ),
         "{:?}",
         r.error()
     );
@@ -281,7 +287,10 @@ fn an_approved_pathway_whose_approval_expired_is_not_sent_and_can_be_asked_again
         .unwrap()
         .escalate(&env.rt, &actor("stop_authority"))
         .unwrap();
-    assert!(env.rt.quorum(&gate).is_err(), "the old approvals do not count");
+    assert!(
+        env.rt.quorum(&gate).is_err(),
+        "the old approvals do not count"
+    );
     env.rt.grant_approval(&gate, &actor("carol")).unwrap();
     env.rt.grant_approval(&gate, &actor("bob")).unwrap();
     let q = env.rt.quorum(&gate).unwrap();
@@ -330,9 +339,9 @@ fn a_pathway_without_a_rule_keeps_one_approver_who_may_propose_and_no_expiry() {
     let p = p.approve(&env.rt, q).unwrap();
     env.later(1000 * HOUR);
     let mut executor = Scripted::ok();
-    let out = p
-        .bind(&mut executor)
-        .unwrap()
-        .dispatch(&env.rt, &actor("execution_actor"), &mut executor);
+    let out =
+        p.bind(&mut executor)
+            .unwrap()
+            .dispatch(&env.rt, &actor("execution_actor"), &mut executor);
     assert!(!matches!(out, Outcome::NotSent(_)), "{out:?}");
 }

@@ -172,7 +172,11 @@ impl<S: Stage> Pathway<S> {
             events,
             attempt: None,
             approval: Some(ApprovalWrite::Use {
-                ids: quorum.approvals.iter().map(|(id, _, _)| id.clone()).collect(),
+                ids: quorum
+                    .approvals
+                    .iter()
+                    .map(|(id, _, _)| id.clone())
+                    .collect(),
                 request_digest: quorum.request_digest,
                 not_before,
             }),

@@ -11,8 +11,7 @@ use crate::pathway::stage::{
     Unknown,
 };
 use crate::pathway::{
-    Core,
-    ActionClass, Actor, Pathway, PathwayError, PendingInsert, Refused, request_json,
+    ActionClass, Actor, Core, Pathway, PathwayError, PendingInsert, Refused, request_json,
 };
 use crate::runtime::{Runtime, StepPoint};
 use crate::state::{AttemptStatus, State};

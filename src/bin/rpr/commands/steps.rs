@@ -8,8 +8,8 @@ use rpr::{Actor, Admission, Decision, Pathway, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use super::{
-    AbortArgs, ApproveArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs, RepairArgs,
-    Restore, Step, Target, Verdict, find, hint, json_object, show_next,
+    AbortArgs, ApproveArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs,
+    RepairArgs, Restore, Step, Target, Verdict, find, hint, json_object, show_next,
 };
 use rpr::policy::{Live, Policy};
 
