@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::pathway::{Act, Authority, Role};
+use crate::pathway::{Act, Actor, Authority, Role};
 use crate::state::{AttemptStatus, State};
 use crate::store::{PathwayRecord, ReadStore, StoreError};
 
@@ -43,9 +43,16 @@ fn actors_for(roles: &[Role], authority: Option<&Authority>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     if let Some(a) = authority {
         for r in roles {
-            let name = a.holder(*r).as_str();
-            if !out.iter().any(|n| n == name) {
-                out.push(name.to_owned());
+            // The approval authority and every other approver of the approval rule.
+            let holders = if *r == Role::ApprovalAuthority {
+                a.approvers()
+            } else {
+                vec![a.holder(*r)]
+            };
+            for name in holders.into_iter().map(Actor::as_str) {
+                if !out.iter().any(|n| n == name) {
+                    out.push(name.to_owned());
+                }
             }
         }
     }

@@ -547,6 +547,68 @@ fn sdk_without_elicitation_names_rpr_approve_and_the_approved_repeat_writes_once
     );
 }
 
+#[test]
+fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent_on_it() {
+    let (dir, root, gate) = files_setup("gate-expired");
+    // The same policy, with approvals that hold for one second.
+    let path = files_policy(&dir);
+    let mut policy: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    policy["approval_ttl"] = json!(1);
+    std::fs::write(&path, policy.to_string()).unwrap();
+    let e = root.join("late.txt");
+    let args = json!({"path": e, "content": "L1"});
+    let db = dir.join("rpr.db").display().to_string();
+    let approve = |id: &str| {
+        let approved = rpr(&[
+            "approve",
+            "--database",
+            &db,
+            "--pathway",
+            id,
+            "--as",
+            "alice",
+        ]);
+        assert!(approved.status.success(), "{}", text(&approved));
+    };
+
+    let first = sdk("plain", "write_file", &args, &gate);
+    let id = pathway_of(&first["result"]);
+    approve(&id);
+    assert_eq!(state(&dir, &id), State::Approved);
+    std::thread::sleep(Duration::from_millis(1300));
+
+    // The repeat after the approval expired: not sent; asked again.
+    let late = sdk("plain", "write_file", &args, &gate);
+    let said = late["result"]["text"].as_str().unwrap();
+    assert_eq!(late["result"]["is_error"], true, "{late}");
+    assert!(said.contains("rpr approve --database"), "{said}");
+    assert_eq!(pathway_of(&late["result"]), id);
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    assert!(!e.exists(), "nothing sent on the expired approval");
+    assert!(store(&dir).attempts(&id).unwrap().is_empty());
+    let held = store(&dir)
+        .events(&id, 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|row| serde_json::from_str::<Value>(&row.event).unwrap())
+        .find(|e| e["kind"] == "held")
+        .expect("the hold is recorded");
+    assert!(
+        held["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("approval expired"),
+        "{held}"
+    );
+
+    // Approved again, the repeat sends it, once.
+    approve(&id);
+    let sent = sdk("plain", "write_file", &args, &gate);
+    assert_eq!(sent["result"]["is_error"], false, "{sent}");
+    assert_eq!(std::fs::read_to_string(&e).unwrap(), "L1");
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
+}
+
 /// The gate's argv as a server command, with this environment.
 fn gate_command(argv: &[String]) -> ServerCommand {
     ServerCommand::new(&argv[0])

@@ -1,0 +1,215 @@
+//! `rpr approve` under a policy's approval rule (issue 29, item 3): a quorum of two
+//! distinct approvers, no self-approval, a break-glass approval recorded as such, and a
+//! policy whose rule could never hold refused.
+
+use serde_json::{Value, json};
+
+use crate::host_support::{self, Scratch, by_key, events, run, text};
+
+/// `put` of server `ledger` behind a Human Gate with `approval` as the policy's rule.
+fn policy(dir: &Scratch, approval: &Value) -> String {
+    dir.write(
+        "policy.json",
+        &json!({
+            "authority": {"approval_authority": "alice", "repair_owner": "bob"},
+            "approval": approval,
+            "servers": {"ledger": {
+                "get": {"read_only": true},
+                "put": {
+                    "human_gate": true,
+                    "readback": {"tool": "get", "arguments": {"key": "$key"},
+                                 "expect": {"/structuredContent/value": "$value"}}
+                }
+            }}
+        }),
+    )
+}
+
+/// Runs `rpr` and returns its stdout and stderr, asserting its exit code.
+fn step(args: &[&str], code: i32) -> String {
+    let output = run(args);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(code), "rpr {args:?}:\n{out}");
+    out
+}
+
+/// `rpr call` of `put` with `key`, not approved at the call (`extra` added).
+fn gated_call<'a>(
+    config: &'a str,
+    policy: &'a str,
+    db: &'a str,
+    key: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args =
+        host_support::call_args(config, policy, db, "put", r#"{"key": "k", "value": "v"}"#);
+    let at = args.iter().position(|a| *a == "--approve-as").unwrap();
+    args.drain(at..at + 2);
+    args.extend(["--key", key]);
+    args.extend_from_slice(extra);
+    args
+}
+
+fn approve<'a>(files: &[&'a str; 6], key: &'a str, who: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["approve"];
+    args.extend_from_slice(files);
+    args.extend(["--key", key, "--as", who]);
+    args
+}
+
+#[test]
+fn two_distinct_approvers_make_the_quorum_and_the_call_is_sent_once() {
+    let dir = Scratch::new("approvals-quorum");
+    let config = dir.fault_config("none");
+    let policy = policy(&dir, &json!({"approvers": ["bob", "carol"], "quorum": 2}));
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let call = gated_call(&config, &policy, db, "q", &[]);
+    // No terminal: left at the gate.
+    step(&call, 3);
+    let files = ["--config", &config, "--policy", &policy, "--database", db];
+
+    let out = step(&approve(&files, "q", "alice"), 3);
+    assert!(
+        out.contains("has 1 of the 2 approvals it needs (approved by alice)"),
+        "{out}"
+    );
+    assert!(out.contains("1 more of: bob, carol"), "{out}");
+    assert!(out.contains("nothing was sent"), "{out}");
+    assert!(
+        out.contains("--as NAME"),
+        "the next command is printed:\n{out}"
+    );
+    assert_eq!(dir.effects(), 0);
+    assert_eq!(by_key(&db_path, "q").1, "human_gate");
+
+    // alice again: her approval already counts; still one.
+    let out = step(&approve(&files, "q", "alice"), 3);
+    assert!(out.contains("alice has already approved"), "{out}");
+    assert!(out.contains("has 1 of the 2"), "{out}");
+    assert_eq!(dir.effects(), 0);
+
+    // Someone outside the approvers: refused.
+    let out = step(&approve(&files, "q", "mallory"), 1);
+    assert!(out.contains("mallory may not"), "{out}");
+
+    let out = step(&approve(&files, "q", "carol"), 0);
+    assert!(out.contains("approved by alice, carol"), "{out}");
+    assert!(out.contains("COMPLETED"), "{out}");
+    assert_eq!(dir.effects(), 1, "sent once");
+    let (id, state) = by_key(&db_path, "q");
+    assert_eq!(state, "completed");
+    let all = events(&db_path, &id);
+    let approved: Vec<&str> = all
+        .iter()
+        .filter(|e| e["kind"] == "approved")
+        .map(|e| e["actor"].as_str().unwrap())
+        .collect();
+    assert_eq!(approved, ["alice", "carol"]);
+    let verified = step(&["verify", "--database", db], 0);
+    assert!(!verified.contains("problem"), "{verified}");
+}
+
+#[test]
+fn the_proposer_cannot_approve_their_own_call() {
+    let dir = Scratch::new("approvals-self");
+    let config = dir.fault_config("none");
+    let policy = policy(&dir, &json!({}));
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let call = gated_call(&config, &policy, db, "mine", &["--actor", "alice"]);
+    step(&call, 3);
+    let files = ["--config", &config, "--policy", &policy, "--database", db];
+    let out = step(&approve(&files, "mine", "alice"), 1);
+    assert!(out.contains("alice proposed pathway"), "{out}");
+    assert!(out.contains("self_approval"), "the fix is named:\n{out}");
+    assert_eq!(dir.effects(), 0);
+    assert_eq!(by_key(&db_path, "mine").1, "human_gate");
+
+    // Unless the policy allows it.
+    let allowing = policy_file_allowing_self(&dir);
+    // Another database: an identical call would be answered from the open pathway.
+    let other = dir.join("rpr2.db");
+    let call = gated_call(
+        &config,
+        &allowing,
+        other.to_str().unwrap(),
+        "mine2",
+        &["--actor", "alice", "--approve-as", "alice"],
+    );
+    let out = step(&call, 0);
+    assert!(out.contains("COMPLETED"), "{out}");
+    assert_eq!(dir.effects(), 1);
+}
+
+fn policy_file_allowing_self(dir: &Scratch) -> String {
+    let path = policy(dir, &json!({"self_approval": true}));
+    let moved = dir.join("policy-self.json");
+    std::fs::rename(&path, &moved).unwrap();
+    moved.display().to_string()
+}
+
+#[test]
+fn a_break_glass_approval_sends_alone_and_is_recorded_as_such() {
+    let dir = Scratch::new("approvals-glass");
+    let config = dir.fault_config("none");
+    let policy = policy(
+        &dir,
+        &json!({"approvers": ["bob"], "quorum": 2, "break_glass": ["oncall"]}),
+    );
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let call = gated_call(&config, &policy, db, "bg", &[]);
+    step(&call, 3);
+    let files = ["--config", &config, "--policy", &policy, "--database", db];
+    // bob may approve but not break glass.
+    let mut bob = approve(&files, "bg", "bob");
+    bob.extend(["--break-glass", "hurry"]);
+    let out = step(&bob, 1);
+    assert!(out.contains("break_glass"), "{out}");
+    assert_eq!(dir.effects(), 0);
+
+    let mut glass = approve(&files, "bg", "oncall");
+    glass.extend(["--break-glass", "outage INC-7"]);
+    let out = step(&glass, 0);
+    assert!(out.contains("BREAK-GLASS approval by oncall"), "{out}");
+    assert!(out.contains("COMPLETED"), "{out}");
+    assert_eq!(dir.effects(), 1);
+    let (id, _) = by_key(&db_path, "bg");
+    let events = events(&db_path, &id);
+    let granted = events
+        .iter()
+        .find(|e| e["kind"] == "approval_granted")
+        .unwrap();
+    assert_eq!(granted["actor"], "oncall");
+    assert_eq!(granted["data"]["break_glass"], true);
+    assert_eq!(granted["data"]["reason"], "outage INC-7");
+}
+
+#[test]
+fn a_policy_whose_approval_rule_cannot_hold_is_refused() {
+    let dir = Scratch::new("approvals-bad");
+    let config = dir.fault_config("none");
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    for (bad, needle) in [
+        (json!({"quorum": 0}), "approval.quorum must be at least 1"),
+        (
+            json!({"approvers": ["bob"], "quorum": 3}),
+            "approval.quorum is 3, but only 2 distinct approver(s) may approve",
+        ),
+        (json!({"approvers": [""]}), "an empty approver name"),
+        (json!({"quorom": 2}), "unknown field `quorom`"),
+    ] {
+        let policy = policy(&dir, &bad);
+        let out = step(&gated_call(&config, &policy, db, "bad", &[]), 1);
+        assert!(out.contains(needle), "{bad}: {out}");
+    }
+    let ttl = dir.write(
+        "ttl.json",
+        &json!({"approval_ttl": 0, "servers": {"ledger": {"get": {"read_only": true}}}}),
+    );
+    let out = step(&gated_call(&config, &ttl, db, "ttl", &[]), 1);
+    assert!(out.contains("approval_ttl must be above 0"), "{out}");
+    assert_eq!(dir.effects(), 0);
+}
