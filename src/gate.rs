@@ -79,6 +79,11 @@ pub struct Options {
     pub call_timeout: Duration,
     /// How long the person at the client has to answer a Human Gate (at least a second).
     pub approval_timeout: Duration,
+    /// How long a call at the Human Gate that cannot be approved at the client (no form
+    /// elicitation, or a quorum still short) waits for an approval or a denial out of band
+    /// (`rpr approve`, `rpr deny`) before it is answered with how to approve. Zero (the
+    /// default): answered at once.
+    pub approval_wait: Duration,
     /// The database as the operator commands the gate prints should name it.
     pub database: String,
     /// The policy file as the operator commands the gate prints should name it.
@@ -100,6 +105,7 @@ impl Options {
             name: name.into(),
             call_timeout: DEFAULT_CALL_TIMEOUT,
             approval_timeout: DEFAULT_APPROVAL_WAIT,
+            approval_wait: Duration::ZERO,
             database: database.into(),
             policy: policy.into(),
         }
@@ -150,6 +156,7 @@ pub(crate) struct Gate {
     command_line: Vec<String>,
     call_timeout: Duration,
     approval_timeout: Duration,
+    approval_wait: Duration,
     propose_lock: Mutex<()>,
     /// Which pathways a call of this gate holds a form open on or sends.
     turns: Turns,
@@ -206,6 +213,7 @@ pub fn serve(
         down,
         call_timeout,
         approval_timeout: options.approval_timeout.max(Duration::from_secs(1)),
+        approval_wait: options.approval_wait,
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
         state_key: Arc::new(StateKey::generate().map_err(GateError::Key)?),

@@ -582,7 +582,7 @@ impl Gate {
 
     /// Answers an identical or same-key call from its stored pathway; dispatches it only
     /// when it is approved and was never sent.
-    fn existing(
+    pub(super) fn existing(
         &self,
         stored: StoredPathway,
         checked: &Checked,

@@ -251,6 +251,11 @@ impl Downstream {
         });
     }
 
+    /// Whether the client closed its stdin.
+    pub(crate) fn is_closed(&self) -> bool {
+        *lock(&self.closed)
+    }
+
     /// The client closed its stdin: every request waiting for it fails now.
     pub(crate) fn close(&self) {
         *lock(&self.closed) = true;

@@ -41,12 +41,18 @@ impl Gate {
             self.down.elicits_forms()
         };
         if !can_ask {
+            let request = p.definition().request.clone();
+            let authority = p.definition().authority.approval_authority.clone();
+            drop(p);
+            if let Some(decided) = self.wait_out_of_band(&id, &request, checked, asked) {
+                return decided;
+            }
             return tool_error(
                 format!(
-                    "this call needs a Human Gate decision by the approval authority ({}), because {}, and the client \
-                     cannot ask (it declared no form elicitation). Pathway {id} waits at the gate; nothing was sent. {approve_hint}",
-                    p.definition().authority.approval_authority,
-                    checked.live.plan.why
+                    "this call needs a Human Gate decision by the approval authority ({authority}), because {}, and the client \
+                     cannot ask (it declared no form elicitation). Pathway {id} waits at the gate; nothing was sent{}. {approve_hint}",
+                    checked.live.plan.why,
+                    self.waited_for()
                 ),
                 Some((&id, State::HumanGate)),
             );
@@ -121,10 +127,17 @@ impl Gate {
                 let quorum = match self.rt.quorum(&p) {
                     Ok(q) => q,
                     Err(e) => {
+                        let request = p.definition().request.clone();
+                        drop(p);
+                        if let Some(decided) = self.wait_out_of_band(&id, &request, checked, asked)
+                        {
+                            return decided;
+                        }
                         return tool_error(
                             format!(
-                                "approved at the client as {}, and recorded; {e}. Pathway {id} stays at the gate and nothing was sent; once they approve, the same call sends it. {approve_hint}",
-                                shown::name(approver.as_str())
+                                "approved at the client as {}, and recorded; {e}. Pathway {id} stays at the gate and nothing was sent{}; once they approve, the same call sends it. {approve_hint}",
+                                shown::name(approver.as_str()),
+                                self.waited_for()
                             ),
                             Some((&id, State::HumanGate)),
                         );
@@ -202,5 +215,110 @@ impl Gate {
             "requestState": state,
             "_meta": {"dev.rpr/pathway": {"id": id, "state": State::HumanGate.as_str()}},
         })
+    }
+}
+
+/// How often a call waiting for an approval out of band reads its pathway's state.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+/// How often it tells the client (when the call asked for progress) that it still waits.
+const WAIT_PROGRESS: Duration = Duration::from_secs(5);
+
+impl Gate {
+    /// Waits up to `approval_wait` for pathway `id`, at the Human Gate, to be decided out
+    /// of band (`rpr approve`, `rpr deny`, another approver), reading its stored state. Once
+    /// it moved, answers from it as an identical call would (an approved pathway is sent,
+    /// once; this call holds its turn). `None`: still undecided when the wait ended, the
+    /// client cancelled the call or went away, or the state could not be read; nothing was
+    /// sent. A call that asked for progress is told it waits, and for whom.
+    fn wait_out_of_band(
+        &self,
+        id: &str,
+        request: &crate::executor::Request,
+        checked: &Checked,
+        asked: &Asked,
+    ) -> Option<Answer> {
+        if self.approval_wait.is_zero() {
+            return None;
+        }
+        let start = std::time::Instant::now();
+        let deadline = start + self.approval_wait;
+        note!(
+            Info,
+            "rpr gate: pathway {id} waits up to {} s for an approval out of band (rpr approve --database {} --pathway {id} --as NAME)",
+            self.approval_wait.as_secs(),
+            self.database
+        );
+        let mut told: Option<std::time::Instant> = None;
+        loop {
+            if self.down.is_cancelled(&asked.tag) || self.down.is_closed() {
+                return None;
+            }
+            match self.rt.pathway_record(id) {
+                Ok(Some(r)) if !matches!(r.state, State::HumanGate | State::AwaitingApproval) => {
+                    break;
+                }
+                Ok(Some(_)) => {}
+                _ => return None,
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            if told.is_none_or(|t| now.duration_since(t) >= WAIT_PROGRESS) {
+                told = Some(now);
+                self.waiting_progress(id, asked, now.duration_since(start));
+            }
+            std::thread::sleep(WAIT_POLL.min(deadline - now));
+        }
+        let stored = match self.rt.load(id) {
+            Ok(stored) => stored,
+            Err(e) => {
+                return Some(tool_error(
+                    format!(
+                        "pathway {id} was decided out of band but cannot be read ({e}); nothing was sent"
+                    ),
+                    None,
+                ));
+            }
+        };
+        note!(
+            Info,
+            "rpr gate: pathway {id} was decided out of band ({}); answering the call that waited",
+            stored.state().as_str()
+        );
+        Some(self.existing(stored, checked, asked, request))
+    }
+
+    /// `notifications/progress` for a call that waits for an approval, when it asked for
+    /// progress.
+    fn waiting_progress(&self, id: &str, asked: &Asked, waited: Duration) {
+        let Some(token) = asked.progress.as_ref().and_then(|p| p.get("progressToken")) else {
+            return;
+        };
+        self.down.send_value(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {
+                "progressToken": token,
+                "progress": waited.as_secs(),
+                "total": self.approval_wait.as_secs(),
+                "message": format!(
+                    "waiting for an approval of pathway {id} (rpr approve --database {} --pathway {id} --as NAME)",
+                    self.database
+                ),
+            }
+        }));
+    }
+
+    /// What a waiting call's answer says of its wait: nothing without one.
+    fn waited_for(&self) -> String {
+        if self.approval_wait.is_zero() {
+            String::new()
+        } else {
+            format!(
+                " (nobody approved or denied it out of band within the {} s this call waited)",
+                self.approval_wait.as_secs()
+            )
+        }
     }
 }

@@ -609,6 +609,103 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
     assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
 }
 
+/// `gate` with `--approval-wait SECONDS` before its `--`.
+fn waiting(gate: &[String], seconds: &str) -> Vec<String> {
+    let mut argv = gate.to_vec();
+    let at = argv.iter().position(|a| a == "--").unwrap();
+    argv.splice(at..at, ["--approval-wait".to_owned(), seconds.to_owned()]);
+    argv
+}
+
+/// Waits until the database holds one pathway at the Human Gate, and returns its id.
+fn gated_pathway(dir: &TempDir) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if dir.join("rpr.db").exists()
+            && let Ok(store) = ReadStore::open_read_only(&dir.join("rpr.db"))
+            && let Ok(list) = store.list_pathways(None, 10, None)
+            && let Some(r) = list.iter().find(|r| r.state == State::HumanGate)
+        {
+            return r.id.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pathway reached the gate"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_call_waiting_for_an_approval_out_of_band_completes_without_a_repeat() {
+    let (dir, root, gate) = files_setup("gate-wait-approve");
+    let gate = waiting(&gate, "60");
+    let e = root.join("w.txt");
+    let args = json!({"path": e, "content": "W1"});
+    let call = {
+        let (args, gate) = (args.clone(), gate.clone());
+        std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
+    };
+    let id = gated_pathway(&dir);
+    assert!(!e.exists(), "nothing sent before the approval");
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "alice",
+    ]);
+    assert!(approved.status.success(), "{}", text(&approved));
+    // The waiting call itself is sent and answered with the result: no repeat needed.
+    let answered = call.join().unwrap();
+    assert_eq!(answered["result"]["is_error"], false, "{answered}");
+    assert_eq!(pathway_of(&answered["result"]), id);
+    assert_eq!(std::fs::read_to_string(&e).unwrap(), "W1");
+    assert_eq!(state(&dir, &id), State::Completed);
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
+}
+
+#[test]
+fn a_call_waiting_for_an_approval_is_answered_by_a_denial_or_when_the_wait_ends() {
+    let (dir, root, gate) = files_setup("gate-wait-deny");
+    let long = waiting(&gate, "60");
+    let e = root.join("d.txt");
+    let args = json!({"path": e, "content": "D1"});
+    let call = {
+        let (args, gate) = (args.clone(), long.clone());
+        std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
+    };
+    let id = gated_pathway(&dir);
+    let db = dir.join("rpr.db").display().to_string();
+    let denied = rpr(&["deny", "--database", &db, "--pathway", &id, "--as", "alice"]);
+    assert!(denied.status.success(), "{}", text(&denied));
+    let answered = call.join().unwrap();
+    assert_eq!(answered["result"]["is_error"], true, "{answered}");
+    assert_eq!(state(&dir, &id), State::Denied);
+    assert!(!e.exists());
+
+    // Nobody decides: answered when the wait ends, with how to approve; nothing sent.
+    let short = waiting(&gate, "1");
+    let f = root.join("n.txt");
+    let started = std::time::Instant::now();
+    let late = sdk(
+        "plain",
+        "write_file",
+        &json!({"path": f, "content": "N1"}),
+        &short,
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let said = late["result"]["text"].as_str().unwrap();
+    assert_eq!(late["result"]["is_error"], true, "{late}");
+    assert!(said.contains("within the 1 s this call waited"), "{said}");
+    assert!(said.contains("rpr approve --database"), "{said}");
+    assert_eq!(state(&dir, &pathway_of(&late["result"])), State::HumanGate);
+    assert!(!f.exists());
+}
+
 /// The gate's argv as a server command, with this environment.
 fn gate_command(argv: &[String]) -> ServerCommand {
     ServerCommand::new(&argv[0])

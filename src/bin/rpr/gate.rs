@@ -39,6 +39,13 @@ pub(crate) struct GateArgs {
     /// Seconds the person at the client has to answer a Human Gate elicitation.
     #[arg(long, value_name = "SECONDS", default_value_t = rpr::gate::DEFAULT_APPROVAL_WAIT.as_secs())]
     pub(crate) approval_timeout: u64,
+    /// Seconds a call at the Human Gate that nobody can approve at the client (it cannot
+    /// elicit, or more approvers are needed) waits for `rpr approve` or `rpr deny` out of
+    /// band before it is answered; approved meanwhile, it is sent and answered with its
+    /// result. 0: answered at once, with how to approve. Keep it under the client's own
+    /// request timeout.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub(crate) approval_wait: u64,
     /// How the records of read-only calls are committed: `process-crash-safe` (without a
     /// sync of their own: they survive a crash of the gate, and a crash of the machine can
     /// lose the last of them) or `synced` (each step synced, as for every call that
@@ -123,6 +130,7 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
         rpr::gate::Options::new(&args.name, Actor::new(&args.actor), database, policy_path);
     options.call_timeout = Duration::from_secs(args.call_timeout);
     options.approval_timeout = Duration::from_secs(args.approval_timeout);
+    options.approval_wait = Duration::from_secs(args.approval_wait);
     rpr::gate::serve(
         rt,
         policy,
