@@ -609,6 +609,48 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
     assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
 }
 
+#[test]
+fn a_form_accepted_at_the_client_is_one_approval_of_a_quorum_of_two() {
+    let (dir, root, gate) = files_setup("gate-quorum");
+    let path = files_policy(&dir);
+    let mut policy: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    policy["approval"] = json!({"approvers": ["bob"], "quorum": 2});
+    std::fs::write(&path, policy.to_string()).unwrap();
+    let q = root.join("q.txt");
+    let args = json!({"path": q, "content": "Q1"});
+
+    // The person at the client accepts: alice's approval, one of two.
+    let first = sdk("accept", "write_file", &args, &gate);
+    let said = first["result"]["text"].as_str().unwrap();
+    assert_eq!(first["result"]["is_error"], true, "{first}");
+    assert!(
+        said.contains("has 1 of the 2 approvals it needs (approved by alice)"),
+        "{said}"
+    );
+    assert!(said.contains("1 more of: bob"), "{said}");
+    let id = pathway_of(&first["result"]);
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    assert!(!q.exists(), "nothing sent short of the quorum");
+
+    // bob approves out of band: the quorum is made; the same call sends it, once.
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "bob",
+    ]);
+    assert!(approved.status.success(), "{}", text(&approved));
+    assert_eq!(state(&dir, &id), State::Approved);
+    let sent = sdk("plain", "write_file", &args, &gate);
+    assert_eq!(sent["result"]["is_error"], false, "{sent}");
+    assert_eq!(std::fs::read_to_string(&q).unwrap(), "Q1");
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
+}
+
 /// `gate` with `--approval-wait SECONDS` before its `--`.
 fn waiting(gate: &[String], seconds: &str) -> Vec<String> {
     let mut argv = gate.to_vec();
