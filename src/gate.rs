@@ -157,6 +157,9 @@ pub(crate) struct Gate {
     call_timeout: Duration,
     approval_timeout: Duration,
     approval_wait: Duration,
+    /// Set once the gate stops taking requests ([`serve_until`]): a call waiting for an
+    /// approval out of band stops waiting.
+    stopping: std::sync::atomic::AtomicBool,
     propose_lock: Mutex<()>,
     /// Which pathways a call of this gate holds a form open on or sends.
     turns: Turns,
@@ -197,6 +200,22 @@ pub fn serve(
     input: impl BufRead,
     output: impl Write + Send + 'static,
 ) -> Result<(), GateError> {
+    let gate = start(rt, policy, command, options, output)?;
+    let mut reader = MessageReader::with_max_message_bytes(input, DEFAULT_MAX_MESSAGE_BYTES);
+    serve_client(&gate, &mut |_| {
+        Next::Read(crate::jsonrpc::server::read_incoming(&mut reader))
+    });
+    Ok(())
+}
+
+/// The gate, checked and recovered, ready to serve.
+fn start(
+    rt: Runtime,
+    policy: Policy,
+    command: &ServerCommand,
+    options: Options,
+    output: impl Write + Send + 'static,
+) -> Result<Arc<Gate>, GateError> {
     policy.check_governs(&options.name)?;
     report_unresolved(&rt, &options.database)?;
     let down = Arc::new(Downstream::new(output, DEFAULT_MAX_MESSAGE_BYTES));
@@ -214,6 +233,7 @@ pub fn serve(
         call_timeout,
         approval_timeout: options.approval_timeout.max(Duration::from_secs(1)),
         approval_wait: options.approval_wait,
+        stopping: std::sync::atomic::AtomicBool::new(false),
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
         state_key: Arc::new(StateKey::generate().map_err(GateError::Key)?),
@@ -223,8 +243,88 @@ pub fn serve(
         said_unchecked: std::sync::Once::new(),
         server_level: Mutex::new(log_level::ServerLevel::default()),
     });
-    serve_client(&gate, input);
+    Ok(gate)
+}
+
+/// [`serve`], and a graceful stop: once `stop` is set (by a signal's handler thread, say),
+/// the gate takes no new request (each is answered with a JSON-RPC error saying the gate is
+/// stopping), goes on reading what the calls in flight still need (the client's answers to
+/// Human Gate forms, cancellations), lets those calls finish, record their outcomes and be
+/// answered, then stops the server and returns, without waiting for the client to close
+/// `input`. The input is read on a thread of its own, which ends with the input.
+///
+/// # Errors
+///
+/// As [`serve`].
+pub fn serve_until(
+    rt: Runtime,
+    policy: Policy,
+    command: &ServerCommand,
+    options: Options,
+    input: impl BufRead + Send + 'static,
+    output: impl Write + Send + 'static,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(), GateError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(64);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::Builder::new()
+        .name("rpr-gate-input".into())
+        .spawn(move || {
+            // Reads only once the gate serves: a gate that failed to start reads nothing.
+            if ready_rx.recv().is_err() {
+                return;
+            }
+            let mut reader =
+                MessageReader::with_max_message_bytes(input, DEFAULT_MAX_MESSAGE_BYTES);
+            loop {
+                let next = crate::jsonrpc::server::read_incoming(&mut reader);
+                let end = !matches!(next, Ok(Some(_)));
+                if tx.send(next).is_err() || end {
+                    return;
+                }
+            }
+        });
+    if reader.is_err() {
+        return Err(GateError::Refused(
+            "cannot start the thread that reads the client".into(),
+        ));
+    }
+    let gate = start(rt, policy, command, options, output)?;
+    let _ = ready_tx.send(());
+    let mut stopping = false;
+    serve_client(&gate, &mut |busy| {
+        if !stopping && stop.load(std::sync::atomic::Ordering::SeqCst) {
+            stopping = true;
+            gate.stopping
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            note!(
+                Warn,
+                "rpr gate: stopping: no new requests are taken; {busy} request(s) in flight finish and are answered"
+            );
+        }
+        if stopping && busy == 0 {
+            return Next::Stop;
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(read) if stopping => Next::Draining(read),
+            Ok(read) => Next::Read(read),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Next::Idle,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Next::Read(Ok(None)),
+        }
+    });
     Ok(())
+}
+
+/// What the serving loop does next.
+enum Next {
+    /// A message read (or the end of the input, or a failed read).
+    Read(Result<Option<Incoming>, crate::jsonrpc::JsonRpcError>),
+    /// A message read while stopping: a new request is refused.
+    Draining(Result<Option<Incoming>, crate::jsonrpc::JsonRpcError>),
+    /// Nothing came yet.
+    Idle,
+    /// Stopped, with no request in flight.
+    Stop,
 }
 
 /// Finds what a previous gate left unresolved (an attempt in flight when it stopped is
@@ -252,14 +352,31 @@ fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), GateError> {
     Ok(())
 }
 
-fn serve_client(gate: &Arc<Gate>, input: impl BufRead) {
-    let mut reader = MessageReader::with_max_message_bytes(input, DEFAULT_MAX_MESSAGE_BYTES);
+/// Serves what `next` hands over (it is told how many requests are in flight) until the
+/// input ends or it says stop.
+fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     loop {
         workers.retain(|w| !w.is_finished());
+        let read = match next(workers.len()) {
+            Next::Stop => break,
+            Next::Idle => continue,
+            Next::Read(read) => read,
+            Next::Draining(Ok(Some(Incoming::Request(request)))) => {
+                gate.down.respond(
+                    request.id,
+                    Err(ErrorObject::new(
+                        codes::INTERNAL_ERROR,
+                        "the gate is stopping (SIGTERM or SIGINT): it takes no new request; calls already in flight finish and are answered",
+                    )),
+                );
+                continue;
+            }
+            Next::Draining(read) => read,
+        };
         // The same rules as every server of this crate (crate::jsonrpc::server): a request
         // is answered once, a notification or a response never, even a malformed one.
-        match crate::jsonrpc::server::read_incoming(&mut reader) {
+        match read {
             Ok(None) => break,
             Ok(Some(Incoming::Request(request))) => {
                 if let Some(worker) = gate.request(request) {

@@ -250,7 +250,10 @@ impl Gate {
         );
         let mut told: Option<std::time::Instant> = None;
         loop {
-            if self.down.is_cancelled(&asked.tag) || self.down.is_closed() {
+            if self.down.is_cancelled(&asked.tag)
+                || self.down.is_closed()
+                || self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+            {
                 return None;
             }
             match self.rt.pathway_record(id) {

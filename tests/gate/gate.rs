@@ -16,6 +16,8 @@ use crate::interop_support;
 mod one_commit;
 #[path = "gate_parts/stderr_log.rs"]
 mod stderr_log;
+#[path = "gate_parts/stop.rs"]
+mod stop;
 #[path = "gate_parts/turns.rs"]
 mod turns;
 

@@ -131,15 +131,20 @@ pub(crate) fn run(args: &GateArgs) -> Result<Exit, Failure> {
     options.call_timeout = Duration::from_secs(args.call_timeout);
     options.approval_timeout = Duration::from_secs(args.approval_timeout);
     options.approval_wait = Duration::from_secs(args.approval_wait);
-    rpr::gate::serve(
+    rpr::gate::serve_until(
         rt,
         policy,
         &command,
         options,
-        std::io::stdin().lock(),
+        std::io::BufReader::new(std::io::stdin()),
         std::io::stdout(),
+        crate::interrupt::flag(),
     )?;
-    Ok(Exit::Done)
+    Ok(if crate::interrupt::interrupted() {
+        Exit::Interrupted
+    } else {
+        Exit::Done
+    })
 }
 
 /// `rpr pin --database DB [--server NAME --tool T --digest D --as NAME]`

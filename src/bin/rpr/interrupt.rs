@@ -9,20 +9,35 @@
 //! with `sigwait`, so no code runs in a signal handler.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 
 /// Whether a first interrupt came.
 pub(crate) fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
+/// The flag a first interrupt sets (for `rpr::gate::serve_until`).
+pub(crate) fn flag() -> Arc<AtomicBool> {
+    Arc::clone(&INTERRUPTED)
+}
+
+/// What the first interrupt means for the command.
+#[derive(Clone, Copy)]
+pub(crate) enum Meaning {
+    /// A command that sends a call: nothing more is sent.
+    Call,
+    /// `rpr gate`: no new request is taken; calls in flight are answered.
+    Gate,
+}
+
 /// Takes `SIGINT` and `SIGTERM` from now on. Call it from the main thread before any other
 /// thread starts. If they cannot be taken, they keep their default action (the process
 /// ends, as before).
-pub(crate) fn install() {
+pub(crate) fn install(meaning: Meaning) {
     let mut set = SigSet::empty();
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
@@ -37,11 +52,15 @@ pub(crate) fn install() {
                 seen += 1;
                 if seen == 1 {
                     INTERRUPTED.store(true, Ordering::SeqCst);
-                    eprintln!(
-                        "rpr: {signal} received: nothing more will be sent; a call in flight is \
-                         waited for and recorded. Send it again to stop at once (a call in flight \
-                         then stays `running` until `rpr unresolved` records it unknown)."
-                    );
+                    match meaning {
+                        Meaning::Call => eprintln!(
+                            "rpr: {signal} received: nothing more will be sent; a call in flight is \
+                             waited for and recorded. Send it again to stop at once (a call in flight \
+                             then stays `running` until `rpr unresolved` records it unknown)."
+                        ),
+                        // The gate says it on its own stderr when it starts stopping.
+                        Meaning::Gate => {}
+                    }
                 } else {
                     eprintln!("rpr: {signal} received again: stopping now");
                     std::process::exit(130);

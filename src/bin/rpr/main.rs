@@ -365,7 +365,9 @@ fn main() -> ExitCode {
         cli.command,
         Command::Call(_) | Command::Approve(_) | Command::Resume(_) | Command::Reconcile(_)
     ) {
-        interrupt::install();
+        interrupt::install(interrupt::Meaning::Call);
+    } else if matches!(cli.command, Command::Gate(_)) {
+        interrupt::install(interrupt::Meaning::Gate);
     }
     let result = run(&cli);
     if interrupt::interrupted() && !matches!(result, Ok(Exit::Interrupted)) {
