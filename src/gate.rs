@@ -361,7 +361,6 @@ fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
         let read = match next(workers.len()) {
             Next::Stop => break,
             Next::Idle => continue,
-            Next::Read(read) => read,
             Next::Draining(Ok(Some(Incoming::Request(request)))) => {
                 gate.down.respond(
                     request.id,
@@ -372,7 +371,7 @@ fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
                 );
                 continue;
             }
-            Next::Draining(read) => read,
+            Next::Read(read) | Next::Draining(read) => read,
         };
         // The same rules as every server of this crate (crate::jsonrpc::server): a request
         // is answered once, a notification or a response never, even a malformed one.
