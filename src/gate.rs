@@ -58,7 +58,7 @@ use self::request_state::StateKey;
 use self::turns::Turns;
 use self::upstream::Upstream;
 use crate::jsonrpc::server::Incoming;
-use crate::jsonrpc::{DEFAULT_MAX_MESSAGE_BYTES, ErrorObject, MessageReader, Request, codes};
+use crate::jsonrpc::{ErrorObject, MessageReader, Request, codes};
 use crate::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand, ToolList};
 use crate::policy::Policy;
 use crate::store::PinCheck;
@@ -157,6 +157,8 @@ pub(crate) struct Gate {
     call_timeout: Duration,
     approval_timeout: Duration,
     approval_wait: Duration,
+    /// The cap on one message in either direction (the policy's `max_message_bytes`).
+    max_message_bytes: usize,
     /// Set once the gate stops taking requests ([`serve_until`]): a call waiting for an
     /// approval out of band stops waiting.
     stopping: std::sync::atomic::AtomicBool,
@@ -201,7 +203,7 @@ pub fn serve(
     output: impl Write + Send + 'static,
 ) -> Result<(), GateError> {
     let gate = start(rt, policy, command, options, output)?;
-    let mut reader = MessageReader::with_max_message_bytes(input, DEFAULT_MAX_MESSAGE_BYTES);
+    let mut reader = MessageReader::with_max_message_bytes(input, gate.max_message_bytes);
     serve_client(&gate, &mut |_| {
         Next::Read(crate::jsonrpc::server::read_incoming(&mut reader))
     });
@@ -218,10 +220,17 @@ fn start(
 ) -> Result<Arc<Gate>, GateError> {
     policy.check_governs(&options.name)?;
     report_unresolved(&rt, &options.database)?;
-    let down = Arc::new(Downstream::new(output, DEFAULT_MAX_MESSAGE_BYTES));
+    let max_message_bytes = policy.max_message_bytes();
+    let down = Arc::new(Downstream::new(output, max_message_bytes));
     let call_timeout = options.call_timeout.max(Duration::from_secs(1));
     let gate = Arc::new(Gate {
-        upstream: Upstream::new(command.clone(), call_timeout, Arc::clone(&down)),
+        upstream: Upstream::new(
+            command.clone(),
+            call_timeout,
+            max_message_bytes,
+            Arc::clone(&down),
+        ),
+        max_message_bytes,
         command_line: command.command_line(),
         rt,
         policy,
@@ -266,16 +275,15 @@ pub fn serve_until(
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(), GateError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(64);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<usize>();
     let reader = std::thread::Builder::new()
         .name("rpr-gate-input".into())
         .spawn(move || {
             // Reads only once the gate serves: a gate that failed to start reads nothing.
-            if ready_rx.recv().is_err() {
+            let Ok(max_message_bytes) = ready_rx.recv() else {
                 return;
-            }
-            let mut reader =
-                MessageReader::with_max_message_bytes(input, DEFAULT_MAX_MESSAGE_BYTES);
+            };
+            let mut reader = MessageReader::with_max_message_bytes(input, max_message_bytes);
             loop {
                 let next = crate::jsonrpc::server::read_incoming(&mut reader);
                 let end = !matches!(next, Ok(Some(_)));
@@ -290,7 +298,7 @@ pub fn serve_until(
         ));
     }
     let gate = start(rt, policy, command, options, output)?;
-    let _ = ready_tx.send(());
+    let _ = ready_tx.send(gate.max_message_bytes);
     let mut stopping = false;
     serve_client(&gate, &mut |busy| {
         if !stopping && stop.load(std::sync::atomic::Ordering::SeqCst) {

@@ -61,10 +61,18 @@ pub struct Policy {
     evidence_bounds: EvidenceBounds,
     /// How long an approval holds, in seconds (default [`DEFAULT_APPROVAL_TTL`]).
     approval_ttl: Option<u64>,
+    /// The cap on one MCP message in either direction, in bytes (default
+    /// [`crate::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES`], 16 MiB).
+    max_message_bytes: Option<usize>,
     /// Who approves at a Human Gate, and how many of them.
     #[serde(default)]
     approval: ApprovalPolicy,
 }
+
+/// The smallest `max_message_bytes` a policy may give.
+const MIN_MESSAGE_BYTES: usize = 1024;
+/// The largest `max_message_bytes` a policy may give: 1 GiB.
+const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// How long an approval holds when the policy does not say: one hour.
 pub const DEFAULT_APPROVAL_TTL: std::time::Duration = std::time::Duration::from_hours(1);
@@ -140,6 +148,14 @@ impl Policy {
         Ok(policy)
     }
 
+    /// The cap on one MCP message in either direction, in bytes: the policy's
+    /// `max_message_bytes`, else [`crate::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES`].
+    #[must_use]
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+            .unwrap_or(crate::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES)
+    }
+
     /// The evidence bounds the runtime records with.
     #[must_use]
     pub fn bounds(&self) -> crate::evidence::Bounds {
@@ -185,6 +201,13 @@ impl Policy {
             if value == Some(0) {
                 return Err(format!("evidence_bounds.{name} must be above 0"));
             }
+        }
+        if let Some(n) = self.max_message_bytes
+            && !(MIN_MESSAGE_BYTES..=MAX_MESSAGE_BYTES).contains(&n)
+        {
+            return Err(format!(
+                "max_message_bytes is {n}: give a number of bytes from {MIN_MESSAGE_BYTES} to {MAX_MESSAGE_BYTES} (1 GiB)"
+            ));
         }
         if self.approval_ttl == Some(0) {
             return Err("approval_ttl must be above 0 (seconds an approval holds)".into());

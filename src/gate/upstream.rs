@@ -42,6 +42,7 @@ pub(crate) struct Upstream {
     command: ServerCommand,
     /// How long a request passed through (and a server request passed back) may take.
     pub(crate) request_timeout: Duration,
+    max_message_bytes: usize,
     down: Arc<Downstream>,
     client: Mutex<Option<Arc<McpClient>>>,
     tools: Mutex<Option<Arc<ToolList>>>,
@@ -53,11 +54,13 @@ impl Upstream {
     pub(crate) fn new(
         command: ServerCommand,
         request_timeout: Duration,
+        max_message_bytes: usize,
         down: Arc<Downstream>,
     ) -> Self {
         Self {
             command,
             request_timeout,
+            max_message_bytes,
             down,
             client: Mutex::new(None),
             tools: Mutex::new(None),
@@ -69,6 +72,7 @@ impl Upstream {
     fn config(&self) -> SessionConfig {
         let mut config = SessionConfig {
             request_timeout: self.request_timeout,
+            max_message_bytes: self.max_message_bytes,
             pass_progress: true,
             ..SessionConfig::default()
         };

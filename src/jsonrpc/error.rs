@@ -81,7 +81,8 @@ pub enum JsonRpcError {
     /// The outgoing message is larger than the limit. Nothing was written.
     #[error(
         "the outgoing message is {length} bytes, over the {limit}-byte limit, and was not \
-         written; send smaller arguments or raise the limit"
+         written; send smaller arguments or raise the limit (`max_message_bytes` in the \
+         policy of `rpr call` and `rpr gate`)"
     )]
     MessageTooLarge {
         /// Encoded length in bytes.

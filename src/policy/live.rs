@@ -52,7 +52,9 @@ impl Live {
         tool: &str,
     ) -> Result<Started, PolicyError> {
         policy.check_governs(server)?;
-        let client = McpClient::connect(command, &SessionConfig::default())
+        let mut config = SessionConfig::default();
+        config.max_message_bytes = policy.max_message_bytes();
+        let client = McpClient::connect(command, &config)
             .map_err(|e| format!("server `{server}` did not start: {e}"))?;
         let client = Arc::new(client);
         let list = client

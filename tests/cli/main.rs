@@ -17,7 +17,7 @@ mod host_errors;
 mod host_interrupt;
 mod host_pty;
 mod host_steps;
-mod rpr_approvals;
+mod rpr_policy;
 mod rpr_cli;
 mod rpr_generate;
 mod rpr_keygen;

@@ -1,6 +1,7 @@
-//! `rpr approve` under a policy's approval rule (issue 29, item 3): a quorum of two
-//! distinct approvers, no self-approval, a break-glass approval recorded as such, and a
-//! policy whose rule could never hold refused.
+//! What the policy sets beyond roles and tools (issue 29): `rpr approve` under its approval
+//! rule (item 3: a quorum of two distinct approvers, no self-approval, a break-glass
+//! approval recorded as such, a rule that could never hold refused), and the message limit
+//! (item 4).
 
 use serde_json::{Value, json};
 
@@ -212,4 +213,38 @@ fn a_policy_whose_approval_rule_cannot_hold_is_refused() {
     let out = step(&gated_call(&config, &ttl, db, "ttl", &[]), 1);
     assert!(out.contains("approval_ttl must be above 0"), "{out}");
     assert_eq!(dir.effects(), 0);
+}
+
+#[test]
+fn the_policy_sets_the_message_limit() {
+    let dir = Scratch::new("limits");
+    let config = dir.fault_config("none");
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let limited = dir.write(
+        "small.json",
+        &json!({"max_message_bytes": 2048, "servers": {"ledger": {
+            "get": {"read_only": true},
+            "put": {"human_gate": false, "readback": {"tool": "get", "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"}}}
+        }}}),
+    );
+    let big = format!(r#"{{"key": "k", "value": "{}"}}"#, "x".repeat(3000));
+    let mut call = host_support::call_args(&config, &limited, db, "put", &big);
+    call.retain(|a| *a != "--approve-as" && *a != "alice");
+    let out = step(&call, 3);
+    assert!(out.contains("over the 2048-byte limit"), "{out}");
+    assert!(out.contains("`max_message_bytes` in the policy"), "{out}");
+    assert!(out.contains("attempt not_sent"), "{out}");
+    assert_eq!(dir.effects(), 0, "nothing sent");
+
+    // A limit out of range is refused when the policy is read.
+    for n in [10, 2_000_000_000_usize] {
+        let bad = dir.write(
+            "bad.json",
+            &json!({"max_message_bytes": n, "servers": {"ledger": {}}}),
+        );
+        let out = step(&gated_call(&config, &bad, db, "bad", &[]), 1);
+        assert!(out.contains(&format!("max_message_bytes is {n}")), "{out}");
+    }
 }
