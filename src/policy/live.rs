@@ -52,8 +52,10 @@ impl Live {
         tool: &str,
     ) -> Result<Started, PolicyError> {
         policy.check_governs(server)?;
-        let mut config = SessionConfig::default();
-        config.max_message_bytes = policy.max_message_bytes();
+        let config = SessionConfig {
+            max_message_bytes: policy.max_message_bytes(),
+            ..SessionConfig::default()
+        };
         let client = McpClient::connect(command, &config)
             .map_err(|e| format!("server `{server}` did not start: {e}"))?;
         let client = Arc::new(client);

@@ -153,14 +153,23 @@ pub(crate) struct PinArgs {
     /// The gate's database.
     #[arg(long, value_name = "DB", env = "RPR_DATABASE", hide_env_values = true)]
     database: String,
-    /// The server (as the gate names it) of the tool to pin.
-    #[arg(long, value_name = "NAME", requires_all = ["tool", "digest", "actor"])]
+    /// The server (as the gate names it): of the tool to pin, of the changes to review or
+    /// accept.
+    #[arg(long, value_name = "NAME")]
     server: Option<String>,
+    /// Show every changed tool (of --server, else of every server) with what changed in its
+    /// binding and a diff of its definition, and the command that accepts them all.
+    #[arg(long, conflicts_with_all = ["tool", "digest", "accept", "actor"])]
+    review: bool,
+    /// Pin TOOL's changed binding if it is still DIGEST, the one reviewed (repeat for each
+    /// tool; `--review` prints them). Nothing is pinned when one does not match.
+    #[arg(long, value_name = "TOOL=DIGEST", requires_all = ["server", "actor"], conflicts_with_all = ["tool", "digest"])]
+    accept: Vec<String>,
     /// The tool to pin.
-    #[arg(long, value_name = "T", requires = "server")]
+    #[arg(long, value_name = "T", requires_all = ["server", "digest", "actor"])]
     tool: Option<String>,
     /// The binding digest you reviewed (the gate's refusal names it): only that binding is pinned.
-    #[arg(long, value_name = "D", requires = "server")]
+    #[arg(long, value_name = "D", requires = "tool")]
     digest: Option<String>,
     /// Who pins it (recorded).
     #[arg(long = "as", id = "actor", value_name = "NAME", requires = "server")]
@@ -170,6 +179,31 @@ pub(crate) struct PinArgs {
 /// `rpr pin`: lists the pins (and the changed bindings waiting), or pins one.
 pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
     let db = existing_database(&args.database)?;
+    if args.review {
+        let store = rpr::store::ReadStore::open_read_only(db)?;
+        crate::pin_review::review(
+            &args.database,
+            &store.pins()?,
+            args.server.as_deref(),
+            json_out,
+        );
+        return Ok(Exit::Done);
+    }
+    if let (false, Some(server), Some(actor)) = (args.accept.is_empty(), &args.server, &args.actor)
+    {
+        let pins = rpr::store::ReadStore::open_read_only(db)?.pins()?;
+        let rt = crate::log::builder(db)
+            .open()
+            .map_err(|e| format!("cannot open database {}: {e}", args.database))?;
+        return crate::pin_review::accept(
+            &rt,
+            &pins,
+            server,
+            &args.accept,
+            &Actor::new(actor),
+            json_out,
+        );
+    }
     if let (Some(server), Some(tool), Some(digest), Some(actor)) =
         (&args.server, &args.tool, &args.digest, &args.actor)
     {
@@ -204,13 +238,11 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
         if let Some(seen) = &p.seen {
             let changed = rpr::mcp::changed_fields(&p.binding, &seen.binding).join(", ");
             say!(
-                "    CHANGED (calls refused): now {} (changed: {changed}); to accept it: rpr pin --database {} \
-                 --server {} --tool {} --digest {} --as NAME",
+                "    CHANGED (calls refused): now {} (changed: {changed}); to review: rpr pin --database {} \
+                 --review --server {}",
                 seen.digest,
                 args.database,
                 p.server,
-                p.tool,
-                seen.digest
             );
         }
     }

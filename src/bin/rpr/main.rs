@@ -78,6 +78,7 @@ mod generate;
 mod interrupt;
 mod keygen;
 mod log;
+mod pin_review;
 mod verify_proof;
 pub(crate) use rpr::shown;
 

@@ -1,0 +1,297 @@
+//! `rpr pin --review` and `rpr pin --accept TOOL=DIGEST…` (issue 29, item 4): every changed
+//! tool of a server at once, with what changed in its binding and a diff of its definition;
+//! then the changes accepted by naming each reviewed digest, so a binding that changed again
+//! since the review is not pinned unseen.
+
+use rpr::Actor;
+use rpr::shown;
+use rpr::store::PinRecord;
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::flow::Exit;
+
+/// Lines of context around each change of a definition's diff.
+const CONTEXT: usize = 2;
+
+/// One changed tool, as reviewed.
+struct Change<'a> {
+    pin: &'a PinRecord,
+    seen: &'a rpr::store::SeenBinding,
+    fields: Vec<String>,
+    diff: Vec<(char, String)>,
+}
+
+fn changed<'a>(pins: &'a [PinRecord], server: Option<&str>) -> Vec<Change<'a>> {
+    pins.iter()
+        .filter(|p| server.is_none_or(|s| p.server == s))
+        .filter_map(|pin| {
+            let seen = pin.seen.as_ref()?;
+            Some(Change {
+                pin,
+                seen,
+                fields: rpr::mcp::changed_fields(&pin.binding, &seen.binding),
+                diff: diff(&pretty(&pin.definition), &pretty(&seen.definition)),
+            })
+        })
+        .collect()
+}
+
+fn pretty(v: &Value) -> Vec<String> {
+    serde_json::to_string_pretty(v)
+        .unwrap_or_default()
+        .lines()
+        .map(shown::name)
+        .collect()
+}
+
+/// A line diff of `old` and `new` (longest common subsequence): `' '` kept, `'-'` only in
+/// `old`, `'+'` only in `new`, in order.
+fn diff(old: &[String], new: &[String]) -> Vec<(char, String)> {
+    let (n, m) = (old.len(), new.len());
+    // lcs[i][j]: the longest common subsequence of old[i..] and new[j..].
+    let mut lcs = vec![vec![0_u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if old[i] == new[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(n.max(m)));
+    while i < n || j < m {
+        if i < n && j < m && old[i] == new[j] {
+            out.push((' ', old[i].clone()));
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            out.push(('+', new[j].clone()));
+            j += 1;
+        } else {
+            out.push(('-', old[i].clone()));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The lines of `diff` worth showing: every change, with [`CONTEXT`] lines around it.
+fn shown_lines(diff: &[(char, String)]) -> Vec<Option<&(char, String)>> {
+    let near = |k: usize| {
+        let lo = k.saturating_sub(CONTEXT);
+        let hi = (k + CONTEXT).min(diff.len().saturating_sub(1));
+        (lo..=hi).any(|x| diff[x].0 != ' ')
+    };
+    let mut out = Vec::new();
+    let mut skipped = false;
+    for (k, line) in diff.iter().enumerate() {
+        if near(k) {
+            out.push(Some(line));
+            skipped = false;
+        } else if !skipped {
+            out.push(None);
+            skipped = true;
+        }
+    }
+    out
+}
+
+/// The command that accepts every change reviewed here.
+fn accept_command(database: &str, server: &str, changes: &[Change<'_>]) -> String {
+    let mut words = vec![format!("rpr pin --database {database} --server {server}")];
+    for ch in changes {
+        words.push(format!("--accept {}={}", ch.pin.tool, ch.seen.digest));
+    }
+    words.push("--as NAME".into());
+    words.join(" ")
+}
+
+/// `rpr pin --review [--server NAME]`.
+pub(crate) fn review(database: &str, pins: &[PinRecord], server: Option<&str>, json_out: bool) {
+    let changes = changed(pins, server);
+    let mut servers: Vec<&str> = changes.iter().map(|c| c.pin.server.as_str()).collect();
+    servers.dedup();
+    if json_out {
+        let per: Vec<Value> = servers
+            .iter()
+            .map(|s| {
+                let mine: Vec<&Change<'_>> =
+                    changes.iter().filter(|c| c.pin.server == *s).collect();
+                json!({
+                    "server": s,
+                    "changed": mine.iter().map(|c| json!({
+                        "tool": c.pin.tool,
+                        "pinned": c.pin.digest,
+                        "pinned_by": c.pin.pinned_by,
+                        "seen": c.seen.digest,
+                        "seen_at": c.seen.at,
+                        "changed_fields": c.fields,
+                        "definition_diff": c.diff.iter().map(|(op, line)| json!({"op": op.to_string(), "line": line})).collect::<Vec<_>>(),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        outln!("{}", json!({ "servers": per }));
+        return;
+    }
+    if changes.is_empty() {
+        say!(
+            "no changed binding waits for review{}",
+            server
+                .map(|s| format!(" on server {}", shown::name(s)))
+                .unwrap_or_default()
+        );
+        return;
+    }
+    for s in &servers {
+        let mine: Vec<Change<'_>> = changed(pins, Some(s));
+        say!(
+            "server {}: {} tool(s) changed, calls to them refused until pinned",
+            shown::name(s),
+            mine.len()
+        );
+        for c in &mine {
+            say!("\n  tool {}", shown::name(&c.pin.tool));
+            say!(
+                "    pinned  {} (by {}, {})",
+                c.pin.digest,
+                shown::name(&c.pin.pinned_by),
+                shown::utc(c.pin.pinned_at)
+            );
+            say!("    seen    {} ({})", c.seen.digest, shown::utc(c.seen.at));
+            say!("    changed: {}", c.fields.join(", "));
+            if c.diff.iter().any(|(op, _)| *op != ' ') {
+                say!("    definition (- pinned, + seen):");
+                for line in shown_lines(&c.diff) {
+                    if let Some((op, text)) = line {
+                        say!("      {op} {text}");
+                    } else {
+                        say!("        …");
+                    }
+                }
+            } else {
+                say!(
+                    "    definition: unchanged (the server, its capabilities or the protocol changed)"
+                );
+            }
+        }
+        say!(
+            "\nto accept all {} after review: {}",
+            mine.len(),
+            accept_command(database, s, &mine)
+        );
+    }
+}
+
+/// `rpr pin --server S --accept TOOL=DIGEST… --as NAME`: every named tool must have a
+/// changed binding whose digest is the one named; then each is pinned. Nothing is pinned
+/// when one does not match.
+pub(crate) fn accept(
+    rt: &rpr::Runtime,
+    pins: &[PinRecord],
+    server: &str,
+    accepted: &[String],
+    actor: &Actor,
+    json_out: bool,
+) -> Result<Exit, Failure> {
+    let mut named: Vec<(&str, &str)> = Vec::new();
+    for a in accepted {
+        let Some((tool, digest)) = a.split_once('=') else {
+            return Err(
+                format!("--accept {a}: give TOOL=DIGEST (rpr pin --review prints them)").into(),
+            );
+        };
+        if named.iter().any(|(t, _)| *t == tool) {
+            return Err(format!("--accept names tool `{tool}` twice").into());
+        }
+        named.push((tool, digest));
+    }
+    for (tool, digest) in &named {
+        let pin = pins
+            .iter()
+            .find(|p| p.server == server && p.tool == *tool)
+            .ok_or_else(|| {
+                format!("server {server} has no pin of tool `{tool}`; nothing was pinned")
+            })?;
+        match &pin.seen {
+            Some(seen) if seen.digest == *digest => {}
+            Some(seen) => {
+                return Err(format!(
+                    "tool `{tool}`: its binding changed again since the review (now {}, not {digest}); nothing was pinned. Review again: rpr pin --review --database … --server {server}",
+                    seen.digest
+                )
+                .into());
+            }
+            None => {
+                return Err(format!(
+                    "tool `{tool}` has no changed binding waiting (pinned {}); nothing was pinned",
+                    pin.digest
+                )
+                .into());
+            }
+        }
+    }
+    let mut done = Vec::new();
+    for (tool, digest) in &named {
+        let pin = rt.accept_pin(server, tool, digest, actor).map_err(|e| {
+            format!(
+                "tool `{tool}`: {e}; pinned before it: {}",
+                if done.is_empty() {
+                    "none".to_owned()
+                } else {
+                    done.join(", ")
+                }
+            )
+        })?;
+        done.push((*tool).to_owned());
+        if json_out {
+            outln!("{}", serde_json::to_string(&pin)?);
+        } else {
+            say!(
+                "pinned `{tool}` of `{server}`: binding {} (by {actor}); the gate accepts calls to it again",
+                pin.digest
+            );
+        }
+    }
+    Ok(Exit::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(s: &str) -> Vec<String> {
+        s.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_diff_keeps_common_lines_and_marks_the_rest() {
+        let d = diff(&lines("a\nb\nc\nd"), &lines("a\nx\nc\nd\ne"));
+        let got: Vec<(char, &str)> = d.iter().map(|(op, l)| (*op, l.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (' ', "a"),
+                ('+', "x"),
+                ('-', "b"),
+                (' ', "c"),
+                (' ', "d"),
+                ('+', "e")
+            ]
+        );
+    }
+
+    #[test]
+    fn only_lines_near_a_change_are_shown() {
+        let old: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+        let mut new = old.clone();
+        new[10] = "ten".into();
+        let d = diff(&old, &new);
+        let shown = shown_lines(&d);
+        let kept = shown.iter().filter(|l| l.is_some()).count();
+        assert_eq!(kept, 2 * CONTEXT + 2, "{shown:?}");
+        assert_eq!(shown.iter().filter(|l| l.is_none()).count(), 2);
+    }
+}
