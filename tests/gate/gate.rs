@@ -552,10 +552,10 @@ fn sdk_without_elicitation_names_rpr_approve_and_the_approved_repeat_writes_once
 #[test]
 fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent_on_it() {
     let (dir, root, gate) = files_setup("gate-expired");
-    // The same policy, with approvals that hold for one second.
+    // The same policy, with approvals that hold for five seconds.
     let path = files_policy(&dir);
     let mut policy: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    policy["approval_ttl"] = json!(1);
+    policy["approval_ttl"] = json!(5);
     std::fs::write(&path, policy.to_string()).unwrap();
     let e = root.join("late.txt");
     let args = json!({"path": e, "content": "L1"});
@@ -577,7 +577,7 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
     let id = pathway_of(&first["result"]);
     approve(&id);
     assert_eq!(state(&dir, &id), State::Approved);
-    std::thread::sleep(Duration::from_millis(1300));
+    std::thread::sleep(Duration::from_millis(5300));
 
     // The repeat after the approval expired: not sent; asked again.
     let late = sdk("plain", "write_file", &args, &gate);
@@ -603,9 +603,15 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
         "{held}"
     );
 
-    // Approved again, the repeat sends it, once.
+    // The repeat waits at the gate (so a loaded machine cannot let this approval expire
+    // too before the call comes); approved again, it is sent, once.
+    let waiting_call = {
+        let (args, gate) = (args.clone(), waiting(&gate, "60"));
+        std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
+    };
+    std::thread::sleep(Duration::from_secs(2));
     approve(&id);
-    let sent = sdk("plain", "write_file", &args, &gate);
+    let sent = waiting_call.join().unwrap();
     assert_eq!(sent["result"]["is_error"], false, "{sent}");
     assert_eq!(std::fs::read_to_string(&e).unwrap(), "L1");
     assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1);
