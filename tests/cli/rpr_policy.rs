@@ -9,21 +9,7 @@ use crate::host_support::{self, Scratch, by_key, events, run, text};
 
 /// `put` of server `ledger` behind a Human Gate with `approval` as the policy's rule.
 fn policy(dir: &Scratch, approval: &Value) -> String {
-    dir.write(
-        "policy.json",
-        &json!({
-            "authority": {"approval_authority": "alice", "repair_owner": "bob"},
-            "approval": approval,
-            "servers": {"ledger": {
-                "get": {"read_only": true},
-                "put": {
-                    "human_gate": true,
-                    "readback": {"tool": "get", "arguments": {"key": "$key"},
-                                 "expect": {"/structuredContent/value": "$value"}}
-                }
-            }}
-        }),
-    )
+    dir.policy_with(&json!({ "approval": approval }))
 }
 
 /// Runs `rpr` and returns its stdout and stderr, asserting its exit code.

@@ -206,6 +206,13 @@ fn sdk_as(client: &str, scenario: &str, tool: &str, args: &Value, gate: &[String
         .unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
+/// `rpr approve --pathway ID --as WHO` on the gate's database, which must succeed.
+fn approve_out_of_band(dir: &TempDir, id: &str, who: &str) {
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&["approve", "--database", &db, "--pathway", id, "--as", who]);
+    assert!(approved.status.success(), "{}", text(&approved));
+}
+
 /// Runs `rpr ARGS…`.
 fn rpr(args: &[&str]) -> Output {
     Command::new(RPR)
@@ -519,17 +526,7 @@ fn sdk_without_elicitation_names_rpr_approve_and_the_approved_repeat_writes_once
     assert_eq!(pathway_count(&dir), 1);
     assert!(!e.exists());
 
-    let db = dir.join("rpr.db").display().to_string();
-    let approved = rpr(&[
-        "approve",
-        "--database",
-        &db,
-        "--pathway",
-        &id,
-        "--as",
-        "alice",
-    ]);
-    assert!(approved.status.success(), "{}", text(&approved));
+    approve_out_of_band(&dir, &id, "alice");
     assert_eq!(state(&dir, &id), State::Approved);
     assert!(!e.exists(), "approving out of band sends nothing");
 
@@ -559,19 +556,7 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
     std::fs::write(&path, policy.to_string()).unwrap();
     let e = root.join("late.txt");
     let args = json!({"path": e, "content": "L1"});
-    let db = dir.join("rpr.db").display().to_string();
-    let approve = |id: &str| {
-        let approved = rpr(&[
-            "approve",
-            "--database",
-            &db,
-            "--pathway",
-            id,
-            "--as",
-            "alice",
-        ]);
-        assert!(approved.status.success(), "{}", text(&approved));
-    };
+    let approve = |id: &str| approve_out_of_band(&dir, id, "alice");
 
     let first = sdk("plain", "write_file", &args, &gate);
     let id = pathway_of(&first["result"]);
@@ -641,17 +626,7 @@ fn a_form_accepted_at_the_client_is_one_approval_of_a_quorum_of_two() {
     assert!(!q.exists(), "nothing sent short of the quorum");
 
     // bob approves out of band: the quorum is made; the same call sends it, once.
-    let db = dir.join("rpr.db").display().to_string();
-    let approved = rpr(&[
-        "approve",
-        "--database",
-        &db,
-        "--pathway",
-        &id,
-        "--as",
-        "bob",
-    ]);
-    assert!(approved.status.success(), "{}", text(&approved));
+    approve_out_of_band(&dir, &id, "bob");
     assert_eq!(state(&dir, &id), State::Approved);
     let sent = sdk("plain", "write_file", &args, &gate);
     assert_eq!(sent["result"]["is_error"], false, "{sent}");
@@ -698,17 +673,7 @@ fn a_call_waiting_for_an_approval_out_of_band_completes_without_a_repeat() {
     };
     let id = gated_pathway(&dir);
     assert!(!e.exists(), "nothing sent before the approval");
-    let db = dir.join("rpr.db").display().to_string();
-    let approved = rpr(&[
-        "approve",
-        "--database",
-        &db,
-        "--pathway",
-        &id,
-        "--as",
-        "alice",
-    ]);
-    assert!(approved.status.success(), "{}", text(&approved));
+    approve_out_of_band(&dir, &id, "alice");
     // The waiting call itself is sent and answered with the result: no repeat needed.
     let answered = call.join().unwrap();
     assert_eq!(answered["result"]["is_error"], false, "{answered}");

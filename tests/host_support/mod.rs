@@ -132,20 +132,26 @@ impl Scratch {
     /// A policy: `put` of server `ledger` behind a Human Gate (approval authority
     /// alice), read back with `get` (read-only by the policy).
     pub fn policy(&self) -> String {
-        self.write(
-            "policy.json",
-            &json!({
-                "authority": {"approval_authority": "alice", "repair_owner": "bob"},
-                "servers": {"ledger": {
-                    "get": {"read_only": true},
-                    "put": {
-                        "human_gate": true,
-                        "readback": {"tool": "get", "arguments": {"key": "$key"},
-                                     "expect": {"/structuredContent/value": "$value"}}
-                    }
-                }}
-            }),
-        )
+        self.policy_with(&json!({}))
+    }
+
+    /// [`Scratch::policy`] with the top-level members of `extra` added (or replaced).
+    pub fn policy_with(&self, extra: &Value) -> String {
+        let mut policy = json!({
+            "authority": {"approval_authority": "alice", "repair_owner": "bob"},
+            "servers": {"ledger": {
+                "get": {"read_only": true},
+                "put": {
+                    "human_gate": true,
+                    "readback": {"tool": "get", "arguments": {"key": "$key"},
+                                 "expect": {"/structuredContent/value": "$value"}}
+                }
+            }}
+        });
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            policy[k] = v.clone();
+        }
+        self.write("policy.json", &policy)
     }
 
     /// How many `put` effects the fault server performed.

@@ -210,15 +210,9 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
         let rt = crate::log::builder(db)
             .open()
             .map_err(|e| format!("cannot open database {}: {e}", args.database))?;
-        let pin = rt.accept_pin(server, tool, digest, &Actor::new(actor))?;
-        if json_out {
-            outln!("{}", serde_json::to_string(&pin)?);
-        } else {
-            say!(
-                "pinned `{tool}` of `{server}`: binding {} (by {actor}); the gate accepts calls to it again",
-                pin.digest
-            );
-        }
+        let actor = Actor::new(actor);
+        let pin = rt.accept_pin(server, tool, digest, &actor)?;
+        crate::pin_review::announce(&pin, &actor, json_out)?;
         return Ok(Exit::Done);
     }
     let store = rpr::store::ReadStore::open_read_only(db)?;

@@ -246,16 +246,24 @@ pub(crate) fn accept(
             )
         })?;
         done.push((*tool).to_owned());
-        if json_out {
-            outln!("{}", serde_json::to_string(&pin)?);
-        } else {
-            say!(
-                "pinned `{tool}` of `{server}`: binding {} (by {actor}); the gate accepts calls to it again",
-                pin.digest
-            );
-        }
+        announce(&pin, actor, json_out)?;
     }
     Ok(Exit::Done)
+}
+
+/// Says that `pin` was taken by `actor` (its record, with `--json`).
+pub(crate) fn announce(pin: &PinRecord, actor: &Actor, json_out: bool) -> Result<(), Failure> {
+    if json_out {
+        outln!("{}", serde_json::to_string(pin)?);
+    } else {
+        say!(
+            "pinned `{}` of `{}`: binding {} (by {actor}); the gate accepts calls to it again",
+            pin.tool,
+            pin.server,
+            pin.digest
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
