@@ -126,6 +126,44 @@ fn show_of_a_pathway_that_is_not_there_says_so() {
 }
 
 #[test]
+fn a_read_command_that_fails_under_json_writes_the_error_document_a_step_writes() {
+    let dir = Scratch::new("cli-json-error");
+    let db = database(&dir);
+    let missing = dir.join("missing.db").display().to_string();
+    for args in [
+        vec!["show", "--database", &db, "pw_nothere", "--json"],
+        vec!["status", "--database", &missing, "--json"],
+        vec!["list", "--database", &db, "--state", "nonsense", "--json"],
+    ] {
+        let out = stdout(&args, if args[0] == "list" { 2 } else { 1 });
+        let doc: Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e}):\n{out}"));
+        assert_eq!(doc["exit"], "error", "{args:?}: {doc}");
+        assert!(
+            doc["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{doc}"
+        );
+    }
+    // A step's error document has the same two members.
+    let step = stdout(
+        &[
+            "hold",
+            "--database",
+            &db,
+            "--key",
+            "waiting",
+            "--as",
+            "host",
+            "--json",
+        ],
+        1,
+    );
+    let doc: Value = serde_json::from_str(&step).unwrap();
+    assert_eq!(doc["exit"], "error", "{doc}");
+    assert!(doc["error"].is_string(), "{doc}");
+}
+
+#[test]
 fn list_filters_by_state_proposer_and_approver_and_pages_with_a_cursor() {
     let dir = Scratch::new("cli-list");
     let db = database(&dir);

@@ -38,6 +38,7 @@ macro_rules! outln {
 
 pub(crate) fn write_stdout_line(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    WROTE_STDOUT.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -47,6 +48,10 @@ pub(crate) fn write_stdout_line(line: std::fmt::Arguments<'_>) {
         std::process::exit(1);
     }
 }
+
+/// Whether anything was written on stdout (a read command's `--json` error document is
+/// written only when its command wrote nothing there).
+static WROTE_STDOUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Escaped by [`shown::text`]: a server's, a client's or an actor's string in it cannot
 /// redraw the terminal.
@@ -286,7 +291,16 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
         commands::print_step_json(&step, &result)?;
         return result;
     }
-    dispatch(cli, json)
+    let result = dispatch(cli, json);
+    if json
+        && let Err(e) = &result
+        && !WROTE_STDOUT.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        // The same document a step writes on error: `exit` and `error`.
+        let doc = serde_json::json!({"exit": "error", "error": e.to_string()});
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
+    }
+    result
 }
 
 fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
