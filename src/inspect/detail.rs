@@ -7,7 +7,7 @@ use crate::evidence::truncation_marker;
 use crate::state::State;
 use crate::store::{AttemptRecord, ReadStore};
 
-use super::next::{NextAction, authority_of, next_action};
+use super::next::{NextAction, authority_of, next_action, without_counted};
 use super::{InspectError, PAGE_BUDGET_BYTES, VALUE_BUDGET_BYTES, json_len, validate_id};
 
 /// An attempt with its binding: the stored record, which serializes with its id as
@@ -73,8 +73,10 @@ pub fn pathway(store: &ReadStore, id: &str) -> Result<PathwayDetail, InspectErro
     })?;
     let last_status = attempts.last().map(|a| a.status);
     let authority = authority_of(&record.definition);
+    let mut next = next_action(record.state, last_status, authority.as_ref());
+    without_counted(store, &record, authority.as_ref(), &mut next)?;
     let mut detail = PathwayDetail {
-        next: next_action(record.state, last_status, authority.as_ref()),
+        next,
         pathway_id: record.id,
         idempotency_key: record.idempotency_key,
         state: record.state,

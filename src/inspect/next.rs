@@ -216,20 +216,44 @@ pub fn authority_of(definition: &Value) -> Option<Authority> {
     serde_json::from_value(definition.get("authority")?.clone()).ok()
 }
 
-pub(super) fn next_for(
-    store: &ReadStore,
-    record: &PathwayRecord,
-) -> Result<NextAction, StoreError> {
+/// Who must act next on the stored pathway `record` ([`next_action`]), read from `store`:
+/// for a pathway waiting for approvals, an approver whose approval already counts is not
+/// named (they have nothing more to approve; the others are).
+pub fn next_of(store: &ReadStore, record: &PathwayRecord) -> Result<NextAction, StoreError> {
     let last_status = if matches!(record.state, State::Running | State::RepairRequired) {
         store.attempts(&record.id)?.pop().map(|a| a.status)
     } else {
         None
     };
-    Ok(next_action(
-        record.state,
-        last_status,
-        authority_of(&record.definition).as_ref(),
-    ))
+    let authority = authority_of(&record.definition);
+    let mut next = next_action(record.state, last_status, authority.as_ref());
+    without_counted(store, record, authority.as_ref(), &mut next)?;
+    Ok(next)
+}
+
+/// Takes out of `next.actors`, for a pathway waiting for approvals, every approver whose
+/// approval already counts.
+pub(super) fn without_counted(
+    store: &ReadStore,
+    record: &PathwayRecord,
+    authority: Option<&Authority>,
+    next: &mut NextAction,
+) -> Result<(), StoreError> {
+    if let (Some(authority), State::HumanGate | State::AwaitingApproval) = (authority, record.state)
+    {
+        let events = store.events(&record.id, 0, usize::MAX)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let done = crate::runtime::Approvals::read(&events)?.counted(
+            &record.request_digest,
+            authority,
+            now,
+        );
+        next.actors
+            .retain(|a| !done.iter().any(|d| d.as_str() == a));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

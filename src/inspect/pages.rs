@@ -7,7 +7,7 @@ use crate::state::State;
 use crate::store::{PathwayRecord, ReadStore, StoreError};
 
 use super::cursor::{decode_cursor, encode_cursor};
-use super::next::{NextAction, next_for};
+use super::next::{NextAction, next_of};
 use super::{InspectError, PAGE_BUDGET_BYTES, SUMMARY_STRING_BYTES, check_limit, json_len};
 
 /// A pathway in a list: identity, state and who must act next (no definition).
@@ -81,7 +81,7 @@ fn summary(store: &ReadStore, record: &PathwayRecord) -> Result<PathwaySummary, 
         version: record.version,
         created_at: record.created_at,
         updated_at: record.updated_at,
-        next: next_for(store, record)?,
+        next: next_of(store, record)?,
         clipped,
     })
 }

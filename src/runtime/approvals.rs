@@ -96,6 +96,28 @@ impl Approvals {
         Ok(all)
     }
 
+    /// Who has an approval of `request_digest` that counts at `now` (granted, unused, not
+    /// revoked, not expired; break-glass approvals aside): they have nothing more to
+    /// approve.
+    pub(crate) fn counted(
+        &self,
+        request_digest: &str,
+        authority: &Authority,
+        now: i64,
+    ) -> Vec<Actor> {
+        let ttl = ttl_of(authority);
+        let mut out: Vec<Actor> = Vec::new();
+        for g in &self.outstanding {
+            let live = g.request_digest == request_digest
+                && !g.break_glass
+                && ttl.is_none_or(|t| g.at.saturating_add(t) > now);
+            if live && !out.contains(&g.approver) {
+                out.push(g.approver.clone());
+            }
+        }
+        out
+    }
+
     /// When the approval that approved the pathway last expires: the oldest approval of
     /// its last approval step, plus the rule's expiry.
     pub(crate) fn approved_until(&self, authority: &Authority) -> Option<i64> {

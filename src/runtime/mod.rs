@@ -17,6 +17,7 @@ use crate::store::{
 };
 
 mod approvals;
+pub(crate) use approvals::Approvals;
 mod builder;
 mod owner;
 mod propose;

@@ -70,6 +70,19 @@ fn two_distinct_approvers_make_the_quorum_and_the_call_is_sent_once() {
     assert_eq!(dir.effects(), 0);
     assert_eq!(by_key(&db_path, "q").1, "human_gate");
 
+    // Who must still approve: bob or carol, not alice (hers counts).
+    let listed = |who: &str| -> Value {
+        let out = step(&["list", "--database", db, "--approver", who, "--json"], 0);
+        serde_json::from_str(&out).unwrap()
+    };
+    assert_eq!(listed("alice")["count"], 0, "{}", listed("alice"));
+    assert_eq!(listed("bob")["count"], 1, "{}", listed("bob"));
+    let (id, _) = by_key(&db_path, "q");
+    let shown: Value =
+        serde_json::from_str(&step(&["show", "--database", db, &id, "--json"], 0)).unwrap();
+    let actors = &shown["pathway"]["next"]["actors"];
+    assert_eq!(actors, &json!(["bob", "carol"]), "{shown}");
+
     // alice again: her approval already counts; still one.
     let out = step(&approve(&files, "q", "alice"), 3);
     assert!(out.contains("alice has already approved"), "{out}");

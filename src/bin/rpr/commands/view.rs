@@ -331,12 +331,7 @@ pub(crate) fn list(args: &ListArgs, as_json: bool) -> Result<Exit, Failure> {
             };
             let last = last.id.clone();
             for record in page {
-                let last_status = store.attempts(&record.id)?.last().map(|a| a.status);
-                let next = inspect::next_action(
-                    record.state,
-                    last_status,
-                    inspect::authority_of(&record.definition).as_ref(),
-                );
+                let next = inspect::next_of(store, &record)?;
                 let keep = args.actor.as_ref().is_none_or(|a| *a == record.proposer)
                     && args
                         .approver
