@@ -47,8 +47,8 @@ impl SqliteReads {
 
     /// Opens the `rpr_snapshot` savepoint and, outside any other transaction, takes the
     /// snapshot at once, trying again (as `ReadStore::open_read_only` does) while SQLite
-    /// answers `SQLITE_READONLY_RECOVERY`: a read-only connection cannot rebuild the WAL
-    /// index, and a writer that has just opened the database rebuilds it in a moment.
+    /// answers one of the [`is_transient`] errors: a read-only connection cannot rebuild
+    /// the WAL index nor set a read mark, and a writer does both in a moment.
     fn begin_snapshot(&self) -> Result<(), StoreError> {
         let outermost = self.conn.is_autocommit();
         let mut pause = std::time::Duration::from_millis(2);
@@ -69,11 +69,11 @@ impl SqliteReads {
                 Ok(_) => return Ok(()),
                 Err(e) => {
                     end_snapshot_after_error(&self.conn);
-                    if attempt >= super::ReadStore::OPEN_ATTEMPTS || !is_transient(&e) {
+                    if attempt >= SNAPSHOT_ATTEMPTS || !is_transient(&e) {
                         return Err(e);
                     }
                     std::thread::sleep(pause);
-                    pause *= 2;
+                    pause = (pause * 2).min(MAX_PAUSE);
                     attempt += 1;
                 }
             }
@@ -370,16 +370,27 @@ impl Source for SqliteReads {
     }
 }
 
-/// `SQLITE_CANTOPEN` (the `-wal` or `-shm` vanished under a closing writer) or
-/// `SQLITE_READONLY_RECOVERY` (a writer that just opened has not rebuilt the WAL index yet).
+/// `SQLITE_CANTOPEN` (the `-wal` or `-shm` vanished under a closing writer),
+/// `SQLITE_READONLY_RECOVERY` (a writer that just opened has not rebuilt the WAL index yet)
+/// or `SQLITE_READONLY_CANTINIT` (a connection that maps the WAL index read-only found no
+/// read mark it may use, and may not set one: a writer just restarted the WAL; the next
+/// read of any writer sets one).
 pub(super) fn is_transient(e: &StoreError) -> bool {
     matches!(
         e,
         StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
             if f.code == rusqlite::ErrorCode::CannotOpen
                 || f.extended_code == rusqlite::ffi::SQLITE_READONLY_RECOVERY
+                || f.extended_code == rusqlite::ffi::SQLITE_READONLY_CANTINIT
     )
 }
+
+/// How many times a read snapshot is tried while SQLite answers one of the
+/// [`is_transient`] errors, pausing 2 ms, then twice as long each time up to
+/// [`MAX_PAUSE`] (about a second and a half in all).
+const SNAPSHOT_ATTEMPTS: u32 = 16;
+/// The longest pause between two tries of a read snapshot.
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(128);
 
 /// Rolls back and releases the innermost `rpr_snapshot` savepoint, if one is open.
 fn end_snapshot_after_error(conn: &Connection) {
