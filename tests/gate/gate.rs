@@ -206,6 +206,13 @@ fn sdk_as(client: &str, scenario: &str, tool: &str, args: &Value, gate: &[String
         .unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
+/// [`sdk`]'s `plain` client calling `write_file` with `args` through `gate`, on a thread of
+/// its own (the call waits at the gate while the test acts).
+fn plain_write_in_background(args: &Value, gate: &[String]) -> std::thread::JoinHandle<Value> {
+    let (args, gate) = (args.clone(), gate.to_vec());
+    std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
+}
+
 /// `rpr approve --pathway ID --as WHO` on the gate's database, which must succeed.
 fn approve_out_of_band(dir: &TempDir, id: &str, who: &str) {
     let db = dir.join("rpr.db").display().to_string();
@@ -590,10 +597,7 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
 
     // The repeat waits at the gate (so a loaded machine cannot let this approval expire
     // too before the call comes); approved again, it is sent, once.
-    let waiting_call = {
-        let (args, gate) = (args.clone(), waiting(&gate, "60"));
-        std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
-    };
+    let waiting_call = plain_write_in_background(&args, &waiting(&gate, "60"));
     std::thread::sleep(Duration::from_secs(2));
     approve(&id);
     let sent = waiting_call.join().unwrap();
@@ -667,10 +671,7 @@ fn a_call_waiting_for_an_approval_out_of_band_completes_without_a_repeat() {
     let gate = waiting(&gate, "60");
     let e = root.join("w.txt");
     let args = json!({"path": e, "content": "W1"});
-    let call = {
-        let (args, gate) = (args.clone(), gate.clone());
-        std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
-    };
+    let call = plain_write_in_background(&args, &gate);
     let id = gated_pathway(&dir);
     assert!(!e.exists(), "nothing sent before the approval");
     approve_out_of_band(&dir, &id, "alice");
@@ -689,10 +690,7 @@ fn a_call_waiting_for_an_approval_is_answered_by_a_denial_or_when_the_wait_ends(
     let long = waiting(&gate, "60");
     let e = root.join("d.txt");
     let args = json!({"path": e, "content": "D1"});
-    let call = {
-        let (args, gate) = (args.clone(), long.clone());
-        std::thread::spawn(move || sdk("plain", "write_file", &args, &gate))
-    };
+    let call = plain_write_in_background(&args, &long);
     let id = gated_pathway(&dir);
     let db = dir.join("rpr.db").display().to_string();
     let denied = rpr(&["deny", "--database", &db, "--pathway", &id, "--as", "alice"]);
