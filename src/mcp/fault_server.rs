@@ -167,6 +167,22 @@ fn log(message: &str) {
     eprintln!("rpr-fault-server: {message}");
 }
 
+/// Appends `line` and a newline to the file at `path` in one `write` on a file opened for
+/// appending, so a test reading the file while the server writes it never sees half a line
+/// (`writeln!` on a `File` writes each piece of its format on its own). `what` names the
+/// file in the message logged if it cannot be written.
+fn append_line(path: &std::path::Path, line: &Value, what: &str) {
+    let line = format!("{line}\n");
+    let written = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        log(&format!("could not write the {what}: {e}"));
+    }
+}
+
 /// Why the server stops handling messages: it exits with this code.
 struct Exit(u8);
 
@@ -368,15 +384,11 @@ impl Server {
         let (request, reason) = (field("requestId"), field("reason"));
         log(&format!("cancelled requestId={request} reason={reason}"));
         if let Some(path) = &self.opts.cancel_log {
-            let line = json!({"requestId": request, "reason": reason});
-            let written = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .and_then(|mut f| writeln!(f, "{line}"));
-            if let Err(e) = written {
-                log(&format!("could not write the cancel log: {e}"));
-            }
+            append_line(
+                path,
+                &json!({"requestId": request, "reason": reason}),
+                "cancel log",
+            );
         }
     }
 

@@ -2,13 +2,11 @@
 //! request must carry, the shape of modern results, `input_required` rounds on `put`, and
 //! the request log.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 
 use serde_json::{Value, json};
 
 use super::options::{Fault, ServerEra};
-use super::{Connection, Exit, Server, log};
+use super::{Connection, Exit, Server, append_line, log};
 use crate::jsonrpc::{Id, codes};
 use crate::mcp::{
     META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, META_SERVER_INFO, UNSUPPORTED_PROTOCOL_VERSION,
@@ -211,14 +209,7 @@ impl Server {
                 .cloned()
                 .unwrap_or(Value::Null);
         }
-        let written = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut f| writeln!(f, "{line}"));
-        if let Err(e) = written {
-            log(&format!("could not write the request log: {e}"));
-        }
+        append_line(path, &line, "request log");
     }
 
     /// The `requestState` of round `round` for `arguments`: it names the round and the

@@ -3,15 +3,14 @@
 //! call of `put`.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::modern::Round;
 use super::options::Fault;
-use super::{Connection, Exit, Server, log};
+use super::{Connection, Exit, Server, append_line, log};
 use crate::jsonrpc::{Id, codes, server::Incoming};
 
 impl Server {
@@ -140,15 +139,7 @@ impl Server {
 
     fn apply_effect(&self, key: &str, value: &str) {
         if let Some(path) = &self.opts.effects {
-            let line = format!("{}\n", json!({"key": key, "value": value}));
-            let written = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(line.as_bytes()));
-            if let Err(e) = written {
-                log(&format!("could not append to the effects file: {e}"));
-            }
+            append_line(path, &json!({"key": key, "value": value}), "effects file");
         }
         if let Some(path) = &self.opts.state {
             let mut state = self.read_state();
