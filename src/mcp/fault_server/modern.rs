@@ -2,7 +2,6 @@
 //! request must carry, the shape of modern results, `input_required` rounds on `put`, and
 //! the request log.
 
-
 use serde_json::{Value, json};
 
 use super::options::{Fault, ServerEra};
