@@ -3,13 +3,24 @@
 //!
 //! A note is a text ending in a newline, a blank line, and one or more signature lines
 //! `— NAME BASE64(KEY_ID || SIGNATURE)`. A key is named; its 32-bit key ID is the first four
-//! bytes (big-endian) of `SHA-256(name || 0x0A || 0x01 || public key)`, where `0x01` is the
-//! Ed25519 signature type. Keys are written as one line each:
+//! bytes (big-endian) of `SHA-256(name || 0x0A || TYPE || public key)`, where `TYPE` is the
+//! key's signature type ([`KeyType`]). Two types are read and made:
 //!
-//! * a **verifier key** (public): `NAME+KEYID+BASE64(0x01 || public key)`, KEYID in eight
+//! * **Ed25519** (`0x01`, c2sp.org/signed-note): the signature is Ed25519 over the note's
+//!   text. A log signs its checkpoints with such a key.
+//! * **`cosignature/v1`** (`0x04`, c2sp.org/tlog-cosignature): a witness's timestamped
+//!   cosignature. The signature is the time (seconds since the Epoch, 8 bytes big-endian)
+//!   followed by Ed25519 over `cosignature/v1\ntime SECONDS\n` and the note's text, so it
+//!   says when the witness saw the checkpoint, and it cannot be taken for the log's own
+//!   signature (another message, another key ID).
+//!
+//! Keys are written as one line each:
+//!
+//! * a **verifier key** (public): `NAME+KEYID+BASE64(TYPE || public key)`, KEYID in eight
 //!   lower-case hex digits: what a person or a witness is given to check notes with;
-//! * a **signer key** (secret): `PRIVATE+KEY+NAME+KEYID+BASE64(0x01 || seed)`, the 32-byte
-//!   Ed25519 seed: what `rpr keygen` writes to the key file, mode 0600.
+//! * a **signer key** (secret): `PRIVATE+KEY+NAME+KEYID+BASE64(TYPE || seed)`, the 32-byte
+//!   Ed25519 seed: what `rpr keygen` writes to the key file, mode 0600 (`--cosigner` for a
+//!   `cosignature/v1` key).
 //!
 //! Parsing is strict and bounded ([`MAX_NOTE_BYTES`], [`MAX_SIGNATURES`], [`MAX_KEY_BYTES`]);
 //! every failure is a [`NoteError`] or a [`KeyError`] that says which rule was broken, and no
@@ -17,11 +28,8 @@
 //! ignored, a known key's signature that does not verify refuses the whole note, and a note
 //! with no verified signature by a known key is refused. A log's checkpoint cosigned by a
 //! witness is a note with two signatures; [`Note::verify_all`] requires each given key's.
-//!
-//! Not built here: the timestamped witness cosignature (`cosignature/v1`, signature type
-//! `0x04` of c2sp.org/tlog-cosignature). A witness cosignature made with this module is a
-//! plain Ed25519 note signature (type `0x01`) by the witness's key, which Go's note package
-//! and this module verify like any other; a `0x04` signature line is kept as an unknown key's.
+//! Go's note package verifies the `0x01` signatures; it has no `cosignature/v1` verifier of
+//! its own, and ignores such a line as an unknown key's, as the specification asks.
 
 use std::fmt;
 
@@ -41,6 +49,52 @@ pub const MAX_KEY_BYTES: usize = 1024;
 
 /// The signature type identifier of Ed25519 (c2sp.org/signed-note).
 pub const ED25519_TYPE: u8 = 0x01;
+
+/// The signature type identifier of an Ed25519 `cosignature/v1` (c2sp.org/tlog-cosignature).
+pub const COSIGNATURE_V1_TYPE: u8 = 0x04;
+
+/// The first line of the message a `cosignature/v1` signs (its domain separation).
+const COSIGNATURE_V1_HEADER: &str = "cosignature/v1\n";
+
+/// What a key signs, by its signature type: a note's text, or a witness's timestamped
+/// cosignature of it. Both are Ed25519 keys; the type is part of the key ID, so one key
+/// pair under one name has a different ID as each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyType {
+    /// `0x01`: Ed25519 over the note's text (a log's checkpoint signature).
+    Ed25519,
+    /// `0x04`: a witness's `cosignature/v1`, the time followed by Ed25519 over
+    /// `cosignature/v1\ntime SECONDS\n` and the note's text.
+    CosignatureV1,
+}
+
+impl KeyType {
+    /// The signature type byte.
+    #[must_use]
+    pub const fn byte(self) -> u8 {
+        match self {
+            Self::Ed25519 => ED25519_TYPE,
+            Self::CosignatureV1 => COSIGNATURE_V1_TYPE,
+        }
+    }
+
+    /// The type of a signature type byte, if it is one of the two read here.
+    #[must_use]
+    pub const fn from_byte(byte: u8) -> Option<Self> {
+        match byte {
+            ED25519_TYPE => Some(Self::Ed25519),
+            COSIGNATURE_V1_TYPE => Some(Self::CosignatureV1),
+            _ => None,
+        }
+    }
+}
+
+/// The message a `cosignature/v1` made at `time` signs for the note text `text`.
+fn cosigned_message(time: u64, text: &str) -> Vec<u8> {
+    let mut m = format!("{COSIGNATURE_V1_HEADER}time {time}\n").into_bytes();
+    m.extend_from_slice(text.as_bytes());
+    m
+}
 
 /// Why a note was refused (parse, sign or verify).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,6 +169,9 @@ pub enum NoteError {
         /// The limit.
         max: usize,
     },
+    /// A `cosignature/v1` time over 2^63 - 1 (the specification's limit).
+    #[error("a cosignature/v1 time is at most 2^63 - 1 seconds; {0} is not")]
+    CosignatureTime(u64),
     /// A text to sign that is empty, does not end in a newline, or is not a valid note text.
     #[error("a note's text must end in a newline and hold no control character but newline")]
     MalformedText,
@@ -184,8 +241,10 @@ pub enum KeyError {
     /// The key part is not canonical standard base64.
     #[error("the key part is not standard base64")]
     Base64,
-    /// A key of another algorithm than Ed25519.
-    #[error("key type 0x{0:02x} is not Ed25519 (0x01), the only type supported")]
+    /// A key of another signature type than Ed25519 (`0x01`) or `cosignature/v1` (`0x04`).
+    #[error(
+        "key type 0x{0:02x} is neither Ed25519 (0x01) nor an Ed25519 cosignature/v1 (0x04), the types supported"
+    )]
     Algorithm(u8),
     /// The key part has the wrong length.
     #[error("the key part has {got} bytes; an Ed25519 key has 1 + 32")]
@@ -223,17 +282,24 @@ pub fn is_valid_name(name: &str) -> bool {
 /// The key ID of an Ed25519 key: `SHA-256(name || 0x0A || 0x01 || public key)[:4]`, big-endian.
 #[must_use]
 pub fn key_id(name: &str, public: &[u8; 32]) -> u32 {
+    key_id_of(name, KeyType::Ed25519, public)
+}
+
+/// The key ID of a key of type `kind`: `SHA-256(name || 0x0A || TYPE || public key)[:4]`,
+/// big-endian.
+#[must_use]
+pub fn key_id_of(name: &str, kind: KeyType, public: &[u8; 32]) -> u32 {
     let mut h = Sha256::new();
     h.update(name.as_bytes());
-    h.update([b'\n', ED25519_TYPE]);
+    h.update([b'\n', kind.byte()]);
     h.update(public);
     let d = h.finalize();
     u32::from_be_bytes([d[0], d[1], d[2], d[3]])
 }
 
 /// Splits `NAME+KEYID+KEY` and checks the name, the ID's form and the key's base64, type and
-/// length. Returns the name, the ID and the 32 key bytes.
-fn split_key(s: &str) -> Result<(&str, u32, [u8; 32]), KeyError> {
+/// length. Returns the name, the ID, the type and the 32 key bytes.
+fn split_key(s: &str) -> Result<(&str, u32, KeyType, [u8; 32]), KeyError> {
     let parts: Vec<&str> = s.splitn(3, '+').collect();
     let [name, id, key] = parts[..] else {
         return Err(KeyError::Form { parts: parts.len() });
@@ -249,13 +315,11 @@ fn split_key(s: &str) -> Result<(&str, u32, [u8; 32]), KeyError> {
     let Some((&alg, bytes)) = raw.split_first() else {
         return Err(KeyError::Length { got: 0 });
     };
-    if alg != ED25519_TYPE {
-        return Err(KeyError::Algorithm(alg));
-    }
+    let kind = KeyType::from_byte(alg).ok_or(KeyError::Algorithm(alg))?;
     let bytes: [u8; 32] = bytes
         .try_into()
         .map_err(|_| KeyError::Length { got: raw.len() })?;
-    Ok((name, id, bytes))
+    Ok((name, id, kind, bytes))
 }
 
 fn check_len(s: &str) -> Result<(), KeyError> {
@@ -268,11 +332,12 @@ fn check_len(s: &str) -> Result<(), KeyError> {
     Ok(())
 }
 
-/// A verifier (public) key: a name, its key ID and an Ed25519 public key.
+/// A verifier (public) key: a name, its key ID, its type and an Ed25519 public key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct VerifierKey {
     name: String,
     id: u32,
+    kind: KeyType,
     key: VerifyingKey,
 }
 
@@ -283,15 +348,15 @@ impl fmt::Debug for VerifierKey {
 }
 
 impl VerifierKey {
-    /// Parses `NAME+KEYID+BASE64(0x01 || public key)` (Go's `note.NewVerifier` form), and
-    /// checks that the ID is the name's and key's.
+    /// Parses `NAME+KEYID+BASE64(TYPE || public key)` (Go's `note.NewVerifier` form, or a
+    /// `cosignature/v1` vkey), and checks that the ID is the name's, type's and key's.
     pub fn parse(s: &str) -> Result<Self, KeyError> {
         check_len(s)?;
         if s.starts_with("PRIVATE+KEY+") {
             return Err(KeyError::SecretGivenAsVerifier);
         }
-        let (name, id, bytes) = split_key(s)?;
-        let computed = key_id(name, &bytes);
+        let (name, id, kind, bytes) = split_key(s)?;
+        let computed = key_id_of(name, kind, &bytes);
         if computed != id {
             return Err(KeyError::KeyIdMismatch {
                 given: id,
@@ -302,21 +367,34 @@ impl VerifierKey {
         Ok(Self {
             name: name.to_owned(),
             id,
+            kind,
             key,
         })
     }
 
     /// The key for an Ed25519 public key under `name`.
     pub fn from_public(name: &str, public: &[u8; 32]) -> Result<Self, KeyError> {
+        Self::from_public_of(name, KeyType::Ed25519, public)
+    }
+
+    /// The key of type `kind` for an Ed25519 public key under `name`.
+    pub fn from_public_of(name: &str, kind: KeyType, public: &[u8; 32]) -> Result<Self, KeyError> {
         if !is_valid_name(name) {
             return Err(KeyError::Name(name.to_owned()));
         }
         let key = VerifyingKey::from_bytes(public).map_err(|_| KeyError::InvalidPublicKey)?;
         Ok(Self {
             name: name.to_owned(),
-            id: key_id(name, public),
+            id: key_id_of(name, kind, public),
+            kind,
             key,
         })
+    }
+
+    /// The key's type: what its signatures sign.
+    #[must_use]
+    pub fn kind(&self) -> KeyType {
+        self.kind
     }
 
     /// The key's name.
@@ -337,20 +415,39 @@ impl VerifierKey {
         self.key.to_bytes()
     }
 
-    /// Whether `signature` is this key's signature of `message` (strict Ed25519
-    /// verification: no malleable or small-order encodings).
+    /// Whether `signature` is this key's signature of the note text `text` (strict Ed25519
+    /// verification: no malleable or small-order encodings). For a `cosignature/v1` key, the
+    /// signature is its time and the Ed25519 signature of the cosigned message; a time over
+    /// 2^63 - 1 is refused, as the specification says.
     #[must_use]
-    pub fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
-        EdSignature::from_slice(signature)
-            .is_ok_and(|sig| self.key.verify_strict(message, &sig).is_ok())
+    pub fn verifies(&self, text: &str, signature: &[u8]) -> bool {
+        match self.kind {
+            KeyType::Ed25519 => EdSignature::from_slice(signature)
+                .is_ok_and(|sig| self.key.verify_strict(text.as_bytes(), &sig).is_ok()),
+            KeyType::CosignatureV1 => cosignature_time(signature).is_some_and(|time| {
+                EdSignature::from_slice(&signature[8..]).is_ok_and(|sig| {
+                    self.key
+                        .verify_strict(&cosigned_message(time, text), &sig)
+                        .is_ok()
+                })
+            }),
+        }
     }
 }
 
+/// The time of a `cosignature/v1` signature (its first 8 bytes, big-endian), when the
+/// signature has the length of one (8 + 64 bytes) and the time is at most 2^63 - 1.
+fn cosignature_time(signature: &[u8]) -> Option<u64> {
+    let time: [u8; 8] = signature.get(..8)?.try_into().ok()?;
+    let time = u64::from_be_bytes(time);
+    (signature.len() == 72 && i64::try_from(time).is_ok()).then_some(time)
+}
+
 impl fmt::Display for VerifierKey {
-    /// `NAME+KEYID+BASE64(0x01 || public key)`.
+    /// `NAME+KEYID+BASE64(TYPE || public key)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut raw = [0u8; 33];
-        raw[0] = ED25519_TYPE;
+        raw[0] = self.kind.byte();
         raw[1..].copy_from_slice(self.key.as_bytes());
         write!(f, "{}+{:08x}+{}", self.name, self.id, base64::encode(&raw))
     }
@@ -362,6 +459,7 @@ impl fmt::Display for VerifierKey {
 pub struct SignerKey {
     name: String,
     id: u32,
+    kind: KeyType,
     key: SigningKey,
 }
 
@@ -375,35 +473,46 @@ impl SignerKey {
     /// A new key under `name`, from 32 bytes of the operating system's random source
     /// (`getrandom(2)`, or `/dev/urandom` where that is missing).
     pub fn generate(name: &str) -> Result<Self, KeyError> {
+        Self::generate_of(name, KeyType::Ed25519)
+    }
+
+    /// A new key of type `kind` under `name` (a witness's: [`KeyType::CosignatureV1`]).
+    pub fn generate_of(name: &str, kind: KeyType) -> Result<Self, KeyError> {
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).map_err(|e| KeyError::Random(e.to_string()))?;
-        let key = Self::from_seed(name, &seed);
+        let key = Self::from_seed_of(name, kind, &seed);
         seed.fill(0);
         key
     }
 
-    /// The key with this 32-byte Ed25519 seed under `name`.
+    /// The Ed25519 key with this 32-byte seed under `name`.
     pub fn from_seed(name: &str, seed: &[u8; 32]) -> Result<Self, KeyError> {
+        Self::from_seed_of(name, KeyType::Ed25519, seed)
+    }
+
+    /// The key of type `kind` with this 32-byte Ed25519 seed under `name`.
+    pub fn from_seed_of(name: &str, kind: KeyType, seed: &[u8; 32]) -> Result<Self, KeyError> {
         if !is_valid_name(name) {
             return Err(KeyError::Name(name.to_owned()));
         }
         let key = SigningKey::from_bytes(seed);
         Ok(Self {
             name: name.to_owned(),
-            id: key_id(name, key.verifying_key().as_bytes()),
+            id: key_id_of(name, kind, key.verifying_key().as_bytes()),
+            kind,
             key,
         })
     }
 
-    /// Parses `PRIVATE+KEY+NAME+KEYID+BASE64(0x01 || seed)` (Go's `note.NewSigner` form), and
-    /// checks that the ID is the name's and the public key's.
+    /// Parses `PRIVATE+KEY+NAME+KEYID+BASE64(TYPE || seed)` (Go's `note.NewSigner` form for
+    /// type `0x01`), and checks that the ID is the name's, the type's and the public key's.
     pub fn parse(s: &str) -> Result<Self, KeyError> {
         check_len(s)?;
         let rest = s
             .strip_prefix("PRIVATE+KEY+")
             .ok_or(KeyError::NotSignerKey)?;
-        let (name, id, seed) = split_key(rest)?;
-        let key = Self::from_seed(name, &seed)?;
+        let (name, id, kind, seed) = split_key(rest)?;
+        let key = Self::from_seed_of(name, kind, &seed)?;
         if key.id != id {
             return Err(KeyError::KeyIdMismatch {
                 given: id,
@@ -413,11 +522,11 @@ impl SignerKey {
         Ok(key)
     }
 
-    /// `PRIVATE+KEY+NAME+KEYID+BASE64(0x01 || seed)`: the secret, for the key file only.
+    /// `PRIVATE+KEY+NAME+KEYID+BASE64(TYPE || seed)`: the secret, for the key file only.
     #[must_use]
     pub fn to_secret_string(&self) -> String {
         let mut raw = [0u8; 33];
-        raw[0] = ED25519_TYPE;
+        raw[0] = self.kind.byte();
         raw[1..].copy_from_slice(self.key.as_bytes());
         let s = format!(
             "PRIVATE+KEY+{}+{:08x}+{}",
@@ -441,20 +550,46 @@ impl SignerKey {
         self.id
     }
 
+    /// The key's type: what its signatures sign.
+    #[must_use]
+    pub fn kind(&self) -> KeyType {
+        self.kind
+    }
+
     /// The verifier key of this key.
     #[must_use]
     pub fn verifier(&self) -> VerifierKey {
         VerifierKey {
             name: self.name.clone(),
             id: self.id,
+            kind: self.kind,
             key: self.key.verifying_key(),
         }
     }
 
-    /// The Ed25519 signature of `message` (64 bytes).
+    /// The Ed25519 signature of `message` (64 bytes), whatever the key's type: the raw
+    /// primitive. A note's signature by this key is [`Note::sign`]'s.
     #[must_use]
     pub fn sign_bytes(&self, message: &[u8]) -> [u8; 64] {
         self.key.sign(message).to_bytes()
+    }
+
+    /// This key's signature of the note text `text`, as it goes in the signature line (after
+    /// the key ID): Ed25519 over the text, or for a `cosignature/v1` key the time `time`
+    /// (seconds since the Epoch) and Ed25519 over the cosigned message. `time` is ignored
+    /// for an Ed25519 key; over 2^63 - 1 it is refused.
+    pub fn sign_text(&self, text: &str, time: u64) -> Result<Vec<u8>, NoteError> {
+        match self.kind {
+            KeyType::Ed25519 => Ok(self.sign_bytes(text.as_bytes()).to_vec()),
+            KeyType::CosignatureV1 => {
+                if i64::try_from(time).is_err() {
+                    return Err(NoteError::CosignatureTime(time));
+                }
+                let mut sig = time.to_be_bytes().to_vec();
+                sig.extend_from_slice(&self.sign_bytes(&cosigned_message(time, text)));
+                Ok(sig)
+            }
+        }
     }
 }
 
@@ -585,8 +720,18 @@ impl Note {
     }
 
     /// Adds `signer`'s signature of the text (a log's signature, or a witness's cosignature
-    /// on a log's note). A signature already there by the same name and key ID is replaced.
+    /// on a log's note; a `cosignature/v1` key's carries the time now). A signature already
+    /// there by the same name and key ID is replaced.
     pub fn sign(&mut self, signer: &SignerKey) -> Result<(), NoteError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.sign_at(signer, now)
+    }
+
+    /// [`Note::sign`] with the time a `cosignature/v1` states given (seconds since the Epoch;
+    /// ignored for an Ed25519 key).
+    pub fn sign_at(&mut self, signer: &SignerKey, time: u64) -> Result<(), NoteError> {
         if self.signatures.len() >= MAX_SIGNATURES {
             return Err(NoteError::TooManySignatures {
                 max: MAX_SIGNATURES,
@@ -595,7 +740,7 @@ impl Note {
         let sig = NoteSignature {
             name: signer.name.clone(),
             key_id: signer.id,
-            signature: signer.sign_bytes(self.text.as_bytes()).to_vec(),
+            signature: signer.sign_text(&self.text, time)?,
         };
         self.signatures
             .retain(|s| !(s.name == sig.name && s.key_id == sig.key_id));
@@ -634,16 +779,13 @@ impl Note {
                     key_id: sig.key_id,
                 });
             }
-            if !key.verifies(self.text.as_bytes(), &sig.signature) {
+            if !key.verifies(&self.text, &sig.signature) {
                 return Err(NoteError::InvalidSignature {
                     name: sig.name.clone(),
                     key_id: sig.key_id,
                 });
             }
-            if !verified
-                .iter()
-                .any(|v| v.key == key.key && v.name == key.name)
-            {
+            if !verified.contains(&key) {
                 verified.push(key);
             }
         }
@@ -657,6 +799,20 @@ impl Note {
             });
         }
         Ok(verified)
+    }
+
+    /// The time `key`'s `cosignature/v1` on this note states (seconds since the Epoch), if the
+    /// note has a signature line by that key and it is one: `None` for an Ed25519 key. Read
+    /// it after [`Note::verify`] or [`Note::verify_all`] accepted the note with `key`.
+    #[must_use]
+    pub fn cosigned_at(&self, key: &VerifierKey) -> Option<u64> {
+        if key.kind != KeyType::CosignatureV1 {
+            return None;
+        }
+        self.signatures
+            .iter()
+            .find(|s| s.name == key.name && s.key_id == key.id)
+            .and_then(|s| cosignature_time(&s.signature))
     }
 
     /// Verifies the note and requires a verified signature by every one of `required` (a log's

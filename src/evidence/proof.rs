@@ -83,6 +83,10 @@ pub struct Verified {
     pub leaves: Vec<(u64, Vec<u8>)>,
     /// The older checkpoint proven to be a prefix of it, if the file had one.
     pub old_checkpoint: Option<Checkpoint>,
+    /// For each witness key given, in order, the time its `cosignature/v1` states (seconds
+    /// since the Epoch): when the witness saw this checkpoint as the largest consistent one.
+    /// `None` for a witness key of type Ed25519, whose cosignature carries no time.
+    pub cosigned_at: Vec<Option<u64>>,
 }
 
 /// Why a proof file was refused, or could not be made.
@@ -241,8 +245,9 @@ pub fn verify(
     if file.leaves.len() > MAX_PROOF_LEAVES {
         return Err(ProofFileError::TooManyLeaves(file.leaves.len()));
     }
-    let (cp, _) = Checkpoint::open(file.checkpoint.as_bytes(), log, witnesses)
+    let (cp, note) = Checkpoint::open(file.checkpoint.as_bytes(), log, witnesses)
         .map_err(ProofFileError::Checkpoint)?;
+    let cosigned_at = witnesses.iter().map(|w| note.cosigned_at(w)).collect();
     let mut leaves = Vec::with_capacity(file.leaves.len());
     for leaf in &file.leaves {
         let data = base64::decode(&leaf.data).ok_or_else(|| ProofFileError::Encoding {
@@ -288,6 +293,7 @@ pub fn verify(
         checkpoint: cp,
         leaves,
         old_checkpoint,
+        cosigned_at,
     })
 }
 

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use rpr::evidence::checkpoint::Checkpoint;
 use rpr::evidence::merkle::{self, Hash};
-use rpr::evidence::note::{Note, SignerKey, VerifierKey};
+use rpr::evidence::note::{KeyType, Note, SignerKey, VerifierKey};
 use rpr::evidence::proof;
 use rpr::store::ReadStore;
 
@@ -141,9 +141,9 @@ fn checkpoint(key: &SignerKey, leaves: &[Vec<u8>]) -> Note {
 fn rpr_checkpoints_keys_and_proofs_verify_with_gos_note_and_tlog() {
     let dir = scratch();
     let d = dir.path();
-    for (file, name) in [
-        ("log.key", "example.com/rpr-log"),
-        ("witness.key", "example.com/witness"),
+    for (file, name, witness) in [
+        ("log.key", "example.com/rpr-log", None),
+        ("witness.key", "example.com/witness", Some("--cosigner")),
     ] {
         let out = run([
             "keygen",
@@ -151,11 +151,14 @@ fn rpr_checkpoints_keys_and_proofs_verify_with_gos_note_and_tlog() {
             &d.join(file).display().to_string(),
             "--name",
             name,
-        ]);
+        ]
+        .into_iter()
+        .chain(witness));
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     }
     let log = SignerKey::parse(read(&d.join("log.key")).trim_end()).unwrap();
     let witness = SignerKey::parse(read(&d.join("witness.key")).trim_end()).unwrap();
+    assert_eq!(witness.kind(), KeyType::CosignatureV1);
     let leaves: Vec<Vec<u8>> = (0..21)
         .map(|i| format!(r#"{{"event":{i},"kind":"approved"}}"#).into_bytes())
         .collect();
@@ -189,7 +192,8 @@ fn rpr_checkpoints_keys_and_proofs_verify_with_gos_note_and_tlog() {
         "ok: tlog.TreeHash of the 21 leaves equals the root in rpr's checkpoint",
         "ok: refused all ",
         "ok: note.NewSigner read rpr's signer key file and signed a note",
-        "ok: cosigned rpr's checkpoint as a Go witness",
+        "ok: the witness key is a cosignature/v1 key (type 0x04) whose key hash Go computed the same",
+        "ok: cosigned rpr's checkpoint as a Go witness (cosignature/v1)",
     ] {
         assert!(said.contains(expect), "Go did not say {expect:?}:\n{said}");
     }
@@ -200,8 +204,35 @@ fn rpr_checkpoints_keys_and_proofs_verify_with_gos_note_and_tlog() {
     assert_eq!(signed.text(), "signed by Go with rpr's key file\n");
     let go_witness = VerifierKey::parse(read(&d.join("go-witness.pub")).trim_end()).unwrap();
     let cosigned = read(&d.join("go-cosigned.note"));
-    let (cp, _) = Checkpoint::open(cosigned.as_bytes(), &log.verifier(), &[go_witness]).unwrap();
+    assert_eq!(go_witness.kind(), KeyType::CosignatureV1);
+    let (cp, note) = Checkpoint::open(
+        cosigned.as_bytes(),
+        &log.verifier(),
+        std::slice::from_ref(&go_witness),
+    )
+    .unwrap();
     assert_eq!(cp.size, 21);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let at = note
+        .cosigned_at(&go_witness)
+        .expect("Go's cosignature states a time");
+    assert!(
+        at.abs_diff(now) < 600,
+        "Go's cosignature time {at}, now {now}"
+    );
+    // Go's cosignature with its time changed is refused: the time is signed.
+    let mut sig = note.signatures().last().unwrap().clone();
+    let line = sig.line();
+    sig.signature[7] ^= 1;
+    let forged = cosigned.replace(&line, &sig.line());
+    assert_ne!(forged, cosigned);
+    assert!(
+        Checkpoint::open(forged.as_bytes(), &log.verifier(), &[go_witness]).is_err(),
+        "a cosignature whose time was changed verified"
+    );
 
     // The Go check can fail: a leaf's data changed after it was proven is refused there too.
     let mut tampered = file.clone();
@@ -289,12 +320,31 @@ fn a_database_signed_by_rpr_call_proves_a_pathway_that_go_verifies() {
     let d = dir.join("");
     let path = |name: &str| d.join(name).display().to_string();
     for (file, name) in [("log.key", "rpr-log"), ("witness.key", "witness")] {
-        let out = run(["keygen", "--out", &path(file), "--name", name]);
+        let kind = (file == "witness.key").then_some("--cosigner");
+        let out = run(["keygen", "--out", &path(file), "--name", name]
+            .into_iter()
+            .chain(kind));
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     }
     let (config, policy) = (dir.fault_config("none"), dir.policy());
     let db = path("rpr.db");
     let log_key = path("log.key");
+    // A witness's cosignature/v1 key does not sign a log's checkpoints: refused, nothing done.
+    let arguments = r#"{"key": "zeroth", "value": "paid"}"#;
+    let witness_key = path("witness.key");
+    let mut args = call_args(&config, &policy, &db, "put", arguments);
+    args.extend(["--signing-key", &witness_key]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("cosignature/v1 key (`rpr keygen --cosigner`)"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !Path::new(&db).exists(),
+        "a refused call wrote the database"
+    );
     for key in ["first", "second"] {
         let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
         let mut args = call_args(&config, &policy, &db, "put", &arguments);
@@ -324,7 +374,49 @@ fn a_database_signed_by_rpr_call_proves_a_pathway_that_go_verifies() {
         assert_eq!(out.status.code(), Some(expect), "{}", text(&out));
         out
     };
-    witness(0);
+    let said = text(&witness(0));
+    assert!(
+        said.contains("rpr witness: cosigned ") && said.contains(" events at 20"),
+        "the witness says when it cosigned: {said}"
+    );
+    // A witness key of type 0x01, from before cosignature/v1: it still cosigns, with a
+    // warning that its cosignature states no time.
+    let out = run([
+        "keygen",
+        "--out",
+        &path("old-witness.key"),
+        "--name",
+        "old-witness",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = run([
+        "witness",
+        "--database",
+        &db,
+        "--state",
+        &path("old.state"),
+        "--key",
+        &path("old-witness.key"),
+        "--log-key",
+        &path("log.key.pub"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("is a plain Ed25519 key: its cosignature states no time"),
+        "{}",
+        text(&out)
+    );
+    let old_state = read(Path::new(&path("old.state")));
+    let old_key =
+        VerifierKey::parse(read(Path::new(&path("old-witness.key.pub"))).trim_end()).unwrap();
+    let log_pub = VerifierKey::parse(read(Path::new(&path("log.key.pub"))).trim_end()).unwrap();
+    let (_, note) = Checkpoint::open(
+        old_state.as_bytes(),
+        &log_pub,
+        std::slice::from_ref(&old_key),
+    )
+    .unwrap();
+    assert_eq!(note.cosigned_at(&old_key), None);
     let (first, _) = by_key(Path::new(&db), "first");
     let out = run([
         "proof",
@@ -347,6 +439,11 @@ fn a_database_signed_by_rpr_call_proves_a_pathway_that_go_verifies() {
         &path("witness.key.pub"),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("cosigned by: witness (cosignature/v1, at 20"),
+        "{}",
+        text(&out)
+    );
     let out = run([
         "verify",
         "--database",

@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use rpr::evidence::note::{Note, SignerKey, VerifierKey};
+use rpr::evidence::note::{KeyType, Note, SignerKey, VerifierKey};
 
 use crate::host_support::{Scratch, run, text};
 
@@ -48,6 +48,42 @@ fn keygen_writes_a_secret_key_file_0600_and_its_public_key() {
         .unwrap()
         .verify_all(&[verifier])
         .unwrap();
+}
+
+/// `--cosigner`: a witness's key of type 0x04, whose cosignature states its time; `rpr
+/// witness` warns about a plain 0x01 key, and the log's flags refuse a 0x04 key.
+#[test]
+fn keygen_cosigner_writes_a_cosignature_v1_key_pair() {
+    let dir = Scratch::new("keygen");
+    let out_path = dir.join("w.key").display().to_string();
+    let out = run([
+        "keygen",
+        "--out",
+        &out_path,
+        "--name",
+        "example.com/witness",
+        "--cosigner",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (secret, public) = keys(&dir, "w.key");
+    let signer = SignerKey::parse(secret.trim_end()).unwrap();
+    let verifier = VerifierKey::parse(public.trim_end()).unwrap();
+    assert_eq!(signer.kind(), KeyType::CosignatureV1);
+    assert_eq!(verifier.kind(), KeyType::CosignatureV1);
+    assert_eq!(signer.verifier(), verifier);
+    let mut note = Note::new("checkpoint body\n").unwrap();
+    note.sign(&signer).unwrap();
+    let parsed = Note::parse(note.to_text().as_bytes()).unwrap();
+    parsed.verify_all(std::slice::from_ref(&verifier)).unwrap();
+    assert!(parsed.cosigned_at(&verifier).is_some());
+    // Given where the log's key goes, it is refused by name: exit 2.
+    let out = run(["verify-proof", "-", "--key", &format!("{out_path}.pub")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("witness's cosignature/v1 key"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

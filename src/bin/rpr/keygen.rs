@@ -1,5 +1,6 @@
-//! `rpr keygen --out KEYFILE [--name NAME] [--force]`: a new Ed25519 signing key for signed
-//! checkpoints (`rpr::evidence::note`; docs/evidence.md). KEYFILE gets the signer key
+//! `rpr keygen --out KEYFILE [--name NAME] [--cosigner] [--force]`: a new Ed25519 signing key
+//! for signed checkpoints, or with `--cosigner` a witness's `cosignature/v1` key
+//! (`rpr::evidence::note`; docs/evidence.md). KEYFILE gets the signer key
 //! (`PRIVATE+KEY+NAME+KEYID+…`, mode 0600) and KEYFILE.pub the verifier key
 //! (`NAME+KEYID+…`), each one line, in the text form of Go's `golang.org/x/mod/sumdb/note`.
 
@@ -8,7 +9,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use rpr::evidence::note::{SignerKey, is_valid_name};
+use rpr::evidence::note::{KeyType, SignerKey, is_valid_name};
 
 use crate::{Exit, Failure, Usage};
 
@@ -24,6 +25,11 @@ pub(crate) struct KeygenArgs {
     /// this machine's host name, or `rpr` when the host name is not a valid key name.
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
+    /// A witness's key (for `rpr witness --key`): its cosignatures are timestamped
+    /// `cosignature/v1` signatures (c2sp.org/tlog-cosignature, type 0x04), not a log's
+    /// checkpoint signatures. Auditors give its KEYFILE.pub to `verify-proof --witness-key`.
+    #[arg(long)]
+    cosigner: bool,
     /// Replace KEYFILE and KEYFILE.pub if they exist (the old key is lost: checkpoints it
     /// signed still verify with the old KEYFILE.pub only).
     #[arg(long)]
@@ -68,7 +74,12 @@ pub(crate) fn keygen(args: &KeygenArgs) -> Result<Exit, Failure> {
             }
         }
     }
-    let key = SignerKey::generate(&name)?;
+    let kind = if args.cosigner {
+        KeyType::CosignatureV1
+    } else {
+        KeyType::Ed25519
+    };
+    let key = SignerKey::generate_of(&name, kind)?;
     let verifier = key.verifier().to_string();
     write_file(&args.out, &key.to_secret_string(), 0o600, args.force)?;
     if let Err(e) = write_file(&public, &verifier, 0o644, args.force) {

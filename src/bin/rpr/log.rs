@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rpr::evidence::checkpoint::Checkpoint;
-use rpr::evidence::note::{SignerKey, VerifierKey};
+use rpr::evidence::note::{KeyType, SignerKey, VerifierKey};
 use rpr::store::ReadStore;
 use rpr::store::log::{self, Signing};
 
@@ -46,6 +46,35 @@ pub(crate) fn signer_key(path: &Path, what: &str) -> Result<SignerKey, Failure> 
         )
         .into()
     })
+}
+
+/// The log's own key must be an Ed25519 checkpoint key: a witness's `cosignature/v1` key
+/// signs another message, which Go's note package and the transparency-log tools do not
+/// read as a log's signature.
+fn log_kind(kind: KeyType, path: &Path, what: &str) -> Result<(), Failure> {
+    match kind {
+        KeyType::Ed25519 => Ok(()),
+        KeyType::CosignatureV1 => Err(Usage(format!(
+            "{what} {}: this is a witness's cosignature/v1 key (`rpr keygen --cosigner`); a log \
+             signs with a key made by `rpr keygen` without --witness (nothing was done)",
+            path.display()
+        ))
+        .into()),
+    }
+}
+
+/// The log's signer key in KEYFILE: an Ed25519 key, not a witness's.
+fn log_signer_key(path: &Path, what: &str) -> Result<SignerKey, Failure> {
+    let key = signer_key(path, what)?;
+    log_kind(key.kind(), path, what)?;
+    Ok(key)
+}
+
+/// The log's verifier key in PUB: an Ed25519 key, not a witness's.
+fn log_verifier_key(path: &Path, what: &str) -> Result<VerifierKey, Failure> {
+    let key = verifier_key(path, what)?;
+    log_kind(key.kind(), path, what)?;
+    Ok(key)
 }
 
 /// The verifier key in PUB (KEYFILE.pub).
@@ -125,13 +154,13 @@ pub(crate) fn configure(args: &SigningArgs) -> Result<(), Failure> {
             }
             return Ok(());
         }
-        (Some(key), None, None) => Signing::new(signer_key(key, "--signing-key")?),
+        (Some(key), None, None) => Signing::new(log_signer_key(key, "--signing-key")?),
         (None, Some(command), Some(log_key)) => {
             let words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
             if words.is_empty() {
                 return Err(Usage("--signer-command is empty".into()).into());
             }
-            Signing::command(words, verifier_key(log_key, "--log-key")?)
+            Signing::command(words, log_verifier_key(log_key, "--log-key")?)
         }
         (None, Some(_), None) => {
             return Err(Usage(
@@ -233,7 +262,15 @@ pub(crate) fn witness(args: &WitnessArgs, signing: &SigningArgs) -> Result<Exit,
     };
     let db = existing_database(args.db.location())?;
     let key = signer_key(&args.key, "--key")?;
-    let log_key = verifier_key(log_key, "--log-key")?;
+    let log_key = log_verifier_key(log_key, "--log-key")?;
+    if key.kind() == KeyType::Ed25519 {
+        eprintln!(
+            "rpr witness: warning: --key {} is a plain Ed25519 key: its cosignature states no \
+             time. A witness key made by `rpr keygen --cosigner` signs timestamped \
+             cosignature/v1 (c2sp.org/tlog-cosignature); auditors then need its KEYFILE.pub",
+            args.key.display()
+        );
+    }
     let state = match std::fs::metadata(&args.state) {
         Ok(_) => Some(read_small(&args.state, "--state")?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -244,13 +281,19 @@ pub(crate) fn witness(args: &WitnessArgs, signing: &SigningArgs) -> Result<Exit,
         .map_err(|e| format!("{e} (state {} kept)", args.state.display()))?;
     let text = cosigned.note.to_text();
     write_atomically(&args.state, text.as_bytes())?;
+    let at = cosigned
+        .note
+        .cosigned_at(&key.verifier())
+        .map_or_else(String::new, |t| {
+            format!(" at {}", crate::verify_proof::when(t))
+        });
     match cosigned.previous {
         Some(old) => eprintln!(
-            "rpr witness: cosigned {} events (consistent with the {old} cosigned before)",
+            "rpr witness: cosigned {} events{at} (consistent with the {old} cosigned before)",
             cosigned.checkpoint.size
         ),
         None => eprintln!(
-            "rpr witness: cosigned {} events (first cosignature: the state begins here)",
+            "rpr witness: cosigned {} events{at} (first cosignature: the state begins here)",
             cosigned.checkpoint.size
         ),
     }
@@ -322,7 +365,7 @@ pub(crate) fn verify_signed(
     key: &Path,
     witness: Option<&Path>,
 ) -> Result<log::LogReport, Failure> {
-    let key = verifier_key(key, "--key")?;
+    let key = log_verifier_key(key, "--key")?;
     let witness = witness
         .map(|p| witness_state(p, &key).map(|(_, cp)| cp))
         .transpose()?;
@@ -340,7 +383,7 @@ pub(crate) struct SignArgs {
 /// `sign`: a signer command for `--signer-command`. Reads a note's text (a checkpoint) on
 /// stdin and prints its signature line by KEYFILE; nothing else on stdout.
 pub(crate) fn sign(args: &SignArgs) -> Result<Exit, Failure> {
-    let key = signer_key(&args.key, "--key")?;
+    let key = log_signer_key(&args.key, "--key")?;
     let limit = u64::try_from(rpr::evidence::note::MAX_NOTE_BYTES).unwrap_or(u64::MAX);
     let mut text = String::new();
     std::io::stdin()

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use rpr::evidence::note::VerifierKey;
+use rpr::evidence::note::{KeyType, VerifierKey};
 use rpr::evidence::proof::{self, MAX_PROOF_FILE_BYTES};
 use serde_json::json;
 
@@ -71,6 +71,14 @@ pub(crate) fn verify_proof(args: &VerifyProofArgs, as_json: bool) -> Result<Exit
         return Err(Usage("verify-proof needs a proof file (or - for stdin)".into()).into());
     }
     let log = read_key(&args.key, "--key")?;
+    if log.kind() != KeyType::Ed25519 {
+        return Err(Usage(format!(
+            "--key {}: this is a witness's cosignature/v1 key; give it as --witness-key, and the \
+             log's own key (KEYFILE.pub of its --signing-key) as --key",
+            args.key.display()
+        ))
+        .into());
+    }
     let witnesses = args
         .witness_keys
         .iter()
@@ -89,6 +97,7 @@ pub(crate) fn verify_proof(args: &VerifyProofArgs, as_json: bool) -> Result<Exit
             "root": root,
             "log_key": log.name(),
             "witness_keys": witnesses.iter().map(VerifierKey::name).collect::<Vec<_>>(),
+            "cosigned_at": verified.cosigned_at,
             "leaves": verified.leaves.iter().map(|(index, data)| json!({
                 "index": index,
                 "bytes": data.len(),
@@ -108,8 +117,18 @@ pub(crate) fn verify_proof(args: &VerifyProofArgs, as_json: bool) -> Result<Exit
         root
     );
     outln!("signed by: {}", log.name());
-    for w in &witnesses {
-        outln!("cosigned by: {}", w.name());
+    for (w, at) in witnesses.iter().zip(&verified.cosigned_at) {
+        match at {
+            Some(at) => outln!(
+                "cosigned by: {} (cosignature/v1, at {})",
+                w.name(),
+                when(*at)
+            ),
+            None => outln!(
+                "cosigned by: {} (a plain Ed25519 signature, no time)",
+                w.name()
+            ),
+        }
     }
     for (index, data) in &verified.leaves {
         match std::str::from_utf8(data) {
@@ -133,6 +152,17 @@ pub(crate) fn verify_proof(args: &VerifyProofArgs, as_json: bool) -> Result<Exit
         verified.leaves.len()
     );
     Ok(Exit::Done)
+}
+
+/// A cosignature's time for people: UTC, and the seconds since the Epoch it states.
+pub(crate) fn when(seconds: u64) -> String {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .map_or_else(
+            || format!("{seconds} s after the Epoch"),
+            |ms| format!("{} ({seconds})", rpr::shown::utc(ms)),
+        )
 }
 
 /// Lower-case hex of a hash.

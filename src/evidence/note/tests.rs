@@ -297,6 +297,104 @@ fn generated_keys_sign_and_verify_and_differ() {
     assert_eq!(note.signatures().len(), 2);
 }
 
+/// The `PeterNeumann` seed as a `cosignature/v1` key (type 0x04): another key ID, and a
+/// signature that is the time followed by Ed25519 over the message the specification
+/// (c2sp.org/tlog-cosignature) spells out, checked here with the raw Ed25519 key.
+#[test]
+fn a_cosignature_v1_is_the_time_and_ed25519_over_the_specified_message() {
+    let plain = SignerKey::parse(PETER_SKEY).unwrap();
+    let seed = plain.key.to_bytes();
+    let cosigner = SignerKey::from_seed_of("PeterNeumann", KeyType::CosignatureV1, &seed).unwrap();
+    assert_eq!(cosigner.kind(), KeyType::CosignatureV1);
+    assert_ne!(
+        cosigner.key_id(),
+        plain.key_id(),
+        "the type is part of the key ID"
+    );
+    let public = cosigner.verifier().public_key();
+    let mut h = Sha256::new();
+    h.update(b"PeterNeumann\n\x04");
+    h.update(public);
+    let d = h.finalize();
+    assert_eq!(
+        cosigner.key_id(),
+        u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+    );
+    // The key strings carry the type byte and read back as the same key.
+    let vkey = cosigner.verifier().to_string();
+    let raw = base64::decode(vkey.rsplit('+').next().unwrap()).unwrap();
+    assert_eq!(raw[0], COSIGNATURE_V1_TYPE);
+    assert_eq!(VerifierKey::parse(&vkey).unwrap(), cosigner.verifier());
+    let again = SignerKey::parse(&cosigner.to_secret_string()).unwrap();
+    assert_eq!(again.verifier(), cosigner.verifier());
+
+    let mut note = Note::new(TEXT).unwrap();
+    note.sign(&plain).unwrap();
+    note.sign_at(&cosigner, 1_679_315_147).unwrap();
+    let sig = &note.signatures()[1].signature;
+    assert_eq!(sig.len(), 72);
+    assert_eq!(sig[..8], 1_679_315_147u64.to_be_bytes());
+    let message = format!("cosignature/v1\ntime 1679315147\n{TEXT}");
+    let ed = VerifyingKey::from_bytes(&public).unwrap();
+    ed.verify_strict(
+        message.as_bytes(),
+        &EdSignature::from_slice(&sig[8..]).unwrap(),
+    )
+    .unwrap();
+
+    // Read back: both signatures verify, and the cosignature's time is stated.
+    let parsed = Note::parse(note.to_text().as_bytes()).unwrap();
+    parsed
+        .verify_all(&[plain.verifier(), cosigner.verifier()])
+        .unwrap();
+    assert_eq!(
+        parsed.cosigned_at(&cosigner.verifier()),
+        Some(1_679_315_147)
+    );
+    assert_eq!(parsed.cosigned_at(&plain.verifier()), None);
+}
+
+#[test]
+fn a_cosignature_v1_with_its_time_or_text_changed_is_refused() {
+    let cosigner = SignerKey::generate_of("example.com/witness", KeyType::CosignatureV1).unwrap();
+    let key = cosigner.verifier();
+    let mut note = Note::new(TEXT).unwrap();
+    note.sign_at(&cosigner, 1_700_000_000).unwrap();
+    let good = note.signatures()[0].clone();
+    assert!(key.verifies(TEXT, &good.signature));
+    // The time is signed: one second later does not verify.
+    let mut later = good.signature.clone();
+    later[7] ^= 1;
+    assert!(!key.verifies(TEXT, &later));
+    // Another text, a signature cut short, a plain Ed25519 signature of the text: refused.
+    assert!(!key.verifies("another text\n", &good.signature));
+    assert!(!key.verifies(TEXT, &good.signature[..71]));
+    assert!(!key.verifies(TEXT, &cosigner.sign_bytes(TEXT.as_bytes())));
+    // A time over 2^63 - 1 is refused when signing, and when read.
+    assert_eq!(
+        Note::new(TEXT).unwrap().sign_at(&cosigner, 1 << 63),
+        Err(NoteError::CosignatureTime(1 << 63))
+    );
+    let mut huge = good.signature.clone();
+    huge[0] |= 0x80;
+    assert!(!key.verifies(TEXT, &huge));
+    // A note whose cosignature was changed is refused whole, by name.
+    let mut forged = note.clone();
+    forged.signatures[0].signature = later;
+    let parsed = Note::parse(forged.to_text().as_bytes()).unwrap();
+    assert!(matches!(
+        parsed.verify(std::slice::from_ref(&key)),
+        Err(NoteError::InvalidSignature { .. })
+    ));
+    // The Ed25519 key of the same seed and name is another key: the cosignature is not its.
+    let plain = VerifierKey::from_public("example.com/witness", &key.public_key()).unwrap();
+    let parsed = Note::parse(note.to_text().as_bytes()).unwrap();
+    assert!(matches!(
+        parsed.verify(&[plain]),
+        Err(NoteError::NoKnownSignature { .. })
+    ));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 

@@ -9,14 +9,19 @@
 //	                         DIR/leaves.json (a JSON array of the leaves as strings), and
 //	                         refuses corrupted copies; signs with rpr's
 //	                         DIR/log.key and cosigns rpr's checkpoint as a Go witness
+//	                         (a cosignature/v1 of c2sp.org/tlog-cosignature, written here
+//	                         from the specification: Go's note package has none)
 //	tlog-go make DIR         writes a log, its checkpoints, proofs and keys made by Go
 //
 // Each check prints one "ok:" line; the first failure exits 1 with its reason.
 package main
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +29,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -96,8 +102,72 @@ func parseCheckpoint(text string) (checkpoint, error) {
 	return checkpoint{origin: lines[0], size: size, root: root}, nil
 }
 
+// cosigV1 is a witness key of c2sp.org/tlog-cosignature, type 0x04: its signature is an
+// 8-byte big-endian time and Ed25519 over "cosignature/v1\ntime T\n" and the note's text.
+type cosigV1 struct {
+	name string
+	hash uint32
+	pub  ed25519.PublicKey
+	priv ed25519.PrivateKey // only for the Go witness
+}
+
+func cosigKeyHash(name string, pub []byte) uint32 {
+	h := sha256.New()
+	h.Write([]byte(name + "\n"))
+	h.Write([]byte{0x04})
+	h.Write(pub)
+	return binary.BigEndian.Uint32(h.Sum(nil))
+}
+
+func cosignedMessage(t uint64, msg []byte) []byte {
+	return append([]byte(fmt.Sprintf("cosignature/v1\ntime %d\n", t)), msg...)
+}
+
+func (k *cosigV1) Name() string    { return k.name }
+func (k *cosigV1) KeyHash() uint32 { return k.hash }
+func (k *cosigV1) Verify(msg, sig []byte) bool {
+	if len(sig) != 8+ed25519.SignatureSize {
+		return false
+	}
+	t := binary.BigEndian.Uint64(sig[:8])
+	return t < 1<<63 && ed25519.Verify(k.pub, cosignedMessage(t, msg), sig[8:])
+}
+func (k *cosigV1) Sign(msg []byte) ([]byte, error) {
+	t := uint64(time.Now().Unix())
+	sig := make([]byte, 8, 8+ed25519.SignatureSize)
+	binary.BigEndian.PutUint64(sig, t)
+	return append(sig, ed25519.Sign(k.priv, cosignedMessage(t, msg))...), nil
+}
+
+// parseCosigV1 reads a verifier key NAME+HASH+BASE64(0x04 || key) and checks its hash.
+func parseCosigV1(vkey string) (*cosigV1, error) {
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		return nil, errors.New("not NAME+HASH+KEY")
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) != 1+ed25519.PublicKeySize || raw[0] != 0x04 {
+		return nil, errors.New("not a cosignature/v1 Ed25519 key")
+	}
+	hash, err := strconv.ParseUint(parts[1], 16, 32)
+	if err != nil || len(parts[1]) != 8 {
+		return nil, fmt.Errorf("bad key hash %q", parts[1])
+	}
+	k := &cosigV1{name: parts[0], hash: uint32(hash), pub: ed25519.PublicKey(raw[1:])}
+	if want := cosigKeyHash(k.name, k.pub); want != k.hash {
+		return nil, fmt.Errorf("key hash %08x, the name and key give %08x", k.hash, want)
+	}
+	return k, nil
+}
+
+// verifier reads a verifier key file: Go's note.NewVerifier for a log's Ed25519 key (0x01),
+// parseCosigV1 for a witness's cosignature/v1 key (0x04).
 func verifier(dir, name string) note.Verifier {
-	v, err := note.NewVerifier(strings.TrimSuffix(string(read(dir, name)), "\n"))
+	vkey := strings.TrimSuffix(string(read(dir, name)), "\n")
+	if k, err := parseCosigV1(vkey); err == nil {
+		return k
+	}
+	v, err := note.NewVerifier(vkey)
 	if err != nil {
 		fail("%s: note.NewVerifier: %v", name, err)
 	}
@@ -199,6 +269,9 @@ func checkRust(dir string) {
 	logV := verifier(dir, "log.key.pub")
 	witnessV := verifier(dir, "witness.key.pub")
 	ok("note.NewVerifier read rpr's verifier keys %s+%08x and %s+%08x", logV.Name(), logV.KeyHash(), witnessV.Name(), witnessV.KeyHash())
+	if _, isV1 := witnessV.(*cosigV1); isV1 {
+		ok("the witness key is a cosignature/v1 key (type 0x04) whose key hash Go computed the same")
+	}
 
 	var p proofFile
 	if err := json.Unmarshal(read(dir, "proof.json"), &p); err != nil {
@@ -272,15 +345,14 @@ func checkRust(dir string) {
 	write(dir, "go-signed-with-rpr-key.note", msg)
 	ok("note.NewSigner read rpr's signer key file and signed a note")
 
-	// A Go witness cosigns rpr's checkpoint.
-	skey, vkey, err := note.GenerateKey(rand.Reader, "go.example/witness")
+	// A Go witness cosigns rpr's checkpoint with a cosignature/v1.
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		fail("note.GenerateKey: %v", err)
+		fail("ed25519.GenerateKey: %v", err)
 	}
-	goWitness, err := note.NewSigner(skey)
-	if err != nil {
-		fail("note.NewSigner: %v", err)
-	}
+	goWitness := &cosigV1{name: "go.example/witness", pub: pub, priv: priv}
+	goWitness.hash = cosigKeyHash(goWitness.name, pub)
+	vkey := fmt.Sprintf("%s+%08x+%s", goWitness.name, goWitness.hash, base64.StdEncoding.EncodeToString(append([]byte{0x04}, pub...)))
 	n, _, err := openCheckpoint(p.Checkpoint, logV)
 	if err != nil {
 		fail("%v", err)
@@ -291,7 +363,7 @@ func checkRust(dir string) {
 	}
 	write(dir, "go-cosigned.note", cosigned)
 	write(dir, "go-witness.pub", []byte(vkey+"\n"))
-	ok("cosigned rpr's checkpoint as a Go witness")
+	ok("cosigned rpr's checkpoint as a Go witness (cosignature/v1)")
 }
 
 func clone(p proofFile) proofFile {
