@@ -573,7 +573,7 @@ fn a_pathway_left_proposed_can_be_denied_by_its_decision_owner() {
         "left",
         "decision_owner",
         &["--reason", "not wanted any more"],
-        0,
+        4,
         "denied",
     );
     let (id, _) = by_key(db, "left");

@@ -217,7 +217,8 @@ fn plain_write_in_background(args: &Value, gate: &[String]) -> std::thread::Join
 fn approve_out_of_band(dir: &TempDir, id: &str, who: &str) {
     let db = dir.join("rpr.db").display().to_string();
     let approved = rpr(&["approve", "--database", &db, "--pathway", id, "--as", who]);
-    assert!(approved.status.success(), "{}", text(&approved));
+    // 3: approved, and the call is still to be made (by the gate).
+    assert_eq!(approved.status.code(), Some(3), "{}", text(&approved));
 }
 
 /// Runs `rpr ARGS…`.
@@ -694,7 +695,7 @@ fn a_call_waiting_for_an_approval_is_answered_by_a_denial_or_when_the_wait_ends(
     let id = gated_pathway(&dir);
     let db = dir.join("rpr.db").display().to_string();
     let denied = rpr(&["deny", "--database", &db, "--pathway", &id, "--as", "alice"]);
-    assert!(denied.status.success(), "{}", text(&denied));
+    assert_eq!(denied.status.code(), Some(4), "{}", text(&denied));
     let answered = call.join().unwrap();
     assert_eq!(answered["result"]["is_error"], true, "{answered}");
     assert_eq!(state(&dir, &id), State::Denied);
@@ -1231,7 +1232,7 @@ fn the_gate_that_loses_a_race_for_an_approved_pathway_says_who_took_it() {
         "--as",
         "host",
     ]);
-    assert!(approved.status.success(), "{}", text(&approved));
+    assert_eq!(approved.status.code(), Some(3), "{}", text(&approved));
 
     std::fs::write(dir.join("hold-a"), "").unwrap();
     let (lost, won) = std::thread::scope(|s| {

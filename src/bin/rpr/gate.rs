@@ -249,7 +249,7 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
 }
 
 /// Approves a gate pathway at the Human Gate without sending it: the gate sends it, once,
-/// when the same call comes again.
+/// when the same call comes again. Exit 3: the pathway needs that call.
 pub(crate) fn approve_only<S: Gated + 'static>(
     rt: &Runtime,
     p: Pathway<S>,
@@ -265,5 +265,7 @@ pub(crate) fn approve_only<S: Gated + 'static>(
         "pathway {id}: nothing was sent. \
          The gate sends it, once, when the client makes the same call again"
     );
-    Ok(Exit::Done)
+    // Approved, not done: the call is still to be made (exit 3, as for every pathway that
+    // needs another step).
+    Ok(Exit::Pending)
 }

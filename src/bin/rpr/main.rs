@@ -110,9 +110,11 @@ impl std::fmt::Display for Usage {
 impl std::error::Error for Usage {}
 
 const AFTER_HELP: &str = "\
-Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);
-1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`);
-130 interrupted (Ctrl-C) before a call was sent, or interrupted twice.
+Exit status, the same for every command: 0 done; 3 the pathway needs another step
+before the call is done (printed: an approval, the gate's repeat, a reconcile); 4 the
+pathway is denied, final (`call --deny-as`, `deny`, the policy); 1 error; 2 bad usage;
+141 its stdout was closed (`rpr status | head -1`); 130 interrupted (Ctrl-C) before a
+call was sent, or interrupted twice. docs/host.md has the table.
 --args takes the tool's arguments as JSON text, as @FILE (read from a file), or as - (stdin).
 `call` asks at the terminal when a Human Gate needs a decision; without a terminal and
 without --approve-as/--deny-as it leaves the pathway at the gate and prints how to approve.";

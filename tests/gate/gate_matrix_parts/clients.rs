@@ -318,7 +318,9 @@ pub(crate) fn decide(
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("rpr {verb}: {e}"))?;
-    if out.status.success() {
+    // `approve` of a gate pathway: 3 (the call is still to be made); `deny`: 4 (denied).
+    let expected = if verb == "deny" { 4 } else { 3 };
+    if out.status.code() == Some(expected) {
         Ok(())
     } else {
         Err(format!(

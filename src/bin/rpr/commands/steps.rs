@@ -156,8 +156,9 @@ pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
         StoredPathway::AwaitingApproval(p) => drop(p.deny(&rt, &actor, reason)?),
         other => return wrong_state(&rt, &other, "deny"),
     }
-    say!("pathway {id} is DENIED by {actor}");
-    Ok(Exit::Done)
+    say!("pathway {id} is DENIED by {actor}: nothing was or will be sent");
+    // The exit status says what became of the pathway, as for `call --deny-as`: 4.
+    Ok(Exit::Denied)
 }
 
 /// `reconcile`: readback per policy for an unknown (or returned) pathway.
