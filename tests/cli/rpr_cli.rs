@@ -46,9 +46,11 @@ fn help_lists_every_subcommand_and_documents_the_exit_statuses() {
     assert_eq!(output.status.code(), Some(0), "{out}");
     assert!(
         out.contains(
-            "Exit status: 0 done; 3 the pathway needs another step (printed); 4 denied (final);\n\
-             1 error; 2 bad usage; 141 its stdout was closed (`rpr status | head -1`);\n\
-             130 interrupted (Ctrl-C) before a call was sent, or interrupted twice."
+            "Exit status, the same for every command: 0 done; 3 the pathway needs another step\n\
+             before the call is done (printed: an approval, the gate's repeat, a reconcile); 4 the\n\
+             pathway is denied, final (`call --deny-as`, `deny`, the policy); 1 error; 2 bad usage;\n\
+             141 its stdout was closed (`rpr status | head -1`); 130 interrupted (Ctrl-C) before a\n\
+             call was sent, or interrupted twice. docs/host.md has the table."
         ),
         "{out}"
     );
@@ -261,17 +263,72 @@ fn a_step_with_json_prints_how_it_ended_and_the_pathway_after_it() {
         "{}",
         text(&output)
     );
+}
 
-    // `call` takes no `--json`.
+/// `call --json`: the step document (`exit`, `pathway`) and the server's reply as `result`;
+/// a replay has the pathway and no result (nothing was sent); a denial says `denied` (4);
+/// an error before anything was recorded has `exit` and `error` only. The text for people
+/// goes to stderr.
+#[test]
+fn call_with_json_prints_the_pathway_and_the_servers_reply() {
+    let dir = Scratch::new("cli-call-json");
+    let db = dir.join("rpr.db").display().to_string();
+    let (config, policy) = (dir.fault_config("none"), dir.policy());
+    let arguments = r#"{"key": "k", "value": "v"}"#;
+    let mut args = call_args(&config, &policy, &db, "put", arguments);
+    args.extend(["--key", "json-1", "--json"]);
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let doc: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", text(&output)));
+    assert_eq!(doc["exit"], "done", "{doc:#}");
+    assert_eq!(doc["pathway"]["state"], "completed", "{doc:#}");
+    assert_eq!(doc["pathway"]["idempotency_key"], "json-1", "{doc:#}");
+    assert_ne!(doc["result"]["isError"], true, "{doc:#}");
+    assert_eq!(doc["result"]["structuredContent"]["value"], "v", "{doc:#}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("is COMPLETED"),
+        "{}",
+        text(&output)
+    );
+
+    // The same key again: replayed, nothing sent, so no `result`.
+    let replay = json(&args, 0);
+    assert_eq!(
+        replay["pathway"]["pathway_id"],
+        doc["pathway"]["pathway_id"]
+    );
+    assert!(replay.get("result").is_none(), "{replay:#}");
+
+    // Denied at the Human Gate: 4, `denied`, nothing sent.
     let mut args = call_args(
         &config,
         &policy,
         &db,
         "put",
-        r#"{"key": "k", "value": "v"}"#,
+        r#"{"key": "n", "value": "v"}"#,
     );
+    let at = args.iter().position(|a| *a == "--approve-as").unwrap();
+    args[at] = "--deny-as";
     args.push("--json");
-    assert_eq!(run(&args).status.code(), Some(2));
+    let denied = json(&args, 4);
+    assert_eq!(denied["exit"], "denied", "{denied:#}");
+    assert_eq!(denied["pathway"]["state"], "denied", "{denied:#}");
+    assert!(denied.get("result").is_none(), "{denied:#}");
+
+    // Refused before anything was recorded: the error, no pathway.
+    let mut args = call_args(&config, &policy, &db, "put", r#"{"key": 7}"#);
+    args.push("--json");
+    let refused = json(&args, 1);
+    assert_eq!(refused["exit"], "error", "{refused:#}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was recorded or sent"),
+        "{refused:#}"
+    );
+    assert!(refused.get("pathway").is_none(), "{refused:#}");
 }
 
 /// `rpr status | head -1`: when the reader of stdout has gone, a command ends with status 141

@@ -27,6 +27,37 @@ pub(crate) enum Exit {
     Interrupted,
 }
 
+/// What `call --json` reports besides the exit: the pathway the command worked on and the
+/// server's reply, as the command learned them (one command per process).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Called {
+    /// The pathway's id, once the call found or made it.
+    pub(crate) pathway: Option<String>,
+    /// The server's reply to the call this command sent, as it came.
+    pub(crate) reply: Option<Value>,
+}
+
+static CALLED: std::sync::Mutex<Called> = std::sync::Mutex::new(Called {
+    pathway: None,
+    reply: None,
+});
+
+fn called_mut() -> std::sync::MutexGuard<'static, Called> {
+    CALLED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Notes the pathway this command works on (for `call --json`).
+pub(crate) fn note_pathway(id: &str) {
+    called_mut().pathway = Some(id.to_owned());
+}
+
+/// What this command noted so far.
+pub(crate) fn called() -> Called {
+    called_mut().clone()
+}
+
 /// The lease of the attempts this process dispatches (`--lease`); the library's default
 /// when unset.
 static LEASE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
@@ -289,6 +320,7 @@ pub(crate) fn carry_out<S: Bindable>(
     hint: &Hint,
 ) -> Result<Exit, Failure> {
     let id = p.id().to_owned();
+    note_pathway(&id);
     let state = p.state();
     let later = hint
         .command("resume", &id, " --as NAME")
@@ -318,10 +350,12 @@ pub(crate) fn carry_out<S: Bindable>(
                 None => rt.reader().attempts(done.id())?.pop().and_then(|a| a.outcome),
             };
             say!("  result: {}", result_text(reply.as_ref()));
+            called_mut().reply.clone_from(&reply);
             say!("pathway {} is COMPLETED (a read-only call)", done.id());
             Ok(Exit::Done)
         }
         Outcome::Returned(returned) => {
+            called_mut().reply = executor.reply();
             say!("  the server replied success — not proof yet; reading back…");
             confirm(rt, live, returned, hint)
         }

@@ -147,7 +147,7 @@ fn version_line() -> &'static str {
 #[command(name = "rpr", version = version_line(), after_help = AFTER_HELP, arg_required_else_help = true)]
 pub(crate) struct Cli {
     /// Print one JSON document on stdout (`unresolved`, `status`, `show`, `list`, `verify`, `pin`, `log` (a JSON object per line),
-    /// `copy-to-postgres`, `verify-proof`, and the steps on a pathway: its state and next step after the command; their text goes to stderr).
+    /// `copy-to-postgres`, `verify-proof`, and `call` and the steps on a pathway: its state and next step after the command; their text goes to stderr).
     #[arg(long, global = true)]
     json: bool,
     #[command(flatten)]
@@ -281,10 +281,16 @@ fn run(cli: &Cli) -> Result<Exit, Failure> {
             | Command::CopyToPostgres(_)
             | Command::VerifyProof(_)
     );
+    if json && let Command::Call(args) = &cli.command {
+        JSON_OUT.store(true, std::sync::atomic::Ordering::Relaxed);
+        let result = dispatch(cli, json);
+        commands::print_call_json(args, &result)?;
+        return result;
+    }
     if json && !reads {
         let Some(step) = cli.command.step() else {
             return Err(Usage(
-                "`--json` applies to `unresolved`, `status`, `show`, `list`, `log`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `call`, `gate` or `keygen`".into(),
+                "`--json` applies to `call`, `unresolved`, `status`, `show`, `list`, `log`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `gate` (its stdout is the MCP protocol) or the key and log commands".into(),
             )
             .into());
         };

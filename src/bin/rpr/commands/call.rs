@@ -63,6 +63,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         }
         Identical::Open(stored) => {
             let id = stored.id().to_owned();
+            flow::note_pathway(&id);
             let state = stored.state().as_str();
             say!(
                 "an identical call ({tool} on {server}, the same arguments) is pathway {id}, still open \
@@ -98,6 +99,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                 }
                 Proposal::Existing(stored) => {
                     let id = stored.id().to_owned();
+                    flow::note_pathway(&id);
                     drop(stored);
                     say!("idempotency key {key:?} is pathway {id}: replayed, nothing sent again");
                     return show_next(&rt, &id);
@@ -106,6 +108,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             }
         }
     };
+    flow::note_pathway(p.id());
     let decision_owner = p.definition().authority.decision_owner.clone();
     let executor = p.definition().authority.execution_actor.clone();
     match p.admit(&rt, &decision_owner, &|_| live.plan.decision())? {

@@ -346,6 +346,36 @@ pub(crate) fn print_step_json(
     at: &Located<'_>,
     result: &Result<Exit, Failure>,
 ) -> Result<(), Failure> {
+    let wanted = at.target.pathway.as_deref().or(at.target.key.as_deref());
+    let doc = step_document(at.db, wanted, result)?;
+    outln!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(())
+}
+
+/// `call --json`: the step document of the pathway the call worked on (found by the call
+/// itself, else by its `--key`), and `result`, the server's reply as it came, when this
+/// command sent the call and the server answered.
+pub(crate) fn print_call_json(
+    args: &CallArgs,
+    result: &Result<Exit, Failure>,
+) -> Result<(), Failure> {
+    let called = crate::flow::called();
+    let wanted = called.pathway.as_deref().or(args.key.as_deref());
+    let mut doc = step_document(&args.db, wanted, result)?;
+    if let Some(reply) = called.reply {
+        doc["result"] = reply;
+    }
+    outln!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(())
+}
+
+/// `exit` (as the exit status says), `error` when there was one, and `pathway`, the pathway
+/// `wanted` (an id or a key) as it stands now, when there is one to show.
+fn step_document(
+    db: &Database,
+    wanted: Option<&str>,
+    result: &Result<Exit, Failure>,
+) -> Result<serde_json::Value, Failure> {
     let exit = match result {
         Ok(Exit::Done) => "done",
         Ok(Exit::Pending) => "needs_step",
@@ -357,15 +387,12 @@ pub(crate) fn print_step_json(
     if let Err(e) = result {
         doc["error"] = e.to_string().into();
     }
-    let found = crate::config::existing_database(&at.db.database)
+    let Some(wanted) = wanted else {
+        return Ok(doc);
+    };
+    let found = crate::config::existing_database(&db.database)
         .and_then(|db| Ok(rpr::store::ReadStore::open_read_only(db)?))
         .and_then(|store| {
-            let wanted = at
-                .target
-                .pathway
-                .as_deref()
-                .or(at.target.key.as_deref())
-                .unwrap_or_default();
             let id = find_in(&store, wanted)?;
             Ok(inspect::pathway(&store, &id)?)
         });
@@ -374,8 +401,7 @@ pub(crate) fn print_step_json(
         Err(e) if result.is_ok() => doc["pathway_error"] = e.to_string().into(),
         Err(_) => {}
     }
-    outln!("{}", serde_json::to_string_pretty(&doc)?);
-    Ok(())
+    Ok(doc)
 }
 
 /// The pathway id for `id_or_key` (a pathway id, or an idempotency key).
