@@ -42,12 +42,12 @@ mod rounds;
 pub(crate) mod stderr;
 mod turns;
 mod upstream;
+mod workers;
 
 pub use recorded::{is_gate_pathway, recorded_live};
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -363,10 +363,9 @@ fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), GateError> {
 /// Serves what `next` hands over (it is told how many requests are in flight) until the
 /// input ends or it says stop.
 fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let mut workers = workers::Workers::new();
     loop {
-        workers.retain(|w| !w.is_finished());
-        let read = match next(workers.len()) {
+        let read = match next(workers.busy()) {
             Next::Stop => break,
             Next::Idle => continue,
             Next::Draining(Ok(Some(Incoming::Request(request)))) => {
@@ -385,11 +384,7 @@ fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
         // is answered once, a notification or a response never, even a malformed one.
         match read {
             Ok(None) => break,
-            Ok(Some(Incoming::Request(request))) => {
-                if let Some(worker) = gate.request(request) {
-                    workers.push(worker);
-                }
-            }
+            Ok(Some(Incoming::Request(request))) => gate.request(request, &mut workers),
             Ok(Some(Incoming::Response(response))) => gate.down.deliver(response),
             Ok(Some(Incoming::Notification(n))) => match n.method.as_str() {
                 // The gate initialized the server itself when it started it.
@@ -413,9 +408,7 @@ fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
     }
     gate.down.close();
     // Calls in flight finish and record their outcomes before the server is stopped.
-    for worker in workers {
-        let _ = worker.join();
-    }
+    workers.finish();
     gate.upstream.shutdown();
     let stats = gate.rt.write_stats();
     note!(
@@ -428,80 +421,75 @@ fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
 }
 
 impl Gate {
-    /// Serves one client request: at once when it is quick, else on its own thread.
-    fn request(self: &Arc<Self>, request: Request) -> Option<JoinHandle<()>> {
+    /// Serves one client request: at once when it is quick, else on a worker of its own
+    /// (gate/workers.rs: never behind another request).
+    fn request(self: &Arc<Self>, request: Request, workers: &mut workers::Workers) {
         let Request { id, method, params } = request;
         if method == "initialize" {
             let answer = self.initialize(params.as_ref());
             self.down.respond(id, answer);
-            return None;
+            return;
         }
         let era = match Era::of(params.as_ref()) {
             Ok(era) => era,
             Err(refused) => {
                 self.down.respond(id, Err(refused));
-                return None;
+                return;
             }
         };
         if method == "ping" {
             self.down
                 .respond(id, era.shape(&method, Ok(json!({})), &lock(&self.info)));
-            return None;
+            return;
         }
         let gate = Arc::clone(self);
         let tag = id.to_value().to_string();
         let log_rank = era.log_level().and_then(era::log_rank);
         self.down.serving(&tag, log_rank);
-        let spawned = std::thread::Builder::new()
-            .name("rpr-gate-request".into())
-            .spawn(move || {
-                if log_rank.is_some() {
-                    // A 2025-era server's one level, set before the request reaches it.
-                    gate.sync_log_level(true);
-                }
-                let answer = match method.as_str() {
-                    "server/discover" => gate.discover(),
-                    "tools/list" => gate.list_tools(params.as_ref(), &era),
-                    "tools/call" => {
-                        // Answered through its outlet: a round of the server's own
-                        // `input_required` may answer this request before the call ends,
-                        // and the call's outcome then the retry that continued the last
-                        // round (gate/rounds.rs).
-                        let info = lock(&gate.info).clone();
-                        let outlet = Arc::new(rounds::Outlet::new(
-                            Arc::clone(&gate.down),
-                            id.clone(),
-                            &tag,
-                            era.clone(),
-                            info,
-                        ));
-                        let answer = gate.call(params.as_ref(), &tag, &era, &outlet);
-                        outlet.deliver(answer);
-                        if log_rank.is_some() {
-                            gate.sync_log_level(false);
-                        }
-                        return;
-                    }
-                    _ => gate.upstream.pass(
-                        &method,
-                        era::strip_modern(params),
-                        era.forwarded_meta(),
-                        &tag,
-                    ),
-                };
-                let answer = era.shape(&method, answer, &lock(&gate.info));
-                gate.down.respond(id, answer);
-                if log_rank.is_some() {
-                    // Raised to what the requests still in flight need.
-                    gate.sync_log_level(false);
-                }
-            });
-        match spawned {
-            Ok(worker) => Some(worker),
-            Err(e) => {
-                note!(Warn, "rpr gate: cannot start a request thread: {e}");
-                None
+        let spawned = workers.run(Box::new(move || {
+            if log_rank.is_some() {
+                // A 2025-era server's one level, set before the request reaches it.
+                gate.sync_log_level(true);
             }
+            let answer = match method.as_str() {
+                "server/discover" => gate.discover(),
+                "tools/list" => gate.list_tools(params.as_ref(), &era),
+                "tools/call" => {
+                    // Answered through its outlet: a round of the server's own
+                    // `input_required` may answer this request before the call ends,
+                    // and the call's outcome then the retry that continued the last
+                    // round (gate/rounds.rs).
+                    let info = lock(&gate.info).clone();
+                    let outlet = Arc::new(rounds::Outlet::new(
+                        Arc::clone(&gate.down),
+                        id.clone(),
+                        &tag,
+                        era.clone(),
+                        info,
+                    ));
+                    let answer = gate.call(params.as_ref(), &tag, &era, &outlet);
+                    outlet.deliver(answer);
+                    if log_rank.is_some() {
+                        gate.sync_log_level(false);
+                    }
+                    return;
+                }
+                _ => gate.upstream.pass(
+                    &method,
+                    era::strip_modern(params),
+                    era.forwarded_meta(),
+                    &tag,
+                ),
+            };
+            let answer = era.shape(&method, answer, &lock(&gate.info));
+            gate.down.respond(id, answer);
+            if log_rank.is_some() {
+                // Raised to what the requests still in flight need.
+                gate.sync_log_level(false);
+            }
+        }));
+        if let Err(e) = spawned {
+            note!(Warn, "rpr gate: cannot start a request thread: {e}");
         }
     }
 
