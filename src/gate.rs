@@ -29,6 +29,7 @@ macro_rules! note {
 }
 
 mod asked;
+mod bindings;
 mod call;
 mod cancel;
 mod carry;
@@ -174,6 +175,8 @@ pub(crate) struct Gate {
     info: Mutex<Value>,
     /// The last tool list the policy's names and readbacks were checked against.
     checked_list: Mutex<Option<Arc<ToolList>>>,
+    /// The bindings of that list's tools on the server's session (gate/bindings.rs).
+    bindings: bindings::Bindings,
     /// Whether the policy's unchecked readbacks were noted.
     said_unchecked: std::sync::Once,
     /// The log level the gate set on a 2025-era server for 2026-07-28 requests
@@ -249,6 +252,7 @@ fn start(
         rounds: Arc::new(rounds::Rounds::default()),
         info: Mutex::new(server_info()),
         checked_list: Mutex::new(None),
+        bindings: bindings::Bindings::default(),
         said_unchecked: std::sync::Once::new(),
         server_level: Mutex::new(log_level::ServerLevel::default()),
     });

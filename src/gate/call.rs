@@ -167,7 +167,8 @@ impl Gate {
             // An identical call still open is answered from its pathway, whatever either
             // call's key: a key names a call; it cannot split one. A key of its own decides
             // only once no identical call is open (a completed key replays its result).
-            match self.open_identical(&checked.live.server, digest) {
+            let read_only = checked.live.plan.class == crate::ActionClass::ReadOnly;
+            match self.open_identical(&checked.live.server, digest, read_only) {
                 Ok(Ok(derived)) => {
                     let key = match &asked.key {
                         Some(k) => format!("gate/{}/key/{k}", checked.live.server),
@@ -318,9 +319,11 @@ impl Gate {
                 None,
             )
         };
-        let claimed = ToolBinding::new(client.server(), &tool).map_err(|e| unbindable(&e))?;
-        let binding = claimed.to_binding().map_err(|e| unbindable(&e))?;
-        let pinned = self.pin(&server, &tool, &binding, None)?;
+        let bindings = self
+            .bindings
+            .get(&client, &list, &tool)
+            .map_err(|e| unbindable(&e))?;
+        let pinned = self.pin(&server, &tool, &bindings.claimed, None)?;
         let plan = self.policy.plan(&server, &tool, &list).map_err(|e| {
             tool_error(
                 format!("refused by the gate's policy: {e}; nothing was recorded or sent"),
@@ -332,9 +335,7 @@ impl Gate {
         let reader = self.reader_pin(&server, &tool, &plan, &client, &list)?;
         // The class is the policy's word (the annotation is the server's claim): the call
         // is bound with it, so that is the digest the bound call must show.
-        let mut as_planned = claimed;
-        as_planned.class = plan.class;
-        let planned = as_planned.to_binding().map_err(|e| unbindable(&e))?;
+        let planned = bindings.planned(plan.class).map_err(|e| unbindable(&e))?;
         let (expected, bound_details) = (planned.digest, planned.details);
         Ok(Checked {
             live: Live {
@@ -448,11 +449,12 @@ impl Gate {
     }
 
     /// An open pathway for the identical call that may have changed something (`Err`), or
-    /// the key for a new one (`Ok`).
+    /// the key for a new one (`Ok`). `read_only`: the policy classes the call read-only.
     fn open_identical(
         &self,
         server: &str,
         digest: &str,
+        read_only: bool,
     ) -> Result<Result<String, StoredPathway>, Answer> {
         let failed = |e: &dyn std::fmt::Display| {
             tool_error(
@@ -460,11 +462,25 @@ impl Gate {
                 None,
             )
         };
-        let (open, count) = self
-            .rt
-            .reader()
-            .open_and_count_with_request(digest)
-            .map_err(|e| failed(&e))?;
+        // A read's key needs no count: an identical read after it is a new call, so its key
+        // is one of its own (random), and no two reads meet at one. Counting every pathway of
+        // the digest grew with each identical read: a gate serving the same read all day
+        // counted all of them on every call.
+        let (open, count) = if read_only {
+            let open = self
+                .rt
+                .reader()
+                .open_with_request(digest)
+                .map_err(|e| failed(&e))?;
+            (open, None)
+        } else {
+            let (open, count) = self
+                .rt
+                .reader()
+                .open_and_count_with_request(digest)
+                .map_err(|e| failed(&e))?;
+            (open, Some(count))
+        };
         // Only a call that may change something holds an identical one once it was sent: a
         // read that was sent (in flight; one that failed is closed: `failed`) changed
         // nothing, so an identical call after it is a new call. A read not sent yet (waiting for a decision,
@@ -482,9 +498,16 @@ impl Gate {
             let stored = self.rt.load(&open.id).map_err(|e| failed(&e))?;
             return Ok(Err(stored));
         }
-        // Every pathway of this digest counts (on any server): a key's number only grows,
-        // so it is new; two gates deriving it at once meet at the store's unique key.
-        Ok(Ok(format!("gate/{server}/{digest}/{}", count + 1)))
+        // Every pathway of this digest counts (on any server): a key's number only grows, so
+        // it is new; two gates deriving it at once meet at the store's unique key, and only
+        // one of the identical calls that may change something is sent.
+        if let Some(count) = count {
+            return Ok(Ok(format!("gate/{server}/{digest}/{}", count + 1)));
+        }
+        let mut nonce = [0u8; 12];
+        getrandom::fill(&mut nonce).map_err(|e| failed(&e))?;
+        let nonce = crate::canonical::hex(&nonce);
+        Ok(Ok(format!("gate/{server}/{digest}/read/{nonce}")))
     }
 
     /// Goes on from a fresh admission.

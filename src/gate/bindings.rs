@@ -1,0 +1,84 @@
+//! The bindings of the tools of the list the gate holds, computed once per list and session
+//! instead of once per call (issue 26: the canonical JSON and SHA-256 of a tool's
+//! definition, two or three times a call). A binding is a pure function of the session's
+//! server identity, the tool's definition and the class, so a list fetched again, or a
+//! server started again, starts a new cache: it is kept for one (session, list) pair only,
+//! held by its `Arc`s so neither can be freed and its address reused while cached.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::ActionClass;
+use crate::executor::Binding;
+use crate::mcp::{McpClient, McpError, Tool, ToolBinding, ToolList};
+
+/// One tool's bindings on one session.
+pub(crate) struct ToolBindings {
+    binding: ToolBinding,
+    /// The binding as the server describes the tool (its own annotation's class).
+    pub(crate) claimed: Binding,
+    /// The binding with the policy's class, per class.
+    planned: Mutex<Vec<(ActionClass, Binding)>>,
+}
+
+impl ToolBindings {
+    /// The binding with `class` (the policy's word).
+    pub(crate) fn planned(&self, class: ActionClass) -> Result<Binding, McpError> {
+        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, b)) = planned.iter().find(|(c, _)| *c == class) {
+            return Ok(b.clone());
+        }
+        let mut as_planned = self.binding.clone();
+        as_planned.class = class;
+        let b = as_planned.to_binding()?;
+        planned.push((class, b.clone()));
+        Ok(b)
+    }
+}
+
+/// The cache: the session and list it is for, and each tool's bindings.
+#[derive(Default)]
+pub(crate) struct Bindings {
+    held: Mutex<Option<Held>>,
+}
+
+struct Held {
+    client: Arc<McpClient>,
+    list: Arc<ToolList>,
+    tools: HashMap<String, Arc<ToolBindings>>,
+}
+
+impl Bindings {
+    /// `tool`'s bindings on `client`'s session, `tool` being one of `list`'s.
+    pub(crate) fn get(
+        &self,
+        client: &Arc<McpClient>,
+        list: &Arc<ToolList>,
+        tool: &Tool,
+    ) -> Result<Arc<ToolBindings>, McpError> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let same = held
+            .as_ref()
+            .is_some_and(|h| Arc::ptr_eq(&h.client, client) && Arc::ptr_eq(&h.list, list));
+        if !same {
+            *held = None;
+        }
+        let held = held.get_or_insert_with(|| Held {
+            client: Arc::clone(client),
+            list: Arc::clone(list),
+            tools: HashMap::new(),
+        });
+        if let Some(found) = held.tools.get(&tool.name) {
+            return Ok(Arc::clone(found));
+        }
+        let binding = ToolBinding::new(client.server(), tool)?;
+        let claimed = binding.to_binding()?;
+        let made = Arc::new(ToolBindings {
+            binding,
+            claimed,
+            planned: Mutex::new(Vec::new()),
+        });
+        held.tools.insert(tool.name.clone(), Arc::clone(&made));
+        Ok(made)
+    }
+}
