@@ -19,11 +19,15 @@ use std::time::Duration;
 use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 
-/// Log pages after which a checkpoint is asked for (SQLite's default automatic checkpoint).
-pub(crate) const PAGES: i32 = 1000;
+/// Log pages (32 MiB) after which a checkpoint is asked for. SQLite's default is 1000; a
+/// step rewrites the same few dozen pages of the tables' and indexes' right edges in every
+/// commit, and a checkpoint copies each distinct page once, so a longer log copies and syncs
+/// less per step: a profile of `rpr gate` serving reads had the checkpoint thread at 20% of
+/// its CPU with 1000 (docs/storage.md, "Checkpoints off the steps' path").
+pub(crate) const PAGES: i32 = 8000;
 
 /// Log pages after which the committing step checkpoints itself: the thread is not keeping up.
-const INLINE_PAGES: i32 = 4 * PAGES;
+const INLINE_PAGES: i32 = 2 * PAGES;
 
 /// The store's checkpoint thread, started on the first checkpoint asked for.
 #[derive(Debug)]
@@ -150,9 +154,9 @@ mod tests {
         std::fs::metadata(path).map_or(0, |m| m.len() / 4096)
     }
 
-    /// A log past 1000 pages is checkpointed by the store's thread, not inside the commit
-    /// that took it there: the commit only wakes the thread, and the pages reach the
-    /// database file once the thread has run. Past 4000 pages, or with no thread, the
+    /// A log past [`PAGES`] pages is checkpointed by the store's thread, not inside the
+    /// commit that took it there: the commit only wakes the thread, and the pages reach the
+    /// database file once the thread has run. Past [`INLINE_PAGES`], or with no thread, the
     /// commit checkpoints itself.
     #[test]
     fn a_full_log_is_checkpointed_by_the_thread_not_the_commit() {
@@ -168,8 +172,8 @@ mod tests {
         assert!(!checkpointer.after_commit(PAGES - 1), "not due yet");
         assert_eq!(threads_named("rpr-checkpoint"), 0, "started when due");
 
-        // 30 commits of about 40 pages each: the log passes 1000 pages.
-        for _ in 0..30 {
+        // Commits of about 40 pages each until the log passes PAGES.
+        for _ in 0..PAGES / 40 + 5 {
             conn.execute_batch("BEGIN").unwrap();
             for _ in 0..40 {
                 conn.execute("INSERT INTO t VALUES (zeroblob(4000))", [])
@@ -183,11 +187,12 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert_eq!(threads_named("rpr-checkpoint"), 1, "the thread runs");
-        while pages_in_database(&path) < 1000 && std::time::Instant::now() < deadline {
+        let due = u64::try_from(PAGES).unwrap();
+        while pages_in_database(&path) < due && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(
-            pages_in_database(&path) >= 1000,
+            pages_in_database(&path) >= due,
             "the thread copied the log into the database ({} pages)",
             pages_in_database(&path)
         );
