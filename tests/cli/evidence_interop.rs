@@ -337,7 +337,8 @@ fn a_database_signed_by_rpr_call_proves_a_pathway_that_go_verifies() {
     let out = run(&args);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("cosignature/v1 key (`rpr keygen --cosigner`)"),
+        text(&out).contains("cosignature/v1 key (`rpr keygen --cosigner`)")
+            && text(&out).contains("made by `rpr keygen` without --cosigner"),
         "{}",
         text(&out)
     );

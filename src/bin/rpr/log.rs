@@ -56,7 +56,7 @@ fn log_kind(kind: KeyType, path: &Path, what: &str) -> Result<(), Failure> {
         KeyType::Ed25519 => Ok(()),
         KeyType::CosignatureV1 => Err(Usage(format!(
             "{what} {}: this is a witness's cosignature/v1 key (`rpr keygen --cosigner`); a log \
-             signs with a key made by `rpr keygen` without --witness (nothing was done)",
+             signs with a key made by `rpr keygen` without --cosigner (nothing was done)",
             path.display()
         ))
         .into()),
