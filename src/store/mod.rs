@@ -26,6 +26,8 @@ pub(crate) mod replays;
 pub(crate) mod rows;
 pub(crate) mod rules;
 mod sqlite;
+#[cfg(test)]
+pub(crate) mod steps_for_tests;
 mod verify;
 
 pub use batch::{ReadDurability, WriteStats};

@@ -47,6 +47,14 @@ pub(crate) struct NewAttempt<'s> {
     pub(crate) at: i64,
 }
 
+/// How an attempt ended, for [`Rows::insert_finished_attempt`].
+#[derive(Debug)]
+pub(crate) struct Finished<'s> {
+    pub(crate) status: &'s str,
+    pub(crate) outcome: Option<&'s str>,
+    pub(crate) at: i64,
+}
+
 /// What a step's compare-and-set holds the stored pathway to, and what it moves it to.
 #[derive(Debug)]
 pub(crate) struct Move<'s> {
@@ -74,8 +82,9 @@ pub(crate) trait Rows {
     /// The pathway's approvals.
     fn approvals(&mut self, pathway: &str) -> Result<Vec<RawApproval>, StoreError>;
 
-    /// Inserts a new pathway row.
-    fn insert_pathway(&mut self, new: &NewPathway) -> Result<(), StoreError>;
+    /// Inserts a new pathway row, last changed at `updated_at` (its `at`, unless the unit
+    /// that inserts it also takes its next steps: [`super::rules::insert_together`]).
+    fn insert_pathway(&mut self, new: &NewPathway, updated_at: i64) -> Result<(), StoreError>;
     /// `UPDATE … WHERE` state, version and digests are as expected: whether a row changed.
     fn move_pathway(&mut self, change: &Move<'_>) -> Result<bool, StoreError>;
     /// Moves the pathway's version (and `updated_at`) without changing its state.
@@ -83,6 +92,14 @@ pub(crate) trait Rows {
 
     /// Inserts the write-ahead attempt row.
     fn insert_attempt(&mut self, attempt: &NewAttempt<'_>) -> Result<(), StoreError>;
+    /// Inserts an attempt row already finished: the row [`Rows::insert_attempt`] then
+    /// [`Rows::finish_attempt`] leave (no owner, no lease), for an attempt started and
+    /// finished in one unit ([`super::rules::insert_together`]).
+    fn insert_finished_attempt(
+        &mut self,
+        attempt: &NewAttempt<'_>,
+        finish: &Finished<'_>,
+    ) -> Result<(), StoreError>;
     /// Records an attempt's status and (when given) outcome, clearing its owner and lease:
     /// whether the row exists.
     fn finish_attempt(

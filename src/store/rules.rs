@@ -20,7 +20,7 @@ use serde_json::json;
 use super::check::{Finding, RawAttempt, Replay};
 use super::event::{Event, Reading};
 use super::replays::{Kept, Replays};
-use super::rows::{EventRow, Move, NewAttempt, Rows, Stored};
+use super::rows::{EventRow, Finished, Move, NewAttempt, Rows, Stored};
 use super::{ApprovalWrite, AttemptWrite, EventDraft, Grant, NewPathway, Step, StoreError, late};
 use crate::ledger::{ProblemKind, chain_hash};
 use crate::state::{AttemptStatus, State};
@@ -204,7 +204,7 @@ pub(crate) fn insert(
     replays: Option<&Replays>,
 ) -> Result<(), StoreError> {
     check_new_edges(new.state, &events)?;
-    rows.insert_pathway(new)?;
+    rows.insert_pathway(new, new.at)?;
     let (_, written) = append_rows(rows, &new.id, new.at, events)?;
     leave(
         replays,
@@ -215,6 +215,159 @@ pub(crate) fn insert(
         &written,
     );
     Ok(())
+}
+
+/// A new pathway and its next `steps`, in one unit ([`super::Backend::apply_together`]); the
+/// version after the last step.
+///
+/// When the steps are what a read's one commit is (the pathway's next steps in order, an
+/// attempt started and then finished, no approval: [`settle`]), the rows are written once,
+/// as the steps leave them: the pathway in its last state and version, the attempt already
+/// finished, the events in one run of the chain. Nothing is stored of the pathway before
+/// this unit, and the unit holds the write lock, so there are no stored rows for a step to
+/// check against its chain: the steps are checked against each other instead (the same
+/// edges, compare-and-set and at-most-once rules, in memory), and the rows written are the
+/// ones the steps one after another would have left, with the same events. Anything else
+/// is [`insert`] then [`apply_together`].
+pub(crate) fn insert_together(
+    rows: &mut impl Rows,
+    new: &NewPathway,
+    events: Vec<EventDraft>,
+    steps: Vec<Step>,
+    replays: Option<&Replays>,
+) -> Result<i64, StoreError> {
+    let Some(settled) = settle(new, &events, &steps)? else {
+        insert(rows, new, events, replays)?;
+        return apply_together(rows, steps, replays);
+    };
+    let stored = NewPathway {
+        state: settled.state,
+        version: settled.version,
+        ..new.clone()
+    };
+    rows.insert_pathway(&stored, settled.updated_at)?;
+    let mut groups = vec![(new.at, events)];
+    let mut started = None;
+    let mut finished = None;
+    for step in steps {
+        match step.attempt {
+            Some(AttemptWrite::Start { .. }) => started = Some((step.attempt, step.at)),
+            Some(AttemptWrite::Finish {
+                status, outcome, ..
+            }) => {
+                finished = Some((status, outcome, step.at));
+            }
+            None => {}
+        }
+        groups.push((step.at, step.events));
+    }
+    if let Some((
+        Some(AttemptWrite::Start {
+            id,
+            seq,
+            previous,
+            request,
+            request_digest,
+            binding,
+            binding_digest,
+            owner,
+            lease_ms,
+            carrier,
+        }),
+        at,
+    )) = started
+    {
+        let attempt = NewAttempt {
+            id: &id,
+            pathway: &new.id,
+            seq,
+            previous: previous.as_deref(),
+            request: &request,
+            request_digest: &request_digest,
+            binding: &binding,
+            binding_digest: &binding_digest,
+            owner: &owner,
+            lease_ms,
+            carrier: carrier.as_deref(),
+            at,
+        };
+        match &finished {
+            Some((status, outcome, at)) => rows.insert_finished_attempt(
+                &attempt,
+                &Finished {
+                    status,
+                    outcome: outcome.as_deref(),
+                    at: *at,
+                },
+            )?,
+            None => rows.insert_attempt(&attempt)?,
+        }
+    }
+    let written = append_groups(rows, &new.id, groups)?;
+    leave(
+        replays,
+        &new.id,
+        settled.version,
+        Replay::default(),
+        None,
+        &written,
+    );
+    Ok(settled.version)
+}
+
+/// Where a new pathway's steps of one unit leave it, when they can be written at once.
+struct Settled {
+    state: State,
+    version: i64,
+    /// When the last step was taken.
+    updated_at: i64,
+}
+
+/// Checks a new pathway's steps of one unit against each other, as [`apply_together`]
+/// would against the rows each leaves: `Ok(Some)` when they can be written at once
+/// ([`insert_together`]), `Ok(None)` when they need the step-by-step path (which then
+/// refuses what is wrong with its usual error), `Err` for edges that are not allowed.
+fn settle(
+    new: &NewPathway,
+    events: &[EventDraft],
+    steps: &[Step],
+) -> Result<Option<Settled>, StoreError> {
+    check_new_edges(new.state, events)?;
+    let mut state = new.state;
+    let mut version = new.version;
+    // The attempt started in this unit, and whether it has finished.
+    let mut attempt: Option<(&str, bool)> = None;
+    for (i, step) in steps.iter().enumerate() {
+        check_edges(step)?;
+        let fits = step.pathway == new.id
+            && step.expected_state == state
+            && (i > 0 || step.expected_version == version)
+            && step.fence.definition_digest == new.definition_digest
+            && step.fence.request_digest == new.request_digest
+            && step.approval.is_none();
+        if !fits {
+            return Ok(None);
+        }
+        match (&step.attempt, attempt) {
+            (None, _) => {}
+            // The first attempt of a pathway that has none: at most once holds.
+            (Some(AttemptWrite::Start { id, previous, .. }), None) if previous.is_none() => {
+                attempt = Some((id, false));
+            }
+            // Its outcome, while it is in flight (never a late one).
+            (Some(AttemptWrite::Finish { id, .. }), Some((started, false))) if id == started => {
+                attempt = Some((started, true));
+            }
+            _ => return Ok(None),
+        }
+        state = step.to.unwrap_or(state);
+        version += 1;
+    }
+    Ok(Some(Settled {
+        state,
+        version,
+        updated_at: steps.last().map_or(new.at, |s| s.at),
+    }))
 }
 
 /// `steps` in order, each after the first expecting the version the one before it left;
@@ -505,22 +658,38 @@ fn append_rows(
     at: i64,
     events: Vec<EventDraft>,
 ) -> Result<(i64, Vec<EventRow>), StoreError> {
-    let (mut seq, mut prev) = rows.head()?;
     if events.is_empty() {
-        return Ok((seq, Vec::new()));
+        return Ok((rows.head()?.0, Vec::new()));
     }
-    let mut chained = Vec::with_capacity(events.len());
-    for draft in events {
-        seq += 1;
-        let text = event_text(seq, at, pathway, draft)?;
-        let hash = chain_hash(&prev, &text);
-        chained.push(EventRow {
-            seq,
-            text,
-            prev_hash: std::mem::replace(&mut prev, hash.clone()),
-            hash,
-        });
+    let written = append_groups(rows, pathway, vec![(at, events)])?;
+    Ok((written.last().map_or(0, |r| r.seq), written))
+}
+
+/// Appends groups of events of `pathway`, each group at its own time, chained to the head
+/// in order, and records the new head once: the rows written.
+fn append_groups(
+    rows: &mut impl Rows,
+    pathway: &str,
+    groups: Vec<(i64, Vec<EventDraft>)>,
+) -> Result<Vec<EventRow>, StoreError> {
+    let (mut seq, mut prev) = rows.head()?;
+    let mut chained = Vec::with_capacity(groups.iter().map(|(_, g)| g.len()).sum());
+    for (at, events) in groups {
+        for draft in events {
+            seq += 1;
+            let text = event_text(seq, at, pathway, draft)?;
+            let hash = chain_hash(&prev, &text);
+            chained.push(EventRow {
+                seq,
+                text,
+                prev_hash: std::mem::replace(&mut prev, hash.clone()),
+                hash,
+            });
+        }
     }
     rows.append_events(pathway, &chained)?;
-    Ok((seq, chained))
+    Ok(chained)
 }
+
+#[cfg(test)]
+mod tests;

@@ -371,12 +371,17 @@ impl SqliteBackend {
     }
 
     pub(crate) fn begin_batch(&self) -> Result<(), rusqlite::Error> {
-        self.conn().execute_batch("BEGIN IMMEDIATE")
+        // Prepared once per connection, as every statement of a step (`execute_batch`
+        // parses its text again on every call).
+        self.conn()
+            .prepare_cached("BEGIN IMMEDIATE")?
+            .execute([])
+            .map(drop)
     }
 
     /// Commits the batch durably (one sync under `synchronous=FULL`).
     pub(crate) fn commit_batch(&self) -> Result<(), rusqlite::Error> {
-        self.conn().execute_batch("COMMIT")
+        self.conn().prepare_cached("COMMIT")?.execute([]).map(drop)
     }
 
     /// Whether the batch's transaction is still open (SQLite rolls a transaction back by

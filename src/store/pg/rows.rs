@@ -9,7 +9,7 @@ use crate::store::check::{
     APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt,
 };
 use crate::store::pins::{Candidate, PIN_COLUMNS, RawPin};
-use crate::store::rows::{EventRow, Move, NewAttempt, Rows, Stored};
+use crate::store::rows::{EventRow, Finished, Move, NewAttempt, Rows, Stored};
 use crate::store::{NewPathway, StoreError};
 
 static PATHWAY: LazyLock<String> =
@@ -98,12 +98,12 @@ impl Rows for PgRows<'_, '_> {
             .collect())
     }
 
-    fn insert_pathway(&mut self, new: &NewPathway) -> Result<(), StoreError> {
+    fn insert_pathway(&mut self, new: &NewPathway, updated_at: i64) -> Result<(), StoreError> {
         self.0
             .execute(
                 "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state,
                                        version, proposer, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 &[
                     &new.id,
                     &new.idempotency_key,
@@ -114,6 +114,7 @@ impl Rows for PgRows<'_, '_> {
                     &new.version,
                     &new.proposer,
                     &new.at,
+                    &updated_at,
                 ],
             )
             .map_err(err)?;
@@ -173,6 +174,37 @@ impl Rows for PgRows<'_, '_> {
                     &a.lease_ms,
                     &a.carrier,
                     &a.at,
+                ],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn insert_finished_attempt(
+        &mut self,
+        a: &NewAttempt<'_>,
+        finish: &Finished<'_>,
+    ) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
+                                       binding_digest, status, owner, lease_until, outcome, carrier, created_at,
+                                       updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL, $10, $11, $12, $13)",
+                &[
+                    &a.id,
+                    &a.pathway,
+                    &a.seq,
+                    &a.previous,
+                    &a.request,
+                    &a.request_digest,
+                    &a.binding,
+                    &a.binding_digest,
+                    &finish.status,
+                    &finish.outcome,
+                    &a.carrier,
+                    &a.at,
+                    &finish.at,
                 ],
             )
             .map_err(err)?;

@@ -66,10 +66,16 @@ impl PgBackend {
         let replays = Arc::clone(&self.replays);
         self.in_batch(move |tx| {
             let mut rows = PgRows(tx);
-            if let Some((new, events)) = &new {
-                rules::insert(&mut rows, new, events.clone(), Some(&replays))?;
+            match &new {
+                Some((new, events)) => rules::insert_together(
+                    &mut rows,
+                    new,
+                    events.clone(),
+                    steps.clone(),
+                    Some(&replays),
+                ),
+                None => rules::apply_together(&mut rows, steps.clone(), Some(&replays)),
             }
-            rules::apply_together(&mut rows, steps.clone(), Some(&replays))
         })
     }
 

@@ -10,7 +10,7 @@ use crate::store::check::{
     raw_approval, raw_attempt, raw_pathway,
 };
 use crate::store::pins::{self, Candidate, RawPin};
-use crate::store::rows::{EventRow, Move, NewAttempt, Rows, Stored};
+use crate::store::rows::{EventRow, Finished, Move, NewAttempt, Rows, Stored};
 use crate::store::{NewPathway, StoreError};
 
 /// One unit of work on a SQLite connection: a step's savepoint, or a read transaction.
@@ -77,12 +77,12 @@ impl Rows for SqliteRows<'_> {
             .collect::<Result<_, _>>()?)
     }
 
-    fn insert_pathway(&mut self, new: &NewPathway) -> Result<(), StoreError> {
+    fn insert_pathway(&mut self, new: &NewPathway, updated_at: i64) -> Result<(), StoreError> {
         self.0
             .prepare_cached(
                 "INSERT INTO pathways (id, idempotency_key, definition, definition_digest, request_digest, state, version,
                                        proposer, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
                 new.id,
@@ -93,7 +93,8 @@ impl Rows for SqliteRows<'_> {
                 new.state.as_str(),
                 new.version,
                 new.proposer,
-                new.at
+                new.at,
+                updated_at
             ])?;
         Ok(())
     }
@@ -146,6 +147,36 @@ impl Rows for SqliteRows<'_> {
                 a.lease_ms,
                 a.carrier,
                 a.at
+            ])?;
+        Ok(())
+    }
+
+    fn insert_finished_attempt(
+        &mut self,
+        a: &NewAttempt<'_>,
+        finish: &Finished<'_>,
+    ) -> Result<(), StoreError> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO attempts (id, pathway_id, seq, previous_attempt, request, request_digest, binding,
+                                       binding_digest, status, owner, lease_until, outcome, carrier, created_at,
+                                       updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, NULL, ?10, ?11, ?12, ?13)",
+            )?
+            .execute(params![
+                a.id,
+                a.pathway,
+                a.seq,
+                a.previous,
+                a.request,
+                a.request_digest,
+                a.binding,
+                a.binding_digest,
+                finish.status,
+                finish.outcome,
+                a.carrier,
+                a.at,
+                finish.at
             ])?;
         Ok(())
     }

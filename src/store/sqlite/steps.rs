@@ -58,10 +58,12 @@ impl Backend for SqliteBackend {
         // One unit: a refused step leaves nothing of the others (nor the pathway) behind.
         let tx = Unit::begin(self)?;
         let mut rows = SqliteRows(&tx);
-        if let Some((new, events)) = new {
-            rules::insert(&mut rows, &new, events, Some(&self.replays))?;
-        }
-        let version = rules::apply_together(&mut rows, steps, Some(&self.replays))?;
+        let version = match new {
+            Some((new, events)) => {
+                rules::insert_together(&mut rows, &new, events, steps, Some(&self.replays))?
+            }
+            None => rules::apply_together(&mut rows, steps, Some(&self.replays))?,
+        };
         tx.commit()?;
         Ok(version)
     }
