@@ -156,6 +156,19 @@ fn leaves<'a>(v: &'a Value, at: String, member: &str, out: &mut Vec<(String, Str
     }
 }
 
+/// The values of `args` under member names that name targets (a path, an address, a
+/// recipient, an id, a key …), by JSON Pointer, each as compact JSON, escaped: what a person
+/// approving the call should read first.
+#[must_use]
+pub fn targets(args: &Value) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    leaves(args, String::new(), "", &mut all);
+    all.into_iter()
+        .filter(|(_, member, _)| names_a_target(member))
+        .map(|(pointer, _, v)| (name(&pointer), json(v)))
+        .collect()
+}
+
 /// A scalar this short is shown before the long values.
 const SHORT: usize = 80;
 /// A cut value keeps at least this much of the budget for its mark.

@@ -76,6 +76,7 @@ macro_rules! note {
 
 mod commands;
 mod config;
+mod console;
 mod copy;
 mod flow;
 mod gate;
@@ -198,6 +199,8 @@ enum Command {
     Log(commands::LogArgs),
     /// Govern an MCP stdio server as a proxy in front of it: every tools/call a pathway (docs/gate.md).
     Gate(gate::GateArgs),
+    /// Serve a local web page for operators: approvals waiting with the whole request, unresolved pathways, tool changes, the ledger's status (docs/console.md).
+    Console(console::ConsoleArgs),
     /// List the gate's tool pins and the changes waiting, or pin a changed tool by its digest.
     Pin(gate::PinArgs),
     /// Copy a SQLite database into an empty PostgreSQL store, then mark it moved (no more steps).
@@ -339,6 +342,7 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::List(a) => commands::list(a, json),
         Command::Log(a) => commands::log(a, json),
         Command::Gate(a) => gate::run(a),
+        Command::Console(a) => console::run(a),
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),
         Command::Keygen(a) => keygen::keygen(a),

@@ -8,7 +8,7 @@ mod steps;
 mod view;
 
 pub(crate) use call::call;
-pub(crate) use read::{print_json, status, unresolved, verify};
+pub(crate) use read::{print_json, problem_line, status, unresolved, verify};
 pub(crate) use steps::{
     abort, approve, attest, deny, escalate, hold, reconcile, release, repair, require_repair,
     resume, stop,

@@ -278,7 +278,7 @@ fn checked_head(head: &str) -> Result<String, Failure> {
 }
 
 /// One problem of a verification, for people: its kind in words, where, and the detail.
-fn problem_line(p: &rpr::ledger::Problem) -> String {
+pub(crate) fn problem_line(p: &rpr::ledger::Problem) -> String {
     let kind = serde_json::to_value(p.kind)
         .ok()
         .and_then(|v| v.as_str().map(|k| k.replace('_', " ")))

@@ -1,0 +1,215 @@
+//! The console's guard from outside, over plain HTTP: only the printed token gets in, only
+//! at the loopback address it printed, and a form from another site or without the page's
+//! form token changes nothing. No browser needed.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use rpr::State;
+use serde_json::json;
+
+use crate::scene::{Console, RPR, Scene};
+
+/// One HTTP/1.1 request to `origin` (`http://ADDR:PORT`); the status, headers and body.
+fn http(
+    origin: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let addr = origin.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        let _ = write!(req, "Host: {addr}\r\n");
+    }
+    for (k, v) in headers {
+        let _ = write!(req, "{k}: {v}\r\n");
+    }
+    let _ = write!(req, "Content-Length: {}\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
+}
+
+fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
+    headers
+        .iter()
+        .find_map(|(k, v)| (k == name).then_some(v.as_str()))
+}
+
+/// Signs in with the printed URL: the cookie it sets.
+fn sign_in(console: &Console) -> String {
+    let path = &console.url[console.origin().len()..];
+    let (status, headers, _) = http(console.origin(), "GET", path, &[], "");
+    assert_eq!(status, 303);
+    assert_eq!(header(&headers, "location"), Some("/"));
+    let cookie = header(&headers, "set-cookie").unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+#[test]
+fn only_the_printed_token_gets_in_and_only_at_the_address_it_printed() {
+    let scene = Scene::new(&json!({}), &[]);
+    let call = scene.put_in_background(json!({"key": "k1", "value": "v1"}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let origin = console.origin();
+
+    let (status, _, body) = http(origin, "GET", "/", &[], "");
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        !body.contains(&id),
+        "nothing of the store without the token"
+    );
+    let (status, _, _) = http(origin, "GET", "/?token=00ff", &[], "");
+    assert_eq!(status, 403);
+
+    let cookie = sign_in(&console);
+    let (status, headers, page) = http(origin, "GET", "/", &[("Cookie", &cookie)], "");
+    assert_eq!(status, 200);
+    assert!(page.contains(&id), "the waiting pathway is listed");
+    let csp = header(&headers, "content-security-policy").unwrap();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+
+    // A name that another site rebinds to 127.0.0.1 gets nothing, cookie or not.
+    let port = origin.rsplit(':').next().unwrap();
+    let evil = format!("evil.example:{port}");
+    let (status, _, body) = http(
+        origin,
+        "GET",
+        "/",
+        &[("Host", &evil), ("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(status, 421);
+    assert!(!body.contains(&id));
+
+    drop(console);
+    // Decided at the terminal instead: the waiting call goes on.
+    let db = scene.db.display().to_string();
+    let out = std::process::Command::new(RPR)
+        .args(["deny", "--database", &db, "--pathway", &id, "--as", "host"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let answer = call.join().unwrap();
+    assert_eq!(answer["isError"], true, "{answer}");
+    assert!(scene.effects().is_empty());
+}
+
+#[test]
+fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
+    let scene = Scene::new(&json!({}), &[]);
+    let call = scene.put_in_background(json!({"key": "k2", "value": "v2"}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let origin = console.origin().to_owned();
+    let cookie = sign_in(&console);
+    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let form_token = page
+        .split("name=\"form_token\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let form = |token: &str| format!("form_token={token}&pathway={id}");
+    let posted = |headers: &[(&str, &str)], body: &str| {
+        let mut all = vec![
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ];
+        all.extend_from_slice(headers);
+        http(&origin, "POST", "/approve", &all, body).0
+    };
+
+    assert_eq!(
+        posted(&[("Origin", "http://evil.example")], &form(&form_token)),
+        403
+    );
+    assert_eq!(
+        posted(&[("Sec-Fetch-Site", "cross-site")], &form(&form_token)),
+        403
+    );
+    assert_eq!(posted(&[("Origin", &origin)], &form("0000")), 400);
+    assert_eq!(
+        posted(&[("Origin", &origin)], &format!("pathway={id}")),
+        400
+    );
+    assert_eq!(scene.state(&id), State::HumanGate, "nothing was recorded");
+    assert!(scene.effects().is_empty());
+
+    // The page's own form: approved, and the waiting call is sent, once.
+    assert_eq!(posted(&[("Origin", &origin)], &form(&form_token)), 303);
+    let answer = call.join().unwrap();
+    assert_ne!(answer["isError"], true, "{answer}");
+    assert_eq!(scene.state(&id), State::Completed);
+    assert_eq!(scene.effects().len(), 1);
+    assert_eq!(scene.attempts(&id), 1);
+    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    assert!(
+        page.contains(&format!(
+            "rpr approve --database {} --pathway {id} --as host",
+            scene.db.display()
+        )),
+        "the page shows the command it ran"
+    );
+}
+
+#[test]
+fn the_console_listens_on_a_loopback_address_and_an_existing_database_only() {
+    let scene = Scene::new(&json!({}), &[]);
+    drop(scene.client());
+    let db = scene.db.display().to_string();
+    let out = std::process::Command::new(RPR)
+        .args([
+            "console",
+            "--database",
+            &db,
+            "--as",
+            "host",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("loopback address only"), "{said}");
+    let missing = scene.dir.path().join("none.db").display().to_string();
+    let out = std::process::Command::new(RPR)
+        .args(["console", "--database", &missing, "--as", "host"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "no URL printed"
+    );
+}
