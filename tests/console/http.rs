@@ -213,3 +213,57 @@ fn the_console_listens_on_a_loopback_address_and_an_existing_database_only() {
         "no URL printed"
     );
 }
+
+#[test]
+fn a_changed_tool_is_shown_with_both_definitions_side_by_side() {
+    let scene = Scene::with(
+        false,
+        &json!({}),
+        &["--fault", "change-schema", "--lists-before", "1"],
+    );
+    let client = scene.client();
+    let put = |value: &str| {
+        client
+            .call_tool(
+                "put",
+                &json!({"key": "p", "value": value}),
+                Duration::from_mins(1),
+            )
+            .unwrap()
+    };
+    // The first is refused at the send (the tool changed after it was listed); the gate
+    // lists again, and the next call finds the change against the pin.
+    let _ = put("1");
+    let refused = put("2");
+    drop(client);
+    assert!(
+        format!("{refused:?}").contains("rpr pin"),
+        "the changed tool is refused until pinned: {refused:?}"
+    );
+    assert!(scene.effects().is_empty());
+    let console = scene.console("host");
+    let cookie = sign_in(&console);
+    let (_, _, page) = http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "");
+    assert!(
+        page.contains("Tool changes waiting for review (1)"),
+        "{page}"
+    );
+    let between = |start: &str| {
+        page.split(start)
+            .nth(1)
+            .and_then(|rest| rest.split("</pre>").next())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (old, new) = (
+        between("<pre class=\"old\">"),
+        between("<pre class=\"new\">"),
+    );
+    assert!(old.contains("&quot;name&quot;: &quot;put&quot;"), "{old}");
+    assert!(new.contains("&quot;name&quot;: &quot;put&quot;"), "{new}");
+    assert_ne!(old, new, "the two definitions differ");
+    assert!(
+        page.contains("--review --server faults"),
+        "the command to review it"
+    );
+}
