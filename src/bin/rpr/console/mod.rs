@@ -401,6 +401,16 @@ impl Console {
                     both("--reason", "--reason");
                     both(reason, &format!("{reason:?}"));
                 }
+                // A pathway of `rpr call`, approved, is carried out by `rpr approve` itself,
+                // which needs the files that start its server again; a gate's ignores them.
+                if verb == "approve" {
+                    for (flag, file) in [("--policy", &self.policy), ("--config", &self.config)] {
+                        if let Some(file) = file {
+                            both(flag, flag);
+                            both(file, file);
+                        }
+                    }
+                }
             }
             _ => {
                 let Some(policy) = &self.policy else {
