@@ -219,6 +219,7 @@ fn a_changed_tool_is_shown_with_both_definitions_side_by_side() {
     let scene = Scene::with(
         false,
         &json!({}),
+        &[],
         &["--fault", "change-schema", "--lists-before", "1"],
     );
     let client = scene.client();
@@ -266,4 +267,73 @@ fn a_changed_tool_is_shown_with_both_definitions_side_by_side() {
         page.contains("--review --server faults"),
         "the command to review it"
     );
+}
+
+#[test]
+fn the_consoles_commands_sign_the_log_with_the_key_it_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("log.key");
+    let key_arg = key.display().to_string();
+    let made = std::process::Command::new(RPR)
+        .args(["keygen", "--out", &key_arg])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let scene = Scene::with(true, &json!({}), &["--signing-key", &key_arg], &[]);
+    let call = scene.put_in_background(json!({"key": "s", "value": "1"}));
+    let id = scene.pathway_in(State::HumanGate);
+
+    // Without the key, the console's `rpr approve` is refused: the log is signed.
+    let unsigned = Console::start(&scene.db, "host", Some(&scene.policy), &[]);
+    let approve = |console: &Console| {
+        let cookie = sign_in(console);
+        let (_, _, page) = http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "");
+        let token = page
+            .split("name=\"form_token\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_owned();
+        let body = format!("form_token={token}&pathway={id}");
+        let headers = [
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ];
+        assert_eq!(
+            http(console.origin(), "POST", "/approve", &headers, &body).0,
+            303
+        );
+        http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "").2
+    };
+    let page = approve(&unsigned);
+    assert!(page.contains("Give --signing-key"), "{page}");
+    assert_eq!(scene.state(&id), State::HumanGate);
+
+    // With it, the approval is recorded and signed; the waiting call is sent, once.
+    let signed = Console::start(
+        &scene.db,
+        "host",
+        Some(&scene.policy),
+        &["--signing-key", &key_arg],
+    );
+    let page = approve(&signed);
+    assert!(
+        page.contains(&format!("rpr --signing-key {key_arg} approve")),
+        "{page}"
+    );
+    let answer = call.join().unwrap();
+    assert_ne!(answer["isError"], true, "{answer}");
+    assert_eq!(scene.effects().len(), 1);
+    let db = scene.db.display().to_string();
+    let verified = std::process::Command::new(RPR)
+        .args([
+            "verify",
+            "--database",
+            &db,
+            "--key",
+            &format!("{key_arg}.pub"),
+        ])
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
 }

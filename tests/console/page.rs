@@ -193,7 +193,7 @@ fn an_expired_approval_is_shown_expired_and_does_not_count() {
 
 #[test]
 fn a_write_left_unknown_is_reconciled_by_readback_and_never_sent_again() {
-    let scene = Scene::with(false, &json!({}), &["--fault", "crash-after-effect"]);
+    let scene = Scene::with(false, &json!({}), &[], &["--fault", "crash-after-effect"]);
     let client = scene.client();
     let answer = client
         .call_tool(

@@ -52,18 +52,25 @@ impl Scene {
     /// A scene whose `put` waits at a Human Gate, whose policy has `extra`, and whose fault
     /// server takes `server_flags`.
     pub(crate) fn new(extra: &Value, server_flags: &[&str]) -> Self {
-        Self::with(true, extra, server_flags)
+        Self::with(true, extra, &[], server_flags)
     }
 
-    /// [`Scene::new`], with `put` behind a Human Gate only when `gated`.
-    pub(crate) fn with(gated: bool, extra: &Value, server_flags: &[&str]) -> Self {
+    /// [`Scene::new`], with `put` behind a Human Gate only when `gated`, and `gate_flags`
+    /// given to `rpr` before `gate` (`--signing-key KEYFILE`).
+    pub(crate) fn with(
+        gated: bool,
+        extra: &Value,
+        gate_flags: &[&str],
+        server_flags: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("rpr.db");
         let policy_path = dir.path().join("policy.json");
         std::fs::write(&policy_path, policy(gated, extra).to_string()).unwrap();
         let effects = dir.path().join("effects.jsonl");
-        let mut gate_argv: Vec<String> = vec![
-            RPR.into(),
+        let mut gate_argv: Vec<String> = vec![RPR.into()];
+        gate_argv.extend(gate_flags.iter().map(|s| (*s).to_owned()));
+        gate_argv.extend([
             "gate".into(),
             "--database".into(),
             db.display().to_string(),
@@ -79,7 +86,7 @@ impl Scene {
             dir.path().join("state.json").display().to_string(),
             "--effects".into(),
             effects.display().to_string(),
-        ];
+        ]);
         gate_argv.extend(server_flags.iter().map(|s| (*s).to_owned()));
         Self {
             dir,
@@ -155,7 +162,7 @@ impl Scene {
 
     /// `rpr console` over this scene's database, acting as `approver`, with the policy.
     pub(crate) fn console(&self, approver: &str) -> Console {
-        Console::start(&self.db, approver, Some(&self.policy))
+        Console::start(&self.db, approver, Some(&self.policy), &[])
     }
 }
 
@@ -167,9 +174,11 @@ pub(crate) struct Console {
 }
 
 impl Console {
-    pub(crate) fn start(db: &Path, approver: &str, policy: Option<&Path>) -> Self {
+    /// `rpr FLAGS… console` (`flags`: the global ones, such as `--signing-key`).
+    pub(crate) fn start(db: &Path, approver: &str, policy: Option<&Path>, flags: &[&str]) -> Self {
         let mut cmd = Command::new(RPR);
-        cmd.args(["console", "--database"])
+        cmd.args(flags)
+            .args(["console", "--database"])
             .arg(db)
             .args(["--as", approver]);
         if let Some(p) = policy {

@@ -136,6 +136,26 @@ pub(crate) struct SigningArgs {
 }
 
 impl SigningArgs {
+    /// The flags as given, for a child `rpr` that takes a step on the same database (the
+    /// console's commands).
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let paths = [
+            ("--signing-key", &self.signing_key),
+            ("--log-key", &self.log_key),
+            ("--witness", &self.witness),
+        ];
+        for (flag, path) in paths {
+            if let Some(p) = path {
+                out.extend([flag.to_owned(), p.display().to_string()]);
+            }
+        }
+        if let Some(c) = &self.signer_command {
+            out.extend(["--signer-command".to_owned(), c.clone()]);
+        }
+        out
+    }
+
     /// Whether any signing flag was given.
     pub(crate) fn any(&self) -> bool {
         self.signing_key.is_some() || self.signer_command.is_some() || self.log_key.is_some()

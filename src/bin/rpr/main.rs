@@ -249,6 +249,7 @@ impl Command {
                 Command::Call(_)
                     | Command::Unresolved(_)
                     | Command::Gate(_)
+                    | Command::Console(_)
                     | Command::Pin(_)
                     | Command::Checkpoint(_)
             )
@@ -342,7 +343,7 @@ fn dispatch(cli: &Cli, json: bool) -> Result<Exit, Failure> {
         Command::List(a) => commands::list(a, json),
         Command::Log(a) => commands::log(a, json),
         Command::Gate(a) => gate::run(a),
-        Command::Console(a) => console::run(a),
+        Command::Console(a) => console::run(a, &cli.signing),
         Command::Pin(a) => gate::pin(a, json),
         Command::CopyToPostgres(a) => copy::copy_to_postgres(a, json),
         Command::Keygen(a) => keygen::keygen(a),

@@ -117,8 +117,10 @@ impl Guard {
             if !same_secret(&given, &self.token) {
                 return Verdict::Refused(403, "the token in this URL is not this console's");
             }
+            // Only to a page of this console: `//host` or `/\host` would leave it.
+            let own = path.starts_with('/') && !path.starts_with("//") && !path.starts_with("/\\");
             return Verdict::Enter {
-                location: path.to_owned(),
+                location: if own { path } else { "/" }.to_owned(),
             };
         }
         if !from_cookie {
@@ -173,6 +175,14 @@ mod tests {
             Verdict::Enter {
                 location: "/".into()
             }
+        );
+        let away = format!("//evil.example/?token={}", g.token);
+        assert_eq!(
+            g.check("GET", &away, &headers(std::slice::from_ref(&host))),
+            Verdict::Enter {
+                location: "/".into()
+            },
+            "the sign-in sends the browser to this console only"
         );
         assert!(matches!(
             g.check("GET", "/?token=00", &headers(std::slice::from_ref(&host))),

@@ -60,6 +60,8 @@ struct Console {
     approver: String,
     policy: Option<String>,
     config: Option<String>,
+    /// The signing flags it was given, passed on to every command it runs.
+    signing: Vec<String>,
     guard: Guard,
     log: act::Log,
     /// The ledger's verification and the head it was made at: verified again only when the
@@ -68,7 +70,7 @@ struct Console {
 }
 
 /// `console`: serves until interrupted.
-pub(crate) fn run(args: &ConsoleArgs) -> Result<Exit, Failure> {
+pub(crate) fn run(args: &ConsoleArgs, signing: &crate::log::SigningArgs) -> Result<Exit, Failure> {
     let addr: SocketAddr = args.listen.parse().map_err(|_| {
         Usage(format!(
             "--listen {}: give an address and a port, such as 127.0.0.1:8080",
@@ -97,6 +99,7 @@ pub(crate) fn run(args: &ConsoleArgs) -> Result<Exit, Failure> {
         approver: args.approver.clone(),
         policy: args.policy.clone(),
         config: args.config.clone(),
+        signing: signing.to_args(),
         guard: Guard::new(bound)?,
         log: act::Log::default(),
         ledger: Mutex::new(None),
@@ -384,6 +387,9 @@ impl Console {
             args.push(a.to_owned());
             shown.push(s.to_owned());
         };
+        for flag in &self.signing {
+            both(flag, flag);
+        }
         let verb = &path[1..];
         both(verb, verb);
         both("--database", "--database");
