@@ -251,7 +251,7 @@ pub(crate) fn insert_together(
     let mut finished = None;
     for step in steps {
         match step.attempt {
-            Some(AttemptWrite::Start { .. }) => started = Some((step.attempt, step.at)),
+            Some(write @ AttemptWrite::Start { .. }) => started = Some((write, step.at)),
             Some(AttemptWrite::Finish {
                 status, outcome, ..
             }) => {
@@ -261,36 +261,9 @@ pub(crate) fn insert_together(
         }
         groups.push((step.at, step.events));
     }
-    if let Some((
-        Some(AttemptWrite::Start {
-            id,
-            seq,
-            previous,
-            request,
-            request_digest,
-            binding,
-            binding_digest,
-            owner,
-            lease_ms,
-            carrier,
-        }),
-        at,
-    )) = started
+    if let Some((write, at)) = &started
+        && let Some(attempt) = started_row(write, &new.id, *at)
     {
-        let attempt = NewAttempt {
-            id: &id,
-            pathway: &new.id,
-            seq,
-            previous: previous.as_deref(),
-            request: &request,
-            request_digest: &request_digest,
-            binding: &binding,
-            binding_digest: &binding_digest,
-            owner: &owner,
-            lease_ms,
-            carrier: carrier.as_deref(),
-            at,
-        };
         match &finished {
             Some((status, outcome, at)) => rows.insert_finished_attempt(
                 &attempt,
@@ -313,6 +286,40 @@ pub(crate) fn insert_together(
         &written,
     );
     Ok(settled.version)
+}
+
+/// The attempt row a step's `Start` writes for `pathway` at `at`; `None` for any other
+/// attempt write.
+fn started_row<'s>(write: &'s AttemptWrite, pathway: &'s str, at: i64) -> Option<NewAttempt<'s>> {
+    let AttemptWrite::Start {
+        id,
+        seq,
+        previous,
+        request,
+        request_digest,
+        binding,
+        binding_digest,
+        owner,
+        lease_ms,
+        carrier,
+    } = write
+    else {
+        return None;
+    };
+    Some(NewAttempt {
+        id,
+        pathway,
+        seq: *seq,
+        previous: previous.as_deref(),
+        request,
+        request_digest,
+        binding,
+        binding_digest,
+        owner,
+        lease_ms: *lease_ms,
+        carrier: carrier.as_deref(),
+        at,
+    })
 }
 
 /// Where a new pathway's steps of one unit leave it, when they can be written at once.
@@ -429,33 +436,11 @@ pub(crate) fn apply(
         });
     }
     match &step.attempt {
-        Some(AttemptWrite::Start {
-            id,
-            seq,
-            previous,
-            request,
-            request_digest,
-            binding,
-            binding_digest,
-            owner,
-            lease_ms,
-            carrier,
-        }) => {
+        Some(write @ AttemptWrite::Start { previous, .. }) => {
             at_most_once(&step.pathway, &found.attempts, previous.as_deref())?;
-            rows.insert_attempt(&NewAttempt {
-                id,
-                pathway: &step.pathway,
-                seq: *seq,
-                previous: previous.as_deref(),
-                request,
-                request_digest,
-                binding,
-                binding_digest,
-                owner,
-                lease_ms: *lease_ms,
-                carrier: carrier.as_deref(),
-                at: step.at,
-            })?;
+            if let Some(row) = started_row(write, &step.pathway, step.at) {
+                rows.insert_attempt(&row)?;
+            }
         }
         Some(AttemptWrite::Finish {
             id,
