@@ -2,9 +2,10 @@
 //! commit (one flush of the server's write-ahead log) for the batch.
 //!
 //! The scheme of SQLite's (`store::batch`), with up to two leaders ([`LEADERS`]): a
-//! caller queues its step; if fewer batches than that are being written, it becomes a
-//! *leader*: it takes a connection, then everything queued so far
-//! (its own step, unless another leader took it first), and writes it in one transaction,
+//! caller queues its step; if fewer batches than that are being written and its step is
+//! still queued, it becomes a *leader*: it takes a connection, then everything queued so
+//! far (its own step among them; if another leader took it meanwhile, it takes nothing
+//! and waits for that leader's batch), and writes it in one transaction,
 //! each step in its own savepoint (a step alone in its batch needs none: its refusal rolls
 //! the transaction back), then commits, hands every step its result and wakes the
 //! waiters. Otherwise it waits for its result, or for a leader's place. So steps batch up
@@ -62,6 +63,13 @@ struct Queue {
     waiting: Vec<Queued>,
     /// Batches being written (at most the pool's size).
     leading: usize,
+}
+
+impl Queue {
+    /// Whether `slot` waits here, not yet taken by a batch.
+    fn holds(&self, slot: &Queued) -> bool {
+        self.waiting.iter().any(|s| Arc::ptr_eq(s, slot))
+    }
 }
 
 /// The queue of steps waiting for a batch, and the counts of what was committed.
@@ -155,26 +163,35 @@ impl Batcher {
             if let Some(result) = slot.lock().result.take() {
                 return result;
             }
-            if queue.leading >= LEADERS.min(backend.pool.size()) {
+            // A caller leads only while its own step waits in the queue. Once a batch has
+            // taken it, the caller waits for that batch: were it to lead meanwhile, it could
+            // take a step that waits for a row lock as the first of its batch and keep its
+            // own result, long ready, from its caller until that wait ended.
+            if queue.leading >= LEADERS.min(backend.pool.size()) || !queue.holds(&slot) {
                 self.done.wait(&mut queue);
                 continue;
             }
             queue.leading += 1;
             drop(queue);
             let lead = Lead(self);
-            self.lead(backend);
+            self.lead(backend, &slot);
             drop(lead);
             queue = self.queue.lock();
         }
     }
 
-    /// Takes a connection, then the queue, and writes it as one batch.
-    fn lead(&self, backend: &PgBackend) {
+    /// Takes a connection, then the queue, and writes it as one batch: unless the caller's
+    /// own step (`own`) left the queue meanwhile, taken by another leader (then the steps
+    /// queued now are left to their own callers).
+    fn lead(&self, backend: &PgBackend, own: &Queued) {
         let conn = backend.pool.take(false);
-        let mut batch = Carried(std::mem::take(&mut self.queue.lock().waiting));
-        if batch.0.is_empty() {
-            return;
-        }
+        let mut batch = {
+            let mut queue = self.queue.lock();
+            if !queue.holds(own) {
+                return;
+            }
+            Carried(std::mem::take(&mut queue.waiting))
+        };
         let deferred = match conn {
             Ok(mut conn) => self.write_batch(&mut conn, &batch.0, backend.sealer()),
             Err(e) => {

@@ -1005,7 +1005,9 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
     let _server = SERVER.read().unwrap_or_else(PoisonError::into_inner);
     let mut s = Schema::new("pool_overlap");
     let b = s.open().connections(3);
-    b.set_lock_timeout(Duration::from_millis(1500)).unwrap();
+    // Long enough for both steps to be seen blocked on a loaded machine (two test threads
+    // starting and taking their connections can take over a second there).
+    b.set_lock_timeout(Duration::from_millis(5000)).unwrap();
     let (one, two) = (propose(&b, "x"), propose(&b, "y"));
     assert_eq!(
         b.open_connections(),
@@ -1013,9 +1015,9 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
         "opened lazily: one thread, one connection"
     );
 
-    // Were a connection without the lock_timeout, the server ends the holder after 8 s and
+    // Were a connection without the lock_timeout, the server ends the holder after 15 s and
     // its step goes through: the test fails instead of waiting forever.
-    let mut holder = hold_rows(&s.name, &[&one.id, &two.id], 8);
+    let mut holder = hold_rows(&s.name, &[&one.id, &two.id], 15);
     let holder_pid = backend_pid(&mut holder);
     let results: Vec<Result<i64, StoreError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = [&one, &two]
@@ -1036,8 +1038,9 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
                 })
             })
             .collect();
-        // Both steps wait on the holder's row locks at the same time.
-        let deadline = Instant::now() + Duration::from_secs(1);
+        // Both steps wait on the holder's row locks at the same time (each gives up after
+        // its 5 s lock_timeout, so both are seen blocked within 4.5 s or never).
+        let deadline = Instant::now() + Duration::from_millis(4500);
         let mut waiting = 0;
         while waiting < 2 && Instant::now() < deadline {
             waiting = s.count(&format!(
@@ -1337,9 +1340,9 @@ fn a_step_put_back_by_its_batch_waits_for_the_next_and_is_applied_once() {
     let (b, free, busy) = (&b, &free, &busy);
     std::thread::scope(|scope| {
         // Each leader alone in its batch, waiting for its row, before the next step comes:
-        // spawned together, one leader's batch could take both steps (the second put back,
-        // its caller then leading empty batches in a loop and taking the steps below one by
-        // one). Then the three steps are queued in this order, each only once the one before
+        // spawned together, one leader's batch could take both steps (the second put back
+        // and then led by its own caller, taking the steps below with it). Then the three
+        // steps are queued in this order, each only once the one before
         // it waits in the queue: a sleep alone let a loaded machine queue the busy step
         // first, which then waited for its row as the first step of its batch instead of
         // being put back.
