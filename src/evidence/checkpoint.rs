@@ -159,6 +159,17 @@ impl Checkpoint {
         Ok(note)
     }
 
+    /// [`Checkpoint::sign`] with a nonce made ahead, off the caller's time (a runtime's
+    /// seal inside a commit).
+    pub(crate) fn sign_ahead(
+        &self,
+        signer: &crate::evidence::note::ahead::AheadSigner,
+    ) -> Result<Note, CheckpointError> {
+        let mut note = Note::new(&self.to_text()?)?;
+        note.sign_ahead(signer)?;
+        Ok(note)
+    }
+
     /// Verifies a signed checkpoint note with the log's key and every key in `witnesses` (each
     /// signature required; signatures by other keys ignored), then reads its body.
     pub fn open(

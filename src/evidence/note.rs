@@ -748,6 +748,26 @@ impl Note {
         Ok(())
     }
 
+    /// Adds the log key's signature of the text, made with a nonce made ahead
+    /// ([`ahead::AheadSigner`]); a signature by the same name and key ID is replaced.
+    pub(crate) fn sign_ahead(&mut self, signer: &ahead::AheadSigner) -> Result<(), NoteError> {
+        if self.signatures.len() >= MAX_SIGNATURES {
+            return Err(NoteError::TooManySignatures {
+                max: MAX_SIGNATURES,
+            });
+        }
+        let key = signer.key();
+        let sig = NoteSignature {
+            name: key.name.clone(),
+            key_id: key.id,
+            signature: signer.sign_bytes(self.text.as_bytes()).to_vec(),
+        };
+        self.signatures
+            .retain(|s| !(s.name == sig.name && s.key_id == sig.key_id));
+        self.signatures.push(sig);
+        Ok(())
+    }
+
     /// The signed note: text, blank line, one line per signature.
     #[must_use]
     pub fn to_text(&self) -> String {
@@ -830,6 +850,8 @@ impl Note {
         Ok(())
     }
 }
+
+pub(crate) mod ahead;
 
 #[cfg(test)]
 mod tests;

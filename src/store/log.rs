@@ -26,6 +26,7 @@ pub(crate) use sqlite::SqliteLog;
 
 use crate::evidence::checkpoint::{Checkpoint, CheckpointError};
 use crate::evidence::merkle::{self, Hash};
+use crate::evidence::note::ahead::AheadSigner;
 use crate::evidence::note::{Note, SignerKey, VerifierKey};
 use crate::evidence::proof::{self, ProofFile, ProofFileError};
 use crate::store::{ReadStore, StoreError};
@@ -45,8 +46,12 @@ pub fn origin(database_id: &str) -> String {
 /// What signs the checkpoints: a key in this process, or a command that holds it.
 #[derive(Clone)]
 pub(crate) enum Signer {
-    /// The key itself.
-    Key(SignerKey),
+    /// The key itself; an Ed25519 log key signs with nonces made ahead (`ahead`,
+    /// `evidence::note::ahead`), so the commit does not wait for a scalar multiplication.
+    Key {
+        key: SignerKey,
+        ahead: Option<std::sync::Arc<AheadSigner>>,
+    },
     /// A program run once per signed checkpoint: the checkpoint's text on its stdin, one
     /// signature line (`— NAME BASE64`) on its stdout, checked with `verifier`.
     Command {
@@ -64,7 +69,7 @@ const MAX_SIGNER_OUTPUT: u64 = 4096;
 impl Signer {
     fn verifier(&self) -> VerifierKey {
         match self {
-            Self::Key(key) => key.verifier(),
+            Self::Key { key, .. } => key.verifier(),
             Self::Command { verifier, .. } => verifier.clone(),
         }
     }
@@ -72,7 +77,13 @@ impl Signer {
     /// The signed note of `checkpoint`, whose signature verifies with [`Signer::verifier`].
     pub(crate) fn sign(&self, checkpoint: &Checkpoint) -> Result<String, String> {
         match self {
-            Self::Key(key) => checkpoint
+            Self::Key {
+                ahead: Some(ahead), ..
+            } => checkpoint
+                .sign_ahead(ahead)
+                .map(|n| n.to_text())
+                .map_err(|e| e.to_string()),
+            Self::Key { key, ahead: None } => checkpoint
                 .sign(key)
                 .map(|n| n.to_text())
                 .map_err(|e| e.to_string()),
@@ -178,7 +189,8 @@ impl Signing {
     /// added with [`Signing::trust`]).
     #[must_use]
     pub fn new(key: SignerKey) -> Self {
-        Self::with(Signer::Key(key))
+        let ahead = AheadSigner::new(key.clone()).map(std::sync::Arc::new);
+        Self::with(Signer::Key { key, ahead })
     }
 
     /// Signs by running `argv` once per checkpoint, so that the key can live where this
