@@ -1007,7 +1007,7 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
     let b = s.open().connections(3);
     // Long enough for both steps to be seen blocked on a loaded machine (two test threads
     // starting and taking their connections can take over a second there).
-    b.set_lock_timeout(Duration::from_millis(5000)).unwrap();
+    b.set_lock_timeout(Duration::from_secs(5)).unwrap();
     let (one, two) = (propose(&b, "x"), propose(&b, "y"));
     assert_eq!(
         b.open_connections(),
