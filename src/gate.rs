@@ -1,7 +1,9 @@
 //! The gate: a governing MCP stdio proxy. An MCP host launches `rpr gate` (or a host of its
 //! own calls [`serve`]) in place of a server; the gate starts the server as its child and puts
 //! every `tools/call` on a responsibility pathway (see docs/gate.md). What it writes to its
-//! client carries protocol messages only; what the gate has to say goes to stderr.
+//! client carries protocol messages only; what the gate has to say goes to stderr. A host
+//! whose server runs in its own process calls [`serve_in_process`] with an
+//! [`InProcessServer`] instead.
 //!
 //! ```no_run
 //! use rpr::gate::{Options, serve};
@@ -57,10 +59,10 @@ use self::downstream::Downstream;
 use self::era::Era;
 use self::request_state::StateKey;
 use self::turns::Turns;
-use self::upstream::Upstream;
+use self::upstream::{ServerSource, Upstream};
 use crate::jsonrpc::server::Incoming;
 use crate::jsonrpc::{ErrorObject, MessageReader, Request, codes};
-use crate::mcp::{McpClient, PROTOCOL_VERSION, ServerCommand, ToolList};
+use crate::mcp::{InProcessServer, McpClient, PROTOCOL_VERSION, ServerCommand, ToolList};
 use crate::policy::Policy;
 use crate::store::PinCheck;
 use crate::{Actor, Runtime, StoredPathway};
@@ -154,7 +156,9 @@ pub(crate) struct Gate {
     name: String,
     upstream: Upstream,
     down: Arc<Downstream>,
-    command_line: Vec<String>,
+    /// What a pathway records of this gate: its server's command line, or the name of a
+    /// server in this process ([`upstream::ServerSource::recorded`]).
+    recorded: Value,
     call_timeout: Duration,
     approval_timeout: Duration,
     approval_wait: Duration,
@@ -205,7 +209,42 @@ pub fn serve(
     input: impl BufRead,
     output: impl Write + Send + 'static,
 ) -> Result<(), GateError> {
-    let gate = start(rt, policy, command, options, output)?;
+    let source = ServerSource::Command(command.clone());
+    serve_source(rt, policy, source, options, input, output)
+}
+
+/// [`serve`] with a server that runs in this process ([`InProcessServer`]): the same gate,
+/// its server started (and started again after it stops) by `server` rather than as a
+/// child process. Its calls are carried by this process (see [`InProcessServer`]), and a
+/// pathway records the server's name instead of a command line, so an operator step from
+/// another process (`rpr approve` of a pathway the gate left approved, `rpr reconcile`)
+/// cannot start the server and is refused ([`recorded_live`]); an approval the gate
+/// itself carries out is the same as for a command.
+///
+/// # Errors
+///
+/// As [`serve`].
+pub fn serve_in_process(
+    rt: Runtime,
+    policy: Policy,
+    server: &InProcessServer,
+    options: Options,
+    input: impl BufRead,
+    output: impl Write + Send + 'static,
+) -> Result<(), GateError> {
+    let source = ServerSource::InProcess(server.clone());
+    serve_source(rt, policy, source, options, input, output)
+}
+
+fn serve_source(
+    rt: Runtime,
+    policy: Policy,
+    source: ServerSource,
+    options: Options,
+    input: impl BufRead,
+    output: impl Write + Send + 'static,
+) -> Result<(), GateError> {
+    let gate = start(rt, policy, source, options, output)?;
     let mut reader = MessageReader::with_max_message_bytes(input, gate.max_message_bytes);
     serve_client(&gate, &mut |_| {
         Next::Read(crate::jsonrpc::server::read_incoming(&mut reader))
@@ -217,7 +256,7 @@ pub fn serve(
 fn start(
     rt: Runtime,
     policy: Policy,
-    command: &ServerCommand,
+    source: ServerSource,
     options: Options,
     output: impl Write + Send + 'static,
 ) -> Result<Arc<Gate>, GateError> {
@@ -227,14 +266,9 @@ fn start(
     let down = Arc::new(Downstream::new(output, max_message_bytes));
     let call_timeout = options.call_timeout.max(Duration::from_secs(1));
     let gate = Arc::new(Gate {
-        upstream: Upstream::new(
-            command.clone(),
-            call_timeout,
-            max_message_bytes,
-            Arc::clone(&down),
-        ),
+        recorded: source.recorded(),
+        upstream: Upstream::new(source, call_timeout, max_message_bytes, Arc::clone(&down)),
         max_message_bytes,
-        command_line: command.command_line(),
         rt,
         policy,
         policy_path: options.policy,
@@ -301,7 +335,13 @@ pub fn serve_until(
             "cannot start the thread that reads the client".into(),
         ));
     }
-    let gate = start(rt, policy, command, options, output)?;
+    let gate = start(
+        rt,
+        policy,
+        ServerSource::Command(command.clone()),
+        options,
+        output,
+    )?;
     let _ = ready_tx.send(gate.max_message_bytes);
     let mut stopping = false;
     serve_client(&gate, &mut |busy| {

@@ -1,5 +1,7 @@
-//! The gate end to end (issue 30, item 5): `rpr::gate::serve` between a scripted client and
-//! a scripted server, both from the input.
+//! The gate end to end (issue 30, item 5): `rpr::gate::serve_in_process` between a
+//! scripted client and a scripted server, both from the input, all in this process: the
+//! server is `rpr_fuzz::scripted::InProcess`, each start of it a thread over in-process
+//! pipes (the gate starts it again after a timeout or garbage, up to six times a run).
 //!
 //! The input is a mode byte, then the client script, `@@\n`, and the server script. The
 //! client script is the gate's stdin, given one line at a time: a line is handed to the
@@ -52,18 +54,18 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use rpr::executor::Request;
-use rpr::gate::{Options, serve};
+use rpr::gate::{Options, serve_in_process};
 use rpr::jsonrpc::Message;
 use rpr::jsonrpc::server::{Incoming, classify};
 use rpr::policy::Policy;
 use rpr::store::{AttemptRecord, ReadStore};
 use rpr::{Actor, AttemptStatus, Runtime};
-use rpr_fuzz::scripted::{self, Pipes, Progress, replace, split_chunks};
+use rpr_fuzz::scripted::{InProcess, replace, split_chunks};
 use serde_json::{Map, Value, json};
 
-/// Pairs of named pipes: one for each server process the gate starts in a run (it starts
-/// the server again after a timeout or garbage).
-const PAIRS: usize = 6;
+/// How many times the gate may start the server in a run (it starts it again after a
+/// timeout or garbage).
+const STARTS: usize = 6;
 
 /// How long the client waits for the gate to answer before it sends its next line anyway.
 const WAIT: Duration = Duration::from_secs(3);
@@ -94,19 +96,30 @@ fn policy_text() -> String {
 }
 
 struct Setup {
-    pipes: Pipes,
+    /// The scratch directory of this process: the run's database.
+    dir: PathBuf,
     policy: String,
+    /// A new database's file, made once per process: each run starts from a copy of it
+    /// (making one, its migrations included, was a seventh of a run).
+    empty: Vec<u8>,
 }
 
 fn setup() -> &'static Setup {
     static SETUP: OnceLock<Setup> = OnceLock::new();
     SETUP.get_or_init(|| {
         let policy = policy_text();
-        Policy::parse(&policy).expect("the target's policy parses");
-        Setup {
-            pipes: Pipes::create("gate", PAIRS),
-            policy,
-        }
+        let parsed = Policy::parse(&policy).expect("the target's policy parses");
+        let dir = rpr_fuzz::stories::scratch("gate");
+        let template = dir.join("empty.db");
+        // Opened and closed: the last close checkpoints the write-ahead log into the file.
+        drop(
+            Runtime::builder(&template)
+                .bounds(parsed.bounds())
+                .open()
+                .expect("a new database"),
+        );
+        let empty = std::fs::read(&template).expect("the new database's file");
+        Setup { dir, policy, empty }
     })
 }
 
@@ -540,9 +553,7 @@ fuzz_target!(|input: &[u8]| {
         return;
     };
     let s = setup();
-    let p = &s.pipes;
-    p.reset();
-    let db = p.dir().join("gate.db");
+    let db = s.dir.join("gate.db");
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut path = db.clone().into_os_string();
         path.push(suffix);
@@ -555,10 +566,11 @@ fuzz_target!(|input: &[u8]| {
     let standard_server = mode & 0x10 != 0;
 
     let policy = Policy::parse(&s.policy).expect("the policy");
+    std::fs::write(&db, &s.empty).expect("the run's database");
     let rt = Runtime::builder(&db)
         .bounds(policy.bounds())
         .open()
-        .expect("a new database");
+        .expect("the run's database");
     let mut options = Options::new(
         SERVER,
         Actor::new("agent"),
@@ -582,39 +594,39 @@ fuzz_target!(|input: &[u8]| {
         sent: HashMap::new(),
         shared: Arc::clone(&shared),
     };
-    let command = p.command();
-    let progress = Progress::default();
-    let mut checks = Checks {
+    let checks = Arc::new(Mutex::new(Checks {
         db: db.clone(),
         store: None,
         sent: HashMap::new(),
         violations: Vec::new(),
         received: Vec::new(),
+    }));
+    let scripted = {
+        let checks = Arc::clone(&checks);
+        let mut next = chunks
+            .iter()
+            .map(|c| c.to_vec())
+            .collect::<Vec<_>>()
+            .into_iter();
+        InProcess::new(STARTS, move |request| {
+            checks.lock().expect("the checks").on_request(request);
+            let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+            standard(method)
+                .filter(|_| standard_server)
+                .unwrap_or_else(|| next.next().unwrap_or_default())
+        })
     };
-    let written = std::thread::scope(|scope| {
-        let server = scope.spawn(|| {
-            let mut next = chunks.iter();
-            scripted::serve(p, &progress, |request| {
-                checks.on_request(request);
-                let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-                standard(method)
-                    .filter(|_| standard_server)
-                    .unwrap_or_else(|| next.next().copied().unwrap_or_default().to_vec())
-            })
-        });
-        let served = serve(
-            rt,
-            policy,
-            &command,
-            options,
-            std::io::BufReader::new(feed),
-            Out(Arc::clone(&shared)),
-        );
-        progress.release(p);
-        let written = server.join().expect("the server thread");
-        served.expect("the gate serves");
-        written
-    });
+    let served = serve_in_process(
+        rt,
+        policy,
+        &scripted.server(SERVER),
+        options,
+        std::io::BufReader::new(feed),
+        Out(Arc::clone(&shared)),
+    );
+    let written = scripted.finish();
+    served.expect("the gate serves");
+    let checks = checks.lock().expect("the checks");
     let seen = shared.0.lock().expect("the output");
     if std::env::var_os("RPR_FUZZ_SHOW").is_some() {
         // For reading a run by hand: what each side wrote.

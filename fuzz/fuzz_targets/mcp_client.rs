@@ -2,46 +2,40 @@
 //! (`rpr::mcp::McpClient`) against a scripted server whose every reply comes from the
 //! input.
 //!
-//! The bare session runs over in-process pipes (`Session::over_streams`) with a thread of
-//! this process as its server: no child process. `McpClient` starts its server as a child
-//! process (it takes a `ServerCommand` only): the child here is a shell that claims a free
-//! pair of named pipes and runs `cat OUT & exec cat >REQ` on them, and a thread of this
-//! process is the server behind them (a client that finds the connection broken at its
-//! first request starts a second process, which takes the next pair). Either way, for each
-//! request line the client writes, the server writes the next chunk of the input (`"$id"`
-//! in a chunk replaced by the request's id), then a newline and a closing error reply for
-//! that id (`-32601`), so that a request the chunk left unanswered ends at once instead of
-//! at its timeout. Chunks are separated by `%%\n`. Nothing is written but in answer to a
-//! request, so a run does not depend on timing.
+//! Both run without a child process. The bare session runs over in-process pipes
+//! (`Session::over_streams`) with a thread of this process as its server. The whole client
+//! is `McpClient::connect_in_process` with the scripted server in this process
+//! (`rpr_fuzz::scripted::InProcess`): each start of the server is a thread over a new pair
+//! of in-process pipes (a client that finds the connection broken at its first request
+//! starts the server again, up to four times). Either way, for each request line the
+//! client writes, the server writes the next chunk of the input (`"$id"` in a chunk
+//! replaced by the request's id), then a newline and a closing error reply for that id
+//! (`-32601`), so that a request the chunk left unanswered ends at once instead of at its
+//! timeout. Chunks are separated by `%%\n`. Nothing is written but in answer to a request,
+//! so a run does not depend on timing.
 //!
 //! The first byte picks the client: a bare session sending one to three `tools/call`
-//! requests in turn, or `McpClient::connect`, `list_tools` and `call_tool`.
+//! requests in turn, or `McpClient::connect_in_process`, `list_tools` and `call_tool`.
 //!
 //! What must hold: no panic; and for the session, each reply a request returns is one the
 //! server wrote for that very id (same JSON type) on a line within the message limit: a
 //! response with another id, or over the limit, never completes a request.
 #![no_main]
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use rpr::jsonrpc::Message;
 use rpr::mcp::{McpClient, Reply, Session, SessionConfig};
-use rpr_fuzz::scripted::{Pipes, Progress, serve, serve_streams, split_chunks};
+use rpr_fuzz::scripted::{InProcess, ignore_sigpipe, serve_streams, split_chunks};
 use serde_json::{Value, json};
 
 /// The client's message limit: small, so that over-long lines are common.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
-/// Pairs of named pipes, one pair for each server process of a run (a client that
-/// finds the connection broken at its first request starts the server again).
-const PAIRS: usize = 4;
-
-fn pipes() -> &'static Pipes {
-    static PIPES: OnceLock<Pipes> = OnceLock::new();
-    PIPES.get_or_init(|| Pipes::create("mcp-client", PAIRS))
-}
+/// How many times a run's client may start the server (a client that finds the
+/// connection broken at its first request starts it again).
+const STARTS: usize = 4;
 
 fn config() -> SessionConfig {
     let mut config = SessionConfig::default();
@@ -131,38 +125,27 @@ fn session_run(chunks: &[&[u8]], requests: usize) -> (Vec<(i64, Result<Reply, St
     })
 }
 
-/// A whole client: connect (probe and handshake), list the tools, call one.
-fn client_run(p: &Pipes) {
-    let Ok(client) = McpClient::connect(&p.command(), &config()) else {
-        return;
-    };
-    let _ = client.list_tools();
-    let _ = client.call_tool("t", &json!({"n": 1}), Duration::from_secs(10));
-    client.shutdown();
+/// A whole client: connect (probe and handshake), list the tools, call one; its server the
+/// scripted one in this process, answering with `chunks` in turn.
+fn client_run(chunks: Vec<Vec<u8>>) {
+    let mut next = chunks.into_iter();
+    let scripted = InProcess::new(STARTS, move |_| next.next().unwrap_or_default());
+    if let Ok(client) = McpClient::connect_in_process(&scripted.server("fuzz"), &config()) {
+        let _ = client.list_tools();
+        let _ = client.call_tool("t", &json!({"n": 1}), Duration::from_secs(10));
+        client.shutdown();
+    }
+    let _ = scripted.finish();
 }
 
 fuzz_target!(|input: &[u8]| {
     let Some((&mode, rest)) = input.split_first() else {
         return;
     };
-    // Made once in any mode: it also makes a write to a pipe whose reader is gone fail
-    // with EPIPE rather than kill the process.
-    let p = pipes();
+    ignore_sigpipe();
     let chunks = split_chunks(rest);
     if mode % 2 == 1 {
-        p.reset();
-        let progress = Progress::default();
-        std::thread::scope(|scope| {
-            let server = scope.spawn(|| {
-                let mut next = chunks.iter();
-                serve(p, &progress, |_| {
-                    next.next().copied().unwrap_or_default().to_vec()
-                })
-            });
-            client_run(p);
-            progress.release(p);
-            server.join().expect("the server thread");
-        });
+        client_run(chunks.iter().map(|c| c.to_vec()).collect());
         return;
     }
     let (replies, written) = session_run(&chunks, 1 + usize::from(mode / 2) % 3);

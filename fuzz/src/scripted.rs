@@ -1,144 +1,27 @@
 //! A scripted MCP server whose every reply comes from the input, for the targets that
-//! drive rpr's MCP client (`mcp_client`, and the gate's server side in `gate`).
+//! drive rpr's MCP client (`mcp_client`, and the gate's server side in `gate`), all in the
+//! fuzz process: no child process.
 //!
 //! A bare session runs over in-process pipes (`rpr::mcp::Session::over_streams`), its
-//! server a thread of the fuzz process ([`serve_streams`]). `McpClient` and the gate start
-//! their server as a child process (they take a `ServerCommand` only): the child here is a
-//! shell that claims a free pair of named pipes and runs `cat OUT & exec cat >REQ` on them,
-//! and a thread of the fuzz process is the server behind them ([`serve`]). A client that finds the connection broken (or a gate that stops a
-//! server after a timeout or garbage) starts a second process, which takes the next pair.
-//! For each request line the client writes, the server writes a chunk of the input (the
-//! next, or one the target picks for the request; `"$id"` in it replaced by the request's
-//! id), then a newline and a closing error
-//! reply for that id (`-32601`), so that a request the chunk left unanswered ends at once
-//! instead of at its timeout. Nothing is written but in answer to a request, so a run does
-//! not depend on timing.
+//! server a thread ([`serve_streams`]). `McpClient` and the gate start it as a server in
+//! this process (`rpr::mcp::InProcessServer`, [`InProcess`]): each start is a thread over a
+//! new pair of in-process pipes, up to a number of starts per run (a client that finds the
+//! connection broken, or a gate that stops a server after a timeout or garbage, starts it
+//! again). For each request line the client writes, the server writes a chunk of the input
+//! (the next, or one the target picks for the request; `"$id"` in it replaced by the
+//! request's id), then a newline and a closing error reply for that id (`-32601`), so that
+//! a request the chunk left unanswered ends at once instead of at its timeout. Nothing is
+//! written but in answer to a request, so a run does not depend on timing.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rpr::mcp::ServerCommand;
 use serde_json::{Map, Value};
-
-/// The named pipes of the scripted server: `pairs` pairs, one for each server process of
-/// a run, in a scratch directory of this process.
-pub struct Pipes {
-    dir: PathBuf,
-    pairs: usize,
-}
-
-impl Pipes {
-    /// Makes `pairs` pairs of named pipes in a new scratch directory named after `tag`.
-    /// Also makes a write to a pipe whose reader is gone fail with EPIPE rather than kill
-    /// the process, as in any Rust program (libFuzzer's `main` is not Rust's, which sets
-    /// this).
-    ///
-    /// # Panics
-    ///
-    /// A pipe cannot be made.
-    #[must_use]
-    pub fn create(tag: &str, pairs: usize) -> Self {
-        // SAFETY: sets the disposition of one signal to "ignore".
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-        let pipes = Self {
-            dir: crate::stories::scratch(tag),
-            pairs,
-        };
-        for pair in 0..pairs {
-            for path in [pipes.requests(pair), pipes.replies(pair)] {
-                let c =
-                    std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("a path");
-                // SAFETY: mkfifo on a NUL-terminated path.
-                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-            }
-        }
-        pipes
-    }
-
-    /// The scratch directory the pipes are in (a run may keep other files there).
-    #[must_use]
-    pub fn dir(&self) -> &std::path::Path {
-        &self.dir
-    }
-
-    fn requests(&self, pair: usize) -> PathBuf {
-        self.dir.join(format!("req{pair}"))
-    }
-
-    fn replies(&self, pair: usize) -> PathBuf {
-        self.dir.join(format!("out{pair}"))
-    }
-
-    /// Frees every pair for the next run.
-    pub fn reset(&self) {
-        for pair in 0..self.pairs {
-            let _ = std::fs::remove_file(self.dir.join(format!("claim{pair}")));
-        }
-    }
-
-    /// The server process: claims the first free pair (a file made with `noclobber`, which
-    /// only one process can create), copies the pair's replies pipe to its stdout and its
-    /// stdin to the pair's requests pipe; exits 1 when every pair is taken. The claim is
-    /// made in a subshell: a redirection that fails on `:`, a special built-in, ends a
-    /// POSIX shell (dash exits 2), so a claim tried in the shell itself would never get
-    /// past a taken pair.
-    #[must_use]
-    pub fn command(&self) -> ServerCommand {
-        let pairs: Vec<String> = (0..self.pairs).map(|p| p.to_string()).collect();
-        ServerCommand::new("/bin/sh")
-            .arg("-c")
-            .arg(format!(
-                "set -C; for i in {}; do if ( : >\"$0/claim$i\" ) 2>/dev/null; then \
-                 cat \"$0/out$i\" & exec cat >\"$0/req$i\"; fi; done; exit 1",
-                pairs.join(" ")
-            ))
-            .arg(&self.dir)
-    }
-}
-
-/// Where [`serve`] is: the pair it serves (or waits to open), and whether the client side
-/// is done. Shared with [`Progress::release`].
-#[derive(Default)]
-pub struct Progress {
-    at: AtomicUsize,
-    done: AtomicBool,
-}
-
-/// The server: for each server process in turn (each pair), answers each request line
-/// (a JSON object with an `id` and a `method`) with the chunk `answer` gives for it
-/// (`"$id"` in it replaced by the request's id) and a closing error reply, until
-/// [`Progress::release`]. Returns everything it wrote.
-///
-/// # Panics
-///
-/// A pipe cannot be opened.
-pub fn serve(
-    p: &Pipes,
-    progress: &Progress,
-    mut answer: impl FnMut(&Map<String, Value>) -> Vec<u8>,
-) -> Vec<u8> {
-    let mut written = Vec::new();
-    for pair in 0..p.pairs {
-        progress.at.store(pair, Ordering::SeqCst);
-        let requests = std::fs::File::open(p.requests(pair)).expect("a requests pipe");
-        if progress.done.load(Ordering::SeqCst) {
-            break;
-        }
-        let mut replies = std::fs::OpenOptions::new()
-            .write(true)
-            .open(p.replies(pair))
-            .expect("a replies pipe");
-        answer_requests(requests, &mut replies, &mut answer, &mut written);
-    }
-    progress.at.store(p.pairs, Ordering::SeqCst);
-    written
-}
 
 /// The server of one connection over a reader and a writer of this process (for a
 /// session over streams, `rpr::mcp::Session::over_streams`): answers each request line
-/// read from `requests` as [`serve`] does, until the end of `requests` or a failed write;
+/// read from `requests` (see the module's text), until the end of `requests` or a failed write;
 /// then drops `replies` (the session reads the end of its input). Returns everything it
 /// wrote.
 pub fn serve_streams(
@@ -185,26 +68,109 @@ fn answer_requests(
     }
 }
 
-impl Progress {
-    /// Ends [`serve`] once the client is done: it waits to open the requests pipe of the
-    /// next pair, and is let through by this open (which succeeds only once it waits there).
-    pub fn release(&self, p: &Pipes) {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.done.store(true, Ordering::SeqCst);
-        loop {
-            let pair = self.at.load(Ordering::SeqCst);
-            if pair >= p.pairs {
-                return;
-            }
-            let opened = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(p.requests(pair));
-            if opened.is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_micros(200));
+/// Makes a write to a pipe whose reader is gone fail with EPIPE rather than kill the
+/// process, as in any Rust program (libFuzzer's `main` is not Rust's, which sets this).
+pub fn ignore_sigpipe() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: sets the disposition of one signal to "ignore".
+    ONCE.call_once(|| unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    });
+}
+
+/// What the answer of an [`InProcess`] server is: the chunk for one request.
+type Answer = dyn FnMut(&Map<String, Value>) -> Vec<u8> + Send;
+
+/// The scripted server in this process (`rpr::mcp::InProcessServer`): each start of the
+/// server, up to `starts` of them, is a thread that answers each request line as
+/// [`serve_streams`] does, over a new pair of in-process pipes; a start past them fails
+/// (the client or the gate reports that the server did not start). No process, no fork.
+pub struct InProcess {
+    answer: std::sync::Arc<std::sync::Mutex<Box<Answer>>>,
+    threads: std::sync::Arc<std::sync::Mutex<Vec<std::thread::JoinHandle<Vec<u8>>>>>,
+    starts: std::sync::Arc<AtomicUsize>,
+}
+
+impl InProcess {
+    /// A server answering with `answer`, startable `starts` times.
+    pub fn new(
+        starts: usize,
+        answer: impl FnMut(&Map<String, Value>) -> Vec<u8> + Send + 'static,
+    ) -> Self {
+        ignore_sigpipe();
+        Self {
+            answer: std::sync::Arc::new(std::sync::Mutex::new(Box::new(answer))),
+            threads: std::sync::Arc::default(),
+            starts: std::sync::Arc::new(AtomicUsize::new(starts)),
         }
+    }
+
+    /// The server, as the client or the gate starts it.
+    #[must_use]
+    pub fn server(&self, name: &str) -> rpr::mcp::InProcessServer {
+        let (answer, threads, starts) = (
+            std::sync::Arc::clone(&self.answer),
+            std::sync::Arc::clone(&self.threads),
+            std::sync::Arc::clone(&self.starts),
+        );
+        rpr::mcp::InProcessServer::new(name, move || {
+            if starts
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_err()
+            {
+                return Err(std::io::Error::other(
+                    "the scripted server's starts are used up",
+                ));
+            }
+            let (requests_in, requests_out) = std::io::pipe()?;
+            let (replies_in, mut replies_out) = std::io::pipe()?;
+            let answer = std::sync::Arc::clone(&answer);
+            let thread = std::thread::Builder::new()
+                .name("fuzz-server".into())
+                .spawn(move || {
+                    let mut written = Vec::new();
+                    let mut each = |request: &Map<String, Value>| {
+                        let mut answer = answer
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        answer(request)
+                    };
+                    answer_requests(requests_in, &mut replies_out, &mut each, &mut written);
+                    written
+                })?;
+            threads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(thread);
+            Ok((Box::new(replies_in), Box::new(requests_out)))
+        })
+    }
+
+    /// Once the client is done (its sessions shut down, so each server thread reads the end
+    /// of its requests): waits for the server threads, in the order they started, and
+    /// returns everything they wrote. A thread still running after 10 s (a session never
+    /// shut down) is left behind, and what it wrote is missing.
+    #[must_use]
+    pub fn finish(self) -> Vec<u8> {
+        let threads: Vec<_> = self
+            .threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut written = Vec::new();
+        for thread in threads {
+            while !thread.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            if thread.is_finished()
+                && let Ok(w) = thread.join()
+            {
+                written.extend_from_slice(&w);
+            }
+        }
+        written
     }
 }
 

@@ -124,7 +124,9 @@ fn write(rt: &Runtime) {
         panic!("held")
     };
     let ap = rt.grant_approval(&pb, &appr).expect("grant");
-    let pb = pb.approve(rt, ap.quorum(rt).expect("quorum")).expect("approve");
+    let pb = pb
+        .approve(rt, ap.quorum(rt).expect("quorum"))
+        .expect("approve");
     let mut ex = Scripted(vec![Delivery::PossiblyWritten {
         reason: "timeout".into(),
     }]);
@@ -162,7 +164,9 @@ fn write(rt: &Runtime) {
         panic!("held")
     };
     let ap = rt.grant_approval(&pe, &appr).expect("grant");
-    let pe = pe.approve(rt, ap.quorum(rt).expect("quorum")).expect("approve");
+    let pe = pe
+        .approve(rt, ap.quorum(rt).expect("quorum"))
+        .expect("approve");
     let mut ex = Scripted(vec![Delivery::ToolFailed {
         reply: json!({"isError": true}),
     }]);

@@ -180,9 +180,7 @@ impl Gate {
                         &key,
                         self.policy.authority(),
                     )
-                    .with_metadata(
-                        json!({"server": checked.live.server, "gate": {"command": self.command_line}}),
-                    );
+                    .with_metadata(json!({"server": checked.live.server, "gate": self.recorded}));
                     let decision = checked.live.plan.decision();
                     let decider = definition.authority.decision_owner.clone();
                     let ready = self.rt.propose_and_bind(

@@ -9,9 +9,11 @@ use crate::{Actor, Pathway, Runtime};
 
 use super::GateError;
 
-/// Whether the gate proposed this pathway (it recorded its server command).
+/// Whether the gate proposed this pathway (it recorded its server command, or the name of
+/// a server that ran inside the gate's process: [`crate::gate::serve_in_process`]).
 pub fn is_gate_pathway<S: Stage>(p: &Pathway<S>) -> bool {
-    p.definition().metadata["gate"]["command"].is_array()
+    let gate = &p.definition().metadata["gate"];
+    gate["command"].is_array() || gate["in_process"].is_string()
 }
 
 /// The live server and tool of a gate pathway: the recorded command, started again with
@@ -30,6 +32,11 @@ pub fn recorded_live<S: Stage>(
 ) -> Result<Started, GateError> {
     let refused = |m: String| GateError::Refused(m);
     let metadata = &p.definition().metadata;
+    if let Some(name) = metadata["gate"]["in_process"].as_str() {
+        return Err(refused(format!(
+            "the pathway's server `{name}` ran inside the process of the gate that proposed              it, so no other process can start it: answer it through that gate, or end it              with `rpr abort`"
+        )));
+    }
     let argv: Vec<&str> = metadata["gate"]["command"]
         .as_array()
         .ok_or_else(|| {

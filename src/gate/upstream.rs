@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::jsonrpc::{ErrorObject, Notification, Request, codes};
-use crate::mcp::{McpClient, Reply, Responder, SendGuard, ServerCommand, SessionConfig, ToolList};
+use crate::mcp::{
+    InProcessServer, McpClient, Reply, Responder, SendGuard, ServerCommand, SessionConfig, ToolList,
+};
 use serde_json::Value;
 
 use super::downstream::Downstream;
@@ -37,9 +39,47 @@ pub(crate) fn mirrored(capabilities: &Value) -> Value {
     mirrored
 }
 
+/// What the gate starts as its server: a command (a child process, the usual case) or a
+/// server in the gate's own process ([`InProcessServer`]: a host that embeds the gate and
+/// its server, a fuzz target).
+#[derive(Debug, Clone)]
+pub(crate) enum ServerSource {
+    Command(ServerCommand),
+    InProcess(InProcessServer),
+}
+
+impl ServerSource {
+    /// A client of a newly started server.
+    fn connect(&self, config: &SessionConfig) -> Result<McpClient, crate::mcp::McpError> {
+        match self {
+            Self::Command(command) => McpClient::connect(command, config),
+            Self::InProcess(server) => McpClient::connect_in_process(server, config),
+        }
+    }
+
+    /// The server's program (or in-process name), for messages.
+    fn shown(&self) -> String {
+        match self {
+            Self::Command(command) => command.program().to_string_lossy().into_owned(),
+            Self::InProcess(server) => format!("{} (in this process)", server.name()),
+        }
+    }
+
+    /// What a pathway records of the gate that proposed it (its metadata's `gate` member):
+    /// the server's command line, from which an operator step starts the server again
+    /// (`gate/recorded.rs`), or the name of a server that ran inside the gate's process,
+    /// which no other process can start.
+    pub(crate) fn recorded(&self) -> Value {
+        match self {
+            Self::Command(command) => serde_json::json!({"command": command.command_line()}),
+            Self::InProcess(server) => serde_json::json!({"in_process": server.name()}),
+        }
+    }
+}
+
 /// The governed server.
 pub(crate) struct Upstream {
-    command: ServerCommand,
+    source: ServerSource,
     /// How long a request passed through (and a server request passed back) may take.
     pub(crate) request_timeout: Duration,
     max_message_bytes: usize,
@@ -52,13 +92,13 @@ pub(crate) struct Upstream {
 
 impl Upstream {
     pub(crate) fn new(
-        command: ServerCommand,
+        source: ServerSource,
         request_timeout: Duration,
         max_message_bytes: usize,
         down: Arc<Downstream>,
     ) -> Self {
         Self {
-            command,
+            source,
             request_timeout,
             max_message_bytes,
             down,
@@ -139,19 +179,22 @@ impl Upstream {
             );
             client.shutdown();
         }
-        let client = McpClient::connect(&self.command, &self.config()).map_err(|e| {
+        let client = self.source.connect(&self.config()).map_err(|e| {
             format!(
                 "the server behind the gate did not start ({}): {e}",
-                self.command.program().to_string_lossy()
+                self.source.shown()
             )
         })?;
         let mut starts = lock(&self.starts);
         *starts += 1;
+        let process = client
+            .session()
+            .server_pid()
+            .map_or_else(|| "in this process".to_owned(), |pid| format!("pid {pid}"));
         note!(
             Info,
-            "rpr gate: server {} started (pid {}, start {})",
+            "rpr gate: server {} started ({process}, start {})",
             client.server().identity(),
-            client.session().pid(),
             *starts
         );
         let client = Arc::new(client);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::era::{self, Era, ResultType};
+use super::in_process::InProcessServer;
 use super::mrtr::InputAnswerer;
 use super::negotiate::ServerInfo;
 use super::session::{Reply, SendGuard, Session, SessionConfig};
@@ -105,6 +106,9 @@ pub struct McpClient {
     /// The server process's start time, read once: it cannot change while the process is
     /// not reaped (its pid is not reused before).
     start: std::sync::OnceLock<String>,
+    /// The server runs in this process ([`McpClient::connect_in_process`]): the host
+    /// carries its calls.
+    in_process: bool,
 }
 
 impl McpClient {
@@ -117,13 +121,49 @@ impl McpClient {
     /// version in common gives [`McpError::NoCommonVersion`].
     pub fn connect(command: &ServerCommand, config: &SessionConfig) -> Result<Self, McpError> {
         let (session, server) = super::negotiate::connect(command, config)?;
-        Ok(Self {
+        Ok(Self::over(session, server, config, false))
+    }
+
+    /// [`McpClient::connect`] for a server that runs in this process
+    /// ([`InProcessServer`]): the same negotiation and the same client over the streams
+    /// `server` starts, with no child process. [`McpClient::server_process`] is then
+    /// `None`: the host carries the calls (see [`InProcessServer`]).
+    /// [`SessionConfig::transport`] is not used.
+    pub fn connect_in_process(
+        server: &InProcessServer,
+        config: &SessionConfig,
+    ) -> Result<Self, McpError> {
+        let start = || {
+            let (reader, writer) = server.start().map_err(|source| McpError::Spawn {
+                program: server.name().to_owned(),
+                source,
+            })?;
+            Session::over_streams(reader, writer, config)
+        };
+        let (session, info) = super::negotiate::connect_with(&start, config)?;
+        Ok(Self::over(session, info, config, true))
+    }
+
+    fn over(
+        session: Session,
+        server: ServerInfo,
+        config: &SessionConfig,
+        in_process: bool,
+    ) -> Self {
+        Self {
             session,
             server,
             request_timeout: config.request_timeout,
             max_tool_pages: config.max_tool_pages,
             start: std::sync::OnceLock::new(),
-        })
+            in_process,
+        }
+    }
+
+    /// Whether the server runs in this process ([`McpClient::connect_in_process`]).
+    #[must_use]
+    pub fn is_in_process(&self) -> bool {
+        self.in_process
     }
 
     /// What the server said about itself at `initialize` or `server/discover`.
@@ -339,10 +379,12 @@ impl McpClient {
     /// server has already exited but is not reaped yet). Without a cgroup the carrier
     /// can never be shown gone: a descendant may have left the process group. `None`
     /// once [`McpClient::shutdown`] has killed the server's processes and reaped it:
-    /// then nothing of it is left to carry anything.
+    /// then nothing of it is left to carry anything. Always `None` for a server in this
+    /// process ([`McpClient::connect_in_process`]): the host itself carries its calls, as
+    /// for an executor that writes in-process ([`crate::executor::Executor::carrier`]).
     #[must_use]
     pub fn server_process(&self) -> Option<Carrier> {
-        if self.session.server_reaped() {
+        if self.in_process || self.session.server_reaped() {
             return None;
         }
         let pid = self.session.pid();

@@ -20,7 +20,7 @@
 //! purpose (garbage, wrong ids, two replies, none) write their bytes themselves.
 
 use std::fs::OpenOptions;
-use std::io::{StdinLock, Stdout, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -187,7 +187,9 @@ fn append_line(path: &std::path::Path, line: &Value, what: &str) {
 struct Exit(u8);
 
 /// The connection: stdin and stdout, with no cap on what is written (`huge-line`).
-type Connection = jsonrpc::server::Server<StdinLock<'static>, Stdout>;
+/// The server's connection: stdin and stdout ([`run`]), or streams in the caller's process
+/// ([`run_over`]).
+type Connection = jsonrpc::server::Server<Box<dyn BufRead>, Box<dyn Write>>;
 
 /// A write to stdout failed: nobody reads us any more.
 fn gone(e: &JsonRpcError) -> Exit {
@@ -480,6 +482,58 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         std::process::id()
     ));
     let ignore_sigterm = opts.fault == Fault::IgnoreSigterm;
+    let code = serve(
+        opts,
+        server_version,
+        Box::new(std::io::stdin().lock()),
+        Box::new(std::io::stdout()),
+    );
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    if ignore_sigterm {
+        log("stdin closed; ignore-sigterm: staying alive until killed");
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    log("stdin closed; exiting");
+    ExitCode::SUCCESS
+}
+
+/// [`run`] over `input` and `output` instead of stdin and stdout: the server on a thread of
+/// the caller's process (a test's [`crate::mcp::InProcessServer`]). The options that
+/// concern a process are refused: `--pid-file`, and the faults `ignore-sigterm` and
+/// `change-identity` (its boot counter counts process starts).
+pub fn run_over(
+    args: impl IntoIterator<Item = String>,
+    input: impl BufRead + Send + 'static,
+    output: impl Write + Send + 'static,
+) -> ExitCode {
+    let opts = match parse_options(args) {
+        Ok(Some(opts)) => opts,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(message) => {
+            log(&message);
+            return ExitCode::from(2);
+        }
+    };
+    if opts.pid_file.is_some() || matches!(opts.fault, Fault::IgnoreSigterm | Fault::ChangeIdentity)
+    {
+        log("--pid-file, ignore-sigterm and change-identity concern a process: not in-process");
+        return ExitCode::from(2);
+    }
+    let version = opts.server_version.clone();
+    serve(opts, version, Box::new(input), Box::new(output))
+}
+
+/// Serves one connection until its input ends (success) or a fault ends it (its code).
+fn serve(
+    opts: Options,
+    server_version: String,
+    input: Box<dyn BufRead>,
+    output: Box<dyn Write>,
+) -> ExitCode {
     let mut server = Server {
         opts,
         lists: 0,
@@ -492,8 +546,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         log_level: None,
     };
     let mut conn = Connection::new(
-        MessageReader::new(std::io::stdin().lock()),
-        MessageWriter::with_max_message_bytes(std::io::stdout(), usize::MAX),
+        MessageReader::new(input),
+        MessageWriter::with_max_message_bytes(output, usize::MAX),
     );
     loop {
         match conn.receive() {
@@ -509,12 +563,5 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             }
         }
     }
-    if ignore_sigterm {
-        log("stdin closed; ignore-sigterm: staying alive until killed");
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-        }
-    }
-    log("stdin closed; exiting");
     ExitCode::SUCCESS
 }

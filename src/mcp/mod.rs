@@ -42,6 +42,7 @@ mod error;
 mod executor;
 #[cfg(feature = "fault-server")]
 pub mod fault_server;
+mod in_process;
 mod mrtr;
 mod negotiate;
 mod readback;
@@ -57,6 +58,7 @@ pub use era::{
 };
 pub use error::McpError;
 pub use executor::{ExecutorConfig, McpExecutor};
+pub use in_process::{InProcessServer, InProcessStreams};
 pub use mrtr::{InputAnswerer, ROUNDS_META};
 pub use negotiate::ServerInfo;
 pub use readback::{McpReadback, ReadbackArguments, ReadbackJudge, ReadbackVerdict};

@@ -41,6 +41,15 @@ pub(super) fn connect(
     command: &ServerCommand,
     config: &SessionConfig,
 ) -> Result<(Session, ServerInfo), McpError> {
+    connect_with(&|| Session::start(command, config), config)
+}
+
+/// [`connect`], the server started by `start` (once, or twice when it ends the connection
+/// on the probe).
+pub(super) fn connect_with(
+    start: &dyn Fn() -> Result<Session, McpError>,
+    config: &SessionConfig,
+) -> Result<(Session, ServerInfo), McpError> {
     if newest(&MODERN_VERSIONS, config)
         .or(newest(&LEGACY_VERSIONS, config))
         .is_none()
@@ -50,7 +59,7 @@ pub(super) fn connect(
             accepted: config.accepted_versions.clone(),
         });
     }
-    let session = Session::start(command, config)?;
+    let session = start()?;
     let Some(version) = newest(&MODERN_VERSIONS, config) else {
         return legacy(session, config, "no modern version is accepted", true);
     };
@@ -61,7 +70,7 @@ pub(super) fn connect(
             // The server ended (or broke) the connection on the probe: a legacy server that
             // takes nothing before `initialize`. Reaped first, so two copies never overlap.
             session.shutdown();
-            let session = Session::start(command, config)?;
+            let session = start()?;
             let how = format!("the connection ended or broke at `server/discover` ({how})");
             legacy(session, config, &how, false)
         }
