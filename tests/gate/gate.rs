@@ -56,13 +56,26 @@ fn files_policy(dir: &TempDir) -> PathBuf {
     path
 }
 
-/// `rpr::gate::serve` run in a thread of this process, as a host that embeds the gate runs
-/// it, governing `server` as `faults` over `rt` and `policy` (loaded from `policy_path`):
-/// the gate's thread, the pipe to its stdin and the reader of its stdout.
+/// The server of an embedded gate: a command (`rpr::gate::serve`) or a server in this
+/// process (`rpr::gate::serve_in_process`).
+enum Embedded {
+    Command(rpr::mcp::ServerCommand),
+    InProcess(rpr::mcp::InProcessServer),
+}
+
+impl From<rpr::mcp::ServerCommand> for Embedded {
+    fn from(command: rpr::mcp::ServerCommand) -> Self {
+        Self::Command(command)
+    }
+}
+
+/// The gate run in a thread of this process, as a host that embeds the gate runs it,
+/// governing `server` as `faults` over `rt` and `policy` (loaded from `policy_path`): the
+/// gate's thread, the pipe to its stdin and the reader of its stdout.
 fn embed_gate(
     rt: rpr::Runtime,
     policy: rpr::policy::Policy,
-    server: rpr::mcp::ServerCommand,
+    server: impl Into<Embedded>,
     db: &Path,
     policy_path: &Path,
 ) -> (
@@ -78,15 +91,14 @@ fn embed_gate(
         db.display().to_string(),
         policy_path.display().to_string(),
     );
-    let gate = std::thread::spawn(move || {
-        rpr::gate::serve(
-            rt,
-            policy,
-            &server,
-            options,
-            BufReader::new(gate_in),
-            gate_out,
-        )
+    let (input, server) = (BufReader::new(gate_in), server.into());
+    let gate = std::thread::spawn(move || match server {
+        Embedded::Command(command) => {
+            rpr::gate::serve(rt, policy, &command, options, input, gate_out)
+        }
+        Embedded::InProcess(server) => {
+            rpr::gate::serve_in_process(rt, policy, &server, options, input, gate_out)
+        }
     });
     (gate, to_gate, BufReader::new(from_gate))
 }

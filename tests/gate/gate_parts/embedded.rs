@@ -163,27 +163,11 @@ fn a_gate_governs_a_server_in_its_own_process_as_it_governs_a_command() {
         .bounds(policy.bounds())
         .open()
         .unwrap();
-    let (from_gate, gate_out) = std::io::pipe().unwrap();
-    let (gate_in, to_gate) = std::io::pipe().unwrap();
-    let options = Options::new(
-        "faults",
-        Actor::new("agent"),
-        db.display().to_string(),
-        policy_path.display().to_string(),
-    );
-    let gate = std::thread::spawn(move || {
-        rpr::gate::serve_in_process(
-            rt,
-            policy,
-            &server,
-            options,
-            BufReader::new(gate_in),
-            gate_out,
-        )
-    });
+    let server = super::Embedded::InProcess(server);
+    let (gate, to_gate, from_gate) = embed_gate(rt, policy, server, &db, &policy_path);
     let mut client = Client {
         to_gate,
-        from_gate: BufReader::new(from_gate),
+        from_gate,
         next: 0,
     };
     client.request(
