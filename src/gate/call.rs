@@ -409,9 +409,9 @@ impl Gate {
         let known = self
             .rt
             .reader()
-            .pin(server, &tool.name)
+            .pin_digest(server, &tool.name)
             .map_err(|e| cannot(&e))?;
-        if known.is_some_and(|p| p.digest == binding.digest) {
+        if known.is_some_and(|d| d == binding.digest) {
             return Ok(binding.digest.clone());
         }
         match self

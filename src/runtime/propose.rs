@@ -228,11 +228,23 @@ impl Runtime {
     ) -> Result<Result<(Pathway<Proposed>, D), StoredPathway>, PathwayError> {
         let full =
             serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let definition_digest = crate::canonical::sha256_hex(&full)?;
         let request_digest = crate::canonical::sha256_hex(&request_json(&definition.request))?;
-        let stored = evidence::check(&full, &self.bounds)?;
+        let stored = match evidence::check(&full, &self.bounds) {
+            Ok(stored) => stored,
+            Err(e) => {
+                // A definition without a canonical form is refused as that, as before.
+                crate::canonical::sha256_hex(&full)?;
+                return Err(e.into());
+            }
+        };
         let stored_text = crate::canonical::to_string(&stored)?;
         let definition_text_digest = crate::canonical::sha256_hex_bytes(stored_text.as_bytes());
+        // Nothing redacted: the stored text is the full definition's canonical text.
+        let definition_digest = if stored == full {
+            definition_text_digest.clone()
+        } else {
+            crate::canonical::sha256_hex(&full)?
+        };
         if let Some(stored) = self.replay_key(&definition.idempotency_key, &definition_digest)? {
             return Ok(Err(stored));
         }

@@ -121,6 +121,12 @@ impl ReadStore {
         self.source().pin(server, tool)
     }
 
+    /// The pinned binding digest of one tool, and nothing else: what a governing proxy
+    /// compares before each call (the pin's JSON is not parsed).
+    pub fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError> {
+        self.source().pin_digest(server, tool)
+    }
+
     /// The pathways in a non-terminal state whose unredacted request has
     /// `request_digest`, ordered by id (a governing proxy answers an identical repeat from
     /// the open one among them). Indexed: the cost does not grow with closed pathways.

@@ -312,6 +312,19 @@ impl Source for PgReader {
         })
     }
 
+    fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError> {
+        if unstorable(server) || unstorable(tool) {
+            return Ok(None);
+        }
+        self.read(|tx| {
+            let row: Option<Row> = tx.query_opt(
+                "SELECT digest FROM pins WHERE server = $1 AND tool = $2",
+                &[&server, &tool],
+            )?;
+            Ok(row.map(|r| r.get(0)))
+        })
+    }
+
     /// Each table as `TABLE name (column type, …)` and each index's definition, in the
     /// store's schema, sorted.
     fn schema(&self) -> Result<Vec<String>, StoreError> {

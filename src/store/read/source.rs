@@ -53,6 +53,8 @@ pub(crate) trait Source {
     fn pins(&self) -> Result<Vec<PinRecord>, StoreError>;
     /// One tool's pin.
     fn pin(&self, server: &str, tool: &str) -> Result<Option<PinRecord>, StoreError>;
+    /// One tool's pinned binding digest alone (nothing parsed).
+    fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError>;
     /// The definition of every schema object, sorted.
     fn schema(&self) -> Result<Vec<String>, StoreError>;
     /// Whether `sql` would be refused by this connection's guard.

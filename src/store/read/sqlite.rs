@@ -342,6 +342,14 @@ impl Source for SqliteReads {
         crate::store::pins::one(&self.conn, server, tool)
     }
 
+    fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT digest FROM pins WHERE server = ?1 AND tool = ?2")?
+            .query_row(params![server, tool], |r| r.get(0))
+            .optional()?)
+    }
+
     fn schema(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self
             .conn
