@@ -301,6 +301,13 @@ impl Feed {
                     answers =
                         r.id.is_some_and(|id| Some(id.to_value().to_string()) == asked);
                 }
+                // A request the client cancels gets no answer (the spec's rule, which the
+                // gate keeps): waiting for one would only wait out `WAIT`.
+                Incoming::Notification(n) if n.method == "notifications/cancelled" => {
+                    if let Some(id) = n.params.as_ref().and_then(|p| p.get("requestId")) {
+                        self.sent.remove(&id.to_string());
+                    }
+                }
                 _ => {}
             }
         }
