@@ -333,8 +333,9 @@ impl Session {
         )
         .map_err(|e| not_sent(e.to_string()))?;
         let total = line.len();
-        let ticket = Arc::new(Ticket::default());
-        let replies = {
+        let (tx, replies) = mpsc::channel();
+        let ticket = Arc::new(Ticket::new(Some(tx.clone())));
+        {
             // One step: the guard asked, the request made known (by id and tag) and its line
             // queued. A cancellation (cancel_tagged, under this lock) either comes before
             // it, and the guard sees it, or finds the tag, and its notification is queued
@@ -348,7 +349,6 @@ impl Session {
                     "withdrawn before any byte of it was written: {reason}"
                 )));
             }
-            let (tx, rx) = mpsc::channel();
             let job = WriteJob::Line {
                 line,
                 ticket: Some(Arc::clone(&ticket)),
@@ -360,15 +360,16 @@ impl Session {
             if let Some(tag) = tag {
                 state.tags.insert(tag.to_owned(), id.clone());
             }
-            rx
-        };
-        match Self::written(method, &ticket, total, timeout, deadline) {
-            Ok(()) => self.await_reply(&id, method, &replies, timeout, deadline, total),
-            Err(e) => {
-                self.shared.lock().pending.remove(&id);
-                Err(e)
-            }
         }
+        let waiting = Waiting {
+            id: &id,
+            method,
+            ticket: &ticket,
+            timeout,
+            deadline,
+            total,
+        };
+        self.await_reply(&waiting, &replies)
     }
 
     /// Waits until the request's queued line is written, failed, withdrawn or stalled at
@@ -406,53 +407,65 @@ impl Session {
         }
     }
 
-    /// Waits for the reply to a fully written request; on timeout, withdraws the id,
-    /// sends `notifications/cancelled` (never for `initialize`) and reports.
+    /// Waits for the reply to a queued request: the one wait of a request. Anything else
+    /// (the line failed, the connection was lost, the deadline passed) is first judged by
+    /// how far the line got ([`Session::written`]): a line not written whole was not sent,
+    /// or was cut, whatever else happened. A written request whose deadline passed is
+    /// withdrawn and `notifications/cancelled` is sent (never for `initialize`).
     fn await_reply(
         &self,
-        id: &Id,
-        method: &str,
+        w: &Waiting<'_>,
         replies: &mpsc::Receiver<Incoming>,
-        timeout: Duration,
-        deadline: Instant,
-        total: usize,
     ) -> Result<Reply, McpError> {
         let lost = |reason: String| McpError::ConnectionLost {
-            method: method.to_owned(),
+            method: w.method.to_owned(),
             reason,
         };
+        // `Some` when the line was not written whole (its pending entry is dropped).
+        let unwritten = || {
+            Self::written(w.method, w.ticket, w.total, w.timeout, w.deadline)
+                .err()
+                .inspect(|_| {
+                    self.shared.lock().pending.remove(w.id);
+                })
+        };
         let incoming =
-            match replies.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            match replies.recv_timeout(w.deadline.saturating_duration_since(Instant::now())) {
                 Ok(incoming) => incoming,
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(lost("the session's reader stopped".into()));
+                    return Err(
+                        unwritten().unwrap_or_else(|| lost("the session's reader stopped".into()))
+                    );
                 }
                 Err(RecvTimeoutError::Timeout) => {
+                    if let Some(e) = unwritten() {
+                        return Err(e);
+                    }
                     let (still_pending, cancelled) = {
                         let mut state = self.shared.lock();
                         (
-                            state.pending.remove(id).is_some(),
-                            state.cancelled.remove(id),
+                            state.pending.remove(w.id).is_some(),
+                            state.cancelled.remove(w.id),
                         )
                     };
                     if still_pending {
                         if let Some(reason) = cancelled {
                             // Cancelled once already (cancel_tagged): not again.
                             return Err(McpError::Cancelled {
-                                method: method.to_owned(),
+                                method: w.method.to_owned(),
                                 reason,
-                                timeout,
+                                timeout: w.timeout,
                             });
                         }
-                        if !NEVER_CANCELLED.contains(&method) {
-                            let params = json!({"requestId": id.to_value(), "reason": "timeout"});
+                        if !NEVER_CANCELLED.contains(&w.method) {
+                            let params = json!({"requestId": w.id.to_value(), "reason": "timeout"});
                             let _ = self.notify("notifications/cancelled", Some(params));
                         }
                         return Err(McpError::TimedOut {
-                            method: method.to_owned(),
-                            timeout,
-                            written: total,
-                            total,
+                            method: w.method.to_owned(),
+                            timeout: w.timeout,
+                            written: w.total,
+                            total: w.total,
                         });
                     }
                     // The reply raced the timeout and won: it is already in the channel.
@@ -463,7 +476,10 @@ impl Session {
             };
         match incoming {
             Incoming::Reply(reply) => Ok(reply),
-            Incoming::Lost(reason) => Err(lost(reason)),
+            Incoming::Lost(reason) => Err(unwritten().unwrap_or_else(|| lost(reason))),
+            Incoming::Unwritten => {
+                Err(unwritten().unwrap_or_else(|| lost("the request's line failed".into())))
+            }
         }
     }
 
@@ -666,4 +682,15 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// A request queued and waiting for its reply ([`Session::await_reply`]).
+struct Waiting<'a> {
+    id: &'a Id,
+    method: &'a str,
+    ticket: &'a Ticket,
+    timeout: Duration,
+    deadline: Instant,
+    /// The line's length in bytes.
+    total: usize,
 }

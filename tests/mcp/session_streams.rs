@@ -278,3 +278,73 @@ fn the_end_of_a_streams_input_is_not_called_a_process_exit() {
     drop(requests_in);
     drop(session);
 }
+
+/// A session whose server reads nothing and answers nothing, over pipes: the server's
+/// ends are handed back, to drop when the test wants the writer's next write to fail.
+fn deaf() -> (Session, std::io::PipeReader, std::io::PipeWriter) {
+    let (requests_in, requests_out) = std::io::pipe().unwrap();
+    let (replies_in, replies_out) = std::io::pipe().unwrap();
+    let mut config = config();
+    config.max_message_bytes = 1 << 20;
+    let session = Session::over_streams(replies_in, requests_out, &config).unwrap();
+    (session, requests_in, replies_out)
+}
+
+/// A request's line larger than a pipe holds (64 KiB on Linux).
+fn big() -> Option<Value> {
+    Some(json!({"pad": "x".repeat(200_000)}))
+}
+
+#[test]
+fn a_request_the_server_does_not_read_times_out_part_written_and_one_behind_it_is_withdrawn() {
+    let (session, requests_in, _replies_out) = deaf();
+    let session = std::sync::Arc::new(session);
+    let first = {
+        let session = std::sync::Arc::clone(&session);
+        std::thread::spawn(move || session.request("tools/call", big(), Duration::from_millis(600)))
+    };
+    // The second line is queued behind the first, which fills the pipe and stalls.
+    std::thread::sleep(Duration::from_millis(200));
+    let second = session
+        .request("tools/call", None, Duration::from_millis(300))
+        .unwrap_err();
+    assert!(
+        matches!(&second, McpError::NotSent { reason, .. } if reason.contains("withdrawn")),
+        "{second:?}"
+    );
+    // Its write began (the pipe holds part of it): not "not sent", whatever the count says
+    // (a blocking pipe write reports nothing until it returns).
+    let first = first.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&first, McpError::TimedOut { written, total, .. } if written < total),
+        "{first:?}"
+    );
+    // Unblocks the writer (its write fails) so that the session can end.
+    drop(requests_in);
+    session.shutdown();
+}
+
+#[test]
+fn a_request_whose_line_fails_part_way_ends_at_once_as_write_failed_not_at_its_timeout() {
+    let (session, requests_in, _replies_out) = deaf();
+    let session = std::sync::Arc::new(session);
+    let started = std::time::Instant::now();
+    let call = {
+        let session = std::sync::Arc::clone(&session);
+        std::thread::spawn(move || session.request("tools/call", big(), Duration::from_secs(30)))
+    };
+    // The pipe is full and the writer blocked; the server goes away.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(requests_in);
+    let err = call.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, McpError::WriteFailed { written, total, .. } if *written > 0 && written < total),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited {:?}",
+        started.elapsed()
+    );
+    session.shutdown();
+}

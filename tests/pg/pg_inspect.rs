@@ -333,7 +333,11 @@ fn every_read_and_every_inspect_view_answer_the_same_on_sqlite_and_its_postgresq
     );
     assert!(same("NUL pin", &lite, &pg, |s| s.pin("a\0", "write")).is_none());
     assert!(same("NUL pin tool", &lite, &pg, |s| s.pin("a", "write\0")).is_none());
-    assert!(same("NUL pin digest", &lite, &pg, |s| s.pin_digest("a\0", "write")).is_none());
+    assert!(
+        same("NUL pin digest", &lite, &pg, |s| s
+            .pin_digest("a\0", "write"))
+        .is_none()
+    );
     for after in [nul, "pw_\0", "\0", "pw_000004\0\u{1}z"] {
         let page = same(&format!("after {after:?}"), &lite, &pg, |s| {
             s.list_pathways(Some(after), 3, None)
@@ -416,10 +420,15 @@ fn every_read_and_every_inspect_view_answer_the_same_on_sqlite_and_its_postgresq
     // The digest alone (what the gate compares before each call) is the pin's digest.
     let pinned = same("pin a/write", &lite, &pg, |s| s.pin("a", "write")).unwrap();
     assert_eq!(
-        same("pin digest a/write", &lite, &pg, |s| s.pin_digest("a", "write")),
+        same("pin digest a/write", &lite, &pg, |s| s
+            .pin_digest("a", "write")),
         Some(pinned.digest)
     );
-    assert!(same("pin digest a/none", &lite, &pg, |s| s.pin_digest("a", "none")).is_none());
+    assert!(
+        same("pin digest a/none", &lite, &pg, |s| s
+            .pin_digest("a", "none"))
+        .is_none()
+    );
 
     // The ledger verifies, with the same report, at no known head, the head, an earlier
     // event's hash, and a hash the chain never had.

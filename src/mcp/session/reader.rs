@@ -91,6 +91,9 @@ const RECENT_ERRORS: usize = 16;
 pub(super) enum Incoming {
     Reply(Reply),
     Lost(String),
+    /// The request's line failed before it was written whole (the writer's ticket says
+    /// how much got out).
+    Unwritten,
 }
 
 #[derive(Default)]
@@ -381,6 +384,7 @@ mod tests {
             Ok(Incoming::Reply(Reply::Result(v))) => format!("result {v}"),
             Ok(Incoming::Reply(_)) => "another reply".into(),
             Ok(Incoming::Lost(reason)) => format!("lost: {reason}"),
+            Ok(Incoming::Unwritten) => "unwritten".into(),
             Err(_) => "nothing".into(),
         }
     }

@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use super::reader::Incoming;
 use crate::jsonrpc::{JsonRpcError, MessageWriter};
 
 pub(super) enum WriteJob {
@@ -36,10 +37,13 @@ pub(super) fn writer_loop<W: Write>(mut writer: MessageWriter<W>, jobs: &mpsc::R
 }
 
 /// Progress of one queued line, shared by the caller and the writer thread.
-#[derive(Default)]
 pub(super) struct Ticket {
     state: Mutex<TicketState>,
     changed: Condvar,
+    /// Told when the line fails: the caller waits for its reply alone (one wait a request,
+    /// not one for the write and then one for the reply) and reads this ticket only when
+    /// something other than a reply came, or nothing did.
+    failed: Option<mpsc::Sender<Incoming>>,
 }
 
 #[derive(Default)]
@@ -63,6 +67,16 @@ pub(super) enum TicketWait {
 }
 
 impl Ticket {
+    /// A ticket for a queued line; `failed` is told [`Incoming::Unwritten`] if the line
+    /// fails.
+    pub(super) fn new(failed: Option<mpsc::Sender<Incoming>>) -> Self {
+        Self {
+            state: Mutex::default(),
+            changed: Condvar::new(),
+            failed,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, TicketState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -82,6 +96,7 @@ impl Ticket {
     }
 
     fn finish(&self, result: Result<usize, JsonRpcError>) {
+        let failed = result.is_err();
         *self.lock() = match result {
             Ok(_) => TicketState::Written,
             Err(error) => TicketState::Failed {
@@ -90,6 +105,9 @@ impl Ticket {
             },
         };
         self.changed.notify_all();
+        if failed && let Some(failed) = &self.failed {
+            let _ = failed.send(Incoming::Unwritten);
+        }
     }
 
     /// Waits until the line is written or failed, or until `deadline`. At the
