@@ -246,9 +246,14 @@ fn serve_source(
 ) -> Result<(), GateError> {
     let gate = start(rt, policy, source, options, output)?;
     let mut reader = MessageReader::with_max_message_bytes(input, gate.max_message_bytes);
-    serve_client(&gate, &mut |_| {
-        Next::Read(crate::jsonrpc::server::read_incoming(&mut reader))
-    });
+    let mut workers = workers::Workers::new();
+    while dispatch(
+        &gate,
+        &mut workers,
+        crate::jsonrpc::server::read_incoming(&mut reader),
+        false,
+    ) {}
+    finish_serving(&gate, &mut workers);
     Ok(())
 }
 
@@ -312,29 +317,6 @@ pub fn serve_until(
     output: impl Write + Send + 'static,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(), GateError> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(64);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<usize>();
-    let reader = std::thread::Builder::new()
-        .name("rpr-gate-input".into())
-        .spawn(move || {
-            // Reads only once the gate serves: a gate that failed to start reads nothing.
-            let Ok(max_message_bytes) = ready_rx.recv() else {
-                return;
-            };
-            let mut reader = MessageReader::with_max_message_bytes(input, max_message_bytes);
-            loop {
-                let next = crate::jsonrpc::server::read_incoming(&mut reader);
-                let end = !matches!(next, Ok(Some(_)));
-                if tx.send(next).is_err() || end {
-                    return;
-                }
-            }
-        });
-    if reader.is_err() {
-        return Err(GateError::Refused(
-            "cannot start the thread that reads the client".into(),
-        ));
-    }
     let gate = start(
         rt,
         policy,
@@ -342,41 +324,83 @@ pub fn serve_until(
         options,
         output,
     )?;
-    let _ = ready_tx.send(gate.max_message_bytes);
+    // The input is read and each message dispatched on a thread of its own (one hand-off
+    // fewer for every request than a reader handing messages to this thread), while this
+    // thread watches `stop`: a read blocks until the client writes, and a stopped gate
+    // returns without waiting for that.
+    let serving = Arc::new(Mutex::new(Serving {
+        workers: workers::Workers::new(),
+        ended: false,
+    }));
+    let (ended_tx, ended_rx) = std::sync::mpsc::channel::<()>();
+    let reader = {
+        let gate = Arc::clone(&gate);
+        let serving = Arc::clone(&serving);
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("rpr-gate-input".into())
+            .spawn(move || {
+                let mut reader =
+                    MessageReader::with_max_message_bytes(input, gate.max_message_bytes);
+                loop {
+                    let read = crate::jsonrpc::server::read_incoming(&mut reader);
+                    let mut serving = lock(&serving);
+                    if serving.ended {
+                        return;
+                    }
+                    // A request after the signal is refused even before this gate's main
+                    // thread has seen it.
+                    let draining = stop.load(std::sync::atomic::Ordering::SeqCst);
+                    if !dispatch(&gate, &mut serving.workers, read, draining) {
+                        drop(serving);
+                        let _ = ended_tx.send(());
+                        return;
+                    }
+                }
+            })
+    };
+    if reader.is_err() {
+        return Err(GateError::Refused(
+            "cannot start the thread that reads the client".into(),
+        ));
+    }
     let mut stopping = false;
-    serve_client(&gate, &mut |busy| {
+    let mut serving = loop {
+        match ended_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break lock(&serving),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
         if !stopping && stop.load(std::sync::atomic::Ordering::SeqCst) {
             stopping = true;
             gate.stopping
                 .store(true, std::sync::atomic::Ordering::SeqCst);
+            let busy = lock(&serving).workers.busy();
             note!(
                 Warn,
                 "rpr gate: stopping: no new requests are taken; {busy} request(s) in flight finish and are answered"
             );
         }
-        if stopping && busy == 0 {
-            return Next::Stop;
+        if stopping {
+            let serving = lock(&serving);
+            if serving.workers.busy() == 0 {
+                break serving;
+            }
         }
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(read) if stopping => Next::Draining(read),
-            Ok(read) => Next::Read(read),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Next::Idle,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Next::Read(Ok(None)),
-        }
-    });
+    };
+    // The input thread dispatches nothing more (it may stay blocked in a read: the process
+    // ends without it).
+    serving.ended = true;
+    finish_serving(&gate, &mut serving.workers);
     Ok(())
 }
 
-/// What the serving loop does next.
-enum Next {
-    /// A message read (or the end of the input, or a failed read).
-    Read(Result<Option<Incoming>, crate::jsonrpc::JsonRpcError>),
-    /// A message read while stopping: a new request is refused.
-    Draining(Result<Option<Incoming>, crate::jsonrpc::JsonRpcError>),
-    /// Nothing came yet.
-    Idle,
-    /// Stopped, with no request in flight.
-    Stop,
+/// The workers of [`serve_until`], shared by its input thread (which hands requests out)
+/// and its main thread (which counts the busy ones and ends the serving).
+struct Serving {
+    workers: workers::Workers,
+    /// Set by the main thread once it ends the serving: the input thread dispatches
+    /// nothing after it.
+    ended: bool,
 }
 
 /// Finds what a previous gate left unresolved (an attempt in flight when it stopped is
@@ -404,54 +428,56 @@ fn report_unresolved(rt: &Runtime, database: &str) -> Result<(), GateError> {
     Ok(())
 }
 
-/// Serves what `next` hands over (it is told how many requests are in flight) until the
-/// input ends or it says stop.
-fn serve_client(gate: &Arc<Gate>, next: &mut dyn FnMut(usize) -> Next) {
-    let mut workers = workers::Workers::new();
-    loop {
-        let read = match next(workers.busy()) {
-            Next::Stop => break,
-            Next::Idle => continue,
-            Next::Draining(Ok(Some(Incoming::Request(request)))) => {
-                gate.down.respond(
-                    request.id,
-                    Err(ErrorObject::new(
-                        codes::INTERNAL_ERROR,
-                        "the gate is stopping (SIGTERM or SIGINT): it takes no new request; calls already in flight finish and are answered",
-                    )),
-                );
-                continue;
-            }
-            Next::Read(read) | Next::Draining(read) => read,
-        };
-        // The same rules as every server of this crate (crate::jsonrpc::server): a request
-        // is answered once, a notification or a response never, even a malformed one.
-        match read {
-            Ok(None) => break,
-            Ok(Some(Incoming::Request(request))) => gate.request(request, &mut workers),
-            Ok(Some(Incoming::Response(response))) => gate.down.deliver(response),
-            Ok(Some(Incoming::Notification(n))) => match n.method.as_str() {
-                // The gate initialized the server itself when it started it.
-                "notifications/initialized" => {}
-                // Passed on under the id the gate used toward the server; the client gets
-                // no answer to the request it cancelled (gate/cancel.rs).
-                "notifications/cancelled" => gate.client_cancelled(n.params.as_ref()),
-                _ => gate.upstream.notify(&n),
-            },
-            Ok(Some(Incoming::Invalid(invalid))) => {
-                note!(Warn, "rpr gate: {}", invalid.error);
-                if let Some(reply) = invalid.reply {
-                    gate.down.send_value(&reply);
-                }
-            }
-            Err(e) => {
-                note!(Warn, "rpr gate: reading from the client failed: {e}");
-                break;
+/// Serves one message read from the client; `false` once the input ended or failed.
+/// `draining`: the gate was told to stop, and a new request is answered with an error
+/// instead of being served.
+fn dispatch(
+    gate: &Arc<Gate>,
+    workers: &mut workers::Workers,
+    read: Result<Option<Incoming>, crate::jsonrpc::JsonRpcError>,
+    draining: bool,
+) -> bool {
+    // The same rules as every server of this crate (crate::jsonrpc::server): a request
+    // is answered once, a notification or a response never, even a malformed one.
+    match read {
+        Ok(None) => return false,
+        Ok(Some(Incoming::Request(request))) if draining => {
+            gate.down.respond(
+                request.id,
+                Err(ErrorObject::new(
+                    codes::INTERNAL_ERROR,
+                    "the gate is stopping (SIGTERM or SIGINT): it takes no new request; calls already in flight finish and are answered",
+                )),
+            );
+        }
+        Ok(Some(Incoming::Request(request))) => gate.request(request, workers),
+        Ok(Some(Incoming::Response(response))) => gate.down.deliver(response),
+        Ok(Some(Incoming::Notification(n))) => match n.method.as_str() {
+            // The gate initialized the server itself when it started it.
+            "notifications/initialized" => {}
+            // Passed on under the id the gate used toward the server; the client gets
+            // no answer to the request it cancelled (gate/cancel.rs).
+            "notifications/cancelled" => gate.client_cancelled(n.params.as_ref()),
+            _ => gate.upstream.notify(&n),
+        },
+        Ok(Some(Incoming::Invalid(invalid))) => {
+            note!(Warn, "rpr gate: {}", invalid.error);
+            if let Some(reply) = invalid.reply {
+                gate.down.send_value(&reply);
             }
         }
+        Err(e) => {
+            note!(Warn, "rpr gate: reading from the client failed: {e}");
+            return false;
+        }
     }
+    true
+}
+
+/// Ends the serving: the client gets nothing more, calls in flight finish and record their
+/// outcomes, then the server is stopped.
+fn finish_serving(gate: &Gate, workers: &mut workers::Workers) {
     gate.down.close();
-    // Calls in flight finish and record their outcomes before the server is stopped.
     workers.finish();
     gate.upstream.shutdown();
     let stats = gate.rt.write_stats();

@@ -291,8 +291,8 @@ fn deaf() -> (Session, std::io::PipeReader, std::io::PipeWriter) {
 }
 
 /// A request's line larger than a pipe holds (64 KiB on Linux).
-fn big() -> Option<Value> {
-    Some(json!({"pad": "x".repeat(200_000)}))
+fn big() -> Value {
+    json!({"pad": "x".repeat(200_000)})
 }
 
 #[test]
@@ -301,7 +301,9 @@ fn a_request_the_server_does_not_read_times_out_part_written_and_one_behind_it_i
     let session = std::sync::Arc::new(session);
     let first = {
         let session = std::sync::Arc::clone(&session);
-        std::thread::spawn(move || session.request("tools/call", big(), Duration::from_millis(600)))
+        std::thread::spawn(move || {
+            session.request("tools/call", Some(big()), Duration::from_millis(600))
+        })
     };
     // The second line is queued behind the first, which fills the pipe and stalls.
     std::thread::sleep(Duration::from_millis(200));
@@ -331,7 +333,9 @@ fn a_request_whose_line_fails_part_way_ends_at_once_as_write_failed_not_at_its_t
     let started = std::time::Instant::now();
     let call = {
         let session = std::sync::Arc::clone(&session);
-        std::thread::spawn(move || session.request("tools/call", big(), Duration::from_secs(30)))
+        std::thread::spawn(move || {
+            session.request("tools/call", Some(big()), Duration::from_secs(30))
+        })
     };
     // The pipe is full and the writer blocked; the server goes away.
     std::thread::sleep(Duration::from_millis(200));
