@@ -11,6 +11,7 @@
 //! stalled thread), the commit checkpoints itself, as SQLite would have.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -29,12 +30,22 @@ pub(crate) const PAGES: i32 = 8000;
 /// Log pages after which the committing step checkpoints itself: the thread is not keeping up.
 const INLINE_PAGES: i32 = 2 * PAGES;
 
+/// Log pages a commit must add, past the size at which the thread was last woken, before
+/// it is woken again (while the log stays past [`PAGES`]). Each checkpoint syncs the log
+/// and the database; woken by every commit, the thread checkpointed (and synced twice)
+/// about once a commit, since a checkpoint that ends while a step is being written cannot
+/// let the log start over, and that is most of them (docs/storage.md).
+const STEP: i32 = 512;
+
 /// The store's checkpoint thread, started on the first checkpoint asked for.
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
     path: PathBuf,
     busy_timeout: Duration,
     running: Mutex<Running>,
+    /// The log's size (pages) when the thread was last woken; 0 once the log is below
+    /// [`PAGES`] again (it started over).
+    woken_at: AtomicI32,
 }
 
 #[derive(Debug, Default)]
@@ -56,16 +67,35 @@ impl Checkpointer {
             path: path.to_owned(),
             busy_timeout,
             running: Mutex::new(Running::NotStarted),
+            woken_at: AtomicI32::new(0),
         })
     }
 
     /// After a commit that left `pages` pages in the log: whether the committing connection
-    /// must checkpoint itself (the thread was woken otherwise, if a checkpoint is due).
+    /// must checkpoint itself (the thread was woken otherwise, if a checkpoint is due: the
+    /// log just passed [`PAGES`], or grew by [`STEP`] since the thread was last woken).
     pub(crate) fn after_commit(&self, pages: i32) -> bool {
         if pages < PAGES {
+            self.woken_at.store(0, Ordering::Relaxed);
             return false;
         }
-        pages >= INLINE_PAGES || !self.wake()
+        if pages >= INLINE_PAGES {
+            return true;
+        }
+        let woken_at = self.woken_at.load(Ordering::Relaxed);
+        if woken_at != 0 && pages < woken_at.saturating_add(STEP) && self.is_running() {
+            return false;
+        }
+        self.woken_at.store(pages, Ordering::Relaxed);
+        !self.wake()
+    }
+
+    /// Whether the thread is running (a commit without one checkpoints itself).
+    fn is_running(&self) -> bool {
+        matches!(
+            *self.running.lock().unwrap_or_else(PoisonError::into_inner),
+            Running::Started { .. }
+        )
     }
 
     /// Wakes the thread (starting it the first time); false when there is none to wake.
@@ -206,6 +236,38 @@ mod tests {
         assert!(
             checkpointer.after_commit(PAGES),
             "no thread: the commit checkpoints"
+        );
+    }
+
+    /// Past [`PAGES`], the thread is woken when the log passes it and then once per
+    /// [`STEP`] pages more, not by every commit; a log that started over starts the count
+    /// again; with the thread stopped, every commit past [`PAGES`] checkpoints itself.
+    #[test]
+    fn past_the_threshold_the_thread_is_woken_once_per_step_not_by_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let conn = Connection::open(&path).unwrap();
+        let _: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .unwrap();
+        let checkpointer = Checkpointer::new(&path, Duration::from_secs(5));
+        let woken_at = || checkpointer.woken_at.load(Ordering::Relaxed);
+        assert!(!checkpointer.after_commit(PAGES));
+        assert!(checkpointer.is_running(), "started when due");
+        assert_eq!(woken_at(), PAGES, "woken");
+        assert!(!checkpointer.after_commit(PAGES + 16));
+        assert!(!checkpointer.after_commit(PAGES + STEP - 1));
+        assert_eq!(woken_at(), PAGES, "not woken within a step");
+        assert!(!checkpointer.after_commit(PAGES + STEP));
+        assert_eq!(woken_at(), PAGES + STEP, "woken a step later");
+        assert!(!checkpointer.after_commit(40));
+        assert_eq!(woken_at(), 0, "the log started over");
+        assert!(!checkpointer.after_commit(PAGES + 3));
+        assert_eq!(woken_at(), PAGES + 3, "woken again as soon as it is due");
+        checkpointer.stop();
+        assert!(
+            checkpointer.after_commit(PAGES + 4),
+            "no thread: the commit checkpoints, within a step too"
         );
     }
 }
