@@ -239,6 +239,49 @@ mod tests {
         );
     }
 
+    /// A log that starts over once every frame is in the database writes into the file it
+    /// has: the store's `journal_size_limit` keeps the log's working size, so the file is
+    /// not cut to a few MiB and grown back a page at a time at every start over.
+    #[test]
+    fn a_log_that_starts_over_keeps_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let wal = dir.path().join("t.db-wal");
+        let conn = super::super::open_side_connection(&path, Duration::from_secs(5)).unwrap();
+        let _: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .unwrap();
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (b BLOB)")
+            .unwrap();
+        for _ in 0..PAGES / 40 {
+            conn.execute_batch("BEGIN").unwrap();
+            for _ in 0..40 {
+                conn.execute("INSERT INTO t VALUES (zeroblob(4000))", [])
+                    .unwrap();
+            }
+            conn.execute_batch("COMMIT").unwrap();
+        }
+        let full = std::fs::metadata(&wal).unwrap().len();
+        assert!(
+            full > 32 << 20,
+            "the log reached its working size ({full} bytes)"
+        );
+        let (busy, _, _): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0, "every frame copied");
+        // The next write starts the log over, at its beginning.
+        conn.execute("INSERT INTO t VALUES (zeroblob(4000))", [])
+            .unwrap();
+        let after = std::fs::metadata(&wal).unwrap().len();
+        assert_eq!(
+            after, full,
+            "the log started over in the file it had ({after} of {full} bytes kept)"
+        );
+    }
+
     /// Past [`PAGES`], the thread is woken when the log passes it and then once per
     /// [`STEP`] pages more, not by every commit; a log that started over starts the count
     /// again; with the thread stopped, every commit past [`PAGES`] checkpoints itself.
