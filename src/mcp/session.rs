@@ -3,11 +3,14 @@
 //!
 //! Two helper threads serve one session:
 //!
-//! - the **writer** owns the server's stdin (or the caller's writer) and writes queued
-//!   lines one at a time,
+//! - the **writer** writes queued lines to the server's stdin (or the caller's writer)
+//!   one at a time,
 //!   publishing how many bytes of each got out, so a caller that gives up waiting
 //!   still knows whether anything was written (a queued line that never started is
-//!   withdrawn and is reported as not sent);
+//!   withdrawn and is reported as not sent). A request whose line the server's stdin
+//!   takes whole at once (the pipe is empty and the line fits; nothing queued before
+//!   it) is written by its caller instead, with the same account of its bytes: one
+//!   thread hand-off fewer a request;
 //! - the **reader** reads the server's stdout (or the caller's reader), matches responses to pending requests
 //!   by id (same JSON type), answers the server's `ping` with `{}` and any other
 //!   server request with `-32601`, drops progress notifications (this client never
@@ -19,7 +22,7 @@
 
 use std::io::{BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,7 +47,7 @@ pub use config::{
 };
 pub use reader::Responder;
 use reader::{Incoming, Shared, State, reader_loop};
-use writer::{Ticket, TicketWait, WriteJob, writer_loop};
+use writer::{Lines, Pipe, Sink, Stream, Ticket, TicketWait, WriteJob, writer_loop};
 
 /// Requests a timeout never cancels: `initialize` (the spec forbids it) and the
 /// `server/discover` probe (sent before the era is known; a legacy server may not take a
@@ -67,7 +70,7 @@ const STREAMS_EOF: &str = "the server's stream ended (end of input on the sessio
 #[derive(Debug)]
 pub struct Session {
     shared: Arc<Shared>,
-    writer: Sender<WriteJob>,
+    writer: Lines,
     link: Link,
     threads: Mutex<Vec<JoinHandle<()>>>,
     max_message_bytes: usize,
@@ -97,7 +100,7 @@ enum Link {
 /// writer.
 struct Threads {
     shared: Arc<Shared>,
-    writer: Sender<WriteJob>,
+    writer: Lines,
     handles: Vec<JoinHandle<()>>,
 }
 
@@ -113,7 +116,11 @@ impl Session {
             });
         };
         // On an error `transport` drops here and runs the shutdown ladder.
-        let threads = Self::threads(stdout, stdin, config, PROCESS_EOF)?;
+        let stdin = Pipe::new(MessageWriter::with_max_message_bytes(
+            stdin,
+            config.max_message_bytes,
+        ));
+        let threads = Self::threads(stdout, Box::new(stdin), config, PROCESS_EOF)?;
         Ok(Self {
             shared: threads.shared,
             writer: threads.writer,
@@ -152,7 +159,11 @@ impl Session {
         writer: impl Write + Send + 'static,
         config: &SessionConfig,
     ) -> Result<Self, McpError> {
-        let threads = Self::threads(reader, writer, config, STREAMS_EOF)?;
+        let writer = Stream(MessageWriter::with_max_message_bytes(
+            writer,
+            config.max_message_bytes,
+        ));
+        let threads = Self::threads(reader, Box::new(writer), config, STREAMS_EOF)?;
         Ok(Self {
             shared: threads.shared,
             writer: threads.writer,
@@ -167,15 +178,14 @@ impl Session {
 
     /// Starts the writer thread on `output` and the reader thread on `input` (in that
     /// order).
-    fn threads<R, W>(
+    fn threads<R>(
         input: R,
-        output: W,
+        output: Box<dyn Sink>,
         config: &SessionConfig,
         eof_reason: &'static str,
     ) -> Result<Threads, McpError>
     where
         R: Read + Send + 'static,
-        W: Write + Send + 'static,
     {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -186,11 +196,11 @@ impl Session {
             eof_reason,
             stop: AtomicBool::new(false),
         });
-        let (writer, jobs) = mpsc::channel();
+        let (writer, jobs, outlet) = Lines::new(output);
         let max = config.max_message_bytes;
         let writer_thread = std::thread::Builder::new()
             .name("rpr-mcp-writer".into())
-            .spawn(move || writer_loop(MessageWriter::with_max_message_bytes(output, max), &jobs));
+            .spawn(move || writer_loop(&outlet, &jobs));
         let reader_shared = Arc::clone(&shared);
         let reply_writer = writer.clone();
         let reader_thread = std::thread::Builder::new()
@@ -349,12 +359,14 @@ impl Session {
                     "withdrawn before any byte of it was written: {reason}"
                 )));
             }
-            let job = WriteJob::Line {
-                line,
-                ticket: Some(Arc::clone(&ticket)),
-            };
-            if self.writer.send(job).is_err() {
-                return Err(not_sent("the session's writer has stopped".into()));
+            if let Err(line) = self.writer.write_now(line, &ticket) {
+                let job = WriteJob::Line {
+                    line,
+                    ticket: Some(Arc::clone(&ticket)),
+                };
+                if self.writer.queue(job).is_err() {
+                    return Err(not_sent("the session's writer has stopped".into()));
+                }
             }
             state.pending.insert(id.clone(), tx);
             if let Some(tag) = tag {
@@ -537,8 +549,8 @@ impl Session {
         let line = encode_line(&message.to_value(), self.max_message_bytes)
             .map_err(|e| not_sent(e.to_string()))?;
         self.writer
-            .send(WriteJob::Line { line, ticket: None })
-            .map_err(|_| not_sent("the session's writer has stopped".into()))
+            .queue(WriteJob::Line { line, ticket: None })
+            .map_err(|()| not_sent("the session's writer has stopped".into()))
     }
 
     /// Takes every queued notification, oldest first.
@@ -634,7 +646,7 @@ impl Session {
     pub fn shutdown(&self) -> ShutdownReport {
         match &self.link {
             Link::Process { transport, .. } => {
-                let _ = self.writer.send(WriteJob::Close);
+                let _ = self.writer.queue(WriteJob::Close);
                 let report = lock(transport).shutdown();
                 self.shared.close("the session was shut down");
                 let threads: Vec<_> = lock(&self.threads).drain(..).collect();
@@ -649,7 +661,7 @@ impl Session {
                     return report.clone();
                 }
                 let start = Instant::now();
-                let _ = self.writer.send(WriteJob::Close);
+                let _ = self.writer.queue(WriteJob::Close);
                 // [writer, reader], as started.
                 let threads: Vec<_> = lock(&self.threads).drain(..).collect();
                 let mut handles = threads.into_iter();

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde_json::{Value, json};
 
 use super::config::{NotificationCallback, Reply, RequestCallback, SessionStats};
-use super::writer::WriteJob;
+use super::writer::{Lines, WriteJob};
 use crate::jsonrpc::{
     ErrorObject, Id, JsonRpcError, Message, MessageReader, Notification, Request, Response, codes,
     encode_line,
@@ -30,10 +30,7 @@ pub struct Responder {
 #[derive(Debug)]
 enum AnswerTo {
     /// To the server, as a JSON-RPC response line (a request the server sent).
-    Server {
-        writer: Sender<WriteJob>,
-        max: usize,
-    },
+    Server { writer: Lines, max: usize },
     /// To the client itself (an `inputRequests` entry of a 2026-07-28 result).
     Client(Sender<Result<Value, ErrorObject>>),
 }
@@ -67,7 +64,7 @@ impl Responder {
                     outcome,
                 });
                 if let Ok(line) = encode_line(&response.to_value(), *max) {
-                    let _ = writer.send(WriteJob::Line { line, ticket: None });
+                    let _ = writer.queue(WriteJob::Line { line, ticket: None });
                 }
             }
             AnswerTo::Client(answer) => {
@@ -221,7 +218,7 @@ impl Shared {
     /// A request from the server: `ping` is answered here; the rest go to the request
     /// callback, or are refused with `-32601` without one, or when the protocol version in
     /// use has no such request.
-    fn request(&self, request: Request, writer: &Sender<WriteJob>, max: usize) {
+    fn request(&self, request: Request, writer: &Lines, max: usize) {
         let responder = Responder {
             id: Some(request.id.clone()),
             to: AnswerTo::Server {
@@ -319,7 +316,7 @@ impl Shared {
 pub(super) fn reader_loop<R: BufRead>(
     mut reader: MessageReader<R>,
     shared: &Shared,
-    writer: &Sender<WriteJob>,
+    writer: &Lines,
     max: usize,
 ) {
     loop {
@@ -377,7 +374,8 @@ mod tests {
         let shared = shared();
         let (tx, rx) = mpsc::channel();
         shared.lock().pending.insert(Id::Number(1), tx);
-        let (writer, _jobs) = mpsc::channel();
+        let sink = super::super::writer::Stream(crate::jsonrpc::MessageWriter::new(Vec::new()));
+        let (writer, _jobs, _outlet) = Lines::new(Box::new(sink));
         let reader = MessageReader::with_max_message_bytes(lines.as_bytes(), 200).replies_only();
         reader_loop(reader, &shared, &writer, 200);
         match rx.try_recv() {
