@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::binding::{ToolBinding, changed_fields};
-use super::client::{McpClient, Tool};
+use super::client::{McpClient, Tool, ToolList};
 use super::schema::ArgumentValidator;
 use super::session::{Reply, SendGuard};
 use crate::executor::{Binding, Carrier, Delivery, Executor, Refusal, RejectionClass, Request};
@@ -181,6 +181,21 @@ pub struct McpExecutor {
     tool: String,
     config: ExecutorConfig,
     prepared: Option<Prepared>,
+    /// What [`ExecutorConfig::tool_list`] binds, made from it once: the list is fixed, and
+    /// so is the client's server, so the binding, its details and the argument validator
+    /// made from them are the same at the bind, the preparation and the send.
+    from_given: std::sync::OnceLock<Arc<Live>>,
+}
+
+/// The tool as one list shows it, and what is made from it to bind and check a call.
+#[derive(Debug)]
+struct Live {
+    binding: ToolBinding,
+    /// [`ToolBinding::details`].
+    details: Value,
+    tool: Tool,
+    /// [`ArgumentValidator::new`] of the tool, or why its schema cannot be used.
+    validator: Result<ArgumentValidator, String>,
 }
 
 /// What one successful `prepare` allows: one `execute` of exactly this request.
@@ -206,6 +221,7 @@ impl McpExecutor {
             tool: tool.into(),
             config: ExecutorConfig::default(),
             prepared: None,
+            from_given: std::sync::OnceLock::new(),
         }
     }
 
@@ -213,6 +229,7 @@ impl McpExecutor {
     #[must_use]
     pub fn with_config(mut self, config: ExecutorConfig) -> Self {
         self.config = config;
+        self.from_given = std::sync::OnceLock::new();
         self
     }
 
@@ -225,29 +242,37 @@ impl McpExecutor {
     /// Lists the tools now (or takes [`ExecutorConfig::tool_list`]) and returns the live
     /// binding of this executor's tool.
     pub fn live_binding(&self) -> Result<(ToolBinding, Tool), Refusal> {
-        self.binding_from(false)
+        let live = self.live(false)?;
+        Ok((live.binding.clone(), live.tool.clone()))
     }
 
-    /// [`McpExecutor::live_binding`]; `at_send` lists the tools now when
-    /// [`ExecutorConfig::list_at_send`] asks for it.
-    fn binding_from(&self, at_send: bool) -> Result<(ToolBinding, Tool), Refusal> {
-        let listed;
+    /// The tool in the list [`McpExecutor::live_binding`] reads, and what is made from it;
+    /// `at_send` lists the tools now when [`ExecutorConfig::list_at_send`] asks for it.
+    /// Made once from a given list (`from_given`).
+    fn live(&self, at_send: bool) -> Result<Arc<Live>, Refusal> {
         let given = self
             .config
             .tool_list
             .as_ref()
             .filter(|_| !(at_send && self.config.list_at_send));
-        let list = if let Some(list) = given {
-            list.as_ref()
-        } else {
-            listed = self.client.list_tools().map_err(|e| {
-                Refusal::new(
-                    "binding_unverifiable",
-                    format!("`tools/list` failed, so the binding cannot be checked: {e}; check the server and retry"),
-                )
-            })?;
-            &listed
-        };
+        if let Some(list) = given {
+            if let Some(live) = self.from_given.get() {
+                return Ok(Arc::clone(live));
+            }
+            let live = Arc::new(self.live_in(list)?);
+            return Ok(Arc::clone(self.from_given.get_or_init(|| live)));
+        }
+        let listed = self.client.list_tools().map_err(|e| {
+            Refusal::new(
+                "binding_unverifiable",
+                format!("`tools/list` failed, so the binding cannot be checked: {e}; check the server and retry"),
+            )
+        })?;
+        Ok(Arc::new(self.live_in(&listed)?))
+    }
+
+    /// This executor's tool in `list`: bound, with its details and its validator.
+    fn live_in(&self, list: &ToolList) -> Result<Live, Refusal> {
         let Some(tool) = list.get(&self.tool) else {
             let message = match list.rejection(&self.tool) {
                 Some(reason) => format!(
@@ -266,7 +291,12 @@ impl McpExecutor {
         if let Some(class) = self.config.class {
             binding.class = class;
         }
-        Ok((binding, tool.clone()))
+        Ok(Live {
+            details: binding.details(),
+            validator: ArgumentValidator::new(tool).map_err(|e| e.to_string()),
+            binding,
+            tool: tool.clone(),
+        })
     }
 
     fn check_action(&self, request: &Request) -> Result<(), Refusal> {
@@ -286,20 +316,19 @@ impl McpExecutor {
     /// Re-lists the tools (see [`ExecutorConfig::tool_list`]; `at_send`: right before the
     /// call), compares with `bound`, and validates the arguments.
     fn verify(&self, request: &Request, bound: &Binding, at_send: bool) -> Result<(), Refusal> {
-        let (live, tool) = self.binding_from(at_send)?;
-        let live_details = live.details();
-        if live_details != bound.details || live.target() != bound.target {
-            let changed = changed_fields(&bound.details, &live_details).join(", ");
+        let live = self.live(at_send)?;
+        if live.details != bound.details || live.binding.target() != bound.target {
+            let changed = changed_fields(&bound.details, &live.details).join(", ");
             return Err(Refusal::new(
                 "binding_changed",
                 format!(
                     "the live server no longer matches the binding (changed: {changed}; now {}); nothing was \
                      sent. Review the change and bind again if it is expected",
-                    live.target()
+                    live.binding.target()
                 ),
             ));
         }
-        check_arguments(&tool, &request.arguments)
+        check_arguments(&live, &request.arguments)
     }
 
     fn classify_error_code(&self, code: i64) -> RejectionClass {
@@ -311,9 +340,12 @@ impl McpExecutor {
     }
 }
 
-/// Validates `arguments` against `tool`'s input schema.
-fn check_arguments(tool: &Tool, arguments: &Value) -> Result<(), Refusal> {
-    let validator = ArgumentValidator::new(tool)
+/// Validates `arguments` against the live tool's input schema.
+fn check_arguments(live: &Live, arguments: &Value) -> Result<(), Refusal> {
+    let tool = &live.tool;
+    let validator = live
+        .validator
+        .as_ref()
         .map_err(|e| Refusal::new("unsupported_schema", format!("{e}; nothing was sent")))?;
     if !arguments.is_object() {
         return Err(Refusal::new(
@@ -339,10 +371,12 @@ fn check_arguments(tool: &Tool, arguments: &Value) -> Result<(), Refusal> {
 impl Executor for McpExecutor {
     fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
         self.check_action(request)?;
-        let (live, tool) = self.live_binding()?;
-        ArgumentValidator::new(&tool)
-            .map_err(|e| Refusal::new("unsupported_schema", e.to_string()))?;
-        live.to_binding()
+        let live = self.live(false)?;
+        if let Err(e) = &live.validator {
+            return Err(Refusal::new("unsupported_schema", e.clone()));
+        }
+        live.binding
+            .to_binding()
             .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))
     }
 
