@@ -26,6 +26,17 @@
 //!   relay's read (the readback), plus two synced 4 KiB writes in the bench's directory (the
 //!   pathway's two synced commits), each timed in the same round.
 //!
+//! * **the rules' floors**: what the gate's own rules make it do besides the relay's call,
+//!   each part timed in the same rounds: one commit of a 1 KiB row without a sync (SQLite,
+//!   WAL, `synchronous=NORMAL`, a file in the bench's directory: the least a read's record
+//!   written before its answer costs) and a `tools/list` through the relay (a write lists
+//!   the tools at the send and before its readback, so that what is sent and what reads it
+//!   back are the pinned tools); and the hop, the gate's pass-through request less the
+//!   relay's (a gate reads and parses every message to know what it is). A read's rules'
+//!   floor is the relay's read plus the hop plus one such commit; a write's is its floor
+//!   above plus the hop plus two such lists. A target under its rules' floor cannot be met
+//!   by a gate that keeps those rules.
+//!
 //! `--baseline-rpr PATH` adds two gates run by another build's `rpr` (a read-only and a
 //! mutating row, in the same rounds), to compare builds side by side. Its synced-commit count
 //! needs that build's closing line; a build from before `unsynced` commits were counted
@@ -160,6 +171,48 @@ fn syncs(dir: &std::path::Path, n: usize) -> f64 {
         f.seek(SeekFrom::Start((i % PAGES) * 4096)).expect("a seek");
         f.write_all(&page).expect("a write");
         f.sync_data().expect("a sync");
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// Seconds for `n` commits of one 1 KiB row, each its own transaction, in WAL mode without
+/// a sync of their own (`synchronous=NORMAL`): the least a record committed before an
+/// answer costs SQLite here.
+fn commits(conn: &rusqlite::Connection, n: usize) -> f64 {
+    let row = "r".repeat(1024);
+    let start = Instant::now();
+    for _ in 0..n {
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .expect("a transaction");
+        conn.prepare_cached("INSERT INTO rows (body) VALUES (?1)")
+            .and_then(|mut s| s.execute([&row]))
+            .expect("a row");
+        conn.execute_batch("COMMIT").expect("a commit");
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// A database for [`commits`], in `dir` (WAL, `synchronous=NORMAL`, the store's log size).
+fn commit_db(dir: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(dir.join("commits.db")).expect("the commits database");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+         PRAGMA journal_size_limit = 67108864; CREATE TABLE rows (body TEXT NOT NULL)",
+    )
+    .expect("the commits database's table");
+    conn
+}
+
+/// Seconds for `calls` `tools/list` requests.
+fn lists(client: &McpClient, calls: usize) -> f64 {
+    let start = Instant::now();
+    for i in 0..calls {
+        if let Err(e) = client
+            .session()
+            .request("tools/list", None, Duration::from_secs(30))
+        {
+            panic!("tools/list {i} failed: {e}");
+        }
     }
     start.elapsed().as_secs_f64()
 }
@@ -365,6 +418,7 @@ fn main() -> ExitCode {
         }
     }
 
+    let commit_db = commit_db(&dir);
     let round = std::cell::Cell::new(0usize);
     let get = |client: &McpClient, n: usize| run(client, "get", n, |_| json!({"key": "k"}));
     let put = |tag: &str, client: &McpClient, n: usize| {
@@ -421,6 +475,14 @@ fn main() -> ExitCode {
             name: "two synced 4 KiB writes",
             run: Box::new(|n| syncs(&dir, 2 * n)),
         },
+        Kind {
+            name: "one commit of a 1 KiB row, not synced",
+            run: Box::new(|n| commits(&commit_db, n)),
+        },
+        Kind {
+            name: "fault `tools/list`, relay",
+            run: Box::new(|n| lists(&relay_fault, n)),
+        },
     ];
     if let Some((d, r, g)) = &files {
         let a_txt = a_txt.clone();
@@ -437,6 +499,10 @@ fn main() -> ExitCode {
             )
         };
         let (read, write) = (std::rc::Rc::new(read), std::rc::Rc::new(write));
+        kinds.push(Kind {
+            name: "files `tools/list`, relay",
+            run: Box::new(move |n| lists(r, n)),
+        });
         for (name, client) in [
             ("files `read_text_file`, direct", d),
             ("files `read_text_file`, relay", r),
@@ -539,6 +605,55 @@ fn main() -> ExitCode {
             per(gate_write),
             per(floor),
             gate_write / floor
+        );
+    }
+    println!();
+    println!(
+        "| the rules' floor | µs | the target allows µs | the gate µs | target under the floor |"
+    );
+    println!("|---|---|---|---|---|");
+    let commit = of("one commit of a 1 KiB row, not synced").unwrap_or(f64::NAN);
+    let hop = (of("pass-through `resources/list`, gate (the hop alone)").unwrap_or(f64::NAN)
+        - of("pass-through `resources/list`, relay").unwrap_or(f64::NAN))
+    .max(0.0);
+    for (server, read, write) in [
+        ("fault", "`get`", "`put`"),
+        ("files", "`read_text_file`", "`write_file`"),
+    ] {
+        let (Some(gate_read), Some(relay_read), Some(list)) = (
+            of(&format!("{server} {read}, gate")),
+            of(&format!("{server} {read}, relay")),
+            of(&format!("{server} `tools/list`, relay")),
+        ) else {
+            continue;
+        };
+        let floor = relay_read + hop + commit;
+        println!(
+            "| {server} read: relay read + the hop + one commit | {:.0} | {:.0} | {:.0} | {} |",
+            per(floor),
+            per(1.5 * relay_read),
+            per(gate_read),
+            if 1.5 * relay_read < floor {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+        let gate_write = of(&format!("{server} {write} + readback, gate")).unwrap_or(f64::NAN);
+        let write_floor = of(&format!("{server} {write}, relay")).unwrap_or(f64::NAN)
+            + relay_read
+            + syncs2.unwrap_or(f64::NAN);
+        let rules = write_floor + hop + 2.0 * list;
+        println!(
+            "| {server} write: its floor + the hop + two relay `tools/list` | {:.0} | {:.0} | {:.0} | {} |",
+            per(rules),
+            per(1.3 * write_floor),
+            per(gate_write),
+            if 1.3 * write_floor < rules {
+                "yes"
+            } else {
+                "no"
+            }
         );
     }
     println!();
