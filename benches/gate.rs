@@ -203,20 +203,6 @@ fn commit_db(dir: &std::path::Path) -> rusqlite::Connection {
     conn
 }
 
-/// Seconds for `calls` `tools/list` requests.
-fn lists(client: &McpClient, calls: usize) -> f64 {
-    let start = Instant::now();
-    for i in 0..calls {
-        if let Err(e) = client
-            .session()
-            .request("tools/list", None, Duration::from_secs(30))
-        {
-            panic!("tools/list {i} failed: {e}");
-        }
-    }
-    start.elapsed().as_secs_f64()
-}
-
 fn connect(argv: &[String]) -> McpClient {
     let command = ServerCommand::new(&argv[0])
         .args(&argv[1..])
@@ -241,15 +227,16 @@ fn run(
     start.elapsed().as_secs_f64()
 }
 
-/// Seconds for `calls` requests the gate passes through untouched (the floor of its hop).
-fn pass(client: &McpClient, calls: usize) -> f64 {
+/// Seconds for `calls` requests of `method` without parameters: `resources/list`, which the
+/// gate passes through untouched (the floor of its hop), or `tools/list` through the relay.
+fn requests(client: &McpClient, method: &str, calls: usize) -> f64 {
     let start = Instant::now();
     for i in 0..calls {
         if let Err(e) = client
             .session()
-            .request("resources/list", None, Duration::from_secs(30))
+            .request(method, None, Duration::from_secs(30))
         {
-            panic!("pass-through request {i} failed: {e}");
+            panic!("{method} request {i} failed: {e}");
         }
     }
     start.elapsed().as_secs_f64()
@@ -433,15 +420,15 @@ fn main() -> ExitCode {
     let mut kinds: Vec<Kind> = vec![
         Kind {
             name: "pass-through `resources/list`, direct",
-            run: Box::new(|n| pass(&direct, n)),
+            run: Box::new(|n| requests(&direct, "resources/list", n)),
         },
         Kind {
             name: "pass-through `resources/list`, relay",
-            run: Box::new(|n| pass(&relay_fault, n)),
+            run: Box::new(|n| requests(&relay_fault, "resources/list", n)),
         },
         Kind {
             name: "pass-through `resources/list`, gate (the hop alone)",
-            run: Box::new(|n| pass(&reads, n)),
+            run: Box::new(|n| requests(&reads, "resources/list", n)),
         },
         Kind {
             name: "fault `get`, direct",
@@ -481,7 +468,7 @@ fn main() -> ExitCode {
         },
         Kind {
             name: "fault `tools/list`, relay",
-            run: Box::new(|n| lists(&relay_fault, n)),
+            run: Box::new(|n| requests(&relay_fault, "tools/list", n)),
         },
     ];
     if let Some((d, r, g)) = &files {
@@ -501,7 +488,7 @@ fn main() -> ExitCode {
         let (read, write) = (std::rc::Rc::new(read), std::rc::Rc::new(write));
         kinds.push(Kind {
             name: "files `tools/list`, relay",
-            run: Box::new(move |n| lists(r, n)),
+            run: Box::new(move |n| requests(r, "tools/list", n)),
         });
         for (name, client) in [
             ("files `read_text_file`, direct", d),
@@ -616,6 +603,17 @@ fn main() -> ExitCode {
     let hop = (of("pass-through `resources/list`, gate (the hop alone)").unwrap_or(f64::NAN)
         - of("pass-through `resources/list`, relay").unwrap_or(f64::NAN))
     .max(0.0);
+    // One row: the rules' floor, what the target allows, the gate, and whether the target
+    // lies under the floor.
+    let floor_row = |what: String, floor: f64, allows: f64, gate: f64| {
+        let under = if allows < floor { "yes" } else { "no" };
+        println!(
+            "| {what} | {:.0} | {:.0} | {:.0} | {under} |",
+            per(floor),
+            per(allows),
+            per(gate)
+        );
+    };
     for (server, read, write) in [
         ("fault", "`get`", "`put`"),
         ("files", "`read_text_file`", "`write_file`"),
@@ -627,33 +625,21 @@ fn main() -> ExitCode {
         ) else {
             continue;
         };
-        let floor = relay_read + hop + commit;
-        println!(
-            "| {server} read: relay read + the hop + one commit | {:.0} | {:.0} | {:.0} | {} |",
-            per(floor),
-            per(1.5 * relay_read),
-            per(gate_read),
-            if 1.5 * relay_read < floor {
-                "yes"
-            } else {
-                "no"
-            }
+        floor_row(
+            format!("{server} read: relay read + the hop + one commit"),
+            relay_read + hop + commit,
+            1.5 * relay_read,
+            gate_read,
         );
         let gate_write = of(&format!("{server} {write} + readback, gate")).unwrap_or(f64::NAN);
         let write_floor = of(&format!("{server} {write}, relay")).unwrap_or(f64::NAN)
             + relay_read
             + syncs2.unwrap_or(f64::NAN);
-        let rules = write_floor + hop + 2.0 * list;
-        println!(
-            "| {server} write: its floor + the hop + two relay `tools/list` | {:.0} | {:.0} | {:.0} | {} |",
-            per(rules),
-            per(1.3 * write_floor),
-            per(gate_write),
-            if 1.3 * write_floor < rules {
-                "yes"
-            } else {
-                "no"
-            }
+        floor_row(
+            format!("{server} write: its floor + the hop + two relay `tools/list`"),
+            write_floor + hop + 2.0 * list,
+            1.3 * write_floor,
+            gate_write,
         );
     }
     println!();
