@@ -1,6 +1,8 @@
 //! What a call is, for every part of the gate that answers one: what the client asked
 //! ([`Asked`]), the tool checked against its pins ([`Checked`]), and the answer.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::era::Era;
@@ -57,10 +59,9 @@ pub(crate) const APPROVAL_INPUT: &str = "rpr_approval";
 pub(crate) struct Checked {
     pub(crate) live: Live,
     pub(crate) pinned: String,
-    /// The digest the call must be bound to: the pinned binding with the policy's class.
-    pub(crate) expected: String,
-    /// The details of that binding (to name what changed when the bound one differs).
-    pub(crate) bound_details: Value,
+    /// The binding the call must be bound to (its digest): the pinned binding with the
+    /// policy's class. Its details name what changed when the bound one differs.
+    pub(crate) expected: Arc<Binding>,
     /// The binding of a mutating call's readback tool, which matched its pin: a readback
     /// through a tool that no longer does proves nothing.
     pub(crate) reader: Option<Binding>,

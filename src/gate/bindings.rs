@@ -17,21 +17,22 @@ pub(crate) struct ToolBindings {
     binding: ToolBinding,
     /// The binding as the server describes the tool (its own annotation's class).
     pub(crate) claimed: Binding,
-    /// The binding with the policy's class, per class.
-    planned: Mutex<Vec<(ActionClass, Binding)>>,
+    /// The binding with the policy's class, per class: shared, not copied, with each call
+    /// (its details hold the tool's whole definition).
+    planned: Mutex<Vec<(ActionClass, Arc<Binding>)>>,
 }
 
 impl ToolBindings {
     /// The binding with `class` (the policy's word).
-    pub(crate) fn planned(&self, class: ActionClass) -> Result<Binding, McpError> {
+    pub(crate) fn planned(&self, class: ActionClass) -> Result<Arc<Binding>, McpError> {
         let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, b)) = planned.iter().find(|(c, _)| *c == class) {
-            return Ok(b.clone());
+            return Ok(Arc::clone(b));
         }
         let mut as_planned = self.binding.clone();
         as_planned.class = class;
-        let b = as_planned.to_binding()?;
-        planned.push((class, b.clone()));
+        let b = Arc::new(as_planned.to_binding()?);
+        planned.push((class, Arc::clone(&b)));
         Ok(b)
     }
 }

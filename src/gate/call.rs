@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::executor::{Binding, Request};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::mcp::{ArgumentValidator, McpClient, Tool, ToolBinding, ToolList};
+use crate::runtime::Key;
 use crate::store::PinCheck;
 use crate::{Admission, Definition, Ready, State, StoredPathway};
 use serde_json::{Value, json};
@@ -170,9 +171,12 @@ impl Gate {
             let read_only = checked.live.plan.class == crate::ActionClass::ReadOnly;
             match self.open_identical(&checked.live.server, digest, read_only) {
                 Ok(Ok(derived)) => {
-                    let key = match &asked.key {
-                        Some(k) => format!("gate/{}/key/{k}", checked.live.server),
-                        None => derived,
+                    // A read's derived key is random, new for this call: it is not looked
+                    // up before the proposal (the store's unique key still decides).
+                    let (key, made) = match &asked.key {
+                        Some(k) => (format!("gate/{}/key/{k}", checked.live.server), Key::Given),
+                        None if read_only => (derived, Key::Fresh),
+                        None => (derived, Key::Given),
                     };
                     let definition = Definition::new(
                         request.clone(),
@@ -183,12 +187,13 @@ impl Gate {
                     .with_metadata(json!({"server": checked.live.server, "gate": self.recorded}));
                     let decision = checked.live.plan.decision();
                     let decider = definition.authority.decision_owner.clone();
-                    let ready = self.rt.propose_and_bind(
+                    let ready = self.rt.propose_and_bind_keyed(
                         &self.actor,
                         &decider,
                         definition,
                         &|_| decision.clone(),
                         &mut executor,
+                        made,
                     );
                     // The new pathway's turn is taken before an identical call can find it.
                     // A bound one is sent now: identical calls wait for that send too.
@@ -333,8 +338,7 @@ impl Gate {
         let reader = self.reader_pin(&server, &tool, &plan, &client, &list)?;
         // The class is the policy's word (the annotation is the server's claim): the call
         // is bound with it, so that is the digest the bound call must show.
-        let planned = bindings.planned(plan.class).map_err(|e| unbindable(&e))?;
-        let (expected, bound_details) = (planned.digest, planned.details);
+        let expected = bindings.planned(plan.class).map_err(|e| unbindable(&e))?;
         Ok(Checked {
             live: Live {
                 server,
@@ -345,7 +349,6 @@ impl Gate {
             },
             pinned,
             expected,
-            bound_details,
             reader,
         })
     }

@@ -160,12 +160,12 @@ impl Gate {
                 pathway.as_ref().map(|(i, s)| (i.as_str(), *s)),
             ));
         }
-        if bound.binding().digest != checked.expected {
+        if bound.binding().digest != checked.expected.digest {
             // The server changed between the pin check and the bind: nothing is sent; the
             // next call lists the tools again and checks the new definition against the pin.
             self.upstream.forget_tools();
             let changed =
-                crate::mcp::changed_fields(&bound.binding().details, &checked.bound_details)
+                crate::mcp::changed_fields(&bound.binding().details, &checked.expected.details)
                     .join(", ");
             let pathway = named(state);
             return Some(tool_error(

@@ -34,6 +34,7 @@ pub use builder::{
 
 pub(crate) use owner::{CarrierRecord, Tracked};
 use owner::{Heartbeat, IN_FLIGHT, Owner};
+pub(crate) use propose::Key;
 pub use propose::{Decided, Proposal, Ready};
 #[cfg(feature = "postgres")]
 pub(crate) use recovery::READ_ENDS_FAILED;

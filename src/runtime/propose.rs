@@ -121,7 +121,7 @@ impl Runtime {
         proposer: &Actor,
         definition: Definition,
     ) -> Result<Proposal, PathwayError> {
-        let stored = self.propose_inner(proposer, definition, false, |_| {
+        let stored = self.propose_inner(proposer, definition, false, Key::Given, |_| {
             ((), State::Proposed, vec![])
         })?;
         Ok(match stored {
@@ -150,7 +150,13 @@ impl Runtime {
         policy: &dyn crate::pathway::Admit,
     ) -> Result<Decided, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
-        let stored = self.propose_inner(proposer, definition, false, admit_by(decider, policy))?;
+        let stored = self.propose_inner(
+            proposer,
+            definition,
+            false,
+            Key::Given,
+            admit_by(decider, policy),
+        )?;
         Ok(match stored {
             Ok((p, decision)) => Decided::New(crate::pathway::admission(p, &decision)),
             Err(existing) => Decided::Existing(existing),
@@ -184,8 +190,27 @@ impl Runtime {
         policy: &dyn crate::pathway::Admit,
         executor: &mut dyn Executor,
     ) -> Result<Ready, PathwayError> {
+        self.propose_and_bind_keyed(proposer, decider, definition, policy, executor, Key::Given)
+    }
+
+    /// [`Runtime::propose_and_bind`] for a definition whose idempotency key its caller
+    /// made new for it (`Key::Fresh`: 96 random bits, as `rpr gate` gives a read), so no
+    /// stored pathway can have it: the lookup of the key before the proposal is skipped.
+    /// The store's unique key still decides: should the key be stored after all, the
+    /// pathway's insert is refused (for an approved pathway, at its dispatch's commit, as
+    /// when two proposals of one key race) and nothing of it is recorded.
+    pub(crate) fn propose_and_bind_keyed(
+        &self,
+        proposer: &Actor,
+        decider: &Actor,
+        definition: Definition,
+        policy: &dyn crate::pathway::Admit,
+        executor: &mut dyn Executor,
+        key: Key,
+    ) -> Result<Ready, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
-        let stored = self.propose_inner(proposer, definition, true, admit_by(decider, policy))?;
+        let stored =
+            self.propose_inner(proposer, definition, true, key, admit_by(decider, policy))?;
         let (p, decision) = match stored {
             Ok(new) => new,
             Err(existing) => return Ok(Ready::Existing(existing)),
@@ -224,6 +249,7 @@ impl Runtime {
         proposer: &Actor,
         definition: Definition,
         defer_approved: bool,
+        key: Key,
         admit: impl FnOnce(&Definition) -> (D, State, Vec<EventDraft>),
     ) -> Result<Result<(Pathway<Proposed>, D), StoredPathway>, PathwayError> {
         let full =
@@ -245,7 +271,10 @@ impl Runtime {
         } else {
             crate::canonical::sha256_hex(&full)?
         };
-        if let Some(stored) = self.replay_key(&definition.idempotency_key, &definition_digest)? {
+        if key == Key::Given
+            && let Some(stored) =
+                self.replay_key(&definition.idempotency_key, &definition_digest)?
+        {
             return Ok(Err(stored));
         }
         let id = self.new_id("pw");
@@ -343,6 +372,16 @@ impl Runtime {
     }
 }
 
+/// Where a proposal's idempotency key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// Given by the caller: a stored pathway may have it, and is replayed (or, with other
+    /// content, refused as a conflict).
+    Given,
+    /// Made new for this proposal by its caller (random): not looked up first.
+    Fresh,
+}
+
 /// The admission `decider` makes by `policy`: the decision, the state it moves a proposed
 /// pathway to, and the events that record it.
 fn admit_by<'a>(
@@ -353,5 +392,107 @@ fn admit_by<'a>(
         let decision = policy.decide(definition);
         let (to, events) = crate::pathway::admission_events(&decision, decider.as_str());
         (decision, to, events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Key;
+    use crate::executor::{Binding, Delivery, Executor, Refusal, Request};
+    use crate::{
+        ActionClass, Actor, Authority, Decision, Definition, Outcome, PathwayError, Ready, Runtime,
+        State,
+    };
+
+    struct Reads(usize);
+
+    impl Executor for Reads {
+        fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
+            Ok(Binding::new("test", json!({"tool": request.action}))
+                .expect("a small binding")
+                .read_only())
+        }
+        fn prepare(&mut self, _: &Request, _: &Binding) -> Result<(), Refusal> {
+            Ok(())
+        }
+        fn execute(&mut self, _: &Request) -> Delivery {
+            self.0 += 1;
+            Delivery::Succeeded {
+                reply: json!({"content": [{"type": "text", "text": "ok"}], "isError": false}),
+            }
+        }
+    }
+
+    fn read(rt: &Runtime, key: Key, executor: &mut Reads) -> Outcome {
+        let decider = Actor::new("policy:d");
+        let definition = Definition::new(
+            Request::new("read", json!({"path": "/a"})),
+            ActionClass::ReadOnly,
+            "the-key",
+            Authority::single(&decider).with(crate::Role::ExecutionActor, &decider),
+        );
+        let ready = rt
+            .propose_and_bind_keyed(
+                &Actor::new("agent:p"),
+                &decider,
+                definition,
+                &|_: &Definition| Decision::Allow,
+                executor,
+                key,
+            )
+            .unwrap();
+        let Ready::Bound(bound) = ready else {
+            panic!("not bound: {ready:?}");
+        };
+        bound.into_read().unwrap().dispatch(rt, &decider, executor)
+    }
+
+    /// A key its caller calls fresh is not looked up before the proposal, and the store's
+    /// unique key still decides: a fresh key that is stored after all leaves nothing of
+    /// the second call recorded (the read was sent; its answer is not to be handed on),
+    /// where a given key replays the stored pathway and sends nothing.
+    #[test]
+    fn a_fresh_key_is_not_looked_up_and_the_store_still_refuses_it_when_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::open(dir.path().join("k.db")).unwrap();
+        let mut executor = Reads(0);
+        assert!(matches!(
+            read(&rt, Key::Fresh, &mut executor),
+            Outcome::Completed(_)
+        ));
+        match read(&rt, Key::Fresh, &mut executor) {
+            Outcome::ReadUnrecorded(u) => {
+                assert!(
+                    matches!(u.error, PathwayError::KeyTaken { .. }),
+                    "{:?}",
+                    u.error
+                );
+                assert_eq!(rt.reader().pathway(&u.pathway).unwrap(), None);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(executor.0, 2, "not looked up: sent, then refused by the store");
+        let decider = Actor::new("policy:d");
+        let replayed = rt.propose_and_bind_keyed(
+            &Actor::new("agent:p"),
+            &decider,
+            Definition::new(
+                Request::new("read", json!({"path": "/a"})),
+                ActionClass::ReadOnly,
+                "the-key",
+                Authority::single(&decider).with(crate::Role::ExecutionActor, &decider),
+            ),
+            &|_: &Definition| Decision::Allow,
+            &mut executor,
+            Key::Given,
+        );
+        match replayed {
+            Ok(Ready::Existing(stored)) => assert_eq!(stored.state(), State::Completed),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(executor.0, 2, "a given key replays: nothing sent");
+        assert!(rt.verify(None).unwrap().is_ok());
     }
 }
