@@ -473,7 +473,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(executor.0, 2, "not looked up: sent, then refused by the store");
+        assert_eq!(
+            executor.0, 2,
+            "not looked up: sent, then refused by the store"
+        );
         let decider = Actor::new("policy:d");
         let replayed = rt.propose_and_bind_keyed(
             &Actor::new("agent:p"),

@@ -319,6 +319,12 @@ pub enum LogError {
     /// The ledger's seqs are not 1, 2, 3, …
     #[error("the ledger has no event at seq {0}: the log has a gap")]
     Gap(u64),
+    /// The ledger has an event numbered below 1, where no log has one: a row written
+    /// behind the runtime's back, which no checkpoint covers.
+    #[error(
+        "the ledger has an event at seq {0}, before the log's first (1): no checkpoint covers it; it was written without the runtime. Run `rpr verify --key`; this runtime will not sign past it"
+    )]
+    BeforeFirst(i64),
     /// The checkpoint could not be signed (a signer command that failed, timed out or
     /// answered with a signature that does not verify).
     #[error("the checkpoint could not be signed, so the step was not committed: {0}")]
@@ -357,6 +363,9 @@ pub enum LogProblem {
     },
     /// The ledger's seqs have a gap.
     Gap(u64),
+    /// An event numbered below 1 (the lowest such seq): no log has one, and no checkpoint
+    /// covers it.
+    BeforeFirst(i64),
     /// The log is smaller than the witness's checkpoint: a restored backup or a cut tail.
     BehindWitness {
         /// The witness's size.
@@ -392,6 +401,10 @@ impl fmt::Display for LogProblem {
                 "events {from} to {to} are not covered by a signed checkpoint: appended without the signing key"
             ),
             Self::Gap(seq) => write!(f, "the ledger has no event at seq {seq}"),
+            Self::BeforeFirst(seq) => write!(
+                f,
+                "the ledger has an event at seq {seq}, before the log's first (1): no checkpoint covers it"
+            ),
             Self::BehindWitness { witness, events } => write!(
                 f,
                 "the witness cosigned {witness} events, the database has {events}: a restored backup or a cut tail"
@@ -436,12 +449,16 @@ struct Leaves {
     hashes: Vec<Hash>,
     /// The first seq missing, if the seqs have a gap.
     gap: Option<u64>,
+    /// The lowest seq, if it is below 1 (such events are not leaves).
+    before_first: Option<i64>,
 }
 
 /// The leaf hashes of every event, in one snapshot with the stored checkpoint.
 fn leaves(store: &ReadStore) -> Result<Leaves, StoreError> {
     store.snapshot(|s| {
         let stored = s.meta(META_KEY)?;
+        // The leaves are the events from seq 1 on; one below it is reported on its own.
+        let before_first = s.ledger_first()?.filter(|&seq| seq < 1);
         let mut hashes = Vec::new();
         let mut gap = None;
         let mut after = 0_i64;
@@ -462,6 +479,7 @@ fn leaves(store: &ReadStore) -> Result<Leaves, StoreError> {
             stored,
             hashes,
             gap,
+            before_first,
         })
     })
 }
@@ -480,9 +498,13 @@ pub fn verify_log(
         stored,
         hashes,
         gap,
+        before_first,
     } = leaves(store)?;
     let events = hashes.len() as u64;
     let mut problems = Vec::new();
+    if let Some(seq) = before_first {
+        problems.push(LogProblem::BeforeFirst(seq));
+    }
     if let Some(seq) = gap {
         problems.push(LogProblem::Gap(seq));
     }

@@ -181,6 +181,11 @@ impl ReadStore {
         self.source().ledger(after, limit)
     }
 
+    /// The lowest seq in the ledger (`None` with no event).
+    pub(crate) fn ledger_first(&self) -> Result<Option<i64>, StoreError> {
+        self.source().ledger_first()
+    }
+
     /// The value stored under `key` in `meta`, if any.
     pub(crate) fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.source().meta(key)

@@ -289,7 +289,8 @@ impl SqliteBackend {
     ) -> Result<(), StoreError> {
         use super::log::LogRows;
         if sealer.is_none()
-            && let (Some(text), _) = super::log::SqliteLog(self.conn()).checkpoint_and_last()?
+            && let (Some(text), _, _) =
+                super::log::SqliteLog(self.conn()).checkpoint_and_bounds()?
         {
             let size = super::log::stored_size(&text);
             return Err(super::log::LogError::SigningKeyNeeded { size }.into());

@@ -209,6 +209,47 @@ fn a_forged_append_after_a_checkpoint_is_reported_and_refused() {
     assert_eq!(events(&sql).len(), all.len() + 1, "nothing was written");
 }
 
+/// An event moved below seq 1 (found by the `ledger` fuzz target: its seq set to 0, a byte
+/// of the file then flipped so that the row at its old seq read as before): the events from
+/// seq 1 on still hash to the signed root, and the one below them is no leaf, so it went
+/// unseen. It is reported, and the next step refuses to sign past it.
+#[test]
+fn an_event_below_seq_1_is_reported_and_refused() {
+    let dir = TempDir::new("log-before-first");
+    let db = dir.db();
+    let rt = signed(&db).unwrap();
+    steps(&rt, "a", 2);
+    let sql = Sql::open(&db);
+    let all = events(&sql);
+    let (_, pathway, text) = all.last().unwrap().clone();
+    sql.execute(
+        "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) VALUES ($1, $2, $3, 'x', 'y')",
+        &[Arg::Int(0), Arg::Text(&pathway), Arg::Text(&text)],
+    );
+    let r = report(&db, None);
+    assert_eq!(
+        r.problems,
+        vec![LogProblem::BeforeFirst(0)],
+        "the events from seq 1 on are as signed; the one below them is reported"
+    );
+    assert_eq!(r.events, all.len() as u64, "it is no leaf");
+    sql.execute(
+        "UPDATE ledger SET seq = $1 WHERE seq = 0",
+        &[Arg::Int(i64::MIN)],
+    );
+    assert_eq!(
+        report(&db, None).problems,
+        vec![LogProblem::BeforeFirst(i64::MIN)]
+    );
+    for rt in [rt, signed(&db).unwrap()] {
+        assert!(matches!(
+            step_error(&rt),
+            StoreError::Log(LogError::BeforeFirst(i64::MIN))
+        ));
+    }
+    assert_eq!(events(&sql).len(), all.len() + 1, "nothing was written");
+}
+
 #[test]
 fn a_cut_tail_is_reported_and_refused() {
     let dir = TempDir::new("log-cut");

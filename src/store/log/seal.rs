@@ -21,9 +21,9 @@ use crate::store::StoreError;
 
 /// The reads and the write of the seal, inside the batch's transaction.
 pub(crate) trait LogRows {
-    /// The stored checkpoint note (`meta.log_checkpoint`) and the newest event's seq (0 for
-    /// an empty ledger), in one statement.
-    fn checkpoint_and_last(&mut self) -> Result<(Option<String>, i64), StoreError>;
+    /// The stored checkpoint note (`meta.log_checkpoint`), the oldest event's seq (1 for an
+    /// empty ledger) and the newest's (0 for an empty ledger), in one statement.
+    fn checkpoint_and_bounds(&mut self) -> Result<(Option<String>, i64, i64), StoreError>;
     /// The stored text of every event with `after < seq <= upto`, in order of seq.
     fn each_event(
         &mut self,
@@ -136,7 +136,11 @@ impl Sealer {
     /// a trusted key signed for this database and which extends what this writer knows (and
     /// the witness's checkpoint). Returns the tree the batch appends to.
     pub(crate) fn check(&self, rows: &mut dyn LogRows) -> Result<Covered, StoreError> {
-        let (stored, last) = rows.checkpoint_and_last()?;
+        let (stored, first, last) = rows.checkpoint_and_bounds()?;
+        if first < 1 {
+            // No log has such an event, and the tree (from seq 1 on) would never cover it.
+            return Err(LogError::BeforeFirst(first).into());
+        }
         let last = u64::try_from(last).unwrap_or(0);
         let mut known = self.known();
         let Some(text) = stored else {

@@ -9,14 +9,15 @@ use crate::store::StoreError;
 pub(crate) struct SqliteLog<'c>(pub(crate) &'c Connection);
 
 impl LogRows for SqliteLog<'_> {
-    fn checkpoint_and_last(&mut self) -> Result<(Option<String>, i64), StoreError> {
+    fn checkpoint_and_bounds(&mut self) -> Result<(Option<String>, i64, i64), StoreError> {
         Ok(self
             .0
             .prepare_cached(
                 "SELECT (SELECT value FROM meta WHERE key = ?1),
+                        (SELECT COALESCE(min(seq), 1) FROM ledger),
                         (SELECT COALESCE(max(seq), 0) FROM ledger)",
             )?
-            .query_row(params![META_KEY], |r| Ok((r.get(0)?, r.get(1)?)))?)
+            .query_row(params![META_KEY], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?)
     }
 
     fn each_event(

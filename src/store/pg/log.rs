@@ -15,16 +15,17 @@ fn err(e: postgres::Error) -> StoreError {
 pub(super) struct PgLog<'t, 'a>(pub(super) &'t mut Tx<'a>);
 
 impl LogRows for PgLog<'_, '_> {
-    fn checkpoint_and_last(&mut self) -> Result<(Option<String>, i64), StoreError> {
+    fn checkpoint_and_bounds(&mut self) -> Result<(Option<String>, i64, i64), StoreError> {
         let row = self
             .0
             .query_one(
                 "SELECT (SELECT value FROM meta WHERE key = 'log_checkpoint'),
+                        (SELECT COALESCE(min(seq), 1)::bigint FROM ledger),
                         (SELECT COALESCE(max(seq), 0)::bigint FROM ledger)",
                 &[],
             )
             .map_err(err)?;
-        Ok((row.get(0), row.get(1)))
+        Ok((row.get(0), row.get(1), row.get(2)))
     }
 
     fn each_event(

@@ -276,6 +276,10 @@ impl Source for PgReader {
         self.read(|tx| ledger_tx(tx, after, n))
     }
 
+    fn ledger_first(&self) -> Result<Option<i64>, StoreError> {
+        self.read(|tx| Ok(tx.query_one("SELECT min(seq) FROM ledger", &[])?.get(0)))
+    }
+
     fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
         if unstorable(id) {
             return Err(StoreError::NoSuchPathway(id.to_owned()));

@@ -47,6 +47,8 @@ pub(crate) trait Source {
     -> Result<Vec<LedgerRow>, StoreError>;
     /// A page of the global ledger with `seq > after`.
     fn ledger(&self, after: i64, limit: usize) -> Result<Vec<LedgerRow>, StoreError>;
+    /// The lowest seq in the ledger, whatever it is (`None` with no event).
+    fn ledger_first(&self) -> Result<Option<i64>, StoreError>;
     /// One pathway's stored definition digest.
     fn definition_digest(&self, id: &str) -> Result<String, StoreError>;
     /// Every tool pin, by server and tool.

@@ -326,6 +326,13 @@ impl Source for SqliteReads {
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
 
+    fn ledger_first(&self) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT min(seq) FROM ledger")?
+            .query_row([], |r| r.get(0))?)
+    }
+
     fn definition_digest(&self, id: &str) -> Result<String, StoreError> {
         self.conn
             .prepare_cached("SELECT definition_digest FROM pathways WHERE id = ?1")?
