@@ -6,6 +6,8 @@
 
 pub mod file;
 mod keeping;
+#[cfg(test)]
+pub(crate) mod scripted;
 
 pub use keeping::Keeping;
 

@@ -400,32 +400,14 @@ mod tests {
     use serde_json::json;
 
     use super::Key;
-    use crate::executor::{Binding, Delivery, Executor, Refusal, Request};
+    use crate::executor::Request;
+    use crate::executor::scripted::AnswersOk;
     use crate::{
         ActionClass, Actor, Authority, Decision, Definition, Outcome, PathwayError, Ready, Runtime,
         State,
     };
 
-    struct Reads(usize);
-
-    impl Executor for Reads {
-        fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
-            Ok(Binding::new("test", json!({"tool": request.action}))
-                .expect("a small binding")
-                .read_only())
-        }
-        fn prepare(&mut self, _: &Request, _: &Binding) -> Result<(), Refusal> {
-            Ok(())
-        }
-        fn execute(&mut self, _: &Request) -> Delivery {
-            self.0 += 1;
-            Delivery::Succeeded {
-                reply: json!({"content": [{"type": "text", "text": "ok"}], "isError": false}),
-            }
-        }
-    }
-
-    fn read(rt: &Runtime, key: Key, executor: &mut Reads) -> Outcome {
+    fn read(rt: &Runtime, key: Key, executor: &mut AnswersOk) -> Outcome {
         let decider = Actor::new("policy:d");
         let definition = Definition::new(
             Request::new("read", json!({"path": "/a"})),
@@ -457,7 +439,7 @@ mod tests {
     fn a_fresh_key_is_not_looked_up_and_the_store_still_refuses_it_when_stored() {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::open(dir.path().join("k.db")).unwrap();
-        let mut executor = Reads(0);
+        let mut executor = AnswersOk::default();
         assert!(matches!(
             read(&rt, Key::Fresh, &mut executor),
             Outcome::Completed(_)
@@ -474,7 +456,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            executor.0, 2,
+            executor.executed, 2,
             "not looked up: sent, then refused by the store"
         );
         let decider = Actor::new("policy:d");
@@ -495,7 +477,7 @@ mod tests {
             Ok(Ready::Existing(stored)) => assert_eq!(stored.state(), State::Completed),
             other => panic!("{other:?}"),
         }
-        assert_eq!(executor.0, 2, "a given key replays: nothing sent");
+        assert_eq!(executor.executed, 2, "a given key replays: nothing sent");
         assert!(rt.verify(None).unwrap().is_ok());
     }
 }

@@ -459,31 +459,14 @@ mod tests {
     use serde_json::json;
 
     use super::{BATCH_ROWS, Hashing, Plan, run};
-    use crate::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
+    use crate::executor::scripted::AnswersOk;
+    use crate::executor::{Observation, Readback, Request};
     use crate::ledger::Report;
     use crate::store::ReadStore;
     use crate::{
         ActionClass, Actor, Admission, Authority, Confirmed, Decision, Definition, Outcome,
         Proposal, Role, Runtime,
     };
-
-    struct Scripted;
-
-    impl Executor for Scripted {
-        fn bind(&mut self, request: &Request) -> Result<Binding, Refusal> {
-            Ok(Binding::new("test", json!({"tool": request.action}))
-                .expect("a small binding")
-                .read_only())
-        }
-        fn prepare(&mut self, _: &Request, _: &Binding) -> Result<(), Refusal> {
-            Ok(())
-        }
-        fn execute(&mut self, _: &Request) -> Delivery {
-            Delivery::Succeeded {
-                reply: json!({"content": [{"type": "text", "text": "ok"}], "isError": false}),
-            }
-        }
-    }
 
     struct Applied;
 
@@ -539,8 +522,9 @@ mod tests {
                     }
                     Admission::HumanGate(_) | Admission::Denied(_) => continue,
                 };
-                let bound = approved.bind(&mut Scripted).unwrap();
-                let Outcome::Returned(returned) = bound.dispatch(&rt, &execution, &mut Scripted)
+                let bound = approved.bind(&mut AnswersOk::default()).unwrap();
+                let Outcome::Returned(returned) =
+                    bound.dispatch(&rt, &execution, &mut AnswersOk::default())
                 else {
                     panic!("not returned");
                 };
