@@ -490,6 +490,31 @@ fn a_truncated_tail_is_detected() {
     f.assert_clean();
 }
 
+/// The last event moved to the largest seq there is (found by the `ledger` fuzz target: the
+/// check computed the seq it expects next as `seq + 1`, which overflowed, and a build with
+/// overflow checks panicked): reported out of sequence, without a panic.
+#[test]
+fn an_event_at_the_largest_seq_is_reported_without_a_panic() {
+    let f = build();
+    let last = f.rows.last().unwrap().seq;
+    let moved = f.conn.execute(
+        "UPDATE ledger SET seq = $1 WHERE seq = $2",
+        &[Arg::Int(i64::MAX), Arg::Int(last)],
+    );
+    assert_eq!(moved, 1);
+    let report = f.verify(None);
+    assert!(
+        has(&report, ProblemKind::Sequence, Some(i64::MAX)),
+        "{:?}",
+        report.problems
+    );
+    f.conn.execute(
+        "UPDATE ledger SET seq = $1 WHERE seq = $2",
+        &[Arg::Int(last), Arg::Int(i64::MAX)],
+    );
+    f.assert_clean();
+}
+
 /// The limit of a hash chain: a writer who removes the newest pathway entirely (its
 /// events, attempts and row) and moves the recorded head leaves a consistent file.
 /// Only the head hash the caller kept elsewhere detects it.

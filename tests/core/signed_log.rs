@@ -250,6 +250,40 @@ fn an_event_below_seq_1_is_reported_and_refused() {
     assert_eq!(events(&sql).len(), all.len() + 1, "nothing was written");
 }
 
+/// The last event moved to the largest seq there is (the `ledger` fuzz target's second
+/// finding was in the chain check; the seal's walk of the events it signs computed the next
+/// seq as `seq + 1` the same way): beginning the log of such a database finds the gap and
+/// refuses, without a panic, and `verify_log` reports the gap.
+#[test]
+fn an_event_at_the_largest_seq_is_a_gap_reported_and_refused() {
+    let dir = TempDir::new("log-largest-seq");
+    let db = dir.db();
+    {
+        let rt = Runtime::open(&db).unwrap();
+        steps(&rt, "a", 2);
+    }
+    let sql = Sql::open(&db);
+    let last = events(&sql).last().unwrap().0;
+    sql.execute(
+        "UPDATE ledger SET seq = $1 WHERE seq = $2",
+        &[Arg::Int(i64::MAX), Arg::Int(last)],
+    );
+    let rt = Runtime::builder(&db)
+        .signing(Signing::new(key()).begin_log())
+        .open()
+        .unwrap();
+    assert!(
+        matches!(rt.sign_log(), Err(StoreError::Log(LogError::Gap(seq))) if seq == last.cast_unsigned()),
+        "the gap is named"
+    );
+    let r = report(&db, None);
+    assert!(
+        r.problems.contains(&LogProblem::Gap(last.cast_unsigned())),
+        "{:?}",
+        r.problems
+    );
+}
+
 #[test]
 fn a_cut_tail_is_reported_and_refused() {
     let dir = TempDir::new("log-cut");

@@ -100,7 +100,8 @@ fn extend(
             if seq != expected && gap.is_none() {
                 gap = Some(expected);
             }
-            expected = seq + 1;
+            // A stored seq can be any integer, i64::MAX too (no row can follow that one).
+            expected = seq.saturating_add(1);
             frontier.append(merkle::leaf_hash(text));
             if at == Some(frontier.size()) {
                 root_at = Some(frontier.root());

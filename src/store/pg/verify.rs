@@ -72,7 +72,8 @@ pub(super) fn verify_tx(tx: &mut Tx<'_>, known_head: Option<&str>) -> Result<Rep
                 format!("expected seq {expected}, found {seq}"),
             ));
         }
-        expected = seq + 1;
+        // A stored seq can be any integer, i64::MAX too (no row can follow that one).
+        expected = seq.saturating_add(1);
         let stored = StoredRow {
             seq,
             pathway,

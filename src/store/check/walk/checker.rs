@@ -215,7 +215,8 @@ impl<'k> Checker<'k> {
                 format!("expected seq {expected}, found {seq}"),
             ));
         }
-        self.expected_seq = seq + 1;
+        // A stored seq can be any integer, i64::MAX too (no row can follow that one).
+        self.expected_seq = seq.saturating_add(1);
         let event = check_stored_row(&stored, Some(&self.prev_hash), hashed, &mut self.findings);
         self.prev_hash.clear();
         self.prev_hash.extend_from_slice(stored.hash);
