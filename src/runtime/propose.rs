@@ -407,7 +407,8 @@ mod tests {
         State,
     };
 
-    fn read(rt: &Runtime, key: Key, executor: &mut AnswersOk) -> Outcome {
+    /// Proposes and binds the same read under the key `the-key`, held as `key`.
+    fn propose(rt: &Runtime, key: Key, executor: &mut AnswersOk) -> Result<Ready, PathwayError> {
         let decider = Actor::new("policy:d");
         let definition = Definition::new(
             Request::new("read", json!({"path": "/a"})),
@@ -415,16 +416,19 @@ mod tests {
             "the-key",
             Authority::single(&decider).with(crate::Role::ExecutionActor, &decider),
         );
-        let ready = rt
-            .propose_and_bind_keyed(
-                &Actor::new("agent:p"),
-                &decider,
-                definition,
-                &|_: &Definition| Decision::Allow,
-                executor,
-                key,
-            )
-            .unwrap();
+        rt.propose_and_bind_keyed(
+            &Actor::new("agent:p"),
+            &decider,
+            definition,
+            &|_: &Definition| Decision::Allow,
+            executor,
+            key,
+        )
+    }
+
+    fn read(rt: &Runtime, key: Key, executor: &mut AnswersOk) -> Outcome {
+        let ready = propose(rt, key, executor).unwrap();
+        let decider = Actor::new("policy:d");
         let Ready::Bound(bound) = ready else {
             panic!("not bound: {ready:?}");
         };
@@ -459,21 +463,7 @@ mod tests {
             executor.executed, 2,
             "not looked up: sent, then refused by the store"
         );
-        let decider = Actor::new("policy:d");
-        let replayed = rt.propose_and_bind_keyed(
-            &Actor::new("agent:p"),
-            &decider,
-            Definition::new(
-                Request::new("read", json!({"path": "/a"})),
-                ActionClass::ReadOnly,
-                "the-key",
-                Authority::single(&decider).with(crate::Role::ExecutionActor, &decider),
-            ),
-            &|_: &Definition| Decision::Allow,
-            &mut executor,
-            Key::Given,
-        );
-        match replayed {
+        match propose(&rt, Key::Given, &mut executor) {
             Ok(Ready::Existing(stored)) => assert_eq!(stored.state(), State::Completed),
             other => panic!("{other:?}"),
         }
