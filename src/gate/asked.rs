@@ -62,6 +62,8 @@ pub(crate) struct Checked {
     /// The binding the call must be bound to (its digest): the pinned binding with the
     /// policy's class. Its details name what changed when the bound one differs.
     pub(crate) expected: Arc<Binding>,
+    /// What the call's executor binds and checks, made once per tool, class and list.
+    pub(crate) listed: Arc<crate::mcp::executor::Listed>,
     /// The binding of a mutating call's readback tool, which matched its pin: a readback
     /// through a tool that no longer does proves nothing.
     pub(crate) reader: Option<Binding>,

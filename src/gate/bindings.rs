@@ -9,20 +9,44 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ActionClass;
-use crate::executor::Binding;
-use crate::mcp::{McpClient, McpError, Tool, ToolBinding, ToolList};
+use crate::executor::{Binding, Refusal};
+use crate::mcp::executor::Listed;
+use crate::mcp::{ArgumentValidator, McpClient, McpError, Tool, ToolBinding, ToolList};
 
 /// One tool's bindings on one session.
 pub(crate) struct ToolBindings {
+    client: Arc<McpClient>,
+    list: Arc<ToolList>,
     binding: ToolBinding,
     /// The binding as the server describes the tool (its own annotation's class).
     pub(crate) claimed: Binding,
+    /// The validator of the tool's arguments, or why its schema cannot be used.
+    pub(crate) validator: Result<ArgumentValidator, String>,
     /// The binding with the policy's class, per class: shared, not copied, with each call
     /// (its details hold the tool's whole definition).
     planned: Mutex<Vec<(ActionClass, Arc<Binding>)>>,
+    /// What a call's executor binds and checks, per class: made once, not per call.
+    listed: Mutex<Vec<(ActionClass, Arc<Listed>)>>,
 }
 
 impl ToolBindings {
+    /// What an executor of this tool with `class` (the policy's word) binds and checks on
+    /// this session and list ([`crate::mcp::McpExecutor::with_listed`]).
+    pub(crate) fn listed(&self, class: ActionClass) -> Result<Arc<Listed>, Refusal> {
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, l)) = listed.iter().find(|(c, _)| *c == class) {
+            return Ok(Arc::clone(l));
+        }
+        let made = Arc::new(Listed::new(
+            &self.client,
+            &self.list,
+            &self.binding.tool_name,
+            Some(class),
+        )?);
+        listed.push((class, Arc::clone(&made)));
+        Ok(made)
+    }
+
     /// The binding with `class` (the policy's word).
     pub(crate) fn planned(&self, class: ActionClass) -> Result<Arc<Binding>, McpError> {
         let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
@@ -75,9 +99,13 @@ impl Bindings {
         let binding = ToolBinding::new(client.server(), tool)?;
         let claimed = binding.to_binding()?;
         let made = Arc::new(ToolBindings {
+            client: Arc::clone(client),
+            list: Arc::clone(list),
             binding,
             claimed,
+            validator: ArgumentValidator::new(tool).map_err(|e| e.to_string()),
             planned: Mutex::new(Vec::new()),
+            listed: Mutex::new(Vec::new()),
         });
         held.tools.insert(tool.name.clone(), Arc::clone(&made));
         Ok(made)

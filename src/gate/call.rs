@@ -298,7 +298,17 @@ impl Gate {
                 ),
             )));
         }
-        let validator = ArgumentValidator::new(&tool).map_err(|e| {
+        // Made once per tool on this session and list (gate/bindings.rs); a tool that
+        // cannot be bound still has its arguments checked first, as before.
+        let bindings = self.bindings.get(&client, &list, &tool);
+        let compiled;
+        let validator = if let Ok(b) = &bindings {
+            &b.validator
+        } else {
+            compiled = ArgumentValidator::new(&tool).map_err(|e| e.to_string());
+            &compiled
+        };
+        let validator = validator.as_ref().map_err(|e| {
             tool_error(
                 format!(
                     "the tool's input schema cannot be checked ({e}); nothing was recorded or sent"
@@ -322,10 +332,7 @@ impl Gate {
                 None,
             )
         };
-        let bindings = self
-            .bindings
-            .get(&client, &list, &tool)
-            .map_err(|e| unbindable(&e))?;
+        let bindings = bindings.map_err(|e| unbindable(&e))?;
         let pinned = self.pin(&server, &tool, &bindings.claimed, None)?;
         let plan = self.policy.plan(&server, &tool, &list).map_err(|e| {
             tool_error(
@@ -339,6 +346,7 @@ impl Gate {
         // The class is the policy's word (the annotation is the server's claim): the call
         // is bound with it, so that is the digest the bound call must show.
         let expected = bindings.planned(plan.class).map_err(|e| unbindable(&e))?;
+        let listed = bindings.listed(plan.class).map_err(|e| unbindable(&e))?;
         Ok(Checked {
             live: Live {
                 server,
@@ -349,6 +357,7 @@ impl Gate {
             },
             pinned,
             expected,
+            listed,
             reader,
         })
     }

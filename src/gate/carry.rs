@@ -80,7 +80,8 @@ impl Gate {
                 Arc::clone(&checked.live.client),
                 checked.live.tool.name.clone(),
             )
-            .with_config(config),
+            .with_config(config)
+            .with_listed(Arc::clone(&checked.listed)),
         )
     }
 

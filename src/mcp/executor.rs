@@ -183,19 +183,62 @@ pub struct McpExecutor {
     prepared: Option<Prepared>,
     /// What [`ExecutorConfig::tool_list`] binds, made from it once: the list is fixed, and
     /// so is the client's server, so the binding, its details and the argument validator
-    /// made from them are the same at the bind, the preparation and the send.
-    from_given: std::sync::OnceLock<Arc<Live>>,
+    /// made from them are the same at the bind, the preparation and the send. A caller
+    /// that made it already for this client, list, tool and class hands it over
+    /// ([`McpExecutor::with_listed`]).
+    from_given: std::sync::OnceLock<Arc<Listed>>,
 }
 
 /// The tool as one list shows it, and what is made from it to bind and check a call.
 #[derive(Debug)]
-struct Live {
+pub(crate) struct Listed {
+    /// The client and the list it was made from (held, so that neither can be freed and
+    /// its address reused while this is kept): [`McpExecutor::with_listed`] takes it only
+    /// for that very client and list.
+    client: Arc<McpClient>,
+    list: Arc<ToolList>,
     binding: ToolBinding,
     /// [`ToolBinding::details`].
     details: Value,
     tool: Tool,
     /// [`ArgumentValidator::new`] of the tool, or why its schema cannot be used.
     validator: Result<ArgumentValidator, String>,
+}
+
+impl Listed {
+    /// The tool named `name` in `list` (listed by `client`), bound, with the class `class`
+    /// when one is given (the policy's word) in place of the server's annotation.
+    pub(crate) fn new(
+        client: &Arc<McpClient>,
+        list: &Arc<ToolList>,
+        name: &str,
+        class: Option<crate::ActionClass>,
+    ) -> Result<Self, Refusal> {
+        let Some(tool) = list.get(name) else {
+            let message = match list.rejection(name) {
+                Some(reason) => {
+                    format!("the server lists tool `{name}` with an invalid definition: {reason}")
+                }
+                None => {
+                    format!("the server does not list a tool named `{name}`; check the tool name")
+                }
+            };
+            return Err(Refusal::new("tool_missing", message));
+        };
+        let mut binding = ToolBinding::new(client.server(), tool)
+            .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))?;
+        if let Some(class) = class {
+            binding.class = class;
+        }
+        Ok(Self {
+            client: Arc::clone(client),
+            list: Arc::clone(list),
+            details: binding.details(),
+            validator: ArgumentValidator::new(tool).map_err(|e| e.to_string()),
+            binding,
+            tool: tool.clone(),
+        })
+    }
 }
 
 /// What one successful `prepare` allows: one `execute` of exactly this request.
@@ -233,6 +276,26 @@ impl McpExecutor {
         self
     }
 
+    /// Takes `listed` as what this executor's given list binds, instead of making it again
+    /// (the gate makes it once per tool, class and list). Taken only when it was made for
+    /// this executor's client, its [`ExecutorConfig::tool_list`] (the same `Arc`), its tool
+    /// and its class; otherwise the executor makes its own, as without this call.
+    #[must_use]
+    pub(crate) fn with_listed(self, listed: Arc<Listed>) -> Self {
+        let same = Arc::ptr_eq(&listed.client, &self.client)
+            && self
+                .config
+                .tool_list
+                .as_ref()
+                .is_some_and(|list| Arc::ptr_eq(list, &listed.list))
+            && listed.tool.name == self.tool
+            && self.config.class.is_none_or(|c| c == listed.binding.class);
+        if same {
+            let _ = self.from_given.set(listed);
+        }
+        self
+    }
+
     /// The client this executor calls through.
     #[must_use]
     pub fn client(&self) -> &Arc<McpClient> {
@@ -249,7 +312,7 @@ impl McpExecutor {
     /// The tool in the list [`McpExecutor::live_binding`] reads, and what is made from it;
     /// `at_send` lists the tools now when [`ExecutorConfig::list_at_send`] asks for it.
     /// Made once from a given list (`from_given`).
-    fn live(&self, at_send: bool) -> Result<Arc<Live>, Refusal> {
+    fn live(&self, at_send: bool) -> Result<Arc<Listed>, Refusal> {
         let given = self
             .config
             .tool_list
@@ -259,7 +322,12 @@ impl McpExecutor {
             if let Some(live) = self.from_given.get() {
                 return Ok(Arc::clone(live));
             }
-            let live = Arc::new(self.live_in(list)?);
+            let live = Arc::new(Listed::new(
+                &self.client,
+                list,
+                &self.tool,
+                self.config.class,
+            )?);
             return Ok(Arc::clone(self.from_given.get_or_init(|| live)));
         }
         let listed = self.client.list_tools().map_err(|e| {
@@ -268,35 +336,12 @@ impl McpExecutor {
                 format!("`tools/list` failed, so the binding cannot be checked: {e}; check the server and retry"),
             )
         })?;
-        Ok(Arc::new(self.live_in(&listed)?))
-    }
-
-    /// This executor's tool in `list`: bound, with its details and its validator.
-    fn live_in(&self, list: &ToolList) -> Result<Live, Refusal> {
-        let Some(tool) = list.get(&self.tool) else {
-            let message = match list.rejection(&self.tool) {
-                Some(reason) => format!(
-                    "the server lists tool `{}` with an invalid definition: {reason}",
-                    self.tool
-                ),
-                None => format!(
-                    "the server does not list a tool named `{}`; check the tool name",
-                    self.tool
-                ),
-            };
-            return Err(Refusal::new("tool_missing", message));
-        };
-        let mut binding = ToolBinding::new(self.client.server(), tool)
-            .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))?;
-        if let Some(class) = self.config.class {
-            binding.class = class;
-        }
-        Ok(Live {
-            details: binding.details(),
-            validator: ArgumentValidator::new(tool).map_err(|e| e.to_string()),
-            binding,
-            tool: tool.clone(),
-        })
+        Ok(Arc::new(Listed::new(
+            &self.client,
+            &Arc::new(listed),
+            &self.tool,
+            self.config.class,
+        )?))
     }
 
     fn check_action(&self, request: &Request) -> Result<(), Refusal> {
@@ -341,7 +386,7 @@ impl McpExecutor {
 }
 
 /// Validates `arguments` against the live tool's input schema.
-fn check_arguments(live: &Live, arguments: &Value) -> Result<(), Refusal> {
+fn check_arguments(live: &Listed, arguments: &Value) -> Result<(), Refusal> {
     let tool = &live.tool;
     let validator = live
         .validator
@@ -517,5 +562,110 @@ fn classify_result(result: Value) -> Delivery {
                 "the `tools/call` result has a non-boolean `isError` ({other}); the effect is unknown"
             ),
         },
+    }
+}
+
+#[cfg(all(test, feature = "fault-server"))]
+mod tests {
+    use super::*;
+    use crate::ActionClass;
+    use crate::mcp::{InProcessServer, SessionConfig};
+
+    /// A client of the fault server on a thread of this process, its files in `dir`.
+    fn client(dir: &std::path::Path, name: &str) -> Arc<McpClient> {
+        let args: Vec<String> = [
+            "--effects",
+            &dir.join(format!("{name}-effects.jsonl"))
+                .display()
+                .to_string(),
+            "--state",
+            &dir.join(format!("{name}-state.json")).display().to_string(),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let server = InProcessServer::new(name, move || {
+            let (requests_in, requests_out) = std::io::pipe()?;
+            let (replies_in, replies_out) = std::io::pipe()?;
+            let args = args.clone();
+            std::thread::spawn(move || {
+                crate::mcp::fault_server::run_over(
+                    args,
+                    std::io::BufReader::new(requests_in),
+                    replies_out,
+                )
+            });
+            Ok((Box::new(replies_in), Box::new(requests_out)))
+        });
+        Arc::new(McpClient::connect_in_process(&server, &SessionConfig::default()).unwrap())
+    }
+
+    fn executor(
+        client: &Arc<McpClient>,
+        list: &Arc<ToolList>,
+        tool: &str,
+        class: ActionClass,
+        listed: &Arc<Listed>,
+    ) -> McpExecutor {
+        McpExecutor::new(Arc::clone(client), tool)
+            .with_config(
+                ExecutorConfig::default()
+                    .with_class(class)
+                    .with_tool_list(Arc::clone(list)),
+            )
+            .with_listed(Arc::clone(listed))
+    }
+
+    fn took(executor: &McpExecutor, listed: &Arc<Listed>) -> bool {
+        executor
+            .from_given
+            .get()
+            .is_some_and(|l| Arc::ptr_eq(l, listed))
+    }
+
+    #[test]
+    fn a_listed_tool_is_taken_only_for_its_own_client_list_tool_and_class() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = client(dir.path(), "a");
+        let b = client(dir.path(), "b");
+        let list = Arc::new(a.list_tools().unwrap());
+        // The same tools listed again: equal, but another list.
+        let again = Arc::new(a.list_tools().unwrap());
+        let listed = Arc::new(Listed::new(&a, &list, "get", Some(ActionClass::ReadOnly)).unwrap());
+
+        let mut own = executor(&a, &list, "get", ActionClass::ReadOnly, &listed);
+        assert!(took(&own, &listed));
+        for (what, other) in [
+            (
+                "another client",
+                executor(&b, &list, "get", ActionClass::ReadOnly, &listed),
+            ),
+            (
+                "another list",
+                executor(&a, &again, "get", ActionClass::ReadOnly, &listed),
+            ),
+            (
+                "another tool",
+                executor(&a, &list, "put", ActionClass::ReadOnly, &listed),
+            ),
+            (
+                "another class",
+                executor(&a, &list, "get", ActionClass::Mutating, &listed),
+            ),
+        ] {
+            assert!(!took(&other, &listed), "{what}: taken");
+        }
+
+        // What was taken binds as what the executor makes itself.
+        let request = Request::new("get", serde_json::json!({"key": "k"}));
+        let mut made = McpExecutor::new(Arc::clone(&a), "get").with_config(
+            ExecutorConfig::default()
+                .with_class(ActionClass::ReadOnly)
+                .with_tool_list(Arc::clone(&list)),
+        );
+        let binding = own.bind(&request).unwrap();
+        assert_eq!(binding, made.bind(&request).unwrap());
+        assert!(took(&own, &listed), "bind used what was taken");
+        own.prepare(&request, &binding).unwrap();
     }
 }

@@ -39,7 +39,7 @@ mod binding;
 mod client;
 mod era;
 mod error;
-mod executor;
+pub(crate) mod executor;
 #[cfg(feature = "fault-server")]
 pub mod fault_server;
 mod in_process;

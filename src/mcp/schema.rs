@@ -48,6 +48,7 @@ pub enum Dialect {
 ///
 /// No remote or file `$ref` is ever fetched: a schema that needs one is reported as
 /// unsupported.
+#[derive(Clone)]
 pub struct ArgumentValidator {
     validator: Arc<jsonschema::Validator>,
     dialect: Dialect,
