@@ -46,13 +46,43 @@ const SECRET_NAMES: &[&str] = &["auth"];
 /// evidence. Rename such members if their values must be kept.
 #[must_use]
 pub fn is_secret_key(key: &str) -> bool {
+    // Every member name of every recorded value passes here (a gated read: about a hundred),
+    // and most are short ASCII: those are normalized on the stack and searched byte by byte.
+    if let Some(secret) = ascii_secret(key) {
+        return secret;
+    }
     let normalized: String = key
         .chars()
         .filter(|c| !matches!(c, '-' | '_' | '.'))
         .flat_map(char::to_lowercase)
         .collect();
-    SECRET_NAMES.contains(&normalized.as_str())
-        || SECRET_WORDS.iter().any(|word| normalized.contains(word))
+    is_secret_normalized(normalized.as_bytes())
+}
+
+/// Longest member name [`ascii_secret`] normalizes on the stack.
+const SHORT_NAME: usize = 64;
+
+/// [`is_secret_key`] of an ASCII name of at most [`SHORT_NAME`] bytes (its lowercase is
+/// ASCII's); `None` for any other name.
+fn ascii_secret(key: &str) -> Option<bool> {
+    if key.len() > SHORT_NAME || !key.is_ascii() {
+        return None;
+    }
+    let mut buf = [0u8; SHORT_NAME];
+    let mut len = 0;
+    for b in key.bytes().filter(|b| !matches!(b, b'-' | b'_' | b'.')) {
+        buf[len] = b.to_ascii_lowercase();
+        len += 1;
+    }
+    Some(is_secret_normalized(&buf[..len]))
+}
+
+fn is_secret_normalized(name: &[u8]) -> bool {
+    SECRET_NAMES.iter().any(|n| n.as_bytes() == name)
+        || SECRET_WORDS.iter().any(|word| {
+            let word = word.as_bytes();
+            name.len() >= word.len() && name.windows(word.len()).any(|w| w == word)
+        })
 }
 
 /// A copy of `value` in which the value of every member whose name
@@ -218,7 +248,56 @@ fn collect_strings(value: &Value, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// [`is_secret_key`] as it was written before its ASCII fast path: the rule itself.
+    fn by_the_rule(key: &str) -> bool {
+        let normalized: String = key
+            .chars()
+            .filter(|c| !matches!(c, '-' | '_' | '.'))
+            .flat_map(char::to_lowercase)
+            .collect();
+        SECRET_NAMES.contains(&normalized.as_str())
+            || SECRET_WORDS.iter().any(|word| normalized.contains(word))
+    }
+
+    /// Names made of pieces of the secret words, separators, other letters in both cases
+    /// and a few non-ASCII characters that lowercase to ASCII or grow (the Kelvin sign,
+    /// dotted capital I), at lengths around the fast path's bound.
+    fn names() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            proptest::sample::select(SECRET_WORDS.to_vec()).prop_map(str::to_owned),
+            proptest::sample::select(vec!["auth", "AUTH", "Tok", "EN", "pass", "Word", "x"])
+                .prop_map(str::to_owned),
+            proptest::sample::select(vec!["-", "_", ".", " ", "\u{212a}", "\u{130}", "é"])
+                .prop_map(str::to_owned),
+            "[a-zA-Z]{1,9}",
+        ];
+        proptest::collection::vec(piece, 0..14).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// The fast path answers as the rule does, for every name.
+        #[test]
+        fn the_ascii_fast_path_answers_as_the_rule(key in names()) {
+            prop_assert_eq!(is_secret_key(&key), by_the_rule(&key), "{:?}", key);
+        }
+    }
+
+    #[test]
+    fn names_past_the_fast_path_and_non_ascii_ones_follow_the_rule() {
+        let long = format!("{}password", "a".repeat(SHORT_NAME));
+        assert!(is_secret_key(&long) && ascii_secret(&long).is_none());
+        let long_plain = "a".repeat(SHORT_NAME + 1);
+        assert!(!is_secret_key(&long_plain));
+        // The Kelvin sign lowercases to an ASCII `k`: "to\u{212a}en" is "token".
+        assert!(ascii_secret("to\u{212a}en").is_none());
+        assert!(is_secret_key("to\u{212a}en"));
+        assert_eq!(ascii_secret(&"-".repeat(SHORT_NAME)), Some(false));
+    }
 
     #[test]
     fn secret_keys() {

@@ -203,9 +203,20 @@ pub(crate) struct Listed {
     tool: Tool,
     /// [`ArgumentValidator::new`] of the tool, or why its schema cannot be used.
     validator: Result<ArgumentValidator, String>,
+    /// [`ToolBinding::to_binding`], made at the first bind (canonical JSON and SHA-256 of
+    /// the details, which hold the tool's whole definition).
+    bound: std::sync::OnceLock<Result<Binding, String>>,
 }
 
 impl Listed {
+    /// The binding a call of this tool is bound to.
+    fn bound(&self) -> Result<Binding, Refusal> {
+        self.bound
+            .get_or_init(|| self.binding.to_binding().map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|e| Refusal::new("binding_unverifiable", e))
+    }
+
     /// The tool named `name` in `list` (listed by `client`), bound, with the class `class`
     /// when one is given (the policy's word) in place of the server's annotation.
     pub(crate) fn new(
@@ -237,6 +248,7 @@ impl Listed {
             validator: ArgumentValidator::new(tool).map_err(|e| e.to_string()),
             binding,
             tool: tool.clone(),
+            bound: std::sync::OnceLock::new(),
         })
     }
 }
@@ -420,9 +432,7 @@ impl Executor for McpExecutor {
         if let Err(e) = &live.validator {
             return Err(Refusal::new("unsupported_schema", e.clone()));
         }
-        live.binding
-            .to_binding()
-            .map_err(|e| Refusal::new("binding_unverifiable", e.to_string()))
+        live.bound()
     }
 
     fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
