@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gate_cpu.py RPR FAULT DIR N: N governed `get` reads through `RPR gate` in front of the
-fault server (`RPR` an `rpr` binary, `FAULT` an `rpr-fault-server` binary, `DIR` emptied
+fault server (with SERVER=files: `read_text_file` of server-filesystem) (`RPR` an `rpr` binary, `FAULT` an `rpr-fault-server` binary, `DIR` emptied
 and used for the database), after WARM reads (default 50); prints the gate's CPU (utime and
 stime of its process, all its threads) and the wall time per read, in microseconds.
 
@@ -12,9 +12,19 @@ import json, os, subprocess, sys, time, shutil
 rpr, fault, d, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 shutil.rmtree(d, ignore_errors=True); os.makedirs(d)
 pol = os.path.join(d, "policy.json")
-json.dump({"servers": {"faults": {"get": {"read_only": True}}}}, open(pol, "w"))
-argv = os.environ.get("PREFIX", "").split() + [rpr, "gate", "--database", os.path.join(d, "rpr.db"), "--policy", pol, "--name", "faults",
-        "--", fault, "--state", os.path.join(d, "state.json"), "--effects", os.path.join(d, "effects.jsonl")]
+if os.environ.get("SERVER") == "files":
+    # server-filesystem (RPR_PEERS_DIR, default target/peers) reading one small file.
+    peers = os.environ.get("RPR_PEERS_DIR", "target/peers")
+    root = os.path.join(d, "root"); os.makedirs(root)
+    open(os.path.join(root, "a.txt"), "w").write("hello\n")
+    name, tool, arguments = "files", "read_text_file", {"path": os.path.join(root, "a.txt")}
+    server = ["node", os.path.join(peers, "node_modules/.bin/mcp-server-filesystem"), root]
+else:
+    name, tool, arguments = "faults", "get", {"key": "k"}
+    server = [fault, "--state", os.path.join(d, "state.json"), "--effects", os.path.join(d, "effects.jsonl")]
+json.dump({"servers": {name: {tool: {"read_only": True}}}}, open(pol, "w"))
+argv = os.environ.get("PREFIX", "").split() + [rpr, "gate", "--database", os.path.join(d, "rpr.db"),
+        "--policy", pol, "--name", name, "--"] + server
 p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 i = 0
 def req(method, params):
@@ -32,11 +42,11 @@ def cpu():
     f = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 for _ in range(int(os.environ.get("WARM", "50"))):
-    r = req("tools/call", {"name": "get", "arguments": {"key": "k"}})
+    r = req("tools/call", {"name": tool, "arguments": arguments})
     assert "result" in r and not r["result"].get("isError"), r
 c0, t0 = cpu(), time.perf_counter()
 for _ in range(n):
-    r = req("tools/call", {"name": "get", "arguments": {"key": "k"}})
+    r = req("tools/call", {"name": tool, "arguments": arguments})
 t1, c1 = time.perf_counter(), cpu()
 assert "result" in r and not r["result"].get("isError"), r
 p.stdin.close(); p.wait()

@@ -30,6 +30,12 @@
 //! - every line the gate writes to the client is one JSON-RPC 2.0 message: a request or
 //!   notification (a string `method`), or a response with an `id` and exactly one of
 //!   `result` and `error` (an integer `code` and a string `message`);
+//! - every request handed to the gate is answered exactly once by the time the gate
+//!   returns (it returns after its input ended and its calls in flight finished), one the
+//!   client cancelled at most once (its answer may be written before the cancellation
+//!   arrives); a request with the same id sent twice is answered twice; a line that is no
+//!   valid request but carries a readable id is answered once under that id; nothing
+//!   else is answered (a notification, or a response to the gate's own question, never);
 //! - no `tools/call` of a mutating tool reaches the server without an attempt record: when
 //!   one arrives, the database holds an attempt `in_flight` whose request digest is that of
 //!   the call's tool and arguments. A `get` may arrive without one: a read the policy calls
@@ -46,7 +52,7 @@
 //!   second send).
 #![no_main]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -55,8 +61,8 @@ use std::time::{Duration, Instant};
 use libfuzzer_sys::fuzz_target;
 use rpr::executor::Request;
 use rpr::gate::{Options, serve_in_process};
-use rpr::jsonrpc::Message;
 use rpr::jsonrpc::server::{Incoming, classify};
+use rpr::jsonrpc::{Id, Message};
 use rpr::policy::Policy;
 use rpr::store::{AttemptRecord, ReadStore};
 use rpr::{Actor, AttemptStatus, Runtime};
@@ -139,6 +145,11 @@ struct Seen {
     /// checked against the store only when its id was never used by anything but a
     /// `tools/call` (a passed-through answer is the server's own).
     methods: HashMap<String, Vec<String>>,
+    /// The requests handed to the gate, by id (as JSON text): each is answered exactly
+    /// once by the time the gate returns, but one the client cancelled (at most once).
+    requested: HashMap<String, usize>,
+    /// The ids the client's `notifications/cancelled` named.
+    cancelled: HashSet<String>,
     /// The gate's database, to check its answers against (opened at the first one).
     db: PathBuf,
     store: Option<ReadStore>,
@@ -289,23 +300,49 @@ impl Feed {
                 Incoming::Request(r) => {
                     let id = r.id.to_value().to_string();
                     let (seen, _) = &*self.shared;
-                    seen.lock()
-                        .expect("the output")
-                        .methods
+                    let mut seen = seen.lock().expect("the output");
+                    seen.methods
                         .entry(id.clone())
                         .or_default()
                         .push(r.method.clone());
+                    *seen.requested.entry(id.clone()).or_default() += 1;
                     *self.sent.entry(id).or_default() += 1;
                 }
                 Incoming::Response(r) => {
                     answers =
                         r.id.is_some_and(|id| Some(id.to_value().to_string()) == asked);
                 }
+                // A line that is no valid request but carries a readable id is answered
+                // with an error under that id (JSON-RPC 2.0, "Invalid Request").
+                Incoming::Invalid(invalid) => {
+                    // An id the gate's answer can be read back with (an integer in `i64`
+                    // range or a string), as `Out` reads it.
+                    let id = invalid
+                        .reply
+                        .as_ref()
+                        .and_then(|r| Id::from_value(&r["id"]));
+                    if let Some(id) = id {
+                        let id = id.to_value().to_string();
+                        let (seen, _) = &*self.shared;
+                        *seen
+                            .lock()
+                            .expect("the output")
+                            .requested
+                            .entry(id.clone())
+                            .or_default() += 1;
+                        *self.sent.entry(id).or_default() += 1;
+                    }
+                }
                 // A request the client cancels gets no answer (the spec's rule, which the
                 // gate keeps): waiting for one would only wait out `WAIT`.
                 Incoming::Notification(n) if n.method == "notifications/cancelled" => {
                     if let Some(id) = n.params.as_ref().and_then(|p| p.get("requestId")) {
                         self.sent.remove(&id.to_string());
+                        let (seen, _) = &*self.shared;
+                        seen.lock()
+                            .expect("the output")
+                            .cancelled
+                            .insert(id.to_string());
                     }
                 }
                 _ => {}
@@ -654,6 +691,28 @@ fuzz_target!(|input: &[u8]| {
         "the server saw a call it should not have: {}",
         checks.violations.join("; ")
     );
+    // Every request answered once (the gate returns only after its calls in flight
+    // finished and were answered); a cancelled one at most once (its answer may have been
+    // written before the cancellation arrived).
+    let mut answered: Vec<_> = seen.answered.keys().collect();
+    answered.sort();
+    for id in answered {
+        assert!(
+            seen.requested.contains_key(id),
+            "the gate answered id {id}, which no request handed to it carried"
+        );
+    }
+    let mut requested: Vec<_> = seen.requested.iter().collect();
+    requested.sort();
+    for (id, &n) in requested {
+        let got = seen.answered.get(id).copied().unwrap_or(0);
+        let cancelled = seen.cancelled.contains(id);
+        assert!(
+            got == n || (cancelled && got <= n),
+            "request {id} was handed to the gate {n} time(s){} and answered {got} time(s)",
+            if cancelled { ", then cancelled," } else { "" }
+        );
+    }
     assert!(
         seen.out.is_empty() || seen.out.ends_with(b"\n"),
         "the gate's output ends inside a line"
