@@ -15,7 +15,7 @@
 //! * **The ledger event's bytes and chain hash** ([`event_text`]), one global chain whose
 //!   head is read once per unit (and held against other writers) and recorded once.
 
-use serde_json::json;
+use serde_json::Value;
 
 use super::check::{Finding, RawAttempt, Replay};
 use super::event::{Event, Reading};
@@ -609,20 +609,32 @@ pub(crate) fn event_text(
     pathway: &str,
     draft: EventDraft,
 ) -> Result<String, StoreError> {
-    let event = json!({
-        "v": 2,
-        "seq": seq,
-        "at": at,
-        "pathway": pathway,
-        "kind": draft.kind.as_str(),
-        "actor": draft.actor,
-        "from": draft.from.map(State::as_str),
-        "to": draft.to.as_str(),
-        "attempt": draft.attempt,
-        "attempt_status": draft.attempt_status,
-        "data": draft.data,
-    });
-    crate::canonical::to_string(&event).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
+    // The members moved in, not copied: `json!` serializes each value it is given, which
+    // copied the event's data (the largest part) a second time.
+    let text = |s: &str| Value::String(s.to_owned());
+    let mut event = serde_json::Map::with_capacity(11);
+    event.insert("v".into(), Value::from(2));
+    event.insert("seq".into(), Value::from(seq));
+    event.insert("at".into(), Value::from(at));
+    event.insert("pathway".into(), text(pathway));
+    event.insert("kind".into(), text(draft.kind.as_str()));
+    event.insert("actor".into(), Value::String(draft.actor));
+    event.insert(
+        "from".into(),
+        draft.from.map_or(Value::Null, |s| text(s.as_str())),
+    );
+    event.insert("to".into(), text(draft.to.as_str()));
+    event.insert(
+        "attempt".into(),
+        draft.attempt.map_or(Value::Null, Value::String),
+    );
+    event.insert(
+        "attempt_status".into(),
+        draft.attempt_status.map_or(Value::Null, text),
+    );
+    event.insert("data".into(), draft.data);
+    crate::canonical::to_string(&Value::Object(event))
+        .map_err(|e| StoreError::Corrupt(format!("event: {e}")))
 }
 
 /// Appends `events` of `pathway`, chained to the head, and records the new head once.

@@ -174,3 +174,96 @@ fn steps_that_do_not_follow_each_other_are_refused_and_leave_nothing() {
         );
     }
 }
+
+mod event_text {
+    use super::super::event_text;
+    use crate::ledger::EventKind;
+    use crate::store::EventDraft;
+    use crate::{AttemptStatus, State};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// The event as it was built before its members were moved in: `json!`, which
+    /// serializes each value it is given.
+    fn by_json(seq: i64, at: i64, pathway: &str, draft: EventDraft) -> Option<String> {
+        let event = json!({
+            "v": 2,
+            "seq": seq,
+            "at": at,
+            "pathway": pathway,
+            "kind": draft.kind.as_str(),
+            "actor": draft.actor,
+            "from": draft.from.map(State::as_str),
+            "to": draft.to.as_str(),
+            "attempt": draft.attempt,
+            "attempt_status": draft.attempt_status,
+            "data": draft.data,
+        });
+        crate::canonical::to_string(&event).ok()
+    }
+
+    fn data() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "\\PC{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map("\\PC{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn draft() -> impl Strategy<Value = EventDraft> {
+        (
+            proptest::sample::select(EventKind::ALL.to_vec()),
+            "\\PC{0,10}",
+            proptest::option::of(proptest::sample::select(State::ALL.to_vec())),
+            proptest::sample::select(State::ALL.to_vec()),
+            proptest::option::of("\\PC{0,10}"),
+            proptest::option::of(proptest::sample::select(
+                AttemptStatus::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>(),
+            )),
+            data(),
+        )
+            .prop_map(|(kind, actor, from, to, attempt, attempt_status, data)| {
+                EventDraft {
+                    kind,
+                    actor,
+                    from,
+                    to,
+                    attempt,
+                    attempt_status,
+                    data,
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Byte for byte the text the `json!` construction gave, or an error where it had
+        /// none to give (a seq or time beyond 2^53, a number without a canonical form).
+        #[test]
+        fn an_event_text_is_the_one_json_gave(
+            seq in prop_oneof![1..1_000_000i64, any::<i64>()],
+            at in prop_oneof![0..2_000_000_000_000i64, any::<i64>()],
+            pathway in "\\PC{0,12}",
+            draft in draft(),
+        ) {
+            let expected = by_json(seq, at, &pathway, draft.clone());
+            let got = event_text(seq, at, &pathway, draft).ok();
+            prop_assert_eq!(got, expected);
+        }
+    }
+}
