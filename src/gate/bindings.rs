@@ -22,10 +22,9 @@ pub(crate) struct ToolBindings {
     pub(crate) claimed: Binding,
     /// The validator of the tool's arguments, or why its schema cannot be used.
     pub(crate) validator: Result<ArgumentValidator, String>,
-    /// The binding with the policy's class, per class: shared, not copied, with each call
-    /// (its details hold the tool's whole definition).
-    planned: Mutex<Vec<(ActionClass, Arc<Binding>)>>,
-    /// What a call's executor binds and checks, per class: made once, not per call.
+    /// What a call's executor binds and checks, per class (the policy's word): made once,
+    /// not per call, and its binding shared with each call, not copied (its details hold
+    /// the tool's whole definition).
     listed: Mutex<Vec<(ActionClass, Arc<Listed>)>>,
 }
 
@@ -47,17 +46,9 @@ impl ToolBindings {
         Ok(made)
     }
 
-    /// The binding with `class` (the policy's word).
-    pub(crate) fn planned(&self, class: ActionClass) -> Result<Arc<Binding>, McpError> {
-        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, b)) = planned.iter().find(|(c, _)| *c == class) {
-            return Ok(Arc::clone(b));
-        }
-        let mut as_planned = self.binding.clone();
-        as_planned.class = class;
-        let b = Arc::new(as_planned.to_binding()?);
-        planned.push((class, Arc::clone(&b)));
-        Ok(b)
+    /// The binding with `class` (the policy's word): the one its executor binds.
+    pub(crate) fn planned(&self, class: ActionClass) -> Result<Arc<Binding>, Refusal> {
+        self.listed(class)?.binding()
     }
 }
 
@@ -104,7 +95,6 @@ impl Bindings {
             binding,
             claimed,
             validator: ArgumentValidator::new(tool).map_err(|e| e.to_string()),
-            planned: Mutex::new(Vec::new()),
             listed: Mutex::new(Vec::new()),
         });
         held.tools.insert(tool.name.clone(), Arc::clone(&made));

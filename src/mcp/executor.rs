@@ -203,16 +203,21 @@ pub(crate) struct Listed {
     tool: Tool,
     /// [`ArgumentValidator::new`] of the tool, or why its schema cannot be used.
     validator: Result<ArgumentValidator, String>,
-    /// [`ToolBinding::to_binding`], made at the first bind (canonical JSON and SHA-256 of
-    /// the details, which hold the tool's whole definition).
-    bound: std::sync::OnceLock<Result<Binding, String>>,
+    /// [`ToolBinding::to_binding`], made when first asked for (canonical JSON and SHA-256
+    /// of the details, which hold the tool's whole definition).
+    bound: std::sync::OnceLock<Result<Arc<Binding>, String>>,
 }
 
 impl Listed {
-    /// The binding a call of this tool is bound to.
-    fn bound(&self) -> Result<Binding, Refusal> {
+    /// The binding a call of this tool is bound to, made once and shared.
+    pub(crate) fn binding(&self) -> Result<Arc<Binding>, Refusal> {
         self.bound
-            .get_or_init(|| self.binding.to_binding().map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                self.binding
+                    .to_binding()
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
             .clone()
             .map_err(|e| Refusal::new("binding_unverifiable", e))
     }
@@ -432,7 +437,7 @@ impl Executor for McpExecutor {
         if let Err(e) = &live.validator {
             return Err(Refusal::new("unsupported_schema", e.clone()));
         }
-        live.bound()
+        live.binding().map(|b| Binding::clone(&b))
     }
 
     fn prepare(&mut self, request: &Request, binding: &Binding) -> Result<(), Refusal> {
