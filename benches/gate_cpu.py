@@ -2,7 +2,7 @@
 """gate_cpu.py RPR FAULT DIR N: N governed `get` reads through `RPR gate` in front of the
 fault server (with SERVER=files: `read_text_file` of server-filesystem) (`RPR` an `rpr` binary, `FAULT` an `rpr-fault-server` binary, `DIR` emptied
 and used for the database), after WARM reads (default 50); prints the gate's CPU (utime and
-stime of its process, all its threads) and the wall time per read, in microseconds.
+stime of its process, all its threads) and the wall time per read, in microseconds, and the CPU split into user and system time.
 
 PREFIX runs the gate under a command, for instance
 `PREFIX="valgrind --tool=callgrind --callgrind-out-file=OUT"`: instructions are repeatable
@@ -40,7 +40,7 @@ req("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientI
 p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'); p.stdin.flush()
 def cpu():
     f = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return int(f[11]) / os.sysconf("SC_CLK_TCK"), int(f[12]) / os.sysconf("SC_CLK_TCK")
 for _ in range(int(os.environ.get("WARM", "50"))):
     r = req("tools/call", {"name": tool, "arguments": arguments})
     assert "result" in r and not r["result"].get("isError"), r
@@ -50,4 +50,5 @@ for _ in range(n):
 t1, c1 = time.perf_counter(), cpu()
 assert "result" in r and not r["result"].get("isError"), r
 p.stdin.close(); p.wait()
-print(f"cpu_us {1e6*(c1-c0)/n:.0f} wall_us {1e6*(t1-t0)/n:.0f}")
+user, system = 1e6 * (c1[0] - c0[0]) / n, 1e6 * (c1[1] - c0[1]) / n
+print(f"cpu_us {user + system:.0f} wall_us {1e6*(t1-t0)/n:.0f} user_us {user:.0f} system_us {system:.0f}")

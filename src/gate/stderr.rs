@@ -76,16 +76,26 @@ pub(crate) fn emit(level: LogLevel, message: &str) {
         return;
     }
     let body = message.strip_prefix("rpr gate: ").unwrap_or(message);
-    if FORMAT.load(Ordering::Relaxed) == LogFormat::Json as u8 {
-        let line = serde_json::json!({
+    let mut line = if FORMAT.load(Ordering::Relaxed) == LogFormat::Json as u8 {
+        serde_json::json!({
             "time": crate::shown::utc(now_ms()).replacen(' ', "T", 1),
             "level": level.as_str(),
             "message": body,
-        });
-        eprintln!("{line}");
+        })
+        .to_string()
     } else if level == LogLevel::Warn {
-        eprintln!("rpr gate: warning: {}", crate::shown::text(body));
+        format!("rpr gate: warning: {}", crate::shown::text(body))
     } else {
-        eprintln!("rpr gate: {}", crate::shown::text(body));
-    }
+        format!("rpr gate: {}", crate::shown::text(body))
+    };
+    line.push('\n');
+    write_line(&line);
+}
+
+/// Writes `line` to stderr in one `write` where the pipe takes it whole (`eprintln!` of a
+/// formatted line writes each of its pieces with a `write` of its own: three a line). A
+/// stderr that cannot be written to is ignored, as `eprintln!` would not be.
+fn write_line(line: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

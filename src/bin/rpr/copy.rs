@@ -47,18 +47,18 @@ pub(crate) fn copy_to_postgres(args: &CopyArgs, json: bool) -> Result<Exit, Fail
 
     let mut progress = |p: Progress<'_>| match p {
         Progress::SourceVerified { events } => {
-            eprintln!("copy-to-postgres: the source verifies ({events} events); copying");
+            errln!("copy-to-postgres: the source verifies ({events} events); copying");
         }
         Progress::Rows { table, done, total } => {
-            eprintln!("copy-to-postgres: {table}: {done} of {total} rows");
+            errln!("copy-to-postgres: {table}: {done} of {total} rows");
         }
         Progress::CopyVerified => {
-            eprintln!("copy-to-postgres: the copy verifies in the target's open transaction");
+            errln!("copy-to-postgres: the copy verifies in the target's open transaction");
         }
         Progress::SourceMarked => {
-            eprintln!("copy-to-postgres: the source is marked moved: it takes no more steps");
+            errln!("copy-to-postgres: the source is marked moved: it takes no more steps");
         }
-        Progress::TargetCommitted => eprintln!("copy-to-postgres: the target committed"),
+        Progress::TargetCommitted => errln!("copy-to-postgres: the target committed"),
         _ => {}
     };
     let result = copy_from_sqlite(

@@ -53,7 +53,7 @@ pub(crate) fn install(meaning: Meaning) {
                 if seen == 1 {
                     INTERRUPTED.store(true, Ordering::SeqCst);
                     match meaning {
-                        Meaning::Call => eprintln!(
+                        Meaning::Call => errln!(
                             "rpr: {signal} received: nothing more will be sent; a call in flight is \
                              waited for and recorded. Send it again to stop at once (a call in flight \
                              then stays `running` until `rpr unresolved` records it unknown)."
@@ -62,7 +62,7 @@ pub(crate) fn install(meaning: Meaning) {
                         Meaning::Gate => {}
                     }
                 } else {
-                    eprintln!("rpr: {signal} received again: stopping now");
+                    errln!("rpr: {signal} received again: stopping now");
                     std::process::exit(130);
                 }
             }

@@ -284,7 +284,7 @@ pub(crate) fn witness(args: &WitnessArgs, signing: &SigningArgs) -> Result<Exit,
     let key = signer_key(&args.key, "--key")?;
     let log_key = log_verifier_key(log_key, "--log-key")?;
     if key.kind() == KeyType::Ed25519 {
-        eprintln!(
+        errln!(
             "rpr witness: warning: --key {} is a plain Ed25519 key: its cosignature states no \
              time. A witness key made by `rpr keygen --cosigner` signs timestamped \
              cosignature/v1 (c2sp.org/tlog-cosignature); auditors then need its KEYFILE.pub",
@@ -308,11 +308,11 @@ pub(crate) fn witness(args: &WitnessArgs, signing: &SigningArgs) -> Result<Exit,
             format!(" at {}", crate::verify_proof::when(t))
         });
     match cosigned.previous {
-        Some(old) => eprintln!(
+        Some(old) => errln!(
             "rpr witness: cosigned {} events{at} (consistent with the {old} cosigned before)",
             cosigned.checkpoint.size
         ),
-        None => eprintln!(
+        None => errln!(
             "rpr witness: cosigned {} events{at} (first cosignature: the state begins here)",
             cosigned.checkpoint.size
         ),

@@ -23,6 +23,25 @@ pub(crate) fn json_out() -> bool {
     JSON_OUT.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// `eprintln!` that cannot panic: the line is formatted first and written with one `write`
+/// where the pipe takes it whole, and a stderr that cannot be written to is ignored.
+/// `eprintln!` panics when stderr's reader has gone (a closed pipe): a gate whose log
+/// reader went away would stop serving at its next line.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::write_stderr_line(&format!($($arg)*))
+    };
+}
+
+/// Writes `line` and a newline to stderr (see `errln!`).
+pub(crate) fn write_stderr_line(line: &str) {
+    use std::io::Write;
+    let mut whole = String::with_capacity(line.len() + 1);
+    whole.push_str(line);
+    whole.push('\n');
+    let _ = std::io::stderr().lock().write_all(whole.as_bytes());
+}
+
 /// `println!` for the text a step command prints for people: on stderr under `--json`, where
 /// stdout carries the one JSON document.
 /// `println!` for the commands' output. When whoever reads stdout has gone (`rpr status |
@@ -44,7 +63,7 @@ pub(crate) fn write_stdout_line(line: std::fmt::Arguments<'_>) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(141);
         }
-        eprintln!("rpr: writing stdout: {e}");
+        errln!("rpr: writing stdout: {e}");
         std::process::exit(1);
     }
 }
@@ -59,18 +78,18 @@ macro_rules! say {
     ($($arg:tt)*) => {{
         let line = crate::shown::text(&format!($($arg)*));
         if crate::json_out() {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
             outln!("{line}");
         }
     }};
 }
 
-/// `eprintln!` escaped by [`shown::text`], for what the gate tells its log (stderr): it
+/// `errln!` escaped by [`shown::text`], for what the gate tells its log (stderr): it
 /// quotes servers, clients and actors.
 macro_rules! note {
     ($($arg:tt)*) => {
-        eprintln!("{}", crate::shown::text(&format!($($arg)*)))
+        errln!("{}", crate::shown::text(&format!($($arg)*)))
     };
 }
 
@@ -384,7 +403,7 @@ fn main() -> ExitCode {
     let (name, cli) = match parsed {
         Ok(parsed) => parsed,
         Err(e) if e.kind() == ErrorKind::InvalidUtf8 => {
-            eprintln!("rpr: {}", non_utf8_argument());
+            errln!("rpr: {}", non_utf8_argument());
             return ExitCode::from(2);
         }
         Err(e) => e.exit(),
@@ -399,7 +418,7 @@ fn main() -> ExitCode {
     }
     let result = run(&cli);
     if interrupt::interrupted() && !matches!(result, Ok(Exit::Interrupted)) {
-        eprintln!(
+        errln!(
             "rpr {name}: interrupted while a step was under way: it was finished and recorded, as said above"
         );
     }
@@ -410,12 +429,12 @@ fn main() -> ExitCode {
         Ok(Exit::Denied) => ExitCode::from(4),
         Err(e) if e.is::<Usage>() => {
             let e = shown::text(&e.to_string());
-            eprintln!("rpr {name}: {e}\n\nFor more information, try 'rpr {name} --help'.");
+            errln!("rpr {name}: {e}\n\nFor more information, try 'rpr {name} --help'.");
             ExitCode::from(2)
         }
         Err(e) => {
             // An error may quote a server, a client or an actor.
-            eprintln!("rpr {name}: error: {}", shown::text(&e.to_string()));
+            errln!("rpr {name}: error: {}", shown::text(&e.to_string()));
             ExitCode::FAILURE
         }
     }

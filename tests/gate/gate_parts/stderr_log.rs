@@ -123,3 +123,42 @@ fn json_format_writes_one_object_per_line_with_time_level_and_message() {
         "-q and -v together are bad usage"
     );
 }
+
+/// A gate whose stderr's reader has gone (`rpr gate … 2>&1 | head -1`, a log collector that
+/// died) keeps serving: a line it cannot log is dropped. Before, the gate's first line to
+/// stderr panicked (`eprintln!` on a closed pipe), and the gate ended without answering.
+#[test]
+fn a_gate_whose_stderr_reader_is_gone_keeps_serving_and_ends_cleanly() {
+    let dir = TempDir::new("log-closed");
+    let policy = fault_policy(&dir);
+    let argv = fault_gate(&dir, &policy, "none", &[]);
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end of the gate's stderr, closed before the gate writes anything to it.
+    drop(child.stderr.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    next_reply(&mut stdout, &json!(0));
+    // Each governed read ends with a line on stderr at the default level.
+    for id in 1..=3 {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "get", "arguments": {"key": "k"}}});
+        writeln!(stdin, "{call}").unwrap();
+        let reply = next_reply(&mut stdout, &json!(id));
+        assert_eq!(
+            reply["result"]["_meta"]["dev.rpr/pathway"]["state"], "completed",
+            "{reply}"
+        );
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

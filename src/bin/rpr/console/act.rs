@@ -77,7 +77,7 @@ impl Log {
                 output: format!("could not run it: {e}"),
             },
         };
-        eprintln!(
+        errln!(
             "rpr console: ran `{}`: exit {}",
             rpr::shown::name(&done.shown),
             done.exit.map_or("none".into(), |c| c.to_string())

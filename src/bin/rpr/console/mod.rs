@@ -105,7 +105,7 @@ pub(crate) fn run(args: &ConsoleArgs, signing: &crate::log::SigningArgs) -> Resu
         ledger: Mutex::new(None),
     });
     outln!("rpr console: {}", console.guard.url());
-    eprintln!(
+    errln!(
         "rpr console: serving {} to the browser that opens the URL above, acting as {}; Ctrl-C stops it",
         rpr::shown::name(&console.shown_database),
         rpr::shown::name(&console.approver)
@@ -158,7 +158,7 @@ fn respond(
         }
     }
     if let Err(e) = request.respond(response) {
-        eprintln!("rpr console: answering a request: {e}");
+        errln!("rpr console: answering a request: {e}");
     }
 }
 
@@ -238,7 +238,7 @@ impl Console {
                 );
             }
             Verdict::Refused(status, why) => {
-                eprintln!(
+                errln!(
                     "rpr console: refused {} {}: {why}",
                     method.as_str(),
                     rpr::shown::name(url.split('?').next().unwrap_or(""))
@@ -313,7 +313,7 @@ impl Console {
                 None,
             ),
             Err(e) => {
-                eprintln!(
+                errln!(
                     "rpr console: {} {}: {}",
                     method.as_str(),
                     rpr::shown::name(&path),
