@@ -876,3 +876,41 @@ fn a_signer_command_signs_the_log_and_a_bad_one_refuses_the_step() {
     let out = run(["verify", "--database", &db, "--key", &public]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// `rpr … 2>&1 | head -1` where the reader has gone before the error is said: with stderr a
+/// closed pipe, `rpr` and `rpr-mcp` end with the status of what went wrong, the same as with
+/// stderr read (their message is dropped), not a panic's 101.
+#[test]
+fn a_closed_stderr_keeps_the_exit_status_of_the_error() {
+    let dir = Scratch::new("cli-closed-stderr");
+    let missing = dir.join("no.db");
+    let missing = missing.to_str().unwrap();
+    let status = |program: &std::path::Path, args: &[&str], closed: bool| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        if closed {
+            drop(reader);
+        }
+        std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(writer)
+            .status()
+            .unwrap()
+            .code()
+    };
+    let rpr_mcp = std::path::Path::new(env!("CARGO_BIN_EXE_rpr-mcp"));
+    for (program, args) in [
+        (rpr_mcp, vec!["--database", missing]),
+        (rpr_mcp, vec!["--no-such-flag"]),
+        (host_support::rpr(), vec!["status", "--database", missing]),
+        (host_support::rpr(), vec!["status", "--no-such-flag"]),
+    ] {
+        let read = status(program, &args, false);
+        assert!(
+            matches!(read, Some(c) if c != 0 && c != 101),
+            "{args:?}: {read:?}"
+        );
+        assert_eq!(status(program, &args, true), read, "{program:?} {args:?}");
+    }
+}

@@ -20,6 +20,16 @@ use rpr::store::{ReadStore, StoreError};
 
 use methods::Inspector;
 
+/// `eprintln!` that cannot panic: a stderr nobody reads any more (a closed pipe) is
+/// ignored, so the exit status stays the one below (`eprintln!` panics there: status 101).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = io::stderr().lock().write_all(line.as_bytes());
+    }};
+}
+
 mod methods;
 mod tools;
 
@@ -65,7 +75,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(msg) => {
-            eprintln!("rpr-mcp: {msg}; try --help");
+            errln!("rpr-mcp: {msg}; try --help");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -79,7 +89,7 @@ fn main() -> ExitCode {
                 StoreError::SchemaTooNew { .. } => EXIT_TOO_NEW,
                 _ => EXIT_OTHER,
             };
-            eprintln!("rpr-mcp: {}", one_line(&e.to_string()));
+            errln!("rpr-mcp: {}", one_line(&e.to_string()));
             return ExitCode::from(code);
         }
     };
@@ -92,7 +102,7 @@ fn main() -> ExitCode {
         // A write failure: the client closed our stdout, nobody is listening any more.
         Ok(()) | Err(JsonRpcError::Write { .. }) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rpr-mcp: reading stdin: {}", one_line(&e.to_string()));
+            errln!("rpr-mcp: reading stdin: {}", one_line(&e.to_string()));
             ExitCode::FAILURE
         }
     }
