@@ -244,6 +244,7 @@ fn serve_source(
     input: impl BufRead,
     output: impl Write + Send + 'static,
 ) -> Result<(), GateError> {
+    let _flushed = stderr::FlushOnReturn;
     let gate = start(rt, policy, source, options, output)?;
     let mut reader = MessageReader::with_max_message_bytes(input, gate.max_message_bytes);
     let mut workers = workers::Workers::new();
@@ -317,6 +318,7 @@ pub fn serve_until(
     output: impl Write + Send + 'static,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(), GateError> {
+    let _flushed = stderr::FlushOnReturn;
     let gate = start(
         rt,
         policy,

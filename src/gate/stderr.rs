@@ -2,7 +2,9 @@
 //! JSON. Stderr is the process's, and so is this setting ([`set_logging`]): every gate
 //! served in the process writes under it.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{OnceLock, mpsc};
+use std::time::Duration;
 
 /// How much the gate says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -76,6 +78,11 @@ pub(crate) fn emit(level: LogLevel, message: &str) {
         return;
     }
     let body = message.strip_prefix("rpr gate: ").unwrap_or(message);
+    queue(line_of(level, body));
+}
+
+/// The line of a message of `level`, in the format set, with its newline.
+fn line_of(level: LogLevel, body: &str) -> String {
     let mut line = if FORMAT.load(Ordering::Relaxed) == LogFormat::Json as u8 {
         serde_json::json!({
             "time": crate::shown::utc(now_ms()).replacen(' ', "T", 1),
@@ -89,12 +96,115 @@ pub(crate) fn emit(level: LogLevel, message: &str) {
         format!("rpr gate: {}", crate::shown::text(body))
     };
     line.push('\n');
-    write_line(&line);
+    line
+}
+
+/// How many lines may wait for stderr. Past that, a line is dropped and counted.
+const QUEUED_LINES: usize = 1024;
+
+/// What the writer thread is handed.
+enum Entry {
+    Line(String),
+    /// Answered once every line queued before it was written (or dropped).
+    Flush(mpsc::SyncSender<()>),
+}
+
+/// The queue of the thread that writes the gate's lines to stderr; `None` when that thread
+/// could not be started (each line is then written by its caller).
+static WRITER: OnceLock<Option<mpsc::SyncSender<Entry>>> = OnceLock::new();
+
+/// Lines dropped because the queue was full, not said yet.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Hands `line` to the writer thread, so that no request waits on stderr: a host that
+/// pipes the gate's stderr and does not read it (the spec lets a client ignore a server's
+/// log) fills the pipe, and a write to a full pipe blocks until it is read. Measured
+/// before: the gate stopped answering at the 1,167th call (each call's line written before
+/// its answer, every worker then blocked behind the first). A line that finds the queue
+/// full is dropped; the writer says how many were dropped before the next line it writes.
+fn queue(line: String) {
+    let writer = WRITER.get_or_init(|| {
+        let (tx, rx) = mpsc::sync_channel(QUEUED_LINES);
+        std::thread::Builder::new()
+            .name("rpr-gate-stderr".into())
+            .spawn(move || write_queued(&rx))
+            .ok()
+            .map(|_| tx)
+    });
+    let Some(writer) = writer else {
+        write_line(&line);
+        return;
+    };
+    match writer.try_send(Entry::Line(line)) {
+        Err(mpsc::TrySendError::Full(_)) => {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(mpsc::TrySendError::Disconnected(Entry::Line(line))) => write_line(&line),
+        Ok(()) | Err(mpsc::TrySendError::Disconnected(Entry::Flush(_))) => {}
+    }
+}
+
+/// The writer thread: lives as long as the process.
+fn write_queued(entries: &mpsc::Receiver<Entry>) {
+    for entry in entries {
+        match entry {
+            Entry::Line(line) => {
+                say_dropped();
+                write_line(&line);
+            }
+            Entry::Flush(done) => {
+                say_dropped();
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+/// Says how many lines were dropped since it last said so, if any.
+fn say_dropped() {
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    if dropped > 0 {
+        write_line(&dropped_line(dropped));
+    }
+}
+
+/// The line that says `dropped` lines were not written.
+fn dropped_line(dropped: u64) -> String {
+    line_of(
+        LogLevel::Warn,
+        &format!(
+            "{dropped} log line(s) were dropped: stderr was not being read, and the gate does \
+             not wait for it"
+        ),
+    )
+}
+
+/// Flushes the gate's queued stderr lines when dropped: on every return of a serving
+/// function, so a gate's last lines are written before its caller goes on (or exits).
+pub(crate) struct FlushOnReturn;
+
+impl Drop for FlushOnReturn {
+    fn drop(&mut self) {
+        flush(Duration::from_secs(1));
+    }
+}
+
+/// Waits until the lines queued so far are written, at most `within` (a stderr nobody
+/// reads is not waited for longer).
+pub(crate) fn flush(within: Duration) {
+    let Some(Some(writer)) = WRITER.get() else {
+        return;
+    };
+    let (done, written) = mpsc::sync_channel(1);
+    // A full queue is a stderr nobody reads: nothing to wait for.
+    if writer.try_send(Entry::Flush(done)).is_ok() {
+        let _ = written.recv_timeout(within);
+    }
 }
 
 /// Writes `line` to stderr in one `write` where the pipe takes it whole (`eprintln!` of a
 /// formatted line writes each of its pieces with a `write` of its own: three a line). A
-/// stderr that cannot be written to is ignored, as `eprintln!` would not be.
+/// stderr that cannot be written to (its reader gone) is ignored: `eprintln!` panics there.
 fn write_line(line: &str) {
     use std::io::Write as _;
     let _ = std::io::stderr().lock().write_all(line.as_bytes());

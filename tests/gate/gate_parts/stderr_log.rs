@@ -162,3 +162,99 @@ fn a_gate_whose_stderr_reader_is_gone_keeps_serving_and_ends_cleanly() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// A host that pipes the gate's stderr and does not read it (the spec lets a client ignore
+/// a server's log): once the pipe is full a write to it blocks, and the gate must not wait
+/// for it. Here the pipe is full before the gate starts. Before, the first call's line
+/// blocked its worker before the answer was written, and every call after it the same
+/// (with a pipe filled by the gate's own lines, the 1,167th call was not answered). The
+/// lines wait in the gate's queue and are written once the pipe is read again, before
+/// the gate ends; past the queue's length a line is dropped, and the gate says how many
+/// were.
+#[test]
+fn a_gate_whose_stderr_is_not_read_keeps_answering_and_writes_its_lines_once_it_is() {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let dir = TempDir::new("log-unread");
+    let policy = fault_policy(&dir);
+    let argv = fault_gate(&dir, &policy, "none", &[]);
+    let (mut unread, mut full) = std::io::pipe().unwrap();
+    let capacity = usize::try_from(fcntl(&full, FcntlArg::F_GETPIPE_SZ).unwrap()).unwrap();
+    full.write_all(&vec![b'.'; capacity]).unwrap();
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(full)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The gate's answers, read on a thread so that a gate that stopped answering fails
+    // the test instead of hanging it.
+    let (answers, answered) = std::sync::mpsc::channel();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut stdout, &mut line).unwrap_or(0) > 0 {
+            let _ = answers.send(std::mem::take(&mut line));
+        }
+    });
+    let mut answer_to = |id: i64| loop {
+        let Ok(line) = answered.recv_timeout(std::time::Duration::from_secs(20)) else {
+            let _ = child.kill();
+            panic!("no answer to request {id} within 20 s: the gate waits for its stderr");
+        };
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id {
+            return message;
+        }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    answer_to(0);
+    // More lines than the gate keeps waiting (1,024): the rest are dropped and counted.
+    let calls: usize = 1_100;
+    for id in 1..=i64::try_from(calls).unwrap() {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "get", "arguments": {"key": "k"}}});
+        writeln!(stdin, "{call}").unwrap();
+        let reply = answer_to(id);
+        assert_eq!(
+            reply["result"]["_meta"]["dev.rpr/pathway"]["state"], "completed",
+            "{reply}"
+        );
+    }
+    drop(stdin);
+    // Read again: what filled the pipe, then the gate's lines, all of them, then its end.
+    let mut said = Vec::new();
+    unread.read_to_end(&mut said).unwrap();
+    assert!(child.wait().unwrap().success());
+    let said = String::from_utf8(said.split_off(capacity)).unwrap();
+    let ended = said
+        .lines()
+        .filter(|l| l.starts_with("rpr gate: pathway ") && l.ends_with(CALL_ENDED))
+        .count();
+    let dropped: usize = said
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix(WARNING)?
+                .strip_suffix(" log line(s) were dropped: stderr was not being read, and the gate does not wait for it")?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
+    assert!(dropped > 0, "{said}");
+    // Every line was written or counted as dropped (the dropped ones may include the
+    // gate's other lines, such as its server's start).
+    assert!(
+        ended >= 1_000 && ended + dropped >= calls,
+        "{ended} + {dropped}: {said}"
+    );
+    assert!(
+        said.lines()
+            .last()
+            .unwrap()
+            .starts_with("rpr gate: stopped"),
+        "{said}"
+    );
+}
