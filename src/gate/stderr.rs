@@ -2,8 +2,9 @@
 //! JSON. Stderr is the process's, and so is this setting ([`set_logging`]): every gate
 //! served in the process writes under it.
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{OnceLock, mpsc};
+use std::os::fd::AsFd as _;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
 use std::time::Duration;
 
 /// How much the gate says.
@@ -78,7 +79,7 @@ pub(crate) fn emit(level: LogLevel, message: &str) {
         return;
     }
     let body = message.strip_prefix("rpr gate: ").unwrap_or(message);
-    queue(line_of(level, body));
+    say(line_of(level, body));
 }
 
 /// The line of a message of `level`, in the format set, with its newline.
@@ -116,13 +117,26 @@ static WRITER: OnceLock<Option<mpsc::SyncSender<Entry>>> = OnceLock::new();
 /// Lines dropped because the queue was full, not said yet.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Hands `line` to the writer thread, so that no request waits on stderr: a host that
-/// pipes the gate's stderr and does not read it (the spec lets a client ignore a server's
-/// log) fills the pipe, and a write to a full pipe blocks until it is read. Measured
-/// before: the gate stopped answering at the 1,167th call (each call's line written before
-/// its answer, every worker then blocked behind the first). A line that finds the queue
-/// full is dropped; the writer says how many were dropped before the next line it writes.
-fn queue(line: String) {
+/// Writes `line` now where stderr takes it without waiting, else hands it to the writer
+/// thread, so that no request waits on stderr: a host that pipes the gate's stderr and
+/// does not read it (the spec lets a client ignore a server's log) fills the pipe, and a
+/// write to a full pipe blocks until it is read. Measured before: the gate stopped
+/// answering at the 1,167th call (each call's line written before its answer, every worker
+/// then blocked behind the first). A line that finds the queue full is dropped; the writer
+/// says how many were dropped before the next line it writes.
+///
+/// Written now: when no line is queued or being written (so lines keep their order), and
+/// stderr is an empty pipe the line fits in (a write of at most its capacity into an empty
+/// pipe copies it all and returns, Linux pipe(7)), a file or a device. Handing each line
+/// to a thread instead cost a wake-up a call: 70 to 120 µs more of the gate's CPU a read.
+fn say(line: String) {
+    if let Ok(_writing) = WRITING.try_lock()
+        && PENDING.load(Ordering::SeqCst) == 0
+        && takes_at_once(line.len())
+    {
+        write_line(&line);
+        return;
+    }
     let writer = WRITER.get_or_init(|| {
         let (tx, rx) = mpsc::sync_channel(QUEUED_LINES);
         std::thread::Builder::new()
@@ -135,12 +149,70 @@ fn queue(line: String) {
         write_line(&line);
         return;
     };
+    PENDING.fetch_add(1, Ordering::SeqCst);
     match writer.try_send(Entry::Line(line)) {
+        Ok(()) => {}
         Err(mpsc::TrySendError::Full(_)) => {
+            PENDING.fetch_sub(1, Ordering::SeqCst);
             DROPPED.fetch_add(1, Ordering::Relaxed);
         }
-        Err(mpsc::TrySendError::Disconnected(Entry::Line(line))) => write_line(&line),
-        Ok(()) | Err(mpsc::TrySendError::Disconnected(Entry::Flush(_))) => {}
+        Err(mpsc::TrySendError::Disconnected(entry)) => {
+            PENDING.fetch_sub(1, Ordering::SeqCst);
+            if let Entry::Line(line) = entry {
+                write_line(&line);
+            }
+        }
+    }
+}
+
+/// Held while a line is written, by a caller or by the writer thread.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// Lines handed to the writer thread and not written (or dropped) yet.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// What stderr is, read once.
+#[derive(Clone, Copy)]
+enum Stderr {
+    /// A pipe of this capacity.
+    Pipe(usize),
+    /// A file or a device: a write to it does not wait for a reader.
+    File,
+    /// Anything else (a socket, say): every line goes through the writer thread.
+    Other,
+}
+
+/// Whether stderr takes `len` bytes now, without waiting.
+fn takes_at_once(len: usize) -> bool {
+    static KIND: OnceLock<Stderr> = OnceLock::new();
+    let stderr = std::io::stderr();
+    let fd = stderr.as_fd();
+    let kind = *KIND.get_or_init(|| {
+        if let Some(capacity) = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETPIPE_SZ)
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            return Stderr::Pipe(capacity);
+        }
+        match nix::sys::stat::fstat(fd) {
+            Ok(stat)
+                if matches!(
+                    nix::sys::stat::SFlag::from_bits_truncate(stat.st_mode)
+                        & nix::sys::stat::SFlag::S_IFMT,
+                    nix::sys::stat::SFlag::S_IFREG | nix::sys::stat::SFlag::S_IFCHR
+                ) =>
+            {
+                Stderr::File
+            }
+            _ => Stderr::Other,
+        }
+    });
+    match kind {
+        Stderr::Pipe(capacity) => {
+            len <= capacity && crate::mcp::session::writer::unread(fd) == Some(0)
+        }
+        Stderr::File => true,
+        Stderr::Other => false,
     }
 }
 
@@ -149,8 +221,10 @@ fn write_queued(entries: &mpsc::Receiver<Entry>) {
     for entry in entries {
         match entry {
             Entry::Line(line) => {
+                let _writing = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
                 say_dropped();
                 write_line(&line);
+                PENDING.fetch_sub(1, Ordering::SeqCst);
             }
             Entry::Flush(done) => {
                 say_dropped();

@@ -47,7 +47,7 @@ mod mrtr;
 mod negotiate;
 mod readback;
 mod schema;
-mod session;
+pub(crate) mod session;
 mod transport;
 
 pub use binding::{ToolBinding, UNBOUND_TOOL_FIELDS, bound_definition, changed_fields};

@@ -40,7 +40,7 @@ use crate::jsonrpc::{
 
 mod config;
 mod reader;
-mod writer;
+pub(crate) mod writer;
 
 pub use config::{
     NotificationCallback, Reply, RequestCallback, SendGuard, SessionConfig, SessionStats,

@@ -101,7 +101,7 @@ impl<W: Write + Send + AsFd> Sink for Pipe<W> {
 
 /// Bytes written to the pipe `fd` and not read yet (`FIONREAD`, which Linux answers on
 /// either end of a pipe).
-fn unread(fd: BorrowedFd<'_>) -> Option<usize> {
+pub(crate) fn unread(fd: BorrowedFd<'_>) -> Option<usize> {
     let mut n: nix::libc::c_int = 0;
     #[expect(
         unsafe_code,
