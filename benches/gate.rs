@@ -37,8 +37,9 @@
 //!   above plus the hop plus two such lists. A target under its rules' floor cannot be met
 //!   by a gate that keeps those rules.
 //!
-//! `--baseline-rpr PATH` adds two gates run by another build's `rpr` (a read-only and a
-//! mutating row, in the same rounds), to compare builds side by side. Its synced-commit count
+//! `--baseline-rpr PATH` adds gates run by another build's `rpr` (a fault-server read-only
+//! and mutating row, and, with the peers installed, a server-filesystem read row, in the
+//! same rounds), to compare builds side by side. Its synced-commit count
 //! needs that build's closing line; a build from before `unsynced` commits were counted
 //! shows `NaN`.
 //!
@@ -384,6 +385,9 @@ fn main() -> ExitCode {
             connect(&fs),
             connect(&relayed(&fs)),
             gate_over(RPR, &own("files-gate"), "files", &policy, &[], &fs),
+            o.baseline
+                .as_deref()
+                .map(|rpr| gate_over(rpr, &own("baseline-files-gate"), "files", &policy, &[], &fs)),
         )
     });
     if files.is_none() {
@@ -399,8 +403,8 @@ fn main() -> ExitCode {
         run(client, "get", 10, |_| json!({"key": "warm"}));
     }
     let a_txt = root.join("a.txt");
-    if let Some((d, r, g)) = &files {
-        for client in [d, r, g] {
+    if let Some((d, r, g, b)) = &files {
+        for client in [d, r, g].into_iter().chain(b) {
             run(client, "read_text_file", 10, |_| json!({"path": a_txt}));
         }
     }
@@ -471,7 +475,7 @@ fn main() -> ExitCode {
             run: Box::new(|n| requests(&relay_fault, "tools/list", n)),
         },
     ];
-    if let Some((d, r, g)) = &files {
+    if let Some((d, r, g, b)) = &files {
         let a_txt = a_txt.clone();
         let read = move |client: &McpClient, n: usize| {
             run(client, "read_text_file", n, |_| json!({"path": a_txt}))
@@ -494,7 +498,12 @@ fn main() -> ExitCode {
             ("files `read_text_file`, direct", d),
             ("files `read_text_file`, relay", r),
             ("files `read_text_file`, gate", g),
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            b.iter()
+                .map(|b| ("files `read_text_file`, the baseline build's gate", b)),
+        ) {
             let read = std::rc::Rc::clone(&read);
             kinds.push(Kind {
                 name,
@@ -544,10 +553,13 @@ fn main() -> ExitCode {
     if let Some((r, w)) = baseline {
         let _ = (stop(r), stop(w));
     }
-    if let Some((d, r, g)) = files {
+    if let Some((d, r, g, b)) = files {
         d.shutdown();
         r.shutdown();
         let _ = stop(g);
+        if let Some(b) = b {
+            let _ = stop(b);
+        }
     }
     let per = |secs: f64| secs * 1e6 / o.calls as f64;
     println!(
