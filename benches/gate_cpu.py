@@ -25,7 +25,14 @@ else:
 json.dump({"servers": {name: {tool: {"read_only": True}}}}, open(pol, "w"))
 argv = os.environ.get("PREFIX", "").split() + [rpr, "gate", "--database", os.path.join(d, "rpr.db"),
         "--policy", pol, "--name", name, "--"] + server
-p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+# STDERR=pipe: the gate's stderr a pipe this script reads (as an MCP host keeps a server's
+# log), instead of /dev/null.
+piped = os.environ.get("STDERR") == "pipe"
+p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE if piped else subprocess.DEVNULL)
+if piped:
+    import threading
+    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
 i = 0
 def req(method, params):
     global i

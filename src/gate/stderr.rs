@@ -3,7 +3,7 @@
 //! served in the process writes under it.
 
 use std::os::fd::AsFd as _;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
 use std::time::Duration;
 
@@ -125,18 +125,27 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// then blocked behind the first). A line that finds the queue full is dropped; the writer
 /// says how many were dropped before the next line it writes.
 ///
-/// Written now: when no line is queued or being written (so lines keep their order), and
-/// stderr is an empty pipe the line fits in (a write of at most its capacity into an empty
-/// pipe copies it all and returns, Linux pipe(7)), a file or a device. Handing each line
-/// to a thread instead cost a wake-up a call: 70 to 120 µs more of the gate's CPU a read.
+/// Written now only when no line is queued or being written (so lines keep their order),
+/// and then ([`written_now`]): into a pipe, by a write that cannot wait; into a file or a
+/// device, by a plain write. Handing each line to a thread instead cost a wake-up a call:
+/// 70 to 120 µs more of the gate's CPU a read.
 fn say(line: String) {
-    if let Ok(_writing) = WRITING.try_lock()
-        && PENDING.load(Ordering::SeqCst) == 0
-        && takes_at_once(line.len())
-    {
-        write_line(&line);
-        return;
-    }
+    let line = match WRITING.try_lock() {
+        Ok(_writing) if PENDING.load(Ordering::SeqCst) == 0 => {
+            if !written_now(&line) {
+                // Queued while the lock is held: no later line is written before it.
+                queue(line);
+            }
+            return;
+        }
+        _ => line,
+    };
+    queue(line);
+}
+
+/// Hands `line` to the writer thread (started on first use); past [`QUEUED_LINES`] waiting,
+/// drops and counts it.
+fn queue(line: String) {
     let writer = WRITER.get_or_init(|| {
         let (tx, rx) = mpsc::sync_channel(QUEUED_LINES);
         std::thread::Builder::new()
@@ -182,8 +191,26 @@ enum Stderr {
     Other,
 }
 
-/// Whether stderr takes `len` bytes now, without waiting.
-fn takes_at_once(len: usize) -> bool {
+/// Set once the kernel refused a write that cannot wait (`RWF_NOWAIT`) on stderr's pipe.
+static NOWAIT_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `line` to stderr now if that cannot wait for a reader; `false` (nothing written)
+/// when it would have to wait, or when it cannot tell.
+///
+/// - A pipe: a line of at most `PIPE_BUF` bytes (4,096) is written with `RWF_NOWAIT`, which
+///   a pipe answers like a non-blocking descriptor: it takes the whole line, or nothing
+///   (`EAGAIN`), pipe(7). Nothing is judged before the write, so another writer of the same
+///   pipe (the `rpr` binary's own lines, another process) cannot fill it in between. A
+///   longer line is queued. Where the kernel refuses `RWF_NOWAIT` on a pipe, a line is
+///   written only into an empty pipe (`FIONREAD`) it fits in (`F_GETPIPE_SZ`): a write of at
+///   most the capacity into an empty pipe copies it all and returns; that check and the
+///   write are two steps, and another writer could fill the pipe between them.
+/// - A file or a character device: written (a write to it does not wait for a reader).
+/// - Anything else: `false`.
+///
+/// A write that fails otherwise (the reader gone) drops the line, as [`write_line`] does,
+/// and counts as written.
+fn written_now(line: &str) -> bool {
     static KIND: OnceLock<Stderr> = OnceLock::new();
     let stderr = std::io::stderr();
     let fd = stderr.as_fd();
@@ -209,10 +236,80 @@ fn takes_at_once(len: usize) -> bool {
     });
     match kind {
         Stderr::Pipe(capacity) => {
-            len <= capacity && crate::mcp::session::writer::unread(fd) == Some(0)
+            if !NOWAIT_REFUSED.load(Ordering::Relaxed) {
+                if line.len() > PIPE_BUF {
+                    return false;
+                }
+                match write_without_waiting(fd, line.as_bytes()) {
+                    NoWait::Written | NoWait::Failed => return true,
+                    NoWait::Full => return false,
+                    NoWait::Refused => NOWAIT_REFUSED.store(true, Ordering::Relaxed),
+                }
+            }
+            if line.len() <= capacity && crate::mcp::session::writer::unread(fd) == Some(0) {
+                write_line(line);
+                return true;
+            }
+            false
         }
-        Stderr::File => true,
+        Stderr::File => {
+            write_line(line);
+            true
+        }
         Stderr::Other => false,
+    }
+}
+
+/// The most a pipe writes whole or not at all (pipe(7); 4,096 on Linux).
+const PIPE_BUF: usize = 4096;
+
+/// What a write that cannot wait did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoWait {
+    /// The whole line was written.
+    Written,
+    /// The pipe had no room for the whole line; nothing was written.
+    Full,
+    /// The kernel does not take `RWF_NOWAIT` here; nothing was written.
+    Refused,
+    /// The write failed otherwise (the pipe's reader gone, say).
+    Failed,
+}
+
+/// Writes `bytes` (at most [`PIPE_BUF`]) to the pipe `fd` with `pwritev2(…, RWF_NOWAIT)`.
+fn write_without_waiting(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) -> NoWait {
+    use nix::errno::Errno;
+    use std::os::fd::AsRawFd as _;
+    debug_assert!(bytes.len() <= PIPE_BUF);
+    let iov = nix::libc::iovec {
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    };
+    loop {
+        #[expect(
+            unsafe_code,
+            reason = "pwritev2(2) of one borrowed buffer on a borrowed descriptor"
+        )]
+        // SAFETY: `fd` is borrowed for this call, so it stays open; `iov` describes `bytes`,
+        // alive and unchanged for the call, which the kernel only reads; the count is 1.
+        let rc = unsafe {
+            nix::libc::pwritev2(fd.as_raw_fd(), &raw const iov, 1, -1, nix::libc::RWF_NOWAIT)
+        };
+        match usize::try_from(rc) {
+            Ok(n) if n == bytes.len() => return NoWait::Written,
+            Ok(n) => {
+                // A pipe takes at most PIPE_BUF bytes whole or not at all, so this is not
+                // expected; the rest is written after it, waiting, to keep the line whole.
+                write_line_bytes(bytes.get(n..).unwrap_or_default());
+                return NoWait::Written;
+            }
+            Err(_) => match Errno::last() {
+                Errno::EINTR => {}
+                Errno::EAGAIN => return NoWait::Full,
+                Errno::EOPNOTSUPP | Errno::EINVAL | Errno::ENOSYS => return NoWait::Refused,
+                _ => return NoWait::Failed,
+            },
+        }
     }
 }
 
@@ -280,6 +377,85 @@ pub(crate) fn flush(within: Duration) {
 /// formatted line writes each of its pieces with a `write` of its own: three a line). A
 /// stderr that cannot be written to (its reader gone) is ignored: `eprintln!` panics there.
 fn write_line(line: &str) {
+    write_line_bytes(line.as_bytes());
+}
+
+/// [`write_line`]'s bytes.
+fn write_line_bytes(bytes: &[u8]) {
     use std::io::Write as _;
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    let _ = std::io::stderr().lock().write_all(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{NoWait, PIPE_BUF, write_without_waiting};
+    use crate::mcp::session::writer::unread;
+    use std::io::Read as _;
+    use std::os::fd::AsFd as _;
+
+    /// Fills `w` with non-blocking writes of its own until the pipe takes no more.
+    fn fill(w: &std::io::PipeWriter) -> usize {
+        let chunk = [b'f'; 512];
+        let mut n = 0;
+        while write_without_waiting(w.as_fd(), &chunk) == NoWait::Written {
+            n += chunk.len();
+        }
+        n
+    }
+
+    #[test]
+    fn a_line_goes_into_a_pipe_whole_or_not_at_all_and_a_full_pipe_does_not_wait() {
+        let (mut r, w) = std::io::pipe().expect("a pipe");
+        let line = format!("rpr gate: {}\n", "x".repeat(1000));
+        // Room: the whole line.
+        assert_eq!(
+            write_without_waiting(w.as_fd(), line.as_bytes()),
+            NoWait::Written
+        );
+        let mut got = vec![0; line.len()];
+        r.read_exact(&mut got).expect("the line");
+        assert_eq!(got, line.as_bytes());
+        // Full (filled by another writer of the same pipe): nothing, at once.
+        let filled = fill(&w);
+        assert!(filled >= 4096, "the pipe took {filled} bytes");
+        let started = std::time::Instant::now();
+        assert_eq!(
+            write_without_waiting(w.as_fd(), line.as_bytes()),
+            NoWait::Full
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(
+            unread(r.as_fd()),
+            Some(filled),
+            "nothing of the line went in"
+        );
+        // Some room, less than the line: still nothing of it.
+        let mut some = vec![0; 100];
+        r.read_exact(&mut some).expect("100 bytes");
+        assert_eq!(
+            write_without_waiting(w.as_fd(), line.as_bytes()),
+            NoWait::Full
+        );
+        assert_eq!(unread(r.as_fd()), Some(filled - 100));
+        // Read out: the line goes in whole, after the other writer's bytes.
+        let mut rest = vec![0; filled - 100];
+        r.read_exact(&mut rest).expect("the filler");
+        assert!(rest.iter().all(|&b| b == b'f'));
+        let longest = "y".repeat(PIPE_BUF);
+        assert_eq!(
+            write_without_waiting(w.as_fd(), longest.as_bytes()),
+            NoWait::Written
+        );
+        assert_eq!(unread(r.as_fd()), Some(PIPE_BUF));
+    }
+
+    #[test]
+    fn a_pipe_whose_reader_is_gone_fails_the_write_without_waiting() {
+        let (r, w) = std::io::pipe().expect("a pipe");
+        drop(r);
+        assert_eq!(
+            write_without_waiting(w.as_fd(), b"rpr gate: stopped\n"),
+            NoWait::Failed
+        );
+    }
 }
