@@ -157,59 +157,59 @@ impl Gate {
         digest: &str,
     ) -> Option<Answer> {
         let mut executor = self.executor(checked, asked, true);
+        let read_only = checked.live.plan.class == crate::ActionClass::ReadOnly;
+        // The identity of a call that may change something, under which its new pathway's
+        // turn is claimed: an identical call finds that pathway by it before it is stored.
+        let identity = (!read_only).then(|| format!("{}\n{digest}", checked.live.server));
         // One identity-and-propose at a time in this gate: two identical calls racing
         // here find the same key (the store's unique key settles it across processes).
         // Only this short step is serialised; forms and sends happen in a pathway's turn.
-        let found = {
-            let _propose = self
-                .propose_lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            // An identical call still open is answered from its pathway, whatever either
-            // call's key: a key names a call; it cannot split one. A key of its own decides
-            // only once no identical call is open (a completed key replays its result).
-            let read_only = checked.live.plan.class == crate::ActionClass::ReadOnly;
-            match self.open_identical(&checked.live.server, digest, read_only) {
-                Ok(Ok(derived)) => {
-                    // A read's derived key is random, new for this call: it is not looked
-                    // up before the proposal (the store's unique key still decides).
-                    let (key, made) = match &asked.key {
-                        Some(k) => (format!("gate/{}/key/{k}", checked.live.server), Key::Given),
-                        None if read_only => (derived, Key::Fresh),
-                        None => (derived, Key::Given),
-                    };
-                    let definition = Definition::new(
-                        request.clone(),
-                        checked.live.plan.class,
-                        &key,
-                        self.policy.authority(),
-                    )
-                    .with_metadata(json!({"server": checked.live.server, "gate": self.recorded}));
-                    let decision = checked.live.plan.decision();
-                    let decider = definition.authority.decision_owner.clone();
-                    let ready = self.rt.propose_and_bind_keyed(
-                        &self.actor,
-                        &decider,
-                        definition,
-                        &|_| decision.clone(),
+        let found = loop {
+            let (proposed, turn) = {
+                let _propose = self
+                    .propose_lock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(found) = identity.as_deref().and_then(|i| self.turns.proposed(i)) {
+                    found
+                } else {
+                    match self.lookup_and_propose(
+                        checked,
+                        asked,
+                        request,
+                        digest,
+                        identity.as_deref(),
                         &mut executor,
-                        made,
-                    );
-                    // The new pathway's turn is taken before an identical call can find it.
-                    // A bound one is sent now: identical calls wait for that send too.
-                    let id = match &ready {
-                        Ok(Ready::Admitted(admission)) => Some(admission.id()),
-                        Ok(Ready::Bound(bound)) => Some(bound.id()),
-                        _ => None,
-                    };
-                    let held = id.and_then(|id| match self.turns.claim(id) {
-                        Claim::Mine(held) => Some(held),
-                        Claim::Taken(_) => None,
-                    });
-                    Found::Made(ready, held)
+                    ) {
+                        Ok(found) => break found,
+                        Err(answer) => return Some(answer),
+                    }
                 }
-                Ok(Err(existing)) => Found::Open(existing),
-                Err(answer) => return Some(answer),
+            };
+            // An identical call of this gate proposed its pathway and works on it, stored
+            // or not yet (a call the policy allows is stored with its attempt record, at its
+            // send). Whatever either call's key, this one waits for that turn, then goes on
+            // from that pathway as it then stands; or, had it not been stored, looks again.
+            turn.wait();
+            match self.rt.reader().pathway(&proposed) {
+                Ok(None) => {}
+                Ok(Some(_)) => match self.rt.load(&proposed) {
+                    Ok(stored) => break Found::Open(stored),
+                    Err(e) => {
+                        return Some(tool_error(
+                            format!(
+                                "pathway {proposed} cannot be read ({e}); this call was not sent"
+                            ),
+                            None,
+                        ));
+                    }
+                },
+                Err(e) => {
+                    return Some(tool_error(
+                        format!("the store cannot be read ({e}); nothing was sent"),
+                        None,
+                    ));
+                }
             }
         };
         let (ready, _turn) = match found {
@@ -236,6 +236,72 @@ impl Gate {
                 format!("the call could not be recorded ({e}); nothing was sent"),
                 None,
             )),
+        }
+    }
+
+    /// Inside the propose lock: an open identical call's pathway, or this call proposed (and,
+    /// when the policy allows it, bound) with its turn claimed under `identity`. `Err`: the
+    /// store could not be read.
+    fn lookup_and_propose<'t>(
+        &'t self,
+        checked: &Checked,
+        asked: &Asked,
+        request: &Request,
+        digest: &str,
+        identity: Option<&str>,
+        executor: &mut dyn crate::executor::Executor,
+    ) -> Result<Found<'t>, Answer> {
+        let read_only = checked.live.plan.class == crate::ActionClass::ReadOnly;
+        // An identical call still open is answered from its pathway, whatever either
+        // call's key: a key names a call; it cannot split one. A key of its own decides
+        // only once no identical call is open (a completed key replays its result).
+        match self.open_identical(&checked.live.server, digest, read_only) {
+            Ok(Ok(derived)) => {
+                // A read's derived key is random, new for this call: it is not looked
+                // up before the proposal (the store's unique key still decides).
+                let (key, made) = match &asked.key {
+                    Some(k) => (format!("gate/{}/key/{k}", checked.live.server), Key::Given),
+                    None if read_only => (derived, Key::Fresh),
+                    None => (derived, Key::Given),
+                };
+                let definition = Definition::new(
+                    request.clone(),
+                    checked.live.plan.class,
+                    &key,
+                    self.policy.authority(),
+                )
+                .with_metadata(json!({"server": checked.live.server, "gate": self.recorded}));
+                let decision = checked.live.plan.decision();
+                let decider = definition.authority.decision_owner.clone();
+                let ready = self.rt.propose_and_bind_keyed(
+                    &self.actor,
+                    &decider,
+                    definition,
+                    &|_| decision.clone(),
+                    executor,
+                    made,
+                );
+                // The new pathway's turn is taken before an identical call can find it.
+                // A bound one is sent now: identical calls wait for that send too.
+                let id = match &ready {
+                    Ok(Ready::Admitted(admission)) => Some(admission.id()),
+                    Ok(Ready::Bound(bound)) => Some(bound.id()),
+                    _ => None,
+                };
+                let held = id.and_then(|id| {
+                    let claim = match identity {
+                        Some(identity) => self.turns.claim_proposed(id, identity),
+                        None => self.turns.claim(id),
+                    };
+                    match claim {
+                        Claim::Mine(held) => Some(held),
+                        Claim::Taken(_) => None,
+                    }
+                });
+                Ok(Found::Made(ready, held))
+            }
+            Ok(Err(existing)) => Ok(Found::Open(existing)),
+            Err(answer) => Err(answer),
         }
     }
 

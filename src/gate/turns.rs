@@ -7,6 +7,13 @@
 //! call holds a turn (the call returned `input_required`). Until the client's retry answers
 //! it or its `requestState` expires, an identical call without that state waits for it too,
 //! so identical calls share one form in both eras.
+//!
+//! A pathway that a call of this gate has just proposed may not be stored yet: a call the
+//! policy allows is stored with its attempt record, in one commit, at its send. Its turn is
+//! claimed with the call's *identity* (the server and the request digest), so that an
+//! identical call arriving before that commit finds the pathway here, though the store does
+//! not hold it yet, and waits for it as for any turn (found by the `gate` fuzz target: an
+//! identical call under another idempotency key was proposed and sent beside it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -19,10 +26,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The pathways some call of this gate is working on.
 #[derive(Default)]
 pub(crate) struct Turns {
-    working: Mutex<HashMap<String, Arc<Turn>>>,
+    working: Mutex<Working>,
     /// Pathways whose form is out with a 2026-07-28 client, until when.
     forms: Mutex<HashMap<String, Instant>>,
     form_closed: Condvar,
+}
+
+/// The turns held, by pathway; and the pathways proposed by this gate whose turn is held
+/// with their call's identity, by identity.
+#[derive(Default)]
+struct Working {
+    turns: HashMap<String, Arc<Turn>>,
+    proposed: HashMap<String, String>,
 }
 
 /// One call's turn on one pathway.
@@ -55,23 +70,48 @@ pub(crate) enum Claim<'a> {
 pub(crate) struct Held<'a> {
     turns: &'a Turns,
     id: String,
+    /// The identity the turn was claimed with ([`Turns::claim_proposed`]).
+    identity: Option<String>,
     turn: Arc<Turn>,
 }
 
 impl Turns {
     /// Takes the turn on pathway `id`, unless another call of this gate holds it.
     pub(crate) fn claim(&self, id: &str) -> Claim<'_> {
+        self.claim_with(id, None)
+    }
+
+    /// Takes the turn on pathway `id`, just proposed by the caller for a call of
+    /// `identity`: until the turn ends, [`Turns::proposed`] names `id` for `identity`.
+    pub(crate) fn claim_proposed(&self, id: &str, identity: &str) -> Claim<'_> {
+        self.claim_with(id, Some(identity))
+    }
+
+    fn claim_with(&self, id: &str, identity: Option<&str>) -> Claim<'_> {
         let mut working = lock(&self.working);
-        if let Some(turn) = working.get(id) {
+        if let Some(turn) = working.turns.get(id) {
             return Claim::Taken(Arc::clone(turn));
         }
         let turn = Arc::new(Turn::default());
-        working.insert(id.to_owned(), Arc::clone(&turn));
+        working.turns.insert(id.to_owned(), Arc::clone(&turn));
+        if let Some(identity) = identity {
+            working.proposed.insert(identity.to_owned(), id.to_owned());
+        }
         Claim::Mine(Held {
             turns: self,
             id: id.to_owned(),
+            identity: identity.map(str::to_owned),
             turn,
         })
+    }
+
+    /// The pathway a call of this gate proposed for `identity` and still holds the turn
+    /// on (stored or not yet), and that turn.
+    pub(crate) fn proposed(&self, identity: &str) -> Option<(String, Arc<Turn>)> {
+        let working = lock(&self.working);
+        let id = working.proposed.get(identity)?;
+        let turn = working.turns.get(id)?;
+        Some((id.clone(), Arc::clone(turn)))
     }
 }
 
@@ -110,7 +150,15 @@ impl Turns {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        lock(&self.turns.working).remove(&self.id);
+        {
+            let mut working = lock(&self.turns.working);
+            working.turns.remove(&self.id);
+            if let Some(identity) = &self.identity
+                && working.proposed.get(identity) == Some(&self.id)
+            {
+                working.proposed.remove(identity);
+            }
+        }
         *lock(&self.turn.over) = true;
         self.turn.ended.notify_all();
     }
@@ -135,6 +183,26 @@ mod tests {
         assert!(!waiter.is_finished(), "the waiter waits for the turn");
         drop(held);
         waiter.join().unwrap();
+        assert!(matches!(turns.claim("pw_a"), Claim::Mine(_)), "free again");
+    }
+
+    #[test]
+    fn a_proposed_pathway_is_found_by_its_identity_until_its_turn_ends() {
+        let turns = Turns::default();
+        assert!(turns.proposed("fz\nd1").is_none(), "nothing proposed yet");
+        let Claim::Mine(held) = turns.claim_proposed("pw_a", "fz\nd1") else {
+            panic!("the first claim is the caller's")
+        };
+        let (id, turn) = turns.proposed("fz\nd1").expect("found by its identity");
+        assert_eq!(id, "pw_a");
+        assert!(turns.proposed("fz\nd2").is_none(), "another identity");
+        assert!(
+            matches!(turns.claim("pw_a"), Claim::Taken(_)),
+            "the same turn as by its id"
+        );
+        drop(held);
+        turn.wait();
+        assert!(turns.proposed("fz\nd1").is_none(), "gone with the turn");
         assert!(matches!(turns.claim("pw_a"), Claim::Mine(_)), "free again");
     }
 

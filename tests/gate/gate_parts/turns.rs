@@ -72,3 +72,127 @@ fn a_gated_read_approved_with_rpr_approve_is_sent_by_the_same_call_made_again() 
     assert_eq!(pathway_count(&dir), 1);
     client.shutdown();
 }
+
+/// Found by the `gate` fuzz target (issue 30): a write the policy allows is proposed and
+/// bound in the gate's short identity step, and stored (with its attempt record) only at its
+/// send. An identical call that came in between found nothing stored, so under an
+/// idempotency key of its own (a key cannot split one call) it was proposed and sent beside
+/// the first: the server received the write twice. The first call is held here, by a step
+/// hook, just before its attempt record is committed, while the identical call under key
+/// `K1` comes in; it now waits for the first call's turn and is answered from its pathway.
+#[test]
+fn an_identical_call_under_its_own_key_before_the_first_is_stored_waits_and_is_not_sent() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{Receiver, Sender, channel};
+    use std::sync::{Arc, Mutex};
+
+    /// The first dispatch to reach the point says "here" and waits for "go"; each later
+    /// one says "again".
+    struct Hold {
+        reached: AtomicUsize,
+        first: Mutex<Option<(Sender<()>, Receiver<()>)>>,
+        again: Mutex<Sender<()>>,
+    }
+    let (here_tx, here_rx) = channel();
+    let (go_tx, go_rx) = channel();
+    let (again_tx, again_rx) = channel();
+    let hold = Arc::new(Hold {
+        reached: AtomicUsize::new(0),
+        first: Mutex::new(Some((here_tx, go_rx))),
+        again: Mutex::new(again_tx),
+    });
+    let hook = Arc::clone(&hold);
+
+    let dir = TempDir::new("gate-turn-unstored");
+    let policy_path = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let argv = fault_argv(&dir, "none", &["--request-log", &log.display().to_string()]);
+    let server = ServerCommand::new(&argv[0]).args(&argv[1..]);
+    let policy = rpr::policy::Policy::load(&policy_path).unwrap();
+    let db = dir.join("rpr.db");
+    let rt = rpr::Runtime::builder(&db)
+        .bounds(policy.bounds())
+        .step_hook(move |point| {
+            if point != rpr::StepPoint::BeforeAttemptCommit {
+                return;
+            }
+            if hook.reached.fetch_add(1, Ordering::SeqCst) == 0 {
+                let (here, go) = hook.first.lock().unwrap().take().unwrap();
+                here.send(()).unwrap();
+                go.recv_timeout(Duration::from_mins(1))
+                    .expect("the test lets the first call go on");
+            } else {
+                let _ = hook.again.lock().unwrap().send(());
+            }
+        })
+        .open()
+        .unwrap();
+    let (gate, mut to_gate, mut from_gate) = embed_gate(rt, policy, server, &db, &policy_path);
+    let mut send = |message: Value| writeln!(to_gate, "{message}").unwrap();
+    let mut answers = std::collections::HashMap::new();
+    let mut until = |id: &str, answers: &mut std::collections::HashMap<String, Value>| {
+        while !answers.contains_key(id) {
+            let mut line = String::new();
+            assert_ne!(
+                from_gate.read_line(&mut line).unwrap(),
+                0,
+                "the gate closed"
+            );
+            let message: Value = serde_json::from_str(&line).expect("protocol only");
+            if let Some(id) = message["id"].as_str() {
+                answers.insert(id.to_owned(), message);
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "host", "version": "1"}}}),
+    );
+    until("init", &mut answers);
+    let put = |id: &str, meta: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "put", "arguments": {"key": "k", "value": "v"}, "_meta": meta}})
+    };
+    send(put("first", json!({})));
+    here_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the first call reached its attempt commit");
+    send(put("second", json!({"dev.rpr/idempotency-key": "K1"})));
+    // The second call is read and handed to a worker before the ping is answered; before
+    // the fix it reached its own attempt commit at once (then was sent). It must not, while
+    // the first call is not stored.
+    send(json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}));
+    until("ping", &mut answers);
+    let second_dispatched = again_rx.recv_timeout(Duration::from_secs(2)).is_ok();
+    go_tx.send(()).unwrap();
+    until("first", &mut answers);
+    until("second", &mut answers);
+    drop(to_gate);
+    gate.join()
+        .unwrap()
+        .expect("the gate served until its input closed");
+
+    assert!(
+        !second_dispatched,
+        "the identical call was dispatched while the first was not stored"
+    );
+    let (first, second) = (&answers["first"]["result"], &answers["second"]["result"]);
+    assert_ne!(first["isError"], true, "{first}");
+    assert_ne!(second["isError"], true, "{second}");
+    assert_eq!(meta_id(first), meta_id(second), "one pathway for both");
+    // The request log holds `{id, method, meta}` of each request: the only `tools/call`s
+    // are the write and its readback.
+    let calls = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["method"] == "tools/call")
+        .count();
+    assert_eq!(
+        calls, 2,
+        "the server received the write and its readback, once each"
+    );
+    assert_eq!(effects(&dir), 1, "written once");
+    assert_eq!(pathway_count(&dir), 1, "one pathway");
+    assert_eq!(state(&dir, &meta_id(first)), State::Completed);
+}
