@@ -232,6 +232,9 @@ impl Gate {
             Ok(Ready::Admitted(admission)) => Some(self.admitted(admission, checked, asked)),
             // The same key with other content is refused by the store (a conflict, below).
             Ok(Ready::Existing(stored)) => Some(self.in_turn(stored, checked, asked, request)),
+            // An identical call stored first, in another process on the database: handled
+            // again, answered from that one.
+            Err(crate::PathwayError::Store(crate::store::StoreError::IdenticalOpen { .. })) => None,
             Err(e) => Some(tool_error(
                 format!("the call could not be recorded ({e}); nothing was sent"),
                 None,

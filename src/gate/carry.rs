@@ -200,8 +200,15 @@ impl Gate {
             .as_ref()
             .and_then(|r| r.refused().map(str::to_owned));
         let delivery = executor.delivery.take();
+        // Another call took this call's key, or (in another process on the database, or
+        // not stored yet here) stored an identical call that is open: nothing was sent;
+        // the call is handled again, answered from that one.
         if let Outcome::NotSent(n) = &outcome
-            && matches!(n.error(), crate::PathwayError::KeyTaken { .. })
+            && matches!(
+                n.error(),
+                crate::PathwayError::KeyTaken { .. }
+                    | crate::PathwayError::Store(crate::store::StoreError::IdenticalOpen { .. })
+            )
         {
             return None;
         }

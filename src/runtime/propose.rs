@@ -308,6 +308,10 @@ impl Runtime {
             at,
             state,
             version,
+            one_open: crate::store::rules::one_open_server(
+                &definition.metadata,
+                &json!(definition.class),
+            ),
         };
         let pending = if defer_approved && state == State::Approved {
             // Stored with its first step (see `propose_and_bind`).

@@ -146,6 +146,18 @@ pub enum StoreError {
         /// The version this process expected.
         version: i64,
     },
+    /// A call that may change something, proposed by `rpr gate`, while an identical call
+    /// (the same server and request) is open: at most one such pathway is open at a time,
+    /// whatever their keys, across every process on the database. Nothing was written.
+    #[error(
+        "pathway {pathway} was not stored: pathway {open}, an identical call to the same server, is open; nothing was written"
+    )]
+    IdenticalOpen {
+        /// The pathway refused.
+        pathway: String,
+        /// The identical pathway that is open.
+        open: String,
+    },
     /// A state change that the state machine does not allow.
     #[error("refused to store {from} -> {to}: not an edge of the state machine")]
     IllegalEdge {
@@ -371,6 +383,9 @@ pub(crate) struct NewPathway {
     pub(crate) state: State,
     /// The compare-and-set counter: 1 per step the insert stands for.
     pub(crate) version: i64,
+    /// The server, for a pathway of which at most one may be open per server and request
+    /// ([`rules::one_open`]): one `rpr gate` proposed for a call that may change something.
+    pub(crate) one_open: Option<String>,
 }
 
 /// What a step's compare-and-set holds the stored pathway to, besides state and version:

@@ -82,6 +82,13 @@ pub(crate) trait Rows {
     /// The pathway's approvals.
     fn approvals(&mut self, pathway: &str) -> Result<Vec<RawApproval>, StoreError>;
 
+    /// The id and stored definition of every pathway not in a terminal state whose request
+    /// digest is `request_digest` ([`super::rules::one_open`]).
+    fn open_with_request(
+        &mut self,
+        request_digest: &str,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
     /// Inserts a new pathway row, last changed at `updated_at` (its `at`, unless the unit
     /// that inserts it also takes its next steps: [`super::rules::insert_together`]).
     fn insert_pathway(&mut self, new: &NewPathway, updated_at: i64) -> Result<(), StoreError>;

@@ -14,6 +14,9 @@
 //!   unit a backend commits).
 //! * **The ledger event's bytes and chain hash** ([`event_text`]), one global chain whose
 //!   head is read once per unit (and held against other writers) and recorded once.
+//! * **One open call per identity** ([`one_open`]): a call `rpr gate` proposed that may
+//!   change something is not stored while an identical one (same server, same request) is
+//!   open, whatever either's key, in any process on the database.
 
 use serde_json::Value;
 
@@ -196,6 +199,59 @@ fn leave(
     }
 }
 
+/// Every state that is not terminal, quoted for SQL's `IN (…)`.
+pub(crate) static OPEN_STATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    State::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
+
+/// The server of a stored definition that `rpr gate` proposed for a call that may change
+/// something (its metadata names the `server` and the `gate`; its class is not
+/// `read_only`): what [`NewPathway::one_open`] holds for a new one.
+#[must_use]
+pub(crate) fn one_open_server(metadata: &Value, class: &Value) -> Option<String> {
+    let gate = &metadata["gate"];
+    let proposed_by_gate = gate["command"].is_array() || gate["in_process"].is_string();
+    (proposed_by_gate && class != "read_only")
+        .then(|| metadata["server"].as_str().map(str::to_owned))
+        .flatten()
+}
+
+/// Refuses `new` while an identical call is open ([`StoreError::IdenticalOpen`]): for a
+/// call `rpr gate` proposed that may change something ([`NewPathway::one_open`]), no other
+/// such pathway of the same server and request may be open. A gate looks for one before it
+/// proposes, but that look proves nothing by the time it stores: another process on the
+/// database (or a call of its own not stored yet) may store one in between, under another
+/// idempotency key. This check is made in the unit that stores `new`, holding the ledger's
+/// head (which every writing unit takes, SQLite's with the database's write lock), so no
+/// identical call can be stored between the check and the insert.
+pub(crate) fn one_open(rows: &mut impl Rows, new: &NewPathway) -> Result<(), StoreError> {
+    let Some(server) = &new.one_open else {
+        return Ok(());
+    };
+    rows.head()?;
+    for (id, definition) in rows.open_with_request(&new.request_digest)? {
+        // A stored definition that does not parse is no gate's call that can be matched:
+        // it is reported by `rpr verify`, and does not hold this one.
+        let Ok(stored) = serde_json::from_str::<Value>(&definition) else {
+            continue;
+        };
+        if id != new.id
+            && one_open_server(&stored["metadata"], &stored["class"]).as_ref() == Some(server)
+        {
+            return Err(StoreError::IdenticalOpen {
+                pathway: new.id.clone(),
+                open: id,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A new pathway's row and its first events.
 pub(crate) fn insert(
     rows: &mut impl Rows,
@@ -204,6 +260,7 @@ pub(crate) fn insert(
     replays: Option<&Replays>,
 ) -> Result<(), StoreError> {
     check_new_edges(new.state, &events)?;
+    one_open(rows, new)?;
     rows.insert_pathway(new, new.at)?;
     let (_, written) = append_rows(rows, &new.id, new.at, events)?;
     leave(
@@ -240,6 +297,7 @@ pub(crate) fn insert_together(
         insert(rows, new, events, replays)?;
         return apply_together(rows, steps, replays);
     };
+    one_open(rows, new)?;
     let stored = NewPathway {
         state: settled.state,
         version: settled.version,

@@ -72,6 +72,7 @@ pub(crate) fn new_pathway(key: &str, state: State, at: i64) -> (NewPathway, Vec<
             at,
             state,
             version: 2,
+            one_open: None,
         },
         vec![proposed, admitted],
         Pw {

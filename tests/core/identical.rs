@@ -72,3 +72,122 @@ fn the_lookup_in_one_query_gives_the_open_pathways_and_the_count() {
     open.sort();
     assert_eq!(lookup(&rt), (open, 5));
 }
+
+/// A definition as `rpr gate` proposes it: the server and the gate in its metadata.
+fn gate_call(key: &str, server: &str, class: ActionClass) -> Definition {
+    let mut definition = definition(key, class);
+    definition.request = Request::new("put", json!({"key": "k", "value": "v"}));
+    definition.with_metadata(json!({"server": server, "gate": {"command": ["server"]}}))
+}
+
+fn identical_open(e: &rpr::PathwayError) -> Option<&str> {
+    match e {
+        rpr::PathwayError::Store(rpr::store::StoreError::IdenticalOpen { open, .. }) => {
+            Some(open.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// One open call per identity (`rpr::store`'s rule, issue 30's `gate` finding carried
+/// across processes): a call `rpr gate` proposed that may change something is not stored
+/// while an identical one (same server, same request) is open, whatever the two keys, on
+/// either store, from any runtime on the database. Its lookup before the proposal proves
+/// nothing by the time it stores: another gate may store one in between.
+#[test]
+fn a_gate_call_is_not_stored_while_an_identical_one_is_open_whatever_its_key() {
+    let dir = TempDir::new("identical-one-open");
+    let db = dir.db();
+    let first = runtime(&db);
+    // Another process's runtime: ids of its own.
+    let other = Runtime::builder(&db).open().unwrap();
+    let gated = first
+        .propose(
+            &actor("proposer"),
+            gate_call("a", "fz", ActionClass::Mutating),
+        )
+        .unwrap()
+        .into_new()
+        .unwrap()
+        .admit(&first, &actor("decision_owner"), &|_: &Definition| {
+            Decision::HumanGate
+        })
+        .unwrap();
+    let open = match &gated {
+        rpr::Admission::HumanGate(p) => p.id().to_owned(),
+        _ => panic!("at the Human Gate"),
+    };
+
+    // Stored at its proposal: refused, nothing written.
+    let refused = other
+        .propose(
+            &actor("proposer"),
+            gate_call("b", "fz", ActionClass::Mutating),
+        )
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(identical_open(&refused), Some(open.as_str()), "{refused}");
+
+    // Stored at its dispatch (approved and bound in memory first, as the gate sends an
+    // allowed call): refused at that commit, and never sent.
+    let ready = other
+        .propose_and_bind(
+            &actor("proposer"),
+            &actor("decision_owner"),
+            gate_call("c", "fz", ActionClass::Mutating),
+            rpr::ALLOW_ALL,
+            &mut Scripted::ok(),
+        )
+        .unwrap();
+    let rpr::Ready::Bound(bound) = ready else {
+        panic!("approved and bound, not stored yet")
+    };
+    let mut executor = Scripted::ok();
+    match bound.dispatch(&other, &actor("execution_actor"), &mut executor) {
+        rpr::Outcome::NotSent(n) => {
+            assert_eq!(
+                identical_open(n.error()),
+                Some(open.as_str()),
+                "{}",
+                n.error()
+            );
+        }
+        _ => panic!("not sent"),
+    }
+    assert_eq!(executor.executed, 0, "nothing reached the executor");
+
+    // Not the same identity: another server, a read, a call no gate proposed.
+    for (key, server, class) in [
+        ("d", "other-server", ActionClass::Mutating),
+        ("e", "fz", ActionClass::ReadOnly),
+    ] {
+        let _stored = other
+            .propose(&actor("proposer"), gate_call(key, server, class))
+            .unwrap();
+    }
+    let mut plain = definition("f", ActionClass::Mutating);
+    plain.request = Request::new("put", json!({"key": "k", "value": "v"}));
+    let _stored = other.propose(&actor("proposer"), plain).unwrap();
+    let digest = Request::new("put", json!({"key": "k", "value": "v"}))
+        .digest()
+        .unwrap();
+    assert_eq!(
+        other.reader().count_with_request(&digest).unwrap(),
+        4,
+        "the gated call and the three other identities; nothing of the refused two"
+    );
+
+    // Once the open one is closed, an identical call is a new one.
+    let rpr::Admission::HumanGate(gated) = gated else {
+        panic!("at the Human Gate")
+    };
+    gated
+        .deny(&first, &actor("approval_authority"), "no")
+        .unwrap();
+    let _stored = other
+        .propose(
+            &actor("proposer"),
+            gate_call("g", "fz", ActionClass::Mutating),
+        )
+        .unwrap();
+}

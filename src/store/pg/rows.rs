@@ -51,6 +51,24 @@ impl Rows for PgRows<'_, '_> {
         }))
     }
 
+    fn open_with_request(
+        &mut self,
+        request_digest: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            format!(
+                "SELECT id, definition FROM pathways WHERE request_digest = $1 \
+                 AND state IN ({}) ORDER BY id",
+                crate::store::rules::OPEN_STATES.as_str()
+            )
+        });
+        let rows = self
+            .0
+            .query(SQL.as_str(), &[&request_digest])
+            .map_err(err)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     fn events(&mut self, pathway: &str) -> Result<Vec<EventRow>, StoreError> {
         Ok(self
             .0

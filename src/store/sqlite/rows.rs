@@ -32,6 +32,22 @@ impl Rows for SqliteRows<'_> {
             .optional()?)
     }
 
+    fn open_with_request(
+        &mut self,
+        request_digest: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        // Each open state sought in `pathways_by_request (request_digest, state)`.
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT id, definition FROM pathways WHERE request_digest = CAST(?1 AS TEXT) \
+                 AND state IN ({}) ORDER BY id",
+                crate::store::rules::OPEN_STATES.as_str()
+            ))?
+            .query_map(params![request_digest], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?)
+    }
+
     fn events(&mut self, pathway: &str) -> Result<Vec<EventRow>, StoreError> {
         Ok(self
             .0

@@ -196,3 +196,103 @@ fn an_identical_call_under_its_own_key_before_the_first_is_stored_waits_and_is_n
     assert_eq!(pathway_count(&dir), 1, "one pathway");
     assert_eq!(state(&dir, &meta_id(first)), State::Completed);
 }
+
+/// Two gates on one database (two hosts' gates, say), the identical write under two keys:
+/// each gate's lookup finds nothing open, and the first gate's call is held (a step hook)
+/// just before its attempt commit while the second gate stores and sends its own. The
+/// store refuses the first gate's pathway while the second's is open (`rpr::store`'s rule,
+/// one open call per identity): nothing of it is stored or sent; the first gate looks again
+/// and answers from the second's pathway. Before, both were sent.
+#[test]
+fn two_gates_on_one_database_send_an_identical_write_once_whatever_the_keys() {
+    use std::sync::mpsc::channel;
+    use std::sync::{Arc, Mutex};
+
+    let dir = TempDir::new("gate-two-gates-one-open");
+    let policy_path = fault_policy(&dir);
+    let db = dir.join("rpr.db");
+    let (here_tx, here_rx) = channel::<()>();
+    let (go_tx, go_rx) = channel::<()>();
+    let once = Arc::new(Mutex::new(Some((here_tx, go_rx))));
+    let policy = rpr::policy::Policy::load(&policy_path).unwrap();
+    let held_rt = rpr::Runtime::builder(&db)
+        .bounds(policy.bounds())
+        .step_hook(move |point| {
+            if point != rpr::StepPoint::BeforeAttemptCommit {
+                return;
+            }
+            if let Some((here, go)) = once.lock().unwrap().take() {
+                here.send(()).unwrap();
+                go.recv_timeout(Duration::from_mins(1))
+                    .expect("the test lets the held call go on");
+            }
+        })
+        .open()
+        .unwrap();
+    let other_rt = rpr::Runtime::builder(&db)
+        .bounds(policy.bounds())
+        .open()
+        .unwrap();
+    let fault = |extra: &[&str]| {
+        let argv = fault_argv(&dir, extra[0], &extra[1..]);
+        ServerCommand::new(&argv[0]).args(&argv[1..])
+    };
+    let (held_gate, mut to_held, mut from_held) =
+        embed_gate(held_rt, policy, fault(&["none"]), &db, &policy_path);
+    // The second gate's server takes its time, so that its call is still in flight (open)
+    // when the held one reaches the store.
+    let (other_gate, mut to_other, mut from_other) = embed_gate(
+        other_rt,
+        rpr::policy::Policy::load(&policy_path).unwrap(),
+        fault(&["slow", "--sleep-ms", "1500"]),
+        &db,
+        &policy_path,
+    );
+    let answer = |from: &mut std::io::BufReader<std::io::PipeReader>, id: &str| loop {
+        let mut line = String::new();
+        assert_ne!(from.read_line(&mut line).unwrap(), 0, "the gate closed");
+        let message: Value = serde_json::from_str(&line).expect("protocol only");
+        if message["id"] == id {
+            return message;
+        }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "host", "version": "1"}}});
+    let put = |key: &str| {
+        json!({"jsonrpc": "2.0", "id": "put", "method": "tools/call", "params": {
+            "name": "put", "arguments": {"key": "k", "value": "v"},
+            "_meta": {"dev.rpr/idempotency-key": key}}})
+    };
+    writeln!(to_held, "{init}").unwrap();
+    answer(&mut from_held, "init");
+    writeln!(to_other, "{init}").unwrap();
+    answer(&mut from_other, "init");
+
+    writeln!(to_held, "{}", put("K1")).unwrap();
+    here_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the first gate's call reached its attempt commit");
+    writeln!(to_other, "{}", put("K2")).unwrap();
+    let other_id = await_only_pathway(&dir);
+    await_state(&dir, &other_id, State::Running);
+    go_tx.send(()).unwrap();
+    let held_answer = answer(&mut from_held, "put");
+    let other_answer = answer(&mut from_other, "put");
+    drop((to_held, to_other));
+    held_gate.join().unwrap().expect("the first gate served");
+    other_gate.join().unwrap().expect("the second gate served");
+
+    let other_result = &other_answer["result"];
+    assert_ne!(other_result["isError"], true, "{other_result}");
+    assert_eq!(meta_id(other_result), other_id);
+    let held_result = &held_answer["result"];
+    assert_eq!(
+        meta_id(held_result),
+        other_id,
+        "answered from the open identical call: {held_result}"
+    );
+    assert_eq!(effects(&dir), 1, "written once");
+    assert_eq!(pathway_count(&dir), 1, "nothing of the refused call stored");
+    assert_eq!(state(&dir, &other_id), State::Completed);
+}
