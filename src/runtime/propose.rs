@@ -112,6 +112,15 @@ impl Decided {
     }
 }
 
+/// How a proposal is stored ([`Runtime::propose_inner`]).
+struct Insert {
+    /// An approved pathway is stored by its dispatch ([`Runtime::propose_and_bind`]).
+    defer_approved: bool,
+    key: Key,
+    /// Held to one open call per identity ([`Runtime::propose_one_open`]).
+    one_open: bool,
+}
+
 impl Runtime {
     /// Proposes an action. The definition is redacted, bounded and stored with the
     /// first ledger event in one transaction. The same idempotency key with the same
@@ -121,9 +130,46 @@ impl Runtime {
         proposer: &Actor,
         definition: Definition,
     ) -> Result<Proposal, PathwayError> {
-        let stored = self.propose_inner(proposer, definition, false, Key::Given, |_| {
-            ((), State::Proposed, vec![])
-        })?;
+        self.propose_holding(proposer, definition, false)
+    }
+
+    /// [`Runtime::propose`] for a host that takes an identical call for the same call
+    /// whatever its idempotency key (`rpr call`, `rpr gate`): while a pathway of the same
+    /// request to the same server (`metadata.server`, a string) that may change something is
+    /// open, the store refuses this one with [`StoreError::IdenticalOpen`] and writes
+    /// nothing. The store checks it in the unit that would store the pathway, holding the
+    /// ledger's head, so it holds across processes: a lookup made before proposing proves
+    /// nothing by the time the pathway is stored. A definition that names no server, or is
+    /// read-only, is proposed as by [`Runtime::propose`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::propose`], and [`PathwayError::Store`] with
+    /// [`StoreError::IdenticalOpen`] (naming the open pathway) as above.
+    pub fn propose_one_open(
+        &self,
+        proposer: &Actor,
+        definition: Definition,
+    ) -> Result<Proposal, PathwayError> {
+        self.propose_holding(proposer, definition, true)
+    }
+
+    fn propose_holding(
+        &self,
+        proposer: &Actor,
+        definition: Definition,
+        one_open: bool,
+    ) -> Result<Proposal, PathwayError> {
+        let stored = self.propose_inner(
+            proposer,
+            definition,
+            Insert {
+                defer_approved: false,
+                key: Key::Given,
+                one_open,
+            },
+            |_| ((), State::Proposed, vec![]),
+        )?;
         Ok(match stored {
             Ok((p, ())) => Proposal::New(p),
             Err(existing) => Proposal::Existing(existing),
@@ -153,8 +199,11 @@ impl Runtime {
         let stored = self.propose_inner(
             proposer,
             definition,
-            false,
-            Key::Given,
+            Insert {
+                defer_approved: false,
+                key: Key::Given,
+                one_open: false,
+            },
             admit_by(decider, policy),
         )?;
         Ok(match stored {
@@ -209,8 +258,16 @@ impl Runtime {
         key: Key,
     ) -> Result<Ready, PathwayError> {
         Act::Admit.authorize(&definition.authority, decider)?;
-        let stored =
-            self.propose_inner(proposer, definition, true, key, admit_by(decider, policy))?;
+        let stored = self.propose_inner(
+            proposer,
+            definition,
+            Insert {
+                defer_approved: true,
+                key,
+                one_open: false,
+            },
+            admit_by(decider, policy),
+        )?;
         let (p, decision) = match stored {
             Ok(new) => new,
             Err(existing) => return Ok(Ready::Existing(existing)),
@@ -248,10 +305,14 @@ impl Runtime {
         &self,
         proposer: &Actor,
         definition: Definition,
-        defer_approved: bool,
-        key: Key,
+        insert: Insert,
         admit: impl FnOnce(&Definition) -> (D, State, Vec<EventDraft>),
     ) -> Result<Result<(Pathway<Proposed>, D), StoredPathway>, PathwayError> {
+        let Insert {
+            defer_approved,
+            key,
+            one_open,
+        } = insert;
         let full =
             serde_json::to_value(&definition).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let request_digest = crate::canonical::sha256_hex(&request_json(&definition.request))?;
@@ -308,10 +369,13 @@ impl Runtime {
             at,
             state,
             version,
-            one_open: crate::store::rules::one_open_server(
-                &definition.metadata,
-                &json!(definition.class),
-            ),
+            // Held to one open call per identity: asked for (`propose_one_open`), or a call
+            // `rpr gate` proposed (its metadata says so).
+            one_open: if one_open {
+                crate::store::rules::changing_server(&definition.metadata, &json!(definition.class))
+            } else {
+                crate::store::rules::gate_one_open(&definition.metadata, &json!(definition.class))
+            },
         };
         let pending = if defer_approved && state == State::Approved {
             // Stored with its first step (see `propose_and_bind`).

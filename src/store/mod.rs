@@ -146,9 +146,10 @@ pub enum StoreError {
         /// The version this process expected.
         version: i64,
     },
-    /// A call that may change something, proposed by `rpr gate`, while an identical call
-    /// (the same server and request) is open: at most one such pathway is open at a time,
-    /// whatever their keys, across every process on the database. Nothing was written.
+    /// A call that may change something, proposed by `rpr gate` or with
+    /// [`crate::Runtime::propose_one_open`], while an identical call (the same server and
+    /// request) is open: at most one is open at a time, whatever their keys, across every
+    /// process on the database. Nothing was written.
     #[error(
         "pathway {pathway} was not stored: pathway {open}, an identical call to the same server, is open; nothing was written"
     )]
@@ -384,7 +385,8 @@ pub(crate) struct NewPathway {
     /// The compare-and-set counter: 1 per step the insert stands for.
     pub(crate) version: i64,
     /// The server, for a pathway of which at most one may be open per server and request
-    /// ([`rules::one_open`]): one `rpr gate` proposed for a call that may change something.
+    /// ([`rules::one_open`]): one `rpr gate` proposed for a call that may change something,
+    /// or one proposed with [`crate::Runtime::propose_one_open`].
     pub(crate) one_open: Option<String>,
 }
 

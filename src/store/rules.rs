@@ -14,9 +14,9 @@
 //!   unit a backend commits).
 //! * **The ledger event's bytes and chain hash** ([`event_text`]), one global chain whose
 //!   head is read once per unit (and held against other writers) and recorded once.
-//! * **One open call per identity** ([`one_open`]): a call `rpr gate` proposed that may
-//!   change something is not stored while an identical one (same server, same request) is
-//!   open, whatever either's key, in any process on the database.
+//! * **One open call per identity** ([`one_open`]): a call `rpr gate` or `rpr call`
+//!   proposed that may change something is not stored while an identical one (same server,
+//!   same request) is open, whatever either's key, in any process on the database.
 
 use serde_json::Value;
 
@@ -209,24 +209,35 @@ pub(crate) static OPEN_STATES: std::sync::LazyLock<String> = std::sync::LazyLock
         .join(", ")
 });
 
-/// The server of a stored definition that `rpr gate` proposed for a call that may change
-/// something (its metadata names the `server` and the `gate`; its class is not
-/// `read_only`): what [`NewPathway::one_open`] holds for a new one.
+/// The server a definition names (`metadata.server`) when its class is not `read_only`:
+/// the identity, with the request digest, that [`one_open`] holds open calls to.
 #[must_use]
-pub(crate) fn one_open_server(metadata: &Value, class: &Value) -> Option<String> {
+pub(crate) fn changing_server(metadata: &Value, class: &Value) -> Option<String> {
+    if class == "read_only" {
+        return None;
+    }
+    metadata["server"].as_str().map(str::to_owned)
+}
+
+/// What [`NewPathway::one_open`] holds for a definition `rpr gate` proposed (its metadata
+/// names the `gate` as well) for a call that may change something; `None` for any other.
+#[must_use]
+pub(crate) fn gate_one_open(metadata: &Value, class: &Value) -> Option<String> {
     let gate = &metadata["gate"];
-    let proposed_by_gate = gate["command"].is_array() || gate["in_process"].is_string();
-    (proposed_by_gate && class != "read_only")
-        .then(|| metadata["server"].as_str().map(str::to_owned))
-        .flatten()
+    if gate["command"].is_array() || gate["in_process"].is_string() {
+        changing_server(metadata, class)
+    } else {
+        None
+    }
 }
 
 /// Refuses `new` while an identical call is open ([`StoreError::IdenticalOpen`]): for a
-/// call `rpr gate` proposed that may change something ([`NewPathway::one_open`]), no other
-/// such pathway of the same server and request may be open. A gate looks for one before it
-/// proposes, but that look proves nothing by the time it stores: another process on the
-/// database (or a call of its own not stored yet) may store one in between, under another
-/// idempotency key. This check is made in the unit that stores `new`, holding the ledger's
+/// call held to one open call per identity ([`NewPathway::one_open`]: `rpr gate`'s and
+/// `rpr call`'s calls that may change something), no pathway of the same server
+/// (`metadata.server`) and request that may change something may be open. A gate looks
+/// for one before it proposes, but that look proves nothing by the time it stores: another
+/// process on the database (or a call of its own not stored yet) may store one in between,
+/// under another idempotency key. This check is made in the unit that stores `new`, holding the ledger's
 /// head (which every writing unit takes, SQLite's with the database's write lock), so no
 /// identical call can be stored between the check and the insert.
 pub(crate) fn one_open(rows: &mut impl Rows, new: &NewPathway) -> Result<(), StoreError> {
@@ -241,7 +252,7 @@ pub(crate) fn one_open(rows: &mut impl Rows, new: &NewPathway) -> Result<(), Sto
             continue;
         };
         if id != new.id
-            && one_open_server(&stored["metadata"], &stored["class"]).as_ref() == Some(server)
+            && changing_server(&stored["metadata"], &stored["class"]).as_ref() == Some(server)
         {
             return Err(StoreError::IdenticalOpen {
                 pathway: new.id.clone(),

@@ -191,3 +191,49 @@ fn a_gate_call_is_not_stored_while_an_identical_one_is_open_whatever_its_key() {
         )
         .unwrap();
 }
+
+/// `Runtime::propose_one_open` (what `rpr call` proposes with): the same rule for a host
+/// that names the server in its metadata. An open call to the server holds an identical one
+/// under another key, from another runtime, whether either was proposed by a gate or not;
+/// `Runtime::propose` is not held.
+#[test]
+fn propose_one_open_is_refused_while_an_identical_call_to_the_server_is_open() {
+    let dir = TempDir::new("identical-propose-one-open");
+    let db = dir.db();
+    let first = runtime(&db);
+    let other = Runtime::builder(&db).open().unwrap();
+    let call = |key: &str| {
+        let mut d = definition(key, ActionClass::Mutating);
+        d.request = Request::new("put", json!({"key": "k", "value": "v"}));
+        d.with_metadata(json!({"server": "fz"}))
+    };
+    let rpr::Proposal::New(open) = first
+        .propose_one_open(&actor("proposer"), call("a"))
+        .unwrap()
+    else {
+        panic!("a new pathway")
+    };
+    let refused = other
+        .propose_one_open(&actor("proposer"), call("b"))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(identical_open(&refused), Some(open.id()), "{refused}");
+    let refused = other
+        .propose(
+            &actor("proposer"),
+            gate_call("c", "fz", ActionClass::Mutating),
+        )
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(
+        identical_open(&refused),
+        Some(open.id()),
+        "a gate's call is held by it too: {refused}"
+    );
+    // A host that did not ask is not held.
+    let _stored = other.propose(&actor("proposer"), call("d")).unwrap();
+    // A read is never held.
+    let mut read = call("e");
+    read.class = ActionClass::ReadOnly;
+    let _stored = other.propose_one_open(&actor("proposer"), read).unwrap();
+}

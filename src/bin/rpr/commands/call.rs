@@ -79,7 +79,23 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                 .unwrap_or_else(|| format!("call/{server}/{digest}/{}", seen + 1));
             let definition = Definition::new(request, live.plan.class, &key, policy.authority())
                 .with_metadata(json!({"server": server}));
-            match rt.propose(&proposer, definition)? {
+            // The store refuses it while an identical call is open, though none was open
+            // when this looked: another process stored one in between.
+            let proposal = match rt.propose_one_open(&proposer, definition) {
+                Err(rpr::PathwayError::Store(rpr::store::StoreError::IdenticalOpen {
+                    open,
+                    ..
+                })) => {
+                    flow::note_pathway(&open);
+                    say!(
+                        "an identical call ({tool} on {server}, the same arguments) was stored by another \
+                         process meanwhile: pathway {open}, still open: answered from it, nothing sent"
+                    );
+                    return show_next(&rt, &open);
+                }
+                other => other?,
+            };
+            match proposal {
                 Proposal::New(p) => {
                     say!(
                         "proposed by {proposer}: pathway {} ({tool} on {}, key {key:?})",
