@@ -1,9 +1,9 @@
 //! Evidence redaction and bounds, and the formats of signed evidence.
 //!
 //! The submodules [`merkle`], [`note`], [`checkpoint`] and [`proof`] are the building
-//! blocks of evidence a database writer cannot rewrite (issue 28; `docs/evidence.md`): an
-//! RFC 6962 Merkle log, C2SP signed notes with Ed25519 keys, C2SP checkpoints and proof
-//! files. They are not wired into the store or the runtime yet. The rest of this page is
+//! blocks of evidence a database writer cannot rewrite (`docs/evidence.md`): an RFC 6962
+//! Merkle log, C2SP signed notes with Ed25519 keys, C2SP checkpoints and proof files. The
+//! store's signed log ([`crate::store::log`]) is built on them. The rest of this page is
 //! about redaction.
 //!
 //! Evidence is JSON that the runtime stores in the ledger and the database: the
@@ -492,7 +492,6 @@ mod tests {
         );
     }
 
-    // Same shape assertion after assertion: each case is its own boundary (another value, limit and path).
     #[test]
     fn depth_boundaries() {
         assert_eq!(check(&json!(1), &depth_bounds(1)), Ok(json!(1)));
@@ -852,7 +851,6 @@ mod tests {
         );
     }
 
-    // Same shape as canonical's deep_values_do_not_overflow_the_stack: both run on a small stack, each proving another walk iterative.
     #[test]
     fn deep_values_are_refused_without_overflowing_the_stack() {
         const DEPTH: usize = 100_000;

@@ -84,7 +84,6 @@ pub struct Problem {
     pub detail: String,
 }
 
-// Same shape as Problem: public result structs with other fields.
 /// The result of [`crate::store::verify`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]

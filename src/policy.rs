@@ -471,7 +471,7 @@ impl ReadbackRule {
     /// member present and `null`, or a tool error containing `absent_if_error_contains`
     /// → not applied; anything else → inconclusive. A path the result does not contain
     /// proves nothing (a misspelt pointer, a server that answers in another shape): it is
-    /// inconclusive, never absent (issue 25).
+    /// inconclusive, never absent.
     fn judge(&self, request: &Request, result: &Value) -> ReadbackVerdict {
         if result["isError"] == true {
             let text = result["content"].to_string();

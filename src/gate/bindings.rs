@@ -1,6 +1,6 @@
 //! The bindings of the tools of the list the gate holds, computed once per list and session
-//! instead of once per call (issue 26: the canonical JSON and SHA-256 of a tool's
-//! definition, two or three times a call). A binding is a pure function of the session's
+//! instead of once per call (otherwise the canonical JSON and SHA-256 of a tool's
+//! definition ran two or three times a call). A binding is a pure function of the session's
 //! server identity, the tool's definition and the class, so a list fetched again, or a
 //! server started again, starts a new cache: it is kept for one (session, list) pair only,
 //! held by its `Arc`s so neither can be freed and its address reused while cached.

@@ -288,8 +288,8 @@ impl Gate {
                 ),
             },
             Outcome::ReadFailed(f) => read_failed(delivery, f.id()),
-            // Same shape as the Failed arm above: a JSON-RPC error passed on, else the text
-            // for its state (unknown and failed say different things).
+            // A JSON-RPC error is passed on, else the text for the state (unknown and
+            // failed say different things).
             Outcome::Unknown(u) => {
                 note!(
                     Warn,

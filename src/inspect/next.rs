@@ -100,7 +100,7 @@ pub fn next_action(
     last_attempt_status: Option<AttemptStatus>,
     authority: Option<&Authority>,
 ) -> NextAction {
-    // Same shape arm after arm: one row per state of the table above (action, steps, detail, alternatives); the rows differ in meaning, not in code.
+    // One row per state of the table above: action, steps, detail, alternatives.
     let (action, acts, detail, others): (&'static str, &[Act], &'static str, &[Act]) = match state {
         State::Proposed => (
             "admit",

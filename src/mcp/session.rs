@@ -233,7 +233,6 @@ impl Session {
         })
     }
 
-    // Same shape as McpClient::call_tool: a thin public wrapper over the fuller call, one layer down.
     /// Sends a request and waits up to `timeout` (from now) for its reply.
     ///
     /// On timeout a `notifications/cancelled` is sent (except for `initialize`, which
@@ -307,7 +306,7 @@ impl Session {
         self.notify("notifications/cancelled", Some(params)).is_ok()
     }
 
-    // Same shape as request_guarded: the same parameters; request_guarded wraps this body so that the tag is dropped on every return.
+    // `request_guarded` wraps this body so that the tag is dropped on every return.
     fn request_inner(
         &self,
         method: &str,

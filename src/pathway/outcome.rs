@@ -12,7 +12,6 @@ use super::{Pathway, PathwayError};
 use crate::state::State;
 use crate::store::{AttemptRecord, PathwayRecord};
 
-// Same shape as StoredPathway and token::Reconciled: public enums of typed handles; each names other stages or verdicts.
 /// The result of admission.
 #[derive(Debug)]
 #[must_use = "admission hands the pathway on in its next stage"]

@@ -53,7 +53,6 @@ macro_rules! stage {
     };
 }
 
-// Same shape invocation after invocation: one stage type each; the stage! macro already holds what they share.
 stage!(
     /// Proposed by an actor; admission decides what happens next.
     Proposed {} => State::Proposed

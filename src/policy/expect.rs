@@ -1,7 +1,7 @@
 //! A readback's `expect` pointers checked against the readback tool's declared
 //! `outputSchema` when the policy is applied: a pointer the result cannot contain would
-//! never find the effect, so every call would stay unknown, and before issue 25 a missing
-//! member even read as "not applied", opening the way to a second send.
+//! never find the effect, so every call would stay unknown (and were a missing member
+//! read as "not applied", the way to a second send would open).
 
 use crate::mcp::Tool;
 

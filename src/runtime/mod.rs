@@ -64,7 +64,6 @@ pub struct Runtime {
     /// holding [`Runtime::reader`] can still step, with steps of concurrent callers
     /// committed together (`store::batch`); for PostgreSQL, one transaction per step. No
     /// step holds it while an executor or readback runs.
-    // Same shape as RuntimeBuilder's fields: the builder's settings become these.
     store: Store,
     /// How the steps of read-only pathways are committed.
     read_durability: crate::store::ReadDurability,

@@ -388,7 +388,7 @@ impl Runtime {
                 global.remove(&key);
             }
         }
-        // Same shape as Heartbeat::set: this is the runtime's own set (a HashSet, in runtime/mod.rs), that one the heartbeat thread's BTreeSet; each is locked on its own.
+        // The runtime's own set, locked on its own (the heartbeat thread keeps another).
         {
             let mut set = self
                 .in_flight

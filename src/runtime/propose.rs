@@ -40,7 +40,6 @@ pub enum Decided {
     Existing(StoredPathway),
 }
 
-// Same shape as Admission, Outcome and token::Reconciled: public enums of typed handles.
 /// The result of [`Runtime::propose_and_bind`].
 #[derive(Debug)]
 #[must_use = "a bound pathway must be dispatched (dropped, it leaves nothing behind)"]

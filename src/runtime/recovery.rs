@@ -103,7 +103,7 @@ impl Runtime {
                 .clone()
                 .ok_or_else(|| StoreError::Corrupt(format!("pathway {} has no attempt", record.id)))
         };
-        // Same shape arm after arm: one stage per stored state; each arm builds a different type, which is the point of the typestate.
+        // One stage per stored state: each arm builds a different type.
         Ok(match record.state {
             State::Proposed => StoredPathway::Proposed(Pathway {
                 core,

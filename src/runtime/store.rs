@@ -264,7 +264,7 @@ mod tests {
     use crate::store::{SqliteBackend, StoreError};
 
     /// The leader of a batch holds the step connection while it writes and syncs; a
-    /// caller's read must not wait for it (issue 27, item 2).
+    /// caller's read must not wait for it.
     #[test]
     fn a_callers_reads_do_not_wait_for_the_step_connection() {
         let dir = tempfile::tempdir().unwrap();

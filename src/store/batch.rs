@@ -220,7 +220,6 @@ impl Drop for Lead<'_> {
 
 /// Rolls back a batch that did not commit (a panic in a step included), so the connection
 /// is usable again.
-// Same shape as read::open's SnapshotGuard: a drop guard each, for another transaction.
 struct Abandon<'a> {
     backend: &'a SqliteBackend,
     armed: bool,

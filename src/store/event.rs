@@ -163,7 +163,6 @@ impl<'a> Event<'a> {
     }
 }
 
-// Same shape as Event::set: each names the members of its own level of an event.
 impl<'a> EventData<'a> {
     fn set(&mut self, name: &str, raw: Raw<'a>) {
         match name {
@@ -211,7 +210,6 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
-    // Same shape as the leaf strategy in canonical::scan's tests: each generates the JSON its own parser must meet.
     fn field() -> impl Strategy<Value = Value> {
         prop_oneof![
             Just(Value::Null),

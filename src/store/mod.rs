@@ -369,8 +369,6 @@ fn busy_text(timeout: Option<std::time::Duration>, holder: Option<&LockHolder>) 
 }
 
 /// A new pathway row.
-// Same shape as the other plain records (Step here, check's raw rows, pins' candidates, the
-// gate's Live): field lists, nothing to share.
 #[derive(Debug, Clone)]
 pub(crate) struct NewPathway {
     pub(crate) id: String,

@@ -1,4 +1,4 @@
-//! The replay a step leaves for the pathway's next step (issue 27, item 2).
+//! The replay a step leaves for the pathway's next step.
 //!
 //! Before a step writes, [`super::rules::check_pathway`] compares the pathway's rows with
 //! what its ledger events establish (the replay). Without this cache every step re-read,

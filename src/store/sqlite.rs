@@ -153,9 +153,9 @@ impl Drop for Unit<'_> {
 }
 
 /// Refuses a database that holds something and is not rpr's, before anything is written to
-/// it: switching it to WAL (or migrating it) would change a file the command then refuses
-/// (issue 25, finding 11). Only reads; an empty file or a new one passes (it becomes an rpr
-/// database), and an rpr database is checked in full by the migration.
+/// it: switching it to WAL (or migrating it) would change a file the command then refuses.
+/// Only reads; an empty file or a new one passes (it becomes an rpr database), and an rpr
+/// database is checked in full by the migration.
 fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     let objects: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))

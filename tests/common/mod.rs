@@ -476,8 +476,6 @@ impl Sql {
     }
 
     /// The one integer column of `sql`'s rows, NULL as `None` (no parameters).
-    // Same shape as `texts`: the same read for another column type (each driver needs the
-    // type named).
     pub fn ints(&self, sql: &str) -> Vec<Option<i64>> {
         match &self.0 {
             SqlConn::Sqlite(c) => {

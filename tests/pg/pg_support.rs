@@ -23,7 +23,6 @@ fn allow(_: &rpr::Definition) -> rpr::Decision {
     rpr::Decision::Allow
 }
 
-// Same shape as tests/core/race.rs's: each test binary waits on its own signal files.
 fn wait_for_file(path: &str) {
     let deadline = Instant::now() + Duration::from_mins(1);
     while !std::path::Path::new(path).exists() {

@@ -265,7 +265,7 @@ fn build_tools() -> Value {
                 json!({"pathway_id": id_schema(), "limit": limit_schema(), "cursor": cursor_schema()}),
                 &["pathway_id"],
             ),
-            // Same shape as the rpr.get_status output: both end with the ledger's length and head; each schema is written out whole, as its tool returns it.
+            // Ends with the ledger's length and head, as `rpr.get_status` does.
             output(
                 json!({
                     "pathway_id": {"type": "string"},

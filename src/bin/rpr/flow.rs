@@ -478,7 +478,6 @@ pub(crate) fn confirm(
     }
 }
 
-// Same shape as reconcile: another stage (repair unsettled) whose verdicts take other edges (settle, keep_unsettled); applied is no edge from it.
 /// Reads back a pathway sent to repair after a reply: only a not-applied verdict settles it.
 pub(crate) fn settle(
     rt: &Runtime,

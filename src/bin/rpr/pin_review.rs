@@ -1,4 +1,4 @@
-//! `rpr pin --review` and `rpr pin --accept TOOL=DIGEST…` (issue 29, item 4): every changed
+//! `rpr pin --review` and `rpr pin --accept TOOL=DIGEST…`: every changed
 //! tool of a server at once, with what changed in its binding and a diff of its definition;
 //! then the changes accepted by naming each reviewed digest, so a binding that changed again
 //! since the review is not pinned unseen.

@@ -1,5 +1,5 @@
 //! A log key's Ed25519 signatures with the nonce point made ahead of time, off the commit
-//! that waits for the signature (issue 28: signing within 10% of a commit).
+//! that waits for the signature.
 //!
 //! An Ed25519 signature of a message `M` by the secret scalar `s` (public key `A = sB`) is
 //! `(R, S)` with `R = rB` and `S = r + SHA-512(R || A || M) * s mod l`. Any verifier checks

@@ -59,7 +59,6 @@ impl std::fmt::Debug for SendGuard {
     }
 }
 
-// Same shape as inspect::PathwaySummary: a struct of documented public fields; only the shape is shared.
 /// Settings of a session and of the MCP client built on it.
 #[derive(Clone)]
 #[non_exhaustive]

@@ -266,7 +266,6 @@ impl Pathway<Approved> {
         self.core.approved_until
     }
 
-    // Same shape as deny, release and abort: one call of simple per edge; what differs (act, state, data, stage) is the edge.
     /// Held by the stop authority.
     pub fn hold(
         self,

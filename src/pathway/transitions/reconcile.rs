@@ -221,7 +221,6 @@ impl Pathway<Unknown> {
         Ok(p.into_stage(v, Completed { _private: () }))
     }
 
-    // Same shape as complete and RepairUnsettled::settle: each applies another verdict on another edge through reconciled, which holds what they share.
     /// Sends the pathway to repair: the reconciliation found the effect not applied.
     /// This is the only way from unknown towards a new attempt.
     pub fn require_repair(

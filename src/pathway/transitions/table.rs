@@ -7,7 +7,6 @@ use crate::state::State;
 /// Every typed transition: `(from, to, method)`. `tests/core/state_machine.rs` proves that
 /// these edges are exactly the spec file's, and drives each method to show that the
 /// ledger records exactly these edges.
-// Same shape row after row: TRANSITIONS is data, one edge per row.
 pub const TRANSITIONS: &[(State, State, &str)] = &[
     (
         State::Proposed,

@@ -1,7 +1,6 @@
 //! The rows a check reads, exactly as stored (no parsing, no judgement), and the columns
 //! and row readers that fetch them.
 
-// Same shape as RawAttempt, RawApproval and pins::Candidate: plain rows of other tables; only the shape of a field list is shared.
 /// A pathway row exactly as stored.
 #[derive(Debug)]
 pub(crate) struct RawPathway {
@@ -71,7 +70,6 @@ pub(crate) fn raw_pathway(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawPathway>
     })
 }
 
-// Same shape as raw_pathway and raw_approval: one reader per table, each column by position; only the shape is shared.
 pub(crate) fn raw_attempt(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAttempt> {
     Ok(RawAttempt {
         id: r.get(0)?,
@@ -102,7 +100,6 @@ pub(crate) fn raw_approval(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawApprova
     })
 }
 
-// Same shape as RawPathway, RawAttempt and RawApproval: the same rows, borrowed.
 /// A pathway row as the comparison reads it: borrowed from a [`RawPathway`] or from
 /// [`Rows`].
 #[derive(Debug, Clone, Copy)]
@@ -352,7 +349,6 @@ pub(crate) const PATHWAY_WIDTH: usize = 8;
 pub(crate) const ATTEMPT_WIDTH: usize = 13;
 pub(crate) const APPROVAL_WIDTH: usize = 7;
 
-// Same shape as raw_pathway: the same columns by position, borrowed from copied rows.
 pub(crate) fn pathway_row(r: Copied<'_>) -> rusqlite::Result<PathwayRow<'_>> {
     Ok(PathwayRow {
         id: r.text(0)?,
@@ -366,7 +362,6 @@ pub(crate) fn pathway_row(r: Copied<'_>) -> rusqlite::Result<PathwayRow<'_>> {
     })
 }
 
-// Same shape as raw_attempt: the same columns by position, borrowed from copied rows.
 pub(crate) fn attempt_row(r: Copied<'_>) -> rusqlite::Result<AttemptRow<'_>> {
     Ok(AttemptRow {
         id: r.text(0)?,
@@ -384,7 +379,6 @@ pub(crate) fn attempt_row(r: Copied<'_>) -> rusqlite::Result<AttemptRow<'_>> {
     })
 }
 
-// Same shape as raw_approval: the same columns by position, borrowed from copied rows.
 pub(crate) fn approval_row(r: Copied<'_>) -> rusqlite::Result<ApprovalRow<'_>> {
     Ok(ApprovalRow {
         id: r.text(0)?,

@@ -40,8 +40,7 @@ impl From<PgError> for StoreError {
     }
 }
 
-// Same shape as the trait's declaration (src/store/mod.rs) and SQLite's implementation: the
-// signatures are the trait's; each body hands the crate's records to `PgBackend`'s own.
+// Each body hands the crate's records to `PgBackend`'s own methods.
 impl Backend for PgBackend {
     fn insert_pathway(&self, new: NewPathway, events: Vec<EventDraft>) -> Result<(), StoreError> {
         PgBackend::insert_pathway(self, &new, events)

@@ -1,4 +1,4 @@
-//! Moving a SQLite rpr database into PostgreSQL (issue 11, item 4): [`copy_from_sqlite`].
+//! Moving a SQLite rpr database into PostgreSQL: [`copy_from_sqlite`].
 //!
 //! Every table (pathways, attempts, approvals, the ledger, the tool pins, and `meta`: the
 //! database identity and the recorded ledger head) is copied row for row, byte for byte,

@@ -19,7 +19,6 @@ impl PgBackend {
     /// version. [`PgError::LeaseHeld`] while the lease runs; [`PgError::NotInFlight`] when
     /// there is nothing to take over. The owner's late outcome is then refused
     /// ([`StoreError::Fenced`]), and its lease renewal finds the attempt lost.
-    // Same shape as accept_pin's signature (pins.rs): names and a time, by the caller's clock.
     pub(crate) fn take_over(
         &self,
         pathway: &str,

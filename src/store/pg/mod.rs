@@ -1,4 +1,4 @@
-//! The PostgreSQL store (cargo feature `postgres`; issue 11): the SQLite
+//! The PostgreSQL store (cargo feature `postgres`): the SQLite
 //! store's schema concepts, steps and ledger on PostgreSQL, for hosts on several machines
 //! sharing one database.
 //!
@@ -110,7 +110,7 @@ pub(crate) struct PgBackend {
     schema: Option<String>,
 }
 
-// Same shape as other hand-written `Debug` impls: the connection has none, the rest is shown.
+// The connection has no `Debug`; the rest is shown.
 impl fmt::Debug for PgBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgBackend")

@@ -1,5 +1,3 @@
--- Same shape as src/store/schema.sql and migrate_3.sql, table for table: the same schema for
--- the other engine (its types and its DDL differ), so nothing is shared.
 -- rpr schema for PostgreSQL, version 4: the tables, columns and indexes of the SQLite schema
 -- at version 4 (src/store/schema.sql, migrate_2.sql, migrate_3.sql, migrate_4.sql), in one
 -- script, for a new store. Applied by src/store/pg/migrate.rs inside one transaction, which

@@ -18,7 +18,7 @@ pub(super) enum Inner<'a> {
     Session(&'a mut Client),
 }
 
-// Same shape, method after method: each `postgres` call on whichever of the two runs it.
+// Each `postgres` call on whichever of the two runs it.
 impl Inner<'_> {
     pub(super) fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
         match self {
@@ -125,8 +125,7 @@ pub(super) struct Tx<'a> {
     pub(super) covered: Option<crate::store::log::Covered>,
 }
 
-// Same shape, method after method: one thin wrapper per `postgres` call, each preparing
-// its statement through the cache.
+// One thin wrapper per `postgres` call, each preparing its statement through the cache.
 impl Tx<'_> {
     pub(super) fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
         if let Some(s) = self.statements.get(sql) {

@@ -127,7 +127,7 @@ pub(super) fn verify_tx(tx: &mut Tx<'_>, known_head: Option<&str>) -> Result<Rep
             format!("recorded head {recorded:?} is not the last event (seq {last})"),
         ));
     }
-    // Same shape twice: attempts, then approvals, each joined to its pathway's entry.
+    // Attempts, then approvals, each joined to its pathway's entry.
     for a in tx
         .query(ALL_ATTEMPTS.as_str(), &[])?
         .iter()

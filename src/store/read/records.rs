@@ -192,7 +192,6 @@ pub(super) fn attempt_row(r: &Row<'_>) -> rusqlite::Result<Result<AttemptRecord,
     })())
 }
 
-// Same shape as check::raw::raw_pathway: a reader of another row, each column by position.
 pub(super) fn ledger_row(r: &Row<'_>) -> rusqlite::Result<LedgerRow> {
     Ok(LedgerRow {
         seq: r.get(0)?,

@@ -246,7 +246,6 @@ pub(crate) fn escalate(args: &Step) -> Result<Exit, Failure> {
     Ok(Exit::Done)
 }
 
-// Same shape as hold: another stage (returned), another edge (stop) and another next step.
 /// `stop`: the stop authority stops a pathway whose success reply was not yet confirmed.
 pub(crate) fn stop(args: &ReasonStep) -> Result<Exit, Failure> {
     let (rt, stored, actor) = args.step.open()?;
@@ -285,7 +284,7 @@ pub(crate) fn abort(args: &AbortArgs) -> Result<Exit, Failure> {
     Ok(Exit::Done)
 }
 
-// Same shape as flow::settle and flow::reconcile: the verdict is attested by an actor, not read back, and the messages name who.
+// The verdict is attested by an actor, not read back, and the messages name who.
 /// `attest`: the evidence owner or repair owner decides an unknown pathway by attestation.
 pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
     let verdict = match args.verdict {
