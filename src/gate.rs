@@ -460,7 +460,15 @@ fn dispatch(
             // Passed on under the id the gate used toward the server; the client gets
             // no answer to the request it cancelled (gate/cancel.rs).
             "notifications/cancelled" => gate.client_cancelled(n.params.as_ref()),
-            _ => gate.upstream.notify(&n),
+            method if method.starts_with("notifications/") => gate.upstream.notify(&n),
+            // A request method without an id (a `tools/call` sent as a JSON-RPC
+            // notification) is no MCP notification, and nothing shows that a server drops
+            // it: one built on a generic JSON-RPC library runs it, unanswered. Passed on,
+            // a write would reach the server ungoverned, with no record before it.
+            method => note!(
+                Warn,
+                "rpr gate: a notification of method {method:?} (no id) was dropped: only notifications/* are passed to the server; send a request with an id"
+            ),
         },
         Ok(Some(Incoming::Invalid(invalid))) => {
             note!(Warn, "rpr gate: {}", invalid.error);

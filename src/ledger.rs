@@ -16,7 +16,7 @@
 //! reach (a log, another machine) and pass it to [`crate::store::verify`]: that proves the events
 //! up to it are unchanged and still present (truncation or rewriting before it is
 //! detected). It does not detect a correctly chained append after it by someone
-//! with write access to the database; that needs signing, a later step.
+//! with write access to the database; the signed log does ([`crate::store::log`]).
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};

@@ -6,12 +6,12 @@ pub mod executor;
 pub mod gate;
 pub mod inspect;
 pub mod ledger;
-pub mod pathway;
+mod pathway;
 pub mod policy;
 mod process;
 mod runtime;
 pub mod shown;
-pub mod state;
+mod state;
 pub mod store;
 
 pub use pathway::stage;
@@ -19,12 +19,12 @@ pub use pathway::token;
 pub use pathway::{
     ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, ApprovalRule, Authority, BoundRead,
     Confirmed, Decision, Definition, NotSent, Outcome, Pathway, PathwayError, ReadUnrecorded,
-    Refused, Role, StoredPathway, Unrecorded,
+    Refused, Role, StoredPathway, TRANSITIONS, Unrecorded,
 };
 pub use runtime::{
     Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Ready, Runtime,
     RuntimeBuilder, SequentialIds, StepPoint, SystemClock,
 };
-pub use state::{AttemptStatus, State};
+pub use state::{AttemptStatus, EDGES, State, UnknownName};
 pub mod jsonrpc;
 pub mod mcp;

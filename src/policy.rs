@@ -467,11 +467,13 @@ fn check_mapping(
 }
 
 impl ReadbackRule {
-    /// The verdict on a readback result: every expectation met → applied; an expected
+    /// The verdict on a readback result: every expectation met → applied; every expected
     /// member present and `null`, or a tool error containing `absent_if_error_contains`
     /// → not applied; anything else → inconclusive. A path the result does not contain
     /// proves nothing (a misspelt pointer, a server that answers in another shape): it is
-    /// inconclusive, never absent.
+    /// inconclusive, never absent. Nor does a mix of met and `null` expectations: what was
+    /// met shows the effect is (at least partly) there, so it is no proof of "not applied",
+    /// which would open the way to a second send.
     fn judge(&self, request: &Request, result: &Value) -> ReadbackVerdict {
         if result["isError"] == true {
             let text = result["content"].to_string();
@@ -480,22 +482,22 @@ impl ReadbackRule {
                 _ => ReadbackVerdict::Inconclusive,
             };
         }
-        let mut verdict = ReadbackVerdict::Applied;
+        let (mut met, mut null) = (0, 0);
         for (pointer, expected) in &self.expect {
             let seen = pointer::Pointer::parse(pointer)
                 .ok()
                 .and_then(|p| p.resolve(result).ok());
             match seen {
-                Some(seen) if *seen == mapping::fill(expected, &request.arguments) => {}
-                Some(Value::Null) => {
-                    if verdict == ReadbackVerdict::Applied {
-                        verdict = ReadbackVerdict::NotApplied;
-                    }
-                }
+                Some(seen) if *seen == mapping::fill(expected, &request.arguments) => met += 1,
+                Some(Value::Null) => null += 1,
                 None | Some(_) => return ReadbackVerdict::Inconclusive,
             }
         }
-        verdict
+        match (met, null) {
+            (_, 0) => ReadbackVerdict::Applied,
+            (0, _) => ReadbackVerdict::NotApplied,
+            _ => ReadbackVerdict::Inconclusive,
+        }
     }
 
     /// Why a readback could not be derived from a call with `arguments`: the first
@@ -526,5 +528,65 @@ impl ReadbackRule {
                     ))
                 })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule() -> ReadbackRule {
+        serde_json::from_value(json!({
+            "tool": "get_issue",
+            "arguments": {"title": "$title"},
+            "expect": {
+                "/structuredContent/title": "$title",
+                "/structuredContent/assignee": "$assignee"
+            }
+        }))
+        .unwrap()
+    }
+
+    fn judged(title: Value, assignee: Value) -> ReadbackVerdict {
+        let request = Request::new("create_issue", json!({"title": "t", "assignee": "a"}));
+        let result = json!({"structuredContent": {"title": title, "assignee": assignee}});
+        rule().judge(&request, &result)
+    }
+
+    #[test]
+    fn every_expectation_met_is_applied_and_every_one_null_is_not_applied() {
+        assert_eq!(judged(json!("t"), json!("a")), ReadbackVerdict::Applied);
+        assert_eq!(
+            judged(Value::Null, Value::Null),
+            ReadbackVerdict::NotApplied
+        );
+    }
+
+    /// One member shows the effect and another reads back `null` (set later, or stored
+    /// elsewhere): the effect is at least partly there, so this proves no "not applied"
+    /// (which would let the call be sent again), whichever member is which.
+    #[test]
+    fn met_and_null_expectations_together_are_inconclusive() {
+        assert_eq!(
+            judged(json!("t"), Value::Null),
+            ReadbackVerdict::Inconclusive
+        );
+        assert_eq!(
+            judged(Value::Null, json!("a")),
+            ReadbackVerdict::Inconclusive
+        );
+    }
+
+    #[test]
+    fn another_value_is_inconclusive() {
+        assert_eq!(
+            judged(json!("t"), json!("b")),
+            ReadbackVerdict::Inconclusive
+        );
+        assert_eq!(
+            judged(Value::Null, json!("b")),
+            ReadbackVerdict::Inconclusive
+        );
     }
 }

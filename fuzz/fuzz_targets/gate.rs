@@ -41,6 +41,8 @@
 //!   the call's tool and arguments. A `get` may arrive without one: a read the policy calls
 //!   read-only is recorded when it ends (docs/gate.md), as is its use as the readback of a
 //!   `put` or `del`. A tool outside the policy never arrives;
+//! - every notification that reaches the server is one of MCP's (`notifications/…`): a
+//!   request method the client sent without an id (a `tools/call`) is never passed on;
 //! - nothing is answered that is not recorded: when the gate writes an answer to a
 //!   `tools/call` that names its pathway `completed` (`_meta["dev.rpr/pathway"]`), the
 //!   store already holds that pathway `completed` (this is what holds a read, sent before
@@ -456,6 +458,20 @@ struct Checks {
 }
 
 impl Checks {
+    /// A notification reaching the server is one of MCP's (`notifications/…`): a request
+    /// method without an id (a `tools/call` the client sent as a notification) would be
+    /// run, unanswered, by a server built on a generic JSON-RPC library, ungoverned.
+    fn on_notification(&mut self, notification: &Map<String, Value>) {
+        self.received
+            .push(Value::Object(notification.clone()).to_string());
+        let method = notification.get("method").and_then(Value::as_str);
+        if !method.is_some_and(|m| m.starts_with("notifications/")) {
+            self.violations.push(format!(
+                "a notification of method {method:?} (no id) reached the server"
+            ));
+        }
+    }
+
     fn on_request(&mut self, request: &Map<String, Value>) {
         self.received
             .push(Value::Object(request.clone()).to_string());
@@ -652,12 +668,19 @@ fuzz_target!(|input: &[u8]| {
             .map(|c| c.to_vec())
             .collect::<Vec<_>>()
             .into_iter();
+        let noticed = Arc::clone(&checks);
         InProcess::new(STARTS, move |request| {
             checks.lock().expect("the checks").on_request(request);
             let method = request.get("method").and_then(Value::as_str).unwrap_or("");
             standard(method)
                 .filter(|_| standard_server)
                 .unwrap_or_else(|| next.next().unwrap_or_default())
+        })
+        .with_notices(move |notification| {
+            noticed
+                .lock()
+                .expect("the checks")
+                .on_notification(notification);
         })
     };
     let served = serve_in_process(

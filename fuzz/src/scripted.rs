@@ -30,18 +30,26 @@ pub fn serve_streams(
     mut answer: impl FnMut(&Map<String, Value>) -> Vec<u8>,
 ) -> Vec<u8> {
     let mut written = Vec::new();
-    answer_requests(requests, &mut replies, &mut answer, &mut written);
+    answer_requests(
+        requests,
+        &mut replies,
+        &mut answer,
+        &mut |_| {},
+        &mut written,
+    );
     written
 }
 
 /// Answers each request line of `requests` (a JSON object with an `id` and a `method`)
 /// with the chunk `answer` gives (`"$id"` in it replaced by the request's id), a newline
 /// and a closing error reply, appending what it wrote to `written`; until the end of
-/// `requests` or a failed write.
+/// `requests` or a failed write. A line with a `method` and no `id` (a notification) is
+/// shown to `notice` and answered with nothing.
 fn answer_requests(
     requests: impl Read,
     replies: &mut impl Write,
     answer: &mut impl FnMut(&Map<String, Value>) -> Vec<u8>,
+    notice: &mut dyn FnMut(&Map<String, Value>),
     written: &mut Vec<u8>,
 ) {
     for line in BufReader::new(requests).split(b'\n') {
@@ -49,7 +57,11 @@ fn answer_requests(
         let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
-        let (Some(id), true) = (request.get("id"), request.contains_key("method")) else {
+        if !request.contains_key("method") {
+            continue;
+        }
+        let Some(id) = request.get("id") else {
+            notice(&request);
             continue;
         };
         let id = id.to_string();
@@ -80,6 +92,7 @@ pub fn ignore_sigpipe() {
 
 /// What the answer of an [`InProcess`] server is: the chunk for one request.
 type Answer = dyn FnMut(&Map<String, Value>) -> Vec<u8> + Send;
+type Notice = dyn FnMut(&Map<String, Value>) + Send;
 
 /// The scripted server in this process (`rpr::mcp::InProcessServer`): each start of the
 /// server, up to `starts` of them, is a thread that answers each request line as
@@ -87,6 +100,7 @@ type Answer = dyn FnMut(&Map<String, Value>) -> Vec<u8> + Send;
 /// (the client or the gate reports that the server did not start). No process, no fork.
 pub struct InProcess {
     answer: std::sync::Arc<std::sync::Mutex<Box<Answer>>>,
+    notice: std::sync::Arc<std::sync::Mutex<Box<Notice>>>,
     threads: std::sync::Arc<std::sync::Mutex<Vec<std::thread::JoinHandle<Vec<u8>>>>>,
     starts: std::sync::Arc<AtomicUsize>,
 }
@@ -100,14 +114,27 @@ impl InProcess {
         ignore_sigpipe();
         Self {
             answer: std::sync::Arc::new(std::sync::Mutex::new(Box::new(answer))),
+            notice: std::sync::Arc::new(std::sync::Mutex::new(Box::new(|_| {}))),
             threads: std::sync::Arc::default(),
             starts: std::sync::Arc::new(AtomicUsize::new(starts)),
         }
     }
 
+    /// Shows every notification the server receives (a line with a `method` and no `id`)
+    /// to `notice`.
+    #[must_use]
+    pub fn with_notices(self, notice: impl FnMut(&Map<String, Value>) + Send + 'static) -> Self {
+        *self
+            .notice
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Box::new(notice);
+        self
+    }
+
     /// The server, as the client or the gate starts it.
     #[must_use]
     pub fn server(&self, name: &str) -> rpr::mcp::InProcessServer {
+        let notice = std::sync::Arc::clone(&self.notice);
         let (answer, threads, starts) = (
             std::sync::Arc::clone(&self.answer),
             std::sync::Arc::clone(&self.threads),
@@ -125,6 +152,7 @@ impl InProcess {
             let (requests_in, requests_out) = std::io::pipe()?;
             let (replies_in, mut replies_out) = std::io::pipe()?;
             let answer = std::sync::Arc::clone(&answer);
+            let notice = std::sync::Arc::clone(&notice);
             let thread = std::thread::Builder::new()
                 .name("fuzz-server".into())
                 .spawn(move || {
@@ -135,7 +163,20 @@ impl InProcess {
                             .unwrap_or_else(std::sync::PoisonError::into_inner);
                         answer(request)
                     };
-                    answer_requests(requests_in, &mut replies_out, &mut each, &mut written);
+                    let mut noticed = |request: &Map<String, Value>| {
+                        (notice
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner))(
+                            request
+                        );
+                    };
+                    answer_requests(
+                        requests_in,
+                        &mut replies_out,
+                        &mut each,
+                        &mut noticed,
+                        &mut written,
+                    );
                     written
                 })?;
             threads

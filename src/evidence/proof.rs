@@ -1,7 +1,7 @@
 //! Proof files: a self-contained, offline-checkable bundle of a signed checkpoint, some of
 //! the log's leaves with their inclusion proofs, and optionally an older signed checkpoint
-//! with the consistency proof from it. A building block for `rpr proof` and
-//! `rpr verify-proof` (not built yet: they need the store's leaves); these functions read no
+//! with the consistency proof from it. `rpr proof` builds them from the store's leaves
+//! ([`crate::store::log::prove`]) and `rpr verify-proof` checks them; these functions read no
 //! database.
 //!
 //! The file is JSON (`format` is [`PROOF_FORMAT`]); bytes are standard base64:

@@ -43,12 +43,23 @@ pub(crate) struct Asked {
     pub(crate) era: Era,
     /// A 2026-07-28 retry's `requestState` and `inputResponses`, as sent.
     pub(crate) retry: Option<(String, Value)>,
-    /// The pathway a checked `requestState` names, and the answer to its form (`None`
-    /// when the retry carries no answer under the gate's key).
-    pub(crate) answered: Option<(String, Option<Value>)>,
+    /// What a checked `requestState` names, and the answer to its form.
+    pub(crate) answered: Option<Answered>,
     /// Where the call's answer goes (gate/rounds.rs): a 2026-07-28 client's call carries a
     /// server's `input_required` rounds through it.
     pub(crate) outlet: Option<std::sync::Arc<super::rounds::Outlet>>,
+}
+
+/// A 2026-07-28 retry's answer to the gate's approval form, with what its checked
+/// `requestState` names.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub(crate) pathway: String,
+    /// The pathway's version when the form was issued: the answer holds only for a
+    /// pathway still at that version (`gate/request_state.rs`).
+    pub(crate) version: i64,
+    /// `None` when the retry carries no answer under the gate's key.
+    pub(crate) answer: Option<Value>,
 }
 
 /// The key of the gate's approval form in `inputRequests` and `inputResponses`.

@@ -15,7 +15,7 @@ use crate::{Admission, Definition, Ready, State, StoredPathway};
 use serde_json::{Value, json};
 
 use super::Gate;
-pub(crate) use super::asked::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
+pub(crate) use super::asked::{APPROVAL_INPUT, Answer, Answered, Asked, Checked, tool_error};
 use super::carry::with_pathway;
 use super::era::Era;
 use super::request_state::StateKey;
@@ -338,7 +338,11 @@ impl Gate {
             )
         })?;
         let answer = responses.get(APPROVAL_INPUT).cloned();
-        asked.answered = Some((claims.pathway, answer));
+        asked.answered = Some(Answered {
+            pathway: claims.pathway,
+            version: claims.version,
+            answer,
+        });
         self.in_turn(stored, checked, asked, request)
     }
 

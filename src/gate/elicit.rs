@@ -10,7 +10,7 @@ use crate::{Pathway, PathwayError, State};
 use serde_json::{Value, json};
 
 use super::Gate;
-use super::asked::{APPROVAL_INPUT, Answer, Asked, Checked, tool_error};
+use super::asked::{APPROVAL_INPUT, Answer, Answered, Asked, Checked, tool_error};
 use super::request_state::Claims;
 use crate::shown;
 
@@ -91,13 +91,24 @@ impl Gate {
         });
         let reply = if asked.era.is_modern() {
             match &asked.answered {
-                Some((named, Some(answer))) if *named == id => {
+                // The answer is for this gating only: a pathway that left the gate since the
+                // form was issued (and came back) is at another version, and asked again.
+                Some(Answered {
+                    pathway,
+                    version,
+                    answer: Some(answer),
+                }) if *pathway == id && *version == p.core.version => {
                     self.turns.form_answered(&id);
                     Ok(Reply::Result(answer.clone()))
                 }
                 _ => {
                     params["mode"] = json!("form");
-                    return Ok(self.input_required(&id, p.request_digest(), params));
+                    return Ok(self.input_required(
+                        &id,
+                        p.core.version,
+                        p.request_digest(),
+                        params,
+                    ));
                 }
             }
         } else {
@@ -195,9 +206,10 @@ impl Gate {
     /// `inputRequests`, and a `requestState` naming this pathway and request, valid as long
     /// as a form would wait for its answer. Nothing is recorded: the pathway waits at the
     /// gate until the retry brings the person's answer.
-    fn input_required(&self, id: &str, request_digest: &str, form: Value) -> Value {
+    fn input_required(&self, id: &str, version: i64, request_digest: &str, form: Value) -> Value {
         let claims = Claims {
             pathway: id.to_owned(),
+            version,
             request_digest: request_digest.to_owned(),
         };
         let state = self.state_key.issue(&claims, self.approval_timeout);

@@ -2,12 +2,15 @@
 //!
 //! The gate answers a gated call with `input_required` (the approval form) and a
 //! `requestState`; the client sends the same call again with the person's answer and that
-//! state, byte for byte. The state names the pathway, the digest of the request it was
-//! given for, and when it expires, under an HMAC-SHA256 tag keyed by a secret this gate
-//! process drew from the operating system: a client can neither forge one, nor change the
-//! pathway or request it names, nor use one after it expires or after the gate restarts.
-//! A state does not make the answer single-use; the pathway does: an approval is recorded
-//! only on a pathway still at the gate, and a pathway is sent at most once.
+//! state, byte for byte. The state names the pathway, the pathway's version when the form
+//! was issued, the digest of the request it was given for, and when it expires, under an
+//! HMAC-SHA256 tag keyed by a secret this gate process drew from the operating system: a
+//! client can neither forge one, nor change the pathway, version or request it names, nor
+//! use one after it expires or after the gate restarts. A state does not make the answer
+//! single-use; the pathway does: an answer is recorded only on a pathway still at the gate
+//! *at the version the form was issued for*. A pathway that left the gate and came back
+//! (held and escalated, its approval expired and asked again) has moved on from that
+//! version, so an old answer, replayed, approves nothing: the person is asked again.
 //!
 //! A round of a server's own `input_required` to a governed call, carried to a 2026-07-28
 //! client (gate/rounds.rs), gets a state of the same make that names the round (a random
@@ -20,7 +23,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The format of the states this module writes for a Human Gate.
-const VERSION: &str = "rpr1";
+const VERSION: &str = "rpr2";
 /// The format of the states it writes for a round of a server's own `input_required` to a
 /// governed call ([`StateKey::issue_round`]).
 const ROUND: &str = "rpr1r";
@@ -29,6 +32,8 @@ const ROUND: &str = "rpr1r";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Claims {
     pub(crate) pathway: String,
+    /// The pathway's version when the form was issued: the answer is for that gating.
+    pub(crate) version: i64,
     pub(crate) request_digest: String,
 }
 
@@ -71,8 +76,8 @@ impl StateKey {
     pub(crate) fn issue(&self, claims: &Claims, ttl: Duration) -> String {
         let expires = now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         let body = format!(
-            "{VERSION}.{}.{}.{expires}",
-            claims.pathway, claims.request_digest
+            "{VERSION}.{}.{}.{}.{expires}",
+            claims.pathway, claims.version, claims.request_digest
         );
         let tag = hex(&self.tag(&body).finalize().into_bytes());
         format!("{body}.{tag}")
@@ -100,53 +105,54 @@ impl StateKey {
         state: &str,
         request_digest: &str,
     ) -> Result<String, StateError> {
-        let (round, _) = self.verify(ROUND, state, request_digest)?;
-        Ok(round)
+        let (mut named, _) = self.verify(ROUND, 1, state, request_digest)?;
+        Ok(named.remove(0))
     }
 
     /// The claims of `state`, if its tag checks, it has not expired and it was issued for
     /// the request whose digest is `request_digest`.
     pub(crate) fn check(&self, state: &str, request_digest: &str) -> Result<Claims, StateError> {
-        let (pathway, digest) = self.verify(VERSION, state, request_digest)?;
+        let (named, digest) = self.verify(VERSION, 2, state, request_digest)?;
+        let [pathway, version] =
+            <[String; 2]>::try_from(named).map_err(|_| StateError::Malformed)?;
         Ok(Claims {
             pathway,
+            version: version.parse().map_err(|_| StateError::Malformed)?,
             request_digest: digest,
         })
     }
 
-    /// The named part and the digest of a state of format `version`, checked.
+    /// The `named` parts and the digest of a state of format `version`, checked.
     fn verify(
         &self,
         version: &str,
+        named: usize,
         state: &str,
         request_digest: &str,
-    ) -> Result<(String, String), StateError> {
+    ) -> Result<(Vec<String>, String), StateError> {
         let (body, tag) = state.rsplit_once('.').ok_or(StateError::Malformed)?;
         let tag = unhex(tag).ok_or(StateError::Malformed)?;
         self.tag(body)
             .verify_slice(&tag)
             .map_err(|_| StateError::BadTag)?;
-        let mut parts = body.split('.');
-        let (Some(written), Some(named), Some(digest), Some(expires), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
+        let parts: Vec<&str> = body.split('.').collect();
+        let [written, middle @ .., digest, expires] = parts.as_slice() else {
             return Err(StateError::Malformed);
         };
-        if written != version {
+        if *written != version || middle.len() != named {
             return Err(StateError::Malformed);
         }
         let expires: u64 = expires.parse().map_err(|_| StateError::Malformed)?;
         if now_ms() > expires {
             return Err(StateError::Expired);
         }
-        if digest != request_digest {
+        if *digest != request_digest {
             return Err(StateError::OtherRequest);
         }
-        Ok((named.to_owned(), digest.to_owned()))
+        Ok((
+            middle.iter().map(|&s| s.to_owned()).collect(),
+            (*digest).to_owned(),
+        ))
     }
 }
 
@@ -181,6 +187,7 @@ mod tests {
     fn claims() -> Claims {
         Claims {
             pathway: "pw_0123abcd".into(),
+            version: 3,
             request_digest: "d1".into(),
         }
     }
@@ -212,7 +219,7 @@ mod tests {
             );
             bytes[i] = was;
         }
-        for cut in ["", ".", "rpr1", "x.y", "rpr1.a.b.c.zz"] {
+        for cut in ["", ".", "rpr2", "x.y", "rpr2.a.b.c.zz", "rpr1.a.b.c.zz"] {
             assert!(key.check(cut, "d1").is_err(), "{cut}");
         }
     }

@@ -1,7 +1,7 @@
 //! The gate's side facing the MCP server it governs: the child process, started through
 //! the crate's MCP client (its own process group, the shutdown ladder), started again
 //! for the next request after it dies, with its tool list cached until the server says
-//! the list changed.
+//! the list changed, a client lists the tools, or a bind or send finds a changed tool.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

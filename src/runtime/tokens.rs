@@ -1,6 +1,6 @@
-//! The tokens the runtime grants: a Human Gate approval, and the reconciliation of an
-//! unknown attempt (by readback, or attested by a person), after the carrier that may
-//! still hold its request is known to be gone.
+//! The reconciliation tokens the runtime grants: the verdict on an unknown attempt (by
+//! readback, or attested by a person), after the carrier that may still hold its request is
+//! known to be gone. Human Gate approvals are granted in `approvals.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;

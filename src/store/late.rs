@@ -6,8 +6,7 @@
 //! evidence, so that a verdict made before it is void). The owner's own outcome is evidence:
 //! it proves the owner sends no more, and what it reports may contradict an earlier readback.
 //!
-//! This is SQLite's; PostgreSQL's (`store::pg`) writes the same event over its own public
-//! step types, until both stores share one step type.
+//! Both stores run it: [`super::rules`] calls it for SQLite and PostgreSQL alike.
 
 use serde_json::{Value, json};
 

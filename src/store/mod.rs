@@ -1,14 +1,15 @@
 //! Durable storage: one atomic unit per pathway step, in a SQLite database (steps of
 //! concurrent callers committed together) or, with the `postgres` feature, a PostgreSQL one.
 //!
-//! The typestate layer ([`crate::pathway`]) talks to storage only through the
+//! The typestate layer ([`crate::Pathway`] and its stages) talks to storage only through the
 //! narrow, crate-internal `Backend` trait: insert a pathway, apply one step, grant an
 //! approval, read rows back. SQLite and PostgreSQL (`store::pg`, for hosts on many machines)
 //! both implement it; the stage types do not know which one they write to.
 //!
-//! On SQLite every step is one `BEGIN IMMEDIATE` transaction that compare-and-sets the
-//! pathway's state and version, writes the attempt or approval row, appends the
-//! ledger event (chained to the current head) and moves the recorded head. A
+//! On SQLite every step is one atomic unit, a savepoint in a `BEGIN IMMEDIATE` transaction it
+//! may share with other steps (a group commit; a step alone is the whole transaction), that
+//! compare-and-sets the pathway's state and version, writes the attempt or approval row,
+//! appends the ledger event (chained to the current head) and moves the recorded head. A
 //! crash between any two statements rolls the whole step back.
 
 pub(crate) mod batch;

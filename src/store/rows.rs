@@ -1,7 +1,7 @@
 //! The seam between the store's rules ([`super::rules`]) and a database.
 //!
 //! A backend implements [`Rows`] over one unit of work (SQLite: a savepoint in its batch's
-//! `BEGIN IMMEDIATE` transaction; PostgreSQL: a transaction) and does nothing else: it
+//! `BEGIN IMMEDIATE` transaction; PostgreSQL: a savepoint in its batch's transaction) and does nothing else: it
 //! reads and writes the rows it is asked for, in its own SQL, and judges leases by its own
 //! clock. It decides nothing. Every rule that both stores must agree on (which edges may be
 //! stored, the compare-and-set, at most once, the per-pathway replay, the late outcome, the

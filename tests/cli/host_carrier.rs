@@ -31,6 +31,7 @@ fn wrapped_config(dir: &Scratch, script: &str) -> String {
             "command": "/bin/sh",
             "args": ["-c", script, env!("CARGO_BIN_EXE_rpr-fault-server"),
                      "--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
+                     "--request-log", dir.join("requests.jsonl"),
                      "--fault", "slow", "--sleep-ms", SERVER_DELAY.as_millis().to_string()],
         }}}),
     )
@@ -45,6 +46,16 @@ fn policy(dir: &Scratch) -> String {
                 "servers": {"ledger": {"get": {"read_only": true}, "put": {"human_gate": false, "readback": {"tool": "get",
                     "arguments": {"key": "$key"}, "expect": {"/structuredContent/value": "$value"}}}}}}),
     )
+}
+
+/// Whether the server received a `tools/call` (it logs a request as it reads it, before
+/// its sleep).
+fn server_holds_the_call(dir: &Scratch) -> bool {
+    std::fs::read_to_string(dir.join("requests.jsonl")).is_ok_and(|log| {
+        log.lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|r| r["method"] == "tools/call")
+        })
+    })
 }
 
 fn in_flight(db: &Path) -> bool {
@@ -89,8 +100,14 @@ fn killed_call_then_reconcile(script: &str, signal: Signal) {
         assert!(Instant::now() < deadline, "the call never went in flight");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The request reaches the server, which now sleeps before writing.
-    std::thread::sleep(Duration::from_millis(300));
+    // The request reached the server, which now sleeps before writing.
+    while !server_holds_the_call(&dir) {
+        assert!(
+            Instant::now() < deadline,
+            "the server never received the tools/call"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let killed = Instant::now();
     let pid = Pid::from_raw(i32::try_from(host.id()).unwrap());
     kill(pid, signal).unwrap();

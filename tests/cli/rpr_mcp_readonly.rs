@@ -245,17 +245,21 @@ fn every_write_is_refused_and_reads_still_work() {
     assert!(!dir.path().join("other.db").exists());
 }
 
-/// SQLite does not ask the authorizer about VACUUM; the guard also checks
-/// `sqlite3_stmt_readonly`, which refuses both `VACUUM` and `VACUUM INTO`
-/// (the server runs no such statement anyway).
+/// The probe cannot try `VACUUM` (it does not run inside a transaction), so it refuses it
+/// rather than run it for real: both forms are refused and the file stays byte-identical.
+/// (The server runs neither.)
 #[test]
 fn vacuum_is_refused() {
     let dir = TempDir::new("rpr-mcp-vacuum");
     let db = dir.db();
     drop(runtime(&db));
+    let before = hashes(&db);
     let store = ReadStore::open_read_only(&db).unwrap();
     assert!(store.would_refuse("VACUUM"));
     assert!(store.would_refuse("VACUUM INTO 'copy.db'"));
+    drop(store);
+    assert_eq!(hashes(&db)[0], before[0], "the db file is byte-identical");
+    assert!(!dir.path().join("copy.db").exists());
 }
 
 // ---------------------------------------------------------------------------

@@ -62,13 +62,13 @@ fn states_match_the_spec_file() {
 
 #[test]
 fn edge_table_matches_the_spec_file() {
-    assert_eq!(names(rpr::state::EDGES.iter().copied()), spec_edges());
+    assert_eq!(names(rpr::EDGES.iter().copied()), spec_edges());
 }
 
 #[test]
 fn typed_transition_list_matches_the_spec_file() {
     assert_eq!(
-        names(rpr::pathway::TRANSITIONS.iter().map(|&(f, t, _)| (f, t))),
+        names(rpr::TRANSITIONS.iter().map(|&(f, t, _)| (f, t))),
         spec_edges()
     );
 }

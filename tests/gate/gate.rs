@@ -896,6 +896,48 @@ fn await_server_call(log: &Path) {
     }
 }
 
+/// A `tools/call` without an `id` (a JSON-RPC notification) is neither a governed call nor an
+/// MCP notification: the gate drops it. A server built on a generic JSON-RPC library runs a
+/// notification's method, so passing it on would send a write with no record before it.
+/// The client notification after it is passed on, so the server's log, read once that one
+/// arrived, shows everything the gate passed before it.
+#[test]
+fn a_tools_call_sent_as_a_notification_never_reaches_the_server() {
+    let dir = TempDir::new("gate-call-notification");
+    let policy = fault_policy(&dir);
+    let log = dir.join("requests.jsonl");
+    let log_arg = log.display().to_string();
+    let gate = fault_gate(&dir, &policy, "none", &["--request-log", &log_arg]);
+    let (mut child, mut stdin, _stdout) = raw_session(&gate);
+    for name in ["put", "get"] {
+        let unnamed = json!({"jsonrpc": "2.0", "method": "tools/call",
+            "params": {"name": name, "arguments": {"key": "k", "value": "v"}}});
+        writeln!(stdin, "{unnamed}").unwrap();
+    }
+    let after = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    writeln!(stdin, "{after}").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !logged_requests(&log)
+        .iter()
+        .any(|r| r["method"] == "notifications/roots/list_changed")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the client's notification never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let calls: Vec<Value> = logged_requests(&log)
+        .into_iter()
+        .filter(|r| r["method"] == "tools/call")
+        .collect();
+    assert!(calls.is_empty(), "passed to the server: {calls:?}");
+    assert_eq!(effects(&dir), 0);
+    assert_eq!(pathway_count(&dir), 0, "nothing was proposed for it either");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// Issue 26: a read changes nothing. Its attempt and outcome are recorded together once the
 /// server answered, so a read in flight when its gate dies leaves no record at all (and no
 /// effect), and the identical read after the restart is a new call that completes. The

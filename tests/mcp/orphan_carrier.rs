@@ -161,8 +161,8 @@ fn host_killed_inside_the_call(
     child.expect("RPR-DISPATCHING");
     assert!(eventually(Duration::from_secs(10), || in_flight(fx)));
     let server = fx.wait_for_server_pid();
-    // The request reaches the server, which now sleeps before writing.
-    std::thread::sleep(Duration::from_millis(300));
+    // The request reached the server, which now sleeps before writing.
+    fx.wait_for_call();
     let pid = Pid::from_raw(i32::try_from(child.pid()).unwrap());
     kill(pid, signal).unwrap();
     let _ = child.child.wait();

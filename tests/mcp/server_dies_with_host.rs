@@ -69,8 +69,8 @@ fn server_tree_dies_when_host_gets(signal: Signal, launch: Launch) {
     host.expect(common::READY);
     let server = fixture.wait_for_server_pid();
     assert!(alive(server), "the server is not running");
-    // Let the `tools/call` reach the server, which now sleeps before writing.
-    std::thread::sleep(Duration::from_millis(300));
+    // The `tools/call` reached the server, which now sleeps before writing.
+    fixture.wait_for_call();
     let called = Instant::now();
 
     kill(Pid::from_raw(i32::try_from(host.pid()).unwrap()), signal).unwrap();

@@ -16,6 +16,8 @@ pub(crate) struct Fixture {
     pub(crate) effects: PathBuf,
     pub(crate) state: PathBuf,
     pub(crate) pid_file: PathBuf,
+    /// Every request and notification the fault server received (`--request-log`).
+    pub(crate) requests: PathBuf,
     /// The directory, removed on drop; `None` for [`Fixture::at`].
     _owned: Option<tempfile::TempDir>,
 }
@@ -41,12 +43,14 @@ impl Fixture {
             effects: dir.join("effects.jsonl"),
             state: dir.join("state.json"),
             pid_file: dir.join("server.pid"),
+            requests: dir.join("requests.jsonl"),
             dir,
             _owned: None,
         }
     }
 
-    /// The fault server with `--effects`, `--state`, `--pid-file` and `--fault`.
+    /// The fault server with `--effects`, `--state`, `--pid-file`, `--request-log` and
+    /// `--fault`.
     pub(crate) fn command(&self, fault: &str) -> ServerCommand {
         ServerCommand::new(env!("CARGO_BIN_EXE_rpr-fault-server"))
             .arg("--effects")
@@ -55,8 +59,26 @@ impl Fixture {
             .arg(&self.state)
             .arg("--pid-file")
             .arg(&self.pid_file)
+            .arg("--request-log")
+            .arg(&self.requests)
             .arg("--fault")
             .arg(fault)
+    }
+
+    /// Waits (up to 10 s) until the server received a `tools/call` (it logs a request as
+    /// it reads it, before a slow fault's sleep): the request is then the server's.
+    pub(crate) fn wait_for_call(&self) {
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                std::fs::read_to_string(&self.requests).is_ok_and(|log| {
+                    log.lines().any(|l| {
+                        serde_json::from_str::<serde_json::Value>(l)
+                            .is_ok_and(|r| r["method"] == "tools/call")
+                    })
+                })
+            }),
+            "the server never received the tools/call"
+        );
     }
 
     /// Lines in the effects file (0 when it does not exist).
@@ -184,6 +206,8 @@ impl Fixture {
             self.state.clone().into(),
             "--pid-file".into(),
             self.pid_file.clone().into(),
+            "--request-log".into(),
+            self.requests.clone().into(),
             "--fault".into(),
             fault.into(),
         ];

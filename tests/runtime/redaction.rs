@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use rpr::executor::{Delivery, Request};
+use rpr::executor::{Delivery, Observation, Readback, Request};
 use rpr::token::Reconciled;
 use rpr::{ActionClass, Outcome, StoredPathway};
 use serde_json::json;
@@ -12,6 +12,16 @@ fn secret_definition() -> rpr::Definition {
     let mut d = definition("secret", ActionClass::Mutating);
     d.request = Request::new("put", json!({"key": "k", "api_key": "s3cret"}));
     d
+}
+
+/// A readback that notes every request it is asked to read back.
+struct Counted(Sees, Vec<Request>);
+
+impl Readback for Counted {
+    fn observe(&mut self, request: &Request) -> Observation {
+        self.1.push(request.clone());
+        self.0.observe(request)
+    }
 }
 
 #[test]
@@ -41,9 +51,15 @@ fn a_redacted_request_is_never_read_back_until_restored() {
     };
     assert!(u.is_redacted());
     // The readback would say "applied", but it must not even be asked.
-    let Reconciled::Unresolved(t) = rt.reconcile(&u, &mut Sees("applied")) else {
+    let mut asked = Counted(Sees("applied"), Vec::new());
+    let Reconciled::Unresolved(t) = rt.reconcile(&u, &mut asked) else {
         panic!("a redacted request must not be reconciled")
     };
+    assert!(
+        asked.1.is_empty(),
+        "the readback was asked with {:?}",
+        asked.1
+    );
     let u = u.keep_unknown(&rt, t).unwrap();
     // A wrong request is refused; the right one restores the pathway.
     let wrong = Request::new("put", json!({"key": "k", "api_key": "guess"}));
@@ -54,9 +70,12 @@ fn a_redacted_request_is_never_read_back_until_restored() {
             json!({"key": "k", "api_key": "s3cret"}),
         ))
         .unwrap();
-    let Reconciled::Applied(t) = rt.reconcile(&u, &mut Sees("applied")) else {
+    let mut asked = Counted(Sees("applied"), Vec::new());
+    let Reconciled::Applied(t) = rt.reconcile(&u, &mut asked) else {
         panic!()
     };
+    assert_eq!(asked.1.len(), 1, "restored, it is read back once");
+    assert_eq!(asked.1[0].arguments["api_key"], "s3cret");
     u.complete(&rt, t).unwrap();
     assert!(rt.verify(None).unwrap().is_ok());
 }

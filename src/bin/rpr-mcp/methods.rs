@@ -1,10 +1,10 @@
 //! The MCP methods of `rpr-mcp` (`initialize`, `ping`, `tools/list`, `tools/call`) and its
 //! five read-only tools over [`rpr::inspect`]: their arguments and results.
 
+use rpr::State;
 use rpr::inspect::{self, InspectError};
 use rpr::jsonrpc::server::Handler;
 use rpr::jsonrpc::{ErrorObject, JsonRpcError, Request, codes};
-use rpr::state::State;
 use rpr::store::{ReadStore, StoreError};
 use serde_json::{Map, Value, json};
 

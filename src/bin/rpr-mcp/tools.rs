@@ -3,8 +3,7 @@
 use std::sync::OnceLock;
 
 use rpr::inspect;
-use rpr::pathway::Role;
-use rpr::state::State;
+use rpr::{Role, State};
 use serde_json::{Value, json};
 
 pub(crate) fn tools() -> &'static Value {

@@ -1,4 +1,4 @@
-//! `rpr gate` (a thin shell over [`rpr::gate::serve`]) and the operator steps on its
+//! `rpr gate` (a thin shell over [`rpr::gate::serve_until`]) and the operator steps on its
 //! pathways and pins: `rpr pin`, and an approval that only approves (the next identical call
 //! through the gate sends it).
 
@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::config::existing_database;
 use crate::{Exit, Failure};
 
-/// `rpr gate --database DB --policy POLICY [--actor NAME] [--name NAME] -- COMMAND [ARGS...]`
+/// `rpr gate --database DB --policy POLICY --name NAME [--actor NAME] -- COMMAND [ARGS...]`
 #[derive(Debug, clap::Args)]
 pub(crate) struct GateArgs {
     /// The pathway database (created when missing).

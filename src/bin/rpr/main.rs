@@ -5,7 +5,7 @@
 //! configuration (`mcpServers` JSON) under a small JSON policy; the other commands take the
 //! next step of a pathway (`approve`, `deny`, `reconcile`, `repair`, `resume`, `hold`,
 //! `release`, `escalate`, `stop`, `abort`, `attest`, `require-repair`) or read a database
-//! (`unresolved`, `status`, `verify`). `gate` governs an MCP server as a stdio proxy;
+//! (`unresolved`, `status`, `verify`, `show`, `list`, `log`). `gate` governs an MCP server as a stdio proxy;
 //! `copy-to-postgres` moves a database into PostgreSQL (feature `postgres`); `keygen` writes
 //! a signing key for signed checkpoints and `verify-proof` checks a proof file offline
 //! (docs/evidence.md). See

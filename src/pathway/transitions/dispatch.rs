@@ -310,7 +310,9 @@ impl Pathway<Bound> {
 }
 
 /// Refuses to send from `approved` once the approval that approved the pathway has
-/// expired (by the runtime's clock, the one that stamped the approval).
+/// expired, by this runtime's clock. The approval was stamped by the clock of the runtime
+/// that granted it: on one machine the same clock; across hosts sharing a PostgreSQL store
+/// a skew between them moves the expiry (docs/storage.md, "Clock skew between hosts").
 fn approval_holds(rt: &Runtime, core: &Core, from: State) -> Result<(), PathwayError> {
     match core.approved_until {
         Some(until) if from == State::Approved && rt.now() >= until => {

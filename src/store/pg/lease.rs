@@ -107,7 +107,7 @@ impl PgBackend {
     /// Renews, by the database's clock, the leases of `attempts` that `owner` still holds
     /// in flight. Returns the attempts it no longer holds (finished, or taken over after a
     /// lapse): their owner must not record a dispatch outcome for them as if it still did
-    /// (it would be refused with [`PgError::Fenced`]).
+    /// (it would be refused with [`StoreError::Fenced`](crate::store::StoreError::Fenced)).
     ///
     /// It takes the next free connection of the pool ahead of any waiting step, so steps in
     /// flight delay it by at most one transaction, never starve it.

@@ -21,7 +21,8 @@
 //! `keepalives_retries` and `tcp_user_timeout` (all in seconds here); docs/storage.md has
 //! the cases.
 //!
-//! **Transactions.** Every step is one transaction at `READ COMMITTED` that first locks its
+//! **Transactions.** Every step is a savepoint in a group commit's transaction at `READ
+//! COMMITTED` (a step alone in its batch is the whole transaction), and first locks its
 //! pathway's row (`SELECT … FOR UPDATE`): steps on one pathway, from any machine, run one
 //! after the other, and each sees the rows the previous one committed. Then, as on SQLite:
 //! the pathway's rows are checked against its own ledger events, the compare-and-set on
@@ -30,7 +31,7 @@
 //! **Ledger.** One global chain, exactly as on SQLite (same event texts, same hashes, same
 //! `seq`): the append locks the head (`meta.ledger_head`) `FOR UPDATE` as the last thing a
 //! step does, so unrelated pathways wait for each other only for the event inserts and the
-//! commit (docs/storage.md, "PostgreSQL (first slice)", has the measurement).
+//! commit (docs/storage.md, "One global chain, measured").
 //!
 //! **Leases.** `lease_until` is written as `now()` of the database plus the lease, renewed
 //! the same way, and judged against `now()` in the transaction that takes over: a caller's

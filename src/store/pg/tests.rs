@@ -937,7 +937,7 @@ fn tool_pins_first_sight_match_change_and_accept() {
     ));
 }
 
-/// The measurement behind docs/storage.md's "PostgreSQL (first slice)": whole calls (4
+/// The measurement behind docs/storage.md's "One global chain, measured": whole calls (4
 /// events in 3 transactions each) from 1 connection, from 8 connections on one store (one
 /// chain: every transaction takes the head lock), and from 8 connections on 8 stores (8
 /// schemas: the same transactions with no head shared, which is what the lock costs).

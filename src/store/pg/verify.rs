@@ -2,9 +2,8 @@
 //! own `check_row`, each pathway by the same `Replay`), in one `REPEATABLE READ` snapshot,
 //! streaming the chain.
 //!
-//! Its walk is the SQLite walk's, written again over PostgreSQL rows: `store::verify` takes
-//! a SQLite `ReadStore`. Making that walk generic over a row source is part of wiring this
-//! store into `Runtime`.
+//! `store::verify` on a PostgreSQL `ReadStore` runs this walk (`PgReader::verify`). It is the
+//! SQLite walk written again over PostgreSQL rows.
 
 use std::collections::HashMap;
 

@@ -243,9 +243,11 @@ impl ReadStore {
 
     /// Whether `sql` would be refused by the read-only guard.
     ///
-    /// On SQLite it is prepared, never run: a statement is refused when the guard stops it
-    /// from being prepared, or when SQLite reports that it is not read-only (this catches
-    /// `VACUUM`, which the authorizer is not asked about). On PostgreSQL it is run, as one
+    /// On SQLite it is run inside a savepoint that is then rolled back: refused when the
+    /// guard (the authorizer, `query_only`, the read-only opening) stops it from being
+    /// prepared or run; a statement that cannot run inside a transaction (`VACUUM`, a change
+    /// of journal mode) is refused there too, as it cannot be tried without its effect.
+    /// Call it outside [`ReadStore::snapshot`]. On PostgreSQL it is run, as one
     /// statement (a string of several is refused), inside a savepoint of the session's
     /// read-only transaction that is then rolled back: refused when it fails there (a write
     /// fails before it changes anything; through a role without write privileges it fails

@@ -366,7 +366,21 @@ impl Source for SqliteReads {
     }
 
     fn would_refuse(&self, sql: &str) -> bool {
-        self.conn.prepare(sql).map_or(true, |stmt| !stmt.readonly())
+        // Run, inside a savepoint that is then rolled back, so that what is judged is the
+        // guard (the authorizer, `query_only`, the read-only opening), not the statement's
+        // own kind: a statement that fails to prepare or to run there is refused.
+        if self.conn.execute_batch("SAVEPOINT rpr_probe").is_err() {
+            return true;
+        }
+        let ran = self.conn.prepare(sql).and_then(|mut stmt| {
+            let mut rows = stmt.raw_query();
+            while rows.next()?.is_some() {}
+            Ok(())
+        });
+        let _ = self
+            .conn
+            .execute_batch("ROLLBACK TO rpr_probe; RELEASE rpr_probe");
+        ran.is_err()
     }
 
     fn verify(&self, known_head: Option<&str>) -> Result<Report, StoreError> {

@@ -26,8 +26,7 @@ use std::time::Duration;
 
 use rpr::mcp::ServerCommand;
 use rpr::policy::Policy;
-use rpr::state::AttemptStatus;
-use rpr::{Runtime, State, StepPoint};
+use rpr::{AttemptStatus, Runtime, State, StepPoint};
 use serde_json::{Value, json};
 
 use super::{

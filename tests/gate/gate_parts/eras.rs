@@ -331,6 +331,61 @@ fn a_2026_07_28_client_gets_the_revisions_results_and_an_unforgeable_human_gate(
     s.stop();
 }
 
+/// An answer to the gate's form holds for the gating it was asked in. Here the pathway is
+/// approved out of band, held and escalated back to the gate before the client's retry: it
+/// is at the gate again, at another version, so the retry's answer (its `requestState`
+/// still valid) approves nothing; the person is asked again, and only that answer sends
+/// the call, once.
+#[test]
+fn an_answer_replayed_after_its_pathway_left_the_gate_and_came_back_is_asked_again() {
+    let (dir, root, gate) = files_setup("gate-era-regated");
+    let mut s = Modern::start(&gate);
+    let f = root.join("f.txt");
+    let asked = s.ask("tools/call", write_call(&f, "F"));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state_value = asked["result"]["requestState"].clone();
+    let id = pathway_of(&asked["result"]);
+    let db = dir.join("rpr.db").display().to_string();
+    // `approve` of a gate pathway exits 3: the gate sends it when the client repeats the
+    // call. `hold` and `escalate` exit 0: their step is done.
+    for (step, code) in [
+        (vec!["approve", "--as", "alice"], 3),
+        (
+            vec!["hold", "--as", "host", "--reason", "a fresh decision"],
+            0,
+        ),
+        (vec!["escalate", "--as", "host"], 0),
+    ] {
+        let mut args = vec![step[0], "--database", &db, "--pathway", &id];
+        args.extend(&step[1..]);
+        let out = rpr(&args);
+        assert_eq!(out.status.code(), Some(code), "{step:?}: {}", text(&out));
+    }
+    assert_eq!(state(&dir, &id), State::HumanGate);
+
+    let replay = s.ask(
+        "tools/call",
+        accepting(write_call(&f, "F"), &state_value, true),
+    );
+    assert_eq!(
+        replay["result"]["resultType"], "input_required",
+        "the old answer approves nothing: {replay}"
+    );
+    assert_eq!(pathway_of(&replay["result"]), id);
+    assert_ne!(replay["result"]["requestState"], state_value);
+    assert!(!f.exists(), "nothing sent");
+    assert!(store(&dir).attempts(&id).unwrap().is_empty());
+    assert_eq!(state(&dir, &id), State::HumanGate);
+
+    let fresh = replay["result"]["requestState"].clone();
+    let done = s.ask("tools/call", accepting(write_call(&f, "F"), &fresh, true));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "F");
+    assert_eq!(store(&dir).attempts(&id).unwrap().len(), 1, "sent once");
+    s.stop();
+}
+
 /// A `requestState` lives as long as a form would wait (`--approval-timeout`): an expired
 /// one is refused and records nothing; the call made again without it asks again.
 #[test]

@@ -1,6 +1,7 @@
 //! The operator commands of `rpr` against the servers of an `mcpServers` configuration,
 //! and their arguments: `call` (call.rs), the next steps of a pathway (steps.rs) and the
-//! read-only commands (read.rs); the arguments and what they share are here.
+//! read commands (read.rs: `unresolved`, `status`, `verify`; view.rs: `show`, `list`, `log`);
+//! the arguments and what they share are here.
 
 mod call;
 mod read;
