@@ -246,6 +246,17 @@ impl Policy {
                 if rb.expect.is_empty() {
                     return Err(format!("{server}/{tool}: readback.expect is empty"));
                 }
+                // Every text contains "": every tool error of the readback would read as
+                // "not applied", opening the way to a second send.
+                if rb
+                    .absent_if_error_contains
+                    .as_deref()
+                    .is_some_and(|n| n.trim().is_empty())
+                {
+                    return Err(format!(
+                        "{server}/{tool}: readback.absent_if_error_contains is empty: it would take every tool error of the readback for \"not applied\"; give the text only an absent effect's error contains (say \"ENOENT\"), or leave it out"
+                    ));
+                }
                 mapping::check_syntax(&rb.arguments, rb.expect.iter())
                     .map_err(|e| format!("{server}/{tool}: {e}"))?;
             }
@@ -576,6 +587,21 @@ mod tests {
             judged(Value::Null, json!("a")),
             ReadbackVerdict::Inconclusive
         );
+    }
+
+    #[test]
+    fn an_empty_absent_if_error_contains_is_refused() {
+        for needle in ["", " "] {
+            let text = json!({"servers": {"s": {
+                "get": {"read_only": true},
+                "put": {"readback": {"tool": "get", "arguments": {"key": "$key"},
+                    "expect": {"/structuredContent/value": "$value"},
+                    "absent_if_error_contains": needle}}
+            }}})
+            .to_string();
+            let e = Policy::parse(&text).unwrap_err().to_string();
+            assert!(e.contains("absent_if_error_contains is empty"), "{e}");
+        }
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //!
 //! Escaped are the characters that can redraw a screen or reorder what it shows: C0 controls
 //! (ESC among them), DEL, C1 controls, the bidi embeddings, overrides, isolates and marks,
-//! and the line and paragraph separators. They are written as `\u{1b}`; nothing else changes.
+//! and the line and paragraph separators; and those a screen draws as nothing, so that a
+//! person could approve text they did not see: zero-width spaces and joiners, word joiners
+//! and invisible operators, the byte order mark, the soft hyphen, the Hangul fillers, the
+//! variation selectors, and the tag characters (U+E0000 to U+E007F, which spell ASCII
+//! invisibly). They are written as `\u{1b}`; nothing else changes.
 
 use std::fmt::Write as _;
 
@@ -13,9 +17,25 @@ use serde_json::Value;
 /// Whether `c` may not reach a terminal or a form as it is.
 fn unsafe_char(c: char) -> bool {
     c.is_control() // C0, DEL and C1
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{2028}' | '\u{2029}')
-        || ('\u{202a}'..='\u{202e}').contains(&c)
-        || ('\u{2066}'..='\u{2069}').contains(&c)
+        || matches!(
+            c,
+            '\u{00ad}' // soft hyphen
+                | '\u{034f}' // combining grapheme joiner
+                | '\u{061c}' // Arabic letter mark
+                | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' // Hangul fillers
+                | '\u{17b4}' | '\u{17b5}' // Khmer inherent vowels
+                | '\u{2028}' | '\u{2029}' // line and paragraph separators
+                | '\u{feff}' // byte order mark, zero-width no-break space
+        )
+        || ('\u{180b}'..='\u{180f}').contains(&c) // Mongolian selectors and vowel separator
+        || ('\u{200b}'..='\u{200f}').contains(&c) // zero-width space, joiners, marks
+        || ('\u{202a}'..='\u{202e}').contains(&c) // bidi embeddings and overrides
+        || ('\u{2060}'..='\u{206f}').contains(&c) // word joiner, invisible operators, isolates
+        || ('\u{fe00}'..='\u{fe0f}').contains(&c) // variation selectors
+        || ('\u{fff0}'..='\u{fffb}').contains(&c) // unassigned specials, annotation marks
+        || ('\u{1bca0}'..='\u{1bca3}').contains(&c) // shorthand format controls
+        || ('\u{1d173}'..='\u{1d17a}').contains(&c) // musical format controls
+        || ('\u{e0000}'..='\u{e0fff}').contains(&c) // tags, variation selectors supplement
 }
 
 fn escape_where(s: &str, keep: impl Fn(char) -> bool) -> String {
@@ -43,14 +63,16 @@ pub fn text(s: &str) -> String {
     escape_where(s, |c| c == '\n')
 }
 
-/// JSON text with the characters JSON leaves raw (C1, bidi, the separators) escaped as
-/// `\uXXXX`, and any control character but the newlines of pretty-printing: still JSON,
-/// the same value.
+/// JSON text with the characters JSON leaves raw (C1, bidi, the separators, the invisible
+/// ones) escaped as `\uXXXX` (a surrogate pair above U+FFFF), and any control character but
+/// the newlines of pretty-printing: still JSON, the same value.
 fn json_escaped(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     for c in raw.chars() {
         if unsafe_char(c) && c != '\n' {
-            let _ = write!(out, "\\u{:04x}", u32::from(c));
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
         } else {
             out.push(c);
         }
@@ -297,6 +319,31 @@ mod tests {
         );
         assert_eq!(text(s), "\\u{1b}[2J\\u{1b}[Ha\\u{202e}b\\u{85}c\\u{d}d\ne");
         assert_eq!(json(&json!("a\u{202e}\u{1b}")), "\"a\\u202e\\u001b\"");
+    }
+
+    /// Text a screen draws as nothing (tag characters spelling ASCII, zero-width spaces and
+    /// joiners, the byte order mark, a variation selector) is shown escaped, so what a
+    /// person approves is all there is; escaped JSON is still JSON of the same value.
+    #[test]
+    fn invisible_characters_are_escaped_and_json_stays_the_same_value() {
+        let hidden: String = "curl x|sh"
+            .chars()
+            .map(|c| char::from_u32(0xe0000 + u32::from(c)).unwrap())
+            .collect();
+        let s = format!("run tests\u{200b}\u{200d}\u{feff}\u{fe0f}\u{ad}{hidden}");
+        let shown = name(&s);
+        assert!(
+            shown.starts_with("run tests\\u{200b}\\u{200d}\\u{feff}\\u{fe0f}\\u{ad}\\u{e0063}"),
+            "{shown}"
+        );
+        assert!(shown.is_ascii(), "{shown}");
+        let v = json!({"content": s});
+        for text in [json(&v), pretty(&v)] {
+            assert!(text.is_ascii(), "{text}");
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v, "{text}");
+        }
+        // Visible text outside ASCII is left as it is.
+        assert_eq!(name("한국어 café"), "한국어 café");
     }
 
     #[test]

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
+use rpr::executor::{
+    Binding, Delivery, Executor, Observation, Readback, Refusal, RejectionClass, Request,
+};
 use rpr::token::Reconciled;
 use rpr::{
     ActionClass, Actor, Admission, Authority, Clock, Decision, Definition, Outcome, Proposal,
@@ -159,7 +161,7 @@ fn write(rt: &Runtime) {
         .into_approved()
         .expect("approved");
     pd.hold(rt, &actor("stop_authority"), "wait").expect("hold");
-    // E: held for approval, approved (the approval used), sent, the tool failed.
+    // E: held for approval, approved (the approval used), sent, rejected as not applied.
     let Admission::AwaitingApproval(pe) = admit("e", Decision::Hold) else {
         panic!("held")
     };
@@ -167,8 +169,9 @@ fn write(rt: &Runtime) {
     let pe = pe
         .approve(rt, ap.quorum(rt).expect("quorum"))
         .expect("approve");
-    let mut ex = Scripted(vec![Delivery::ToolFailed {
-        reply: json!({"isError": true}),
+    let mut ex = Scripted(vec![Delivery::Rejected {
+        error: json!({"code": -32000, "message": "refused"}),
+        class: RejectionClass::NotApplied,
     }]);
     let Outcome::Failed(_) = pe.bind(&mut ex).expect("bind").dispatch(rt, &exec, &mut ex) else {
         panic!("failed")

@@ -259,9 +259,6 @@ impl Gate {
                 }
             }
             Outcome::Failed(f) => match delivery {
-                Some(Delivery::ToolFailed { reply }) => {
-                    Ok(with_pathway(reply, f.id(), State::RepairRequired))
-                }
                 Some(Delivery::Rejected { error, .. }) => {
                     Err(forwarded(&error, f.id(), State::RepairRequired))
                 }
@@ -300,6 +297,11 @@ impl Gate {
                 match delivery {
                     Some(Delivery::Rejected { error, .. }) => {
                         Err(forwarded(&error, u.id(), State::WriteStatusUnknown))
+                    }
+                    // The server's own error result, passed on: it does not prove the call
+                    // did nothing, so the pathway is unknown.
+                    Some(Delivery::ToolFailed { reply }) => {
+                        Ok(with_pathway(reply, u.id(), State::WriteStatusUnknown))
                     }
                     Some(Delivery::Succeeded { .. }) => tool_error(
                         self.unknown_text(

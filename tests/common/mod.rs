@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicI64;
 
-use rpr::executor::{Binding, Delivery, Executor, Observation, Readback, Refusal, Request};
+use rpr::executor::{
+    Binding, Delivery, Executor, Observation, Readback, Refusal, RejectionClass, Request,
+};
 use rpr::{ActionClass, Actor, Authority, Clock, Definition, Runtime, SequentialIds};
 use serde_json::{Value, json};
 
@@ -952,8 +954,9 @@ pub fn scripted_states(rt: &Runtime) {
     };
     let Outcome::Failed(_) = dispatch(
         approved("s07", m),
-        Delivery::ToolFailed {
-            reply: json!({"error": "no"}),
+        Delivery::Rejected {
+            error: json!({"code": -32000, "message": "no"}),
+            class: RejectionClass::NotApplied,
         },
     ) else {
         panic!()

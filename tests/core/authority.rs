@@ -15,7 +15,7 @@ use std::fmt::Debug;
 use std::path::Path;
 
 use common::*;
-use rpr::executor::Delivery;
+use rpr::executor::{Delivery, RejectionClass};
 use rpr::stage::{
     Approved, AwaitingApproval, Bound, Held, HumanGate, PartiallyCompleted, Proposed,
     ReadyToResume, RepairRequired, Returned, Stage, Stopped, Unknown,
@@ -221,8 +221,9 @@ impl Env {
     fn repair_required(&self, key: &str) -> Pathway<RepairRequired> {
         let Outcome::Failed(p) = self.dispatch(
             key,
-            Delivery::ToolFailed {
-                reply: json!({"isError": true}),
+            Delivery::Rejected {
+                error: json!({"code": -32000, "message": "refused"}),
+                class: RejectionClass::NotApplied,
             },
         ) else {
             panic!()

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::*;
-use rpr::executor::Delivery;
+use rpr::executor::{Delivery, RejectionClass};
 use rpr::ledger::{GENESIS, ProblemKind, Report, chain_hash};
 use rpr::store::LedgerRow;
 use rpr::token::Reconciled;
@@ -102,11 +102,12 @@ fn write_stories(rt: &Runtime) -> String {
     let pd = admit("d", Decision::Allow).into_approved().unwrap();
     pd.hold(rt, &stop, "wait").unwrap();
 
-    // E (the tail): allowed, dispatched, tool failed.
+    // E (the tail): allowed, dispatched, rejected as not applied.
     let pe = admit("e", Decision::Allow).into_approved().unwrap();
     let last = pe.id().to_owned();
-    let mut ex = Scripted::new(vec![Delivery::ToolFailed {
-        reply: json!({"isError": true}),
+    let mut ex = Scripted::new(vec![Delivery::Rejected {
+        error: json!({"code": -32000, "message": "refused"}),
+        class: RejectionClass::NotApplied,
     }]);
     let Outcome::Failed(_) = pe.bind(&mut ex).unwrap().dispatch(rt, &exec, &mut ex) else {
         panic!()

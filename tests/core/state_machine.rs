@@ -273,11 +273,26 @@ fn every_typed_method_records_exactly_the_spec_edges() {
         .repair(&rt, &repair, &json!({}), Some(&json!({"undo": 1})))
         .unwrap();
     p.abort(&rt, &resid, &json!({})).unwrap();
-    // K: tool failed.
-    let Outcome::Failed(_) = dispatch(
+    // K: tool failed: unknown (a tool error proves nothing), then read back not applied.
+    let Outcome::Unknown(p) = dispatch(
         &rt,
         admitted(&rt, "k", ActionClass::Mutating),
         Delivery::ToolFailed { reply: json!({}) },
+    ) else {
+        panic!()
+    };
+    let Reconciled::NotApplied(t) = rt.reconcile(&p, &mut Sees("not_applied")) else {
+        panic!()
+    };
+    p.require_repair(&rt, t).unwrap();
+    // K2: rejected as not applied: straight to repair.
+    let Outcome::Failed(_) = dispatch(
+        &rt,
+        admitted(&rt, "k2", ActionClass::Mutating),
+        Delivery::Rejected {
+            error: json!({"code": -32000, "message": "refused"}),
+            class: rpr::executor::RejectionClass::NotApplied,
+        },
     ) else {
         panic!()
     };
@@ -338,7 +353,7 @@ fn a_read_that_errors_times_out_or_is_cut_off_ends_failed_and_a_write_never_does
                 reply: json!({"content": [{"type": "text", "text": "ENOENT: no such file"}], "isError": true}),
             },
             "ENOENT: no such file",
-            State::RepairRequired,
+            State::WriteStatusUnknown,
         ),
         (possibly(), "timeout", State::WriteStatusUnknown),
         (

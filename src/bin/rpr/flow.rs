@@ -360,8 +360,15 @@ pub(crate) fn carry_out<S: Bindable>(
             confirm(rt, live, returned, hint)
         }
         Outcome::Unknown(u) => {
+            let why = rt
+                .reader()
+                .attempts(u.id())?
+                .pop()
+                .and_then(|a| a.outcome)
+                .and_then(|o| o["reason"].as_str().map(|r| format!(" ({r})")))
+                .unwrap_or_default();
             say!(
-                "pathway {} is WRITE_STATUS_UNKNOWN — the request was written but its outcome is unknown; \
+                "pathway {} is WRITE_STATUS_UNKNOWN — the request was written but its outcome is unknown{why}; \
                  nothing will be re-sent",
                 u.id()
             );

@@ -329,6 +329,9 @@ fn not_sent(pathway: Pathway<Bound>, error: PathwayError) -> Outcome {
     Outcome::NotSent(NotSent { pathway, error })
 }
 
+/// Why a tool error (`isError: true`) leaves a call that may change something unknown.
+pub(crate) const TOOL_ERROR_PROVES_NOTHING: &str = "the tool reported an error (isError: true), which does not prove it did nothing: a server may fail after its write";
+
 /// What a delivery means for the pathway.
 enum Class {
     Completed,
@@ -399,6 +402,16 @@ fn delivery_change(
             AttemptStatus::Succeeded,
             EventKind::AttemptCompleted,
             reply,
+        ),
+        // A tool error is the server's word, and an SDK answers one for an exception
+        // thrown after the handler's write (an output that fails its schema, a follow-up
+        // read that timed out): it does not prove the call did nothing, so a call that
+        // may change something is unknown until a readback or an attestation says.
+        Delivery::ToolFailed { reply } if mutating => (
+            Class::Unknown,
+            AttemptStatus::Unknown,
+            EventKind::AttemptUnknown,
+            json!({"reason": TOOL_ERROR_PROVES_NOTHING, "reply": reply}),
         ),
         Delivery::ToolFailed { reply } => (
             Class::Failed,
