@@ -41,6 +41,56 @@ pub(crate) fn process_start(pid: u32) -> Option<String> {
         .map(|s| s.start.to_string())
 }
 
+/// Whether the process recorded as `pid` with start time `start` (as [`process_start`]
+/// gave it) still lives: `Some(true)` alive; `Some(false)` proven gone (no process has that
+/// pid, the one that has it started at another time, or it exited); `None` when that
+/// cannot be read: not Linux, or `/proc` hides or refuses the process (`hidepid`, a
+/// security module, no file descriptor left) while a process with that pid exists. An
+/// unreadable process is unverifiable, never "gone because unknown".
+pub(crate) fn recorded_process_alive(pid: u32, start: &str) -> Option<bool> {
+    if !START_TIME_READABLE {
+        return None;
+    }
+    liveness(
+        std::fs::read_to_string(format!("/proc/{pid}/stat")),
+        || linux::exists(pid),
+        || {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .ok()
+                .map(Iterator::count)
+        },
+        start,
+    )
+}
+
+/// [`recorded_process_alive`]'s rule over what was read: the stat file, whether a
+/// process with the pid exists (`kill(pid, 0)`: `Some(false)` only for `ESRCH`), and how
+/// many threads its task directory lists.
+fn liveness(
+    stat_file: std::io::Result<String>,
+    exists: impl FnOnce() -> Option<bool>,
+    threads: impl FnOnce() -> Option<usize>,
+    recorded_start: &str,
+) -> Option<bool> {
+    let Ok(text) = stat_file else {
+        // No stat to read: only the kernel's "no such process" proves it gone.
+        return match exists() {
+            Some(false) => Some(false),
+            _ => None,
+        };
+    };
+    let stat = linux::parse(&text)?;
+    if stat.start.to_string() != recorded_start {
+        return Some(false);
+    }
+    if stat.alive {
+        return Some(true);
+    }
+    // A zombie leader whose other threads still run is alive (its task directory lists
+    // them); a zombie alone holds nothing.
+    threads().map(|n| n > 1)
+}
+
 /// This boot of this machine (`/proc/sys/kernel/random/boot_id`, a random id the kernel
 /// makes at each boot), or `None` where it cannot be read. Containers on one machine share
 /// it; a pid means the same process only within one boot *and* one PID namespace.
@@ -198,7 +248,19 @@ mod linux {
         parse(&text)
     }
 
-    fn parse(text: &str) -> Option<Stat> {
+    /// Whether a process with `pid` exists, by `kill(pid, 0)`: `Some(false)` only when the
+    /// kernel says there is none (`ESRCH`); `Some(true)` when it may be signalled or exists
+    /// under another user (`EPERM`); `None` for anything else.
+    pub(super) fn exists(pid: u32) -> Option<bool> {
+        let pid = Pid::from_raw(i32::try_from(pid).ok()?);
+        match kill(pid, None) {
+            Ok(()) | Err(nix::errno::Errno::EPERM) => Some(true),
+            Err(nix::errno::Errno::ESRCH) => Some(false),
+            Err(_) => None,
+        }
+    }
+
+    pub(super) fn parse(text: &str) -> Option<Stat> {
         // Fields count from after the ")" that closes the command name (which may
         // itself contain spaces and parentheses): state is field 3.
         let rest = &text[text.rfind(')')? + 1..];
@@ -278,6 +340,14 @@ mod linux {
         None
     }
 
+    pub(super) fn parse(_text: &str) -> Option<Stat> {
+        None
+    }
+
+    pub(super) fn exists(_pid: u32) -> Option<bool> {
+        None
+    }
+
     pub(super) fn members(_pgid: u32, _leader_start: u64) -> Vec<u32> {
         Vec::new()
     }
@@ -293,7 +363,54 @@ mod tests {
     use std::process::{Child, Command};
     use std::time::{Duration, Instant};
 
-    use super::{GroupFate, group_alive, kill_group_and_wait, process_start};
+    use super::{
+        GroupFate, group_alive, kill_group_and_wait, liveness, process_start,
+        recorded_process_alive,
+    };
+
+    /// A process `/proc` will not show (`hidepid`, a security module) is not proven gone:
+    /// only the kernel's "no such process" (`ESRCH`) or a readable stat of another
+    /// process, or of an exited one, is.
+    #[test]
+    fn a_process_proc_will_not_show_is_unverifiable_not_gone() {
+        let hidden = || Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        let missing = || Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        let never = || -> Option<usize> { panic!("no stat, no threads to count") };
+        // hidepid: ENOENT or EACCES for a process that exists (kill says EPERM or Ok).
+        assert_eq!(liveness(missing(), || Some(true), never, "7"), None);
+        assert_eq!(liveness(hidden(), || Some(true), never, "7"), None);
+        assert_eq!(liveness(hidden(), || None, never, "7"), None);
+        // No such process at all.
+        assert_eq!(liveness(missing(), || Some(false), never, "7"), Some(false));
+        let stat = |state: &str, start: u64| {
+            Ok(format!(
+                "42 (a b) {state} 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0"
+            ))
+        };
+        let unasked = || -> Option<bool> { panic!("the stat was read") };
+        assert_eq!(liveness(stat("S", 7), unasked, never, "7"), Some(true));
+        // The pid now names another process.
+        assert_eq!(liveness(stat("S", 8), unasked, never, "7"), Some(false));
+        // A zombie leader: alive while other threads run, else gone.
+        assert_eq!(liveness(stat("Z", 7), unasked, || Some(3), "7"), Some(true));
+        assert_eq!(
+            liveness(stat("Z", 7), unasked, || Some(1), "7"),
+            Some(false)
+        );
+        assert_eq!(liveness(stat("Z", 7), unasked, || None, "7"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_an_exited_child_is_gone() {
+        let me = std::process::id();
+        let start = process_start(me).unwrap();
+        assert_eq!(recorded_process_alive(me, &start), Some(true));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let child_start = process_start(pid).unwrap_or_else(|| "1".into());
+        child.wait().unwrap();
+        assert_eq!(recorded_process_alive(pid, &child_start), Some(false));
+    }
 
     /// Spawns `sh -c 'sleep 30 & sleep 30'` in a new process group: a leader with a
     /// child and a grandchild-like background job, all in the group.

@@ -457,10 +457,11 @@ impl Runtime {
                 OwnerFate::Gone
             };
         }
-        if process::process_start(owner.pid).as_deref() == Some(owner.start.as_str()) {
-            OwnerFate::Alive
-        } else {
-            OwnerFate::Gone
+        match process::recorded_process_alive(owner.pid, &owner.start) {
+            Some(true) => OwnerFate::Alive,
+            Some(false) => OwnerFate::Gone,
+            // `/proc` hides or refuses it: only the lease speaks.
+            None => OwnerFate::Unverifiable,
         }
     }
 
