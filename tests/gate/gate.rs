@@ -886,12 +886,14 @@ fn logged_requests(log: &Path) -> Vec<Value> {
 
 /// Waits until the fault server logged a `tools/call`.
 fn await_server_call(log: &Path) {
+    await_logged(log, "tools/call");
+}
+
+/// Waits (up to 20 s) until the fault server logged a message of `method`.
+fn await_logged(log: &Path, method: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !logged_requests(log)
-        .iter()
-        .any(|r| r["method"] == "tools/call")
-    {
-        assert!(Instant::now() < deadline, "the server got no tools/call");
+    while !logged_requests(log).iter().any(|r| r["method"] == method) {
+        assert!(Instant::now() < deadline, "the server got no {method}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -916,17 +918,7 @@ fn a_tools_call_sent_as_a_notification_never_reaches_the_server() {
     }
     let after = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
     writeln!(stdin, "{after}").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !logged_requests(&log)
-        .iter()
-        .any(|r| r["method"] == "notifications/roots/list_changed")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the client's notification never reached the server"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    await_logged(&log, "notifications/roots/list_changed");
     let calls: Vec<Value> = logged_requests(&log)
         .into_iter()
         .filter(|r| r["method"] == "tools/call")
