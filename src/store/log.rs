@@ -29,6 +29,7 @@ use crate::evidence::merkle::{self, Hash};
 use crate::evidence::note::ahead::AheadSigner;
 use crate::evidence::note::{Note, SignerKey, VerifierKey};
 use crate::evidence::proof::{self, ProofFile, ProofFileError};
+use crate::store::event::{Event, Reading};
 use crate::store::{ReadStore, StoreError};
 
 /// The `meta` key of the newest signed checkpoint.
@@ -606,11 +607,42 @@ pub enum ProveError {
     /// The checkpoint given is unreadable.
     #[error("the checkpoint is refused: {0}")]
     Checkpoint(#[from] CheckpointError),
+    /// A ledger row's `pathway_id` column does not name the pathway its event's text names
+    /// (or the text names none): the row was edited, and which events are the pathway's
+    /// cannot be told from the column. `rpr verify` reports the edit.
+    #[error(
+        "ledger event {seq}: its pathway_id column says {column:?} but its text names {text}; the ledger was edited outside rpr (`rpr verify` reports it), so no proof is written"
+    )]
+    PathwayDisagrees {
+        /// The row's sequence number.
+        seq: i64,
+        /// The row's `pathway_id` column.
+        column: String,
+        /// What the event's text names (quoted), or why it names nothing.
+        text: String,
+    },
+}
+
+/// The pathway an event's text names, or why it names none.
+fn pathway_of(text: &str) -> Result<String, String> {
+    let named = match Event::read(text) {
+        Reading::Canonical(e) | Reading::NotCanonical(e) => {
+            e.pathway.map(std::borrow::Cow::into_owned)
+        }
+        Reading::NotJson(_) => return Err("nothing (it is not JSON)".into()),
+    };
+    named.ok_or_else(|| "no pathway".into())
 }
 
 /// A proof file for every event of `pathway`, against `against` (a signed checkpoint note:
 /// the stored one when `None`, or one a witness cosigned), checkable offline with
 /// `rpr verify-proof`.
+///
+/// An event is the pathway's when its text (the leaf's bytes, covered by the checkpoint)
+/// names the pathway; the row's `pathway_id` column, which nothing signs, only has to agree.
+/// A row where the two differ refuses the proof ([`ProveError::PathwayDisagrees`]): a
+/// proof file shows that its events are in the log, not that they are all of the
+/// pathway's, so a proof must not be chosen by what a writer without the key can edit.
 pub fn prove(
     store: &ReadStore,
     pathway: &str,
@@ -626,7 +658,7 @@ pub fn prove(
             if let Some(last) = page.last() {
                 after = last.seq;
             }
-            rows.extend(page.into_iter().map(|r| (r.pathway_id, r.event)));
+            rows.extend(page.into_iter().map(|r| (r.seq, r.pathway_id, r.event)));
             if n < PAGE {
                 break;
             }
@@ -648,16 +680,24 @@ pub fn prove(
         .into());
     }
     let covered = &rows[..size];
-    let indices: Vec<u64> = covered
-        .iter()
-        .enumerate()
-        .filter(|(_, (p, _))| p == pathway)
-        .map(|(i, _)| i as u64)
-        .collect();
+    let mut indices = Vec::new();
+    for (i, (seq, column, event)) in covered.iter().enumerate() {
+        let named = pathway_of(event);
+        if named.as_deref() != Ok(column.as_str()) {
+            return Err(ProveError::PathwayDisagrees {
+                seq: *seq,
+                column: column.clone(),
+                text: named.map_or_else(|why| why, |p| format!("{p:?}")),
+            });
+        }
+        if column == pathway {
+            indices.push(i as u64);
+        }
+    }
     if indices.is_empty() {
         return Err(ProveError::NoEvents(pathway.to_owned()));
     }
-    let leaves: Vec<&[u8]> = covered.iter().map(|(_, e)| e.as_bytes()).collect();
+    let leaves: Vec<&[u8]> = covered.iter().map(|(_, _, e)| e.as_bytes()).collect();
     Ok(proof::build(&leaves, &note, &indices, None)?)
 }
 

@@ -218,3 +218,111 @@ fn bad_files_and_keys_get_a_specific_error_never_a_panic() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(!text(&out).contains("panicked"));
 }
+
+#[test]
+fn a_proof_is_chosen_by_the_signed_event_text_not_the_editable_pathway_column() {
+    use crate::host_support::{by_key, call_args};
+    let dir = Scratch::new("vp-column");
+    let path = |name: &str| dir.join(name).display().to_string();
+    let out = run(["keygen", "--out", &path("log.key"), "--name", "rpr-log"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (config, policy, db) = (dir.fault_config("none"), dir.policy(), path("rpr.db"));
+    let log_key = path("log.key");
+    for key in ["first", "second"] {
+        let arguments = format!(r#"{{"key": "{key}", "value": "paid"}}"#);
+        let mut args = call_args(&config, &policy, &db, "put", &arguments);
+        args.extend(["--key", key, "--signing-key", &log_key]);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    let (first, _) = by_key(std::path::Path::new(&db), "first");
+    let (second, _) = by_key(std::path::Path::new(&db), "second");
+    let names = |event: &str, pathway: &str| {
+        serde_json::from_str::<Value>(event).unwrap()["pathway"] == pathway
+    };
+    let events: Vec<(i64, String)> = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT seq, event FROM ledger ORDER BY seq")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let of_first = events.iter().filter(|(_, e)| names(e, &first)).count();
+    assert!(of_first >= 3, "{events:?}");
+
+    let prove = || {
+        run([
+            "proof",
+            "--database",
+            &db,
+            "--pathway",
+            &first,
+            "--out",
+            &path("proof.json"),
+        ])
+    };
+    let out = prove();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let file: Value = serde_json::from_slice(&std::fs::read(path("proof.json")).unwrap()).unwrap();
+    let leaves = file["leaves"].as_array().unwrap();
+    assert_eq!(
+        leaves.len(),
+        of_first,
+        "every event of the pathway, no other"
+    );
+    let origin = text(&out)
+        .split("--origin ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap()
+        .to_owned();
+    assert!(origin.starts_with("rpr/"), "{}", text(&out));
+    let verify = |origin: &str| {
+        run([
+            "verify-proof",
+            &path("proof.json"),
+            "--key",
+            &path("log.key.pub"),
+            "--origin",
+            origin,
+        ])
+    };
+    let out = verify(&origin);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // A proof of another database's log, with the same key, is refused under --origin.
+    let out = verify("rpr/db_another");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("not of --origin rpr/db_another"),
+        "{}",
+        text(&out)
+    );
+
+    // A writer without the key moves one of the first pathway's events to the second in the
+    // column nothing signs: the proof is refused, not written without that event.
+    let (moved, _) = events.iter().find(|(_, e)| names(e, &first)).unwrap();
+    std::fs::remove_file(path("proof.json")).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE ledger SET pathway_id = ?1 WHERE seq = ?2",
+            rusqlite::params![second, moved],
+        )
+        .unwrap();
+    let out = prove();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "ledger event {moved}: its pathway_id column says \"{second}\" but its text names \"{first}\""
+        )),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !std::path::Path::new(&path("proof.json")).exists(),
+        "no proof file is written"
+    );
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rpr::evidence::checkpoint::Checkpoint;
-use rpr::evidence::note::{KeyType, SignerKey, VerifierKey};
+use rpr::evidence::note::{KeyType, Note, SignerKey, VerifierKey};
 use rpr::store::ReadStore;
 use rpr::store::log::{self, Signing};
 
@@ -368,13 +368,20 @@ pub(crate) fn proof(args: &ProofArgs) -> Result<Exit, Failure> {
     let store = ReadStore::open_read_only(db)?;
     let file = log::prove(&store, &args.pathway, against.as_deref())?;
     let leaves = file.leaves.len();
+    let origin = Note::parse(file.checkpoint.as_bytes())
+        .ok()
+        .and_then(|n| Checkpoint::parse(n.text()).ok())
+        .map(|cp| cp.origin)
+        .ok_or("the proof's checkpoint does not read back")?;
     let bytes = serde_json::to_vec_pretty(&file)?;
     std::fs::write(&args.out, bytes).map_err(|e| format!("--out {}: {e}", args.out.display()))?;
     say!(
-        "wrote {}: {leaves} event(s) of pathway {} proven in the signed log; check it with `rpr verify-proof {} --key PUB`",
+        "wrote {}: {leaves} event(s) of pathway {} proven in the signed log {}; check it with `rpr verify-proof {} --key PUB --origin {}`",
         args.out.display(),
-        args.pathway,
-        args.out.display()
+        crate::shown::text(&args.pathway),
+        crate::shown::text(&origin),
+        args.out.display(),
+        crate::shown::text(&origin)
     );
     Ok(Exit::Done)
 }

@@ -25,6 +25,11 @@ pub(crate) struct VerifyProofArgs {
     /// (repeat for several witnesses).
     #[arg(long = "witness-key", value_name = "PUB")]
     witness_keys: Vec<PathBuf>,
+    /// The log the proof must come from: its checkpoint's origin (`rpr/` and the database's
+    /// identity, as `rpr log` prints it). One key can sign the logs of several databases;
+    /// without this, a proof from any of them holds.
+    #[arg(long, value_name = "ORIGIN")]
+    origin: Option<String>,
 }
 
 /// The most bytes read from a key file: a verifier key line is under 200.
@@ -88,6 +93,16 @@ pub(crate) fn verify_proof(args: &VerifyProofArgs, as_json: bool) -> Result<Exit
     let verified = proof::verify(&bytes, &log, &witnesses)
         .map_err(|e| format!("the proof does not hold: {e}"))?;
     let cp = &verified.checkpoint;
+    if let Some(want) = &args.origin
+        && cp.origin != *want
+    {
+        return Err(format!(
+            "the proof does not hold: its checkpoint is of the log {}, not of --origin {}",
+            crate::shown::text(&cp.origin),
+            crate::shown::text(want)
+        )
+        .into());
+    }
     let root = hex(&cp.root);
     if as_json {
         crate::commands::print_json(&json!({

@@ -236,8 +236,9 @@ pub(crate) fn verify(
         if let Some(r) = &signed {
             match &r.checkpoint {
                 Some(cp) => outln!(
-                    "signed log: checkpoint of {} events verified with the key",
-                    cp.size
+                    "signed log: checkpoint of {} events of the log {} verified with the key",
+                    cp.size,
+                    crate::shown::text(&cp.origin)
                 ),
                 None => outln!("signed log: no checkpoint verified with the key"),
             }
