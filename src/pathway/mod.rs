@@ -327,6 +327,13 @@ impl<S: Stage> std::error::Error for Refused<S> {
     }
 }
 
+impl Core {
+    /// The id, the version and the request digest.
+    pub(crate) fn as_parts(&self) -> (&str, i64, &str) {
+        (&self.id, self.version, &self.request_digest)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) id: String,

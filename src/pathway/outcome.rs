@@ -353,28 +353,44 @@ const _: fn(&StoredPathway) = |stored| {
 };
 
 impl StoredPathway {
+    /// The id, the compare-and-set version and the request digest, from whichever stage
+    /// (or row) holds them.
+    fn parts(&self) -> (&str, i64, &str) {
+        match self {
+            Self::Proposed(p) => p.core.as_parts(),
+            Self::AwaitingApproval(p) => p.core.as_parts(),
+            Self::HumanGate(p) => p.core.as_parts(),
+            Self::Held(p) => p.core.as_parts(),
+            Self::Approved(p) => p.core.as_parts(),
+            Self::Returned(p) => p.core.as_parts(),
+            Self::Unknown(p) => p.core.as_parts(),
+            Self::Stopped(p) => p.core.as_parts(),
+            Self::PartiallyCompleted(p) => p.core.as_parts(),
+            Self::RepairRequired(p) => p.core.as_parts(),
+            Self::RepairUnsettled(p) => p.core.as_parts(),
+            Self::ReadyToResume(p) => p.core.as_parts(),
+            Self::Completed(p) => p.core.as_parts(),
+            Self::Denied(p) => p.core.as_parts(),
+            Self::Aborted(p) => p.core.as_parts(),
+            Self::Failed(p) => p.core.as_parts(),
+            Self::InFlightElsewhere { pathway, .. } => {
+                (&pathway.id, pathway.version, &pathway.request_digest)
+            }
+        }
+    }
+
     /// The pathway id.
     #[must_use]
     pub fn id(&self) -> &str {
-        match self {
-            Self::Proposed(p) => p.id(),
-            Self::AwaitingApproval(p) => p.id(),
-            Self::HumanGate(p) => p.id(),
-            Self::Held(p) => p.id(),
-            Self::Approved(p) => p.id(),
-            Self::Returned(p) => p.id(),
-            Self::Unknown(p) => p.id(),
-            Self::Stopped(p) => p.id(),
-            Self::PartiallyCompleted(p) => p.id(),
-            Self::RepairRequired(p) => p.id(),
-            Self::RepairUnsettled(p) => p.id(),
-            Self::ReadyToResume(p) => p.id(),
-            Self::Completed(p) => p.id(),
-            Self::Denied(p) => p.id(),
-            Self::Aborted(p) => p.id(),
-            Self::Failed(p) => p.id(),
-            Self::InFlightElsewhere { pathway, .. } => &pathway.id,
-        }
+        self.parts().0
+    }
+
+    /// The pathway's compare-and-set version as loaded: 1 when proposed, one more per
+    /// recorded step. A caller that showed a person the pathway at one version can refuse
+    /// to act on it at another.
+    #[must_use]
+    pub fn version(&self) -> i64 {
+        self.parts().1
     }
 
     /// The pathway's state (an attempt in flight elsewhere: `running`).
@@ -404,24 +420,6 @@ impl StoredPathway {
     /// The digest of the pathway's unredacted request.
     #[must_use]
     pub fn request_digest(&self) -> &str {
-        match self {
-            Self::Proposed(p) => p.request_digest(),
-            Self::AwaitingApproval(p) => p.request_digest(),
-            Self::HumanGate(p) => p.request_digest(),
-            Self::Held(p) => p.request_digest(),
-            Self::Approved(p) => p.request_digest(),
-            Self::Returned(p) => p.request_digest(),
-            Self::Unknown(p) => p.request_digest(),
-            Self::Stopped(p) => p.request_digest(),
-            Self::PartiallyCompleted(p) => p.request_digest(),
-            Self::RepairRequired(p) => p.request_digest(),
-            Self::RepairUnsettled(p) => p.request_digest(),
-            Self::ReadyToResume(p) => p.request_digest(),
-            Self::Completed(p) => p.request_digest(),
-            Self::Denied(p) => p.request_digest(),
-            Self::Aborted(p) => p.request_digest(),
-            Self::Failed(p) => p.request_digest(),
-            Self::InFlightElsewhere { pathway, .. } => &pathway.request_digest,
-        }
+        self.parts().2
     }
 }

@@ -57,6 +57,15 @@ fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
         .find_map(|(k, v)| (k == name).then_some(v.as_str()))
 }
 
+/// The value of the first hidden field `name` on `page`.
+fn hidden(page: &str, name: &str) -> String {
+    page.split(&format!("name=\"{name}\" value=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no field {name} on the page: {page}"))
+        .to_owned()
+}
+
 /// Signs in with the printed URL: the cookie it sets.
 fn sign_in(console: &Console) -> String {
     let path = &console.url[console.origin().len()..];
@@ -133,13 +142,9 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
     let origin = console.origin().to_owned();
     let cookie = sign_in(&console);
     let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
-    let form_token = page
-        .split("name=\"form_token\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_owned();
-    let form = |token: &str| format!("form_token={token}&pathway={id}");
+    let form_token = hidden(&page, "form_token");
+    let version = hidden(&page, "version");
+    let form = |token: &str| format!("form_token={token}&pathway={id}&version={version}");
     let posted = |headers: &[(&str, &str)], body: &str| {
         let mut all = vec![
             ("Cookie", cookie.as_str()),
@@ -162,6 +167,14 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
         posted(&[("Origin", &origin)], &format!("pathway={id}")),
         400
     );
+    // The page's form without the version it showed: refused, like one without its token.
+    assert_eq!(
+        posted(
+            &[("Origin", &origin)],
+            &format!("form_token={form_token}&pathway={id}")
+        ),
+        400
+    );
     assert_eq!(scene.state(&id), State::HumanGate, "nothing was recorded");
     assert!(scene.effects().is_empty());
 
@@ -175,7 +188,7 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
     let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
     assert!(
         page.contains(&format!(
-            "rpr approve --database {} --pathway {id} --as host",
+            "rpr approve --database {} --pathway {id} --as host --at-version {version}",
             scene.db.display()
         )),
         "the page shows the command it ran"
@@ -288,13 +301,11 @@ fn the_consoles_commands_sign_the_log_with_the_key_it_was_given() {
     let approve = |console: &Console| {
         let cookie = sign_in(console);
         let (_, _, page) = http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "");
-        let token = page
-            .split("name=\"form_token\" value=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .unwrap()
-            .to_owned();
-        let body = format!("form_token={token}&pathway={id}");
+        let body = format!(
+            "form_token={}&pathway={id}&version={}",
+            hidden(&page, "form_token"),
+            hidden(&page, "version")
+        );
         let headers = [
             ("Cookie", cookie.as_str()),
             ("Content-Type", "application/x-www-form-urlencoded"),
@@ -336,4 +347,70 @@ fn the_consoles_commands_sign_the_log_with_the_key_it_was_given() {
         .output()
         .unwrap();
     assert!(verified.status.success(), "{verified:?}");
+}
+
+#[test]
+fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
+    // The gate gives up waiting after a second, so nothing is sent when it is approved out
+    // of band: the pathway can be approved, held and escalated back to the gate.
+    let scene = Scene::new(&json!({}), &[]).with_approval_wait("1");
+    let call = scene.put_in_background(json!({"key": "k3", "value": "v3"}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let origin = console.origin().to_owned();
+    let cookie = sign_in(&console);
+    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let (form_token, shown) = (hidden(&page, "form_token"), hidden(&page, "version"));
+    let answer = call.join().unwrap();
+    assert_eq!(
+        answer["isError"], true,
+        "the gate stopped waiting: {answer}"
+    );
+
+    // Elsewhere, while that page is open: approved, held by the stop authority, and sent
+    // back to the Human Gate. The page still shows the pathway at the gate.
+    let db = scene.db.display().to_string();
+    // (`approve` of a gate's call exits 3: approved, nothing sent yet.)
+    for (step, code) in [
+        (vec!["approve", "--as", "host"], 3),
+        (vec!["hold", "--as", "host", "--reason", "wrong amount"], 0),
+        (vec!["escalate", "--as", "host"], 0),
+    ] {
+        let mut args = vec![step[0], "--database", &db, "--pathway", &id];
+        args.extend(&step[1..]);
+        let out = std::process::Command::new(RPR)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{step:?}: {out:?}");
+    }
+    assert_eq!(scene.state(&id), State::HumanGate);
+
+    let post = |version: &str| {
+        let body = format!("form_token={form_token}&pathway={id}&version={version}");
+        let headers = [
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Origin", origin.as_str()),
+        ];
+        assert_eq!(http(&origin, "POST", "/approve", &headers, &body).0, 303);
+        http(&origin, "GET", "/", &[("Cookie", &cookie)], "").2
+    };
+    // The old page's approval: refused, nothing recorded, and the console says why.
+    let page = post(&shown);
+    assert_eq!(
+        scene.state(&id),
+        State::HumanGate,
+        "the hold was overridden"
+    );
+    assert!(
+        page.contains("not version") && page.contains("it changed since"),
+        "{page}"
+    );
+    // The page as it is now: approved.
+    let now = hidden(&page, "version");
+    assert_ne!(now, shown);
+    post(&now);
+    assert_eq!(scene.state(&id), State::Approved);
+    assert!(scene.effects().is_empty(), "nothing was sent");
 }

@@ -97,6 +97,17 @@ impl Scene {
         }
     }
 
+    /// The same scene with the gate's `--approval-wait` set to `seconds` (60 otherwise).
+    pub(crate) fn with_approval_wait(mut self, seconds: &str) -> Self {
+        let at = self
+            .gate_argv
+            .iter()
+            .position(|a| a == "--approval-wait")
+            .expect("the gate is given --approval-wait");
+        seconds.clone_into(&mut self.gate_argv[at + 1]);
+        self
+    }
+
     /// A client of a new gate.
     pub(crate) fn client(&self) -> McpClient {
         let command = ServerCommand::new(&self.gate_argv[0])

@@ -92,6 +92,11 @@ pub(crate) struct Step {
     /// Who takes the step: checked against the authority stored with the pathway.
     #[arg(long = "as", value_name = "NAME")]
     actor: String,
+    /// Take the step only if the pathway is still at this version (as `rpr show` and the
+    /// console showed it): what was looked at is what is decided. Refused, nothing done, if
+    /// it has moved since.
+    #[arg(long = "at-version", value_name = "N")]
+    at_version: Option<i64>,
 }
 
 /// `--args` for a stored request that was redacted.

@@ -27,8 +27,23 @@ fn live_hint(files: &LiveFiles, db: &Database) -> Hint {
 
 impl Step {
     /// Opens the database, loads the pathway and names who takes the step.
+    ///
+    /// With `--at-version`, a pathway loaded at another version is refused: the step that
+    /// follows writes only if the stored pathway is still at the version loaded (the
+    /// store's compare-and-set), so nothing after this check can move it unseen.
     fn open(&self) -> Result<(Runtime, StoredPathway, Actor), Failure> {
         let (rt, stored) = load(&self.db, &self.target)?;
+        if let Some(shown) = self.at_version
+            && stored.version() != shown
+        {
+            return Err(format!(
+                "pathway {} is at version {} ({}), not version {shown} as it was shown: it changed since; nothing was done. Look at it again (`rpr show`) before deciding",
+                stored.id(),
+                stored.version(),
+                stored.state()
+            )
+            .into());
+        }
         Ok((rt, stored, Actor::new(&self.actor)))
     }
 }

@@ -340,11 +340,15 @@ fn waiting_article(
         None => out.push_str("<p class=\"expiry\">Approvals of this pathway do not expire (it was recorded before approvals had an expiry).</p>"),
     }
     let may = d.next.actors.iter().any(|a| a == ctx.approver);
+    // The forms carry the version this page shows: a decision is taken only on the pathway
+    // as it was looked at (`rpr approve --at-version`).
+    let version = d.version.to_string();
+    let fields = [("pathway", id.as_str()), ("version", version.as_str())];
     if may {
         out.push_str(&form(
             "/approve",
             ctx.form_token,
-            &[("pathway", id)],
+            &fields,
             "",
             ("approve", &format!("Approve as {}", ctx.approver)),
         ));
@@ -358,13 +362,13 @@ fn waiting_article(
     out.push_str(&form(
         "/deny",
         ctx.form_token,
-        &[("pathway", id)],
+        &fields,
         "<input type=\"text\" name=\"reason\" placeholder=\"why (recorded)\" size=\"30\"> ",
         ("deny", &format!("Deny as {}", ctx.approver)),
     ));
     let _ = write!(
         out,
-        "<p class=\"meta\">The same at a terminal: <code>rpr approve --database {db} --pathway {id} --as {who}</code> or <code>rpr deny --database {db} --pathway {id} --as {who}</code>. A call of <code>rpr gate</code> is sent by the gate, once, when it is approved: while the client's call waits (<code>--approval-wait</code>), or when the client makes it again.</p></article>",
+        "<p class=\"meta\">The same at a terminal: <code>rpr approve --database {db} --pathway {id} --as {who} --at-version {version}</code> or <code>rpr deny --database {db} --pathway {id} --as {who} --at-version {version}</code>. A call of <code>rpr gate</code> is sent by the gate, once, when it is approved: while the client's call waits (<code>--approval-wait</code>), or when the client makes it again.</p></article>",
         db = esc(ctx.shown_database),
         id = esc(id),
         who = esc(ctx.approver)
