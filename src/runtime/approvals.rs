@@ -254,7 +254,7 @@ impl Runtime {
             });
         }
         if authority.approval.is_some() {
-            let now = self.now();
+            let now = self.approval_now()?;
             let ttl = ttl_of(authority);
             let approvals = self.approvals(&core.id)?;
             if let Some(g) = approvals.outstanding.iter().find(|g| {
@@ -336,7 +336,7 @@ impl Runtime {
             proposer: &core.proposer,
             request_digest: &core.request_digest,
         }
-        .quorum(&approvals, self.now(), None)
+        .quorum(&approvals, self.approval_now()?, None)
     }
 
     /// Records `approver`'s approval of `pathway` with `extra` in its event: its id and time.
@@ -361,7 +361,7 @@ impl Runtime {
             attempt_status: None,
             data,
         };
-        let at = self.now();
+        let at = self.approval_now()?;
         let grant = Grant {
             pathway: core.id.clone(),
             expected: S::STATE,
@@ -405,6 +405,6 @@ impl Approval {
             proposer: &Actor::new(record.proposer),
             request_digest: &self.request_digest,
         }
-        .quorum(&approvals, rt.now(), Some(&self.id))
+        .quorum(&approvals, rt.approval_now()?, Some(&self.id))
     }
 }

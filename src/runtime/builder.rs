@@ -104,6 +104,7 @@ pub(crate) type Hook = Box<dyn Fn(StepPoint) + Send + Sync>;
 pub struct RuntimeBuilder {
     path: PathBuf,
     clock: Box<dyn Clock>,
+    approval_clock: Option<Box<dyn Clock>>,
     ids: Box<dyn IdSource>,
     lease: Duration,
     busy_timeout: Duration,
@@ -137,6 +138,7 @@ impl RuntimeBuilder {
         Self {
             path: path.to_owned(),
             clock: Box::new(SystemClock),
+            approval_clock: None,
             ids: Box::new(RandomIds::default()),
             lease: Duration::from_mins(10),
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
@@ -212,6 +214,17 @@ impl RuntimeBuilder {
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Box::new(clock);
+        self
+    }
+    /// Stamps and judges approvals (when one is granted, whether it still counts) by
+    /// `clock`. By default they follow the database's clock on PostgreSQL, so that hosts
+    /// sharing it agree on an approval's expiry whatever their own clocks say, and the
+    /// runtime's [`clock`](Self::clock) on SQLite, whose database lives on one host. Give
+    /// one to move time in a test; runtimes sharing a database must not be given different
+    /// ones.
+    #[must_use]
+    pub fn approval_clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.approval_clock = Some(Box::new(clock));
         self
     }
     /// Uses `ids` instead of random ids.
@@ -317,6 +330,7 @@ impl RuntimeBuilder {
             database,
             path: self.path,
             clock: self.clock,
+            approval_clock: self.approval_clock,
             ids: self.ids,
             owner,
             frozen,

@@ -70,6 +70,8 @@ pub struct Runtime {
     database: Arc<str>,
     path: PathBuf,
     clock: Box<dyn Clock>,
+    /// See [`RuntimeBuilder::approval_clock`]; `None`: the default.
+    approval_clock: Option<Box<dyn Clock>>,
     ids: Box<dyn IdSource>,
     owner: Owner,
     /// While set, the heartbeat renews nothing (test tooling only: `simulated_owner`).
@@ -264,6 +266,20 @@ impl Runtime {
     }
     pub(crate) fn now(&self) -> i64 {
         self.clock.now_ms()
+    }
+    /// Now for approvals: when one is granted, and whether one still counts. On PostgreSQL
+    /// the database's clock, as for leases: runtimes on several hosts grant and judge the
+    /// same approvals, and a skew between their clocks must not move an expiry. On SQLite,
+    /// whose database lives on this one host, the runtime's clock (the host's, unless the
+    /// builder was given another). [`RuntimeBuilder::approval_clock`] replaces either.
+    pub(crate) fn approval_now(&self) -> Result<i64, StoreError> {
+        if let Some(clock) = &self.approval_clock {
+            Ok(clock.now_ms())
+        } else if self.is_postgres() {
+            self.with_backend(|b| b.now_ms())
+        } else {
+            Ok(self.now())
+        }
     }
     pub(crate) fn new_id(&self, prefix: &str) -> String {
         self.ids.next_id(prefix)

@@ -37,8 +37,11 @@ impl Env {
     fn new(tag: &str) -> Self {
         let dir = TempDir::new(tag);
         let clock = Manual(Arc::new(AtomicI64::new(1_700_000_000_000)));
+        // Approvals follow the database's clock on PostgreSQL; this test moves time, so
+        // it gives its clock for approvals too (on both stores).
         let rt = Runtime::builder(dir.db())
             .clock(clock.clone())
+            .approval_clock(clock.clone())
             .ids(SequentialIds::default())
             .open()
             .unwrap();

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use pg_support::{Append, admitted, drive};
+use pg_support::{Append, Skewed, admitted, drive};
 use rpr::executor::{Binding, Delivery, Executor, Refusal, Request};
 use rpr::{Outcome, Runtime, State};
 use serde_json::{Value, json};
@@ -457,5 +457,66 @@ fn sixteen_threads_on_one_pooled_runtime_and_a_second_runtime_taking_over_send_e
     let report = pooled.verify(None).unwrap();
     assert!(report.is_ok(), "{report:?}");
     drop((pooled, other));
+    pg::drop_schema(&schema);
+}
+
+/// Approvals on PostgreSQL are stamped and judged by the database's clock, as leases are:
+/// hosts whose clocks are two hours apart agree on when an approval expires. Before, the
+/// granting host's clock stamped it and the judging host's clock judged it, so an approval
+/// granted on a host running an hour ahead counted two hours longer on one running an hour
+/// behind, and one granted there had expired before it was granted.
+#[test]
+fn an_approval_expires_by_the_database_clock_whatever_the_hosts_clocks_say() {
+    use rpr::{Admission, ApprovalRule, Decision, PathwayError, Proposal};
+    const HOUR: i64 = 3_600_000;
+    let schema = pg::schema("approval_clock");
+    let db = pg::location(&schema);
+    let ahead = Runtime::builder(&db).clock(Skewed(HOUR)).open().unwrap();
+    let behind = Runtime::builder(&db).clock(Skewed(-HOUR)).open().unwrap();
+    let at_gate = |rt: &Runtime, id: &str| match rt.load(id).unwrap() {
+        rpr::StoredPathway::HumanGate(p) => p,
+        other => panic!("{other:?}"),
+    };
+    let gated = |rt: &Runtime, key: &str| {
+        let mut d = definition(key, rpr::ActionClass::Mutating);
+        d.authority = d.authority.with_approval(ApprovalRule::new(
+            1,
+            vec![actor("alice")],
+            Some(Duration::from_secs(2)),
+        ));
+        let Proposal::New(p) = rt.propose(&actor("proposer"), d).unwrap() else {
+            panic!("new")
+        };
+        match p
+            .admit(rt, &actor("decision_owner"), &|_| Decision::HumanGate)
+            .unwrap()
+        {
+            Admission::HumanGate(p) => p,
+            other => panic!("{other:?}"),
+        }
+    };
+
+    // Granted on the host an hour behind, judged at once on the one an hour ahead: it
+    // counts (by the hosts' clocks it expired an hour and 58 seconds before).
+    let p = gated(&behind, "fresh");
+    behind.grant_approval(&p, &actor("alice")).unwrap();
+    let p = at_gate(&ahead, p.id());
+    let quorum = ahead
+        .quorum(&p)
+        .expect("a fresh approval counts on every host");
+    p.approve(&ahead, quorum).unwrap();
+
+    // Granted on the host an hour ahead, judged on the one an hour behind once the two
+    // seconds are over: expired (by the hosts' clocks it had two hours left).
+    let p = gated(&ahead, "stale");
+    ahead.grant_approval(&p, &actor("alice")).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let p = at_gate(&behind, p.id());
+    let short = behind.quorum(&p).unwrap_err();
+    assert!(
+        matches!(short, PathwayError::QuorumShort { have: 0, .. }),
+        "{short:?}"
+    );
+    drop((ahead, behind));
     pg::drop_schema(&schema);
 }

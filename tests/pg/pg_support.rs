@@ -210,7 +210,7 @@ pub fn drive(rt: &Runtime, id: &str, ex: &mut dyn Executor, root: &Path) -> bool
 
 /// A host's clock, off by a fixed amount (an hour either way in the kill test): it stamps
 /// the host's events and decides nothing.
-struct Skewed(i64);
+pub struct Skewed(pub i64);
 
 impl rpr::Clock for Skewed {
     fn now_ms(&self) -> i64 {

@@ -310,12 +310,11 @@ impl Pathway<Bound> {
 }
 
 /// Refuses to send from `approved` once the approval that approved the pathway has
-/// expired, by this runtime's clock. The approval was stamped by the clock of the runtime
-/// that granted it: on one machine the same clock; across hosts sharing a PostgreSQL store
-/// a skew between them moves the expiry (docs/storage.md, "Clock skew between hosts").
+/// expired. Approvals are stamped and judged by one clock ([`Runtime::approval_now`]: the
+/// database's on PostgreSQL, so a skew between the hosts sharing it moves no expiry).
 fn approval_holds(rt: &Runtime, core: &Core, from: State) -> Result<(), PathwayError> {
     match core.approved_until {
-        Some(until) if from == State::Approved && rt.now() >= until => {
+        Some(until) if from == State::Approved && rt.approval_now()? >= until => {
             Err(PathwayError::ApprovalExpired {
                 pathway: core.id.clone(),
                 expired_at: until,
