@@ -273,7 +273,7 @@ impl Gate {
                     &key,
                     self.policy.authority(),
                 )
-                .with_metadata(json!({"server": checked.live.server, "gate": self.recorded}));
+                .with_metadata(json!({"server": checked.live.server, "gate": self.recorded_now()}));
                 let decision = checked.live.plan.decision();
                 let decider = definition.authority.decision_owner.clone();
                 let ready = self.rt.propose_and_bind_keyed(

@@ -69,9 +69,26 @@ impl ServerSource {
     /// the server's command line, from which an operator step starts the server again
     /// (`gate/recorded.rs`), or the name of a server that ran inside the gate's process,
     /// which no other process can start.
+    ///
+    /// With the command, the absolute directory the server runs in (`cwd`: its own
+    /// `current_dir`, else the gate's): a server that keeps its data at a relative path
+    /// reads back only there, so an operator step starts it there again. Missing when the
+    /// gate cannot tell its own directory (then the operator step says so).
     pub(crate) fn recorded(&self) -> Value {
         match self {
-            Self::Command(command) => serde_json::json!({"command": command.command_line()}),
+            Self::Command(command) => {
+                let mut recorded = serde_json::json!({"command": command.command_line()});
+                let cwd = std::env::current_dir()
+                    .map(|here| command.dir().map_or_else(|| here.clone(), |d| here.join(d)));
+                match cwd {
+                    Ok(cwd) => recorded["cwd"] = Value::String(cwd.display().to_string()),
+                    Err(e) => note!(
+                        Warn,
+                        "rpr gate: its working directory cannot be read ({e}); pathways will not record where the server runs"
+                    ),
+                }
+                recorded
+            }
             Self::InProcess(server) => serde_json::json!({"in_process": server.name()}),
         }
     }
@@ -88,6 +105,10 @@ pub(crate) struct Upstream {
     tools: Mutex<Option<Arc<ToolList>>>,
     stale: Arc<AtomicBool>,
     starts: Mutex<u64>,
+    /// The roots the client last gave the server (the `roots` of its answer to the
+    /// server's `roots/list`, passed through the gate), recorded with each pathway so that
+    /// an operator's readback offers the server the same ones.
+    roots: Arc<Mutex<Option<Value>>>,
 }
 
 impl Upstream {
@@ -106,7 +127,13 @@ impl Upstream {
             tools: Mutex::new(None),
             stale: Arc::new(AtomicBool::new(true)),
             starts: Mutex::new(0),
+            roots: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The roots the client last gave the server, if it was asked.
+    pub(crate) fn roots(&self) -> Option<Value> {
+        lock(&self.roots).clone()
     }
 
     fn config(&self) -> SessionConfig {
@@ -129,6 +156,7 @@ impl Upstream {
             down.notify(n);
         }));
         let (down, timeout) = (Arc::clone(&self.down), self.request_timeout);
+        let roots = Arc::clone(&self.roots);
         config.on_request = Some(Arc::new(move |request: Request, responder: Responder| {
             if !down.opened_with_initialize() {
                 // No client opened with `initialize`: the gate's clients are of 2026-07-28,
@@ -145,7 +173,7 @@ impl Upstream {
                 )));
                 return;
             }
-            let down = Arc::clone(&down);
+            let (down, roots) = (Arc::clone(&down), Arc::clone(&roots));
             // Answered from its own thread: the client's answer comes in on the gate's
             // stdin, and the session's reader must go on reading the server meanwhile.
             let spawned = std::thread::Builder::new()
@@ -156,6 +184,11 @@ impl Upstream {
                         Ok(Reply::Error(error)) => Err(error),
                         Err(why) => Err(ErrorObject::new(codes::INTERNAL_ERROR, why)),
                     };
+                    if let (Ok(result), "roots/list") = (&outcome, request.method.as_str())
+                        && result["roots"].is_array()
+                    {
+                        *lock(&roots) = Some(result["roots"].clone());
+                    }
                     responder.respond(outcome);
                 });
             if let Err(e) = spawned {

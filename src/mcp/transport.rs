@@ -128,6 +128,13 @@ impl ServerCommand {
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
     }
+
+    /// The directory the child starts in, as given to [`ServerCommand::current_dir`]
+    /// (`None`: this process's own).
+    #[must_use]
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.current_dir.as_deref()
+    }
 }
 
 /// Timing and buffer settings of the transport.

@@ -819,6 +819,147 @@ fn crash_after_effect_is_unknown_the_repeat_is_refused_and_reconcile_completes_i
     assert_eq!(effects(&dir), 1);
 }
 
+/// A server that keeps its data at a relative path reads back only where it ran. The gate
+/// records its server's directory with the pathway, and `rpr reconcile`, run from another
+/// directory, starts the server there again: the readback finds the write and completes
+/// the pathway. Before, the server started in the operator's directory, found nothing,
+/// and the verdict was *not applied*: `repair` and `resume` would have sent the call again.
+#[test]
+fn reconcile_reads_back_in_the_directory_the_server_ran_in() {
+    let dir = TempDir::new("gate-cwd");
+    let policy = fault_policy(&dir);
+    let server: Vec<String> = [
+        FAULT,
+        "--effects",
+        "effects.jsonl",
+        "--state",
+        "state.json",
+        "--fault",
+        "crash-after-effect",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let gate = gate_argv(&dir, &policy, "faults", &server);
+    let mut config = SessionConfig::default();
+    config.request_timeout = Duration::from_secs(30);
+    let client = McpClient::connect(&gate_command(&gate).current_dir(dir.path()), &config)
+        .unwrap_or_else(|e| panic!("the gate did not start: {e}"));
+    let first = result(call(&client, "put", &json!({"key": "k", "value": "v1"})));
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown, "{first}");
+    assert_eq!(effects(&dir), 1, "the write landed in the gate's directory");
+    client.shutdown();
+    let recorded = &store(&dir).pathway(&id).unwrap().unwrap().definition["metadata"]["gate"];
+    assert_eq!(
+        recorded["cwd"].as_str(),
+        Some(dir.path().display().to_string().as_str()),
+        "{recorded}"
+    );
+
+    let elsewhere = TempDir::new("gate-cwd-operator");
+    let out = Command::new(RPR)
+        .current_dir(elsewhere.path())
+        .args([
+            "reconcile",
+            "--database",
+            &dir.join("rpr.db").display().to_string(),
+            "--policy",
+            &policy.display().to_string(),
+            "--pathway",
+            &id,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(state(&dir, &id), State::Completed, "{}", text(&out));
+    assert!(
+        !elsewhere.join("state.json").exists(),
+        "the readback ran where the server ran, not in the operator's directory"
+    );
+    assert_eq!(effects(&dir), 1, "nothing was sent again");
+}
+
+/// An operator's readback offers the server the roots the call's client gave it, as the
+/// gate recorded them with the pathway. server-filesystem replaces the directories on its
+/// command line with a client's roots: the readback through the recorded server, started
+/// again by `rpr::gate::recorded_live`, reads a file under the recorded root, and the same
+/// server started for a pathway that recorded no roots refuses the path. Before, a
+/// readback declared no roots, so it looked where the call had not been allowed to write.
+#[test]
+fn an_operators_readback_offers_the_server_the_roots_the_client_gave_it() {
+    let dir = TempDir::new("gate-roots");
+    let (given, cli) = (dir.join("given"), dir.join("cli"));
+    for d in [&given, &cli] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let file = given.join("a.txt");
+    std::fs::write(&file, "written under the client's root").unwrap();
+    let policy = rpr::policy::Policy::load(files_policy(&dir)).unwrap();
+    let rt = rpr::Runtime::open(dir.join("rpr.db")).unwrap();
+    let path = file.display().to_string();
+    let read_back = |key: &str, roots: Option<Value>| {
+        let retry = roots.is_some();
+        let mut gate = json!({
+            "command": filesystem_argv(&cli),
+            "cwd": dir.path().display().to_string(),
+        });
+        if let Some(roots) = roots {
+            gate["roots"] = roots;
+        }
+        let definition = rpr::Definition::new(
+            rpr::executor::Request::new("read_text_file", json!({"path": path})),
+            rpr::ActionClass::ReadOnly,
+            key,
+            policy.authority(),
+        )
+        .with_metadata(json!({"server": "files", "gate": gate}));
+        let rpr::Proposal::New(p) = rt.propose(&rpr::Actor::new("host"), definition).unwrap()
+        else {
+            panic!("a new pathway")
+        };
+        let started = rpr::gate::recorded_live(&rt, &policy, &p).unwrap();
+        // server-filesystem checks the roots it was given asynchronously, after it has
+        // answered the round trip recorded_live makes: a read may come before it is done
+        // (an error, which leaves a call unknown). Read again for up to five seconds (without
+        // roots there is nothing to wait for).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let read = loop {
+            let reply = started
+                .live
+                .client
+                .call_tool(
+                    "read_text_file",
+                    &json!({"path": path}),
+                    Duration::from_secs(30),
+                )
+                .unwrap();
+            let read = result(reply);
+            if !retry || read["isError"] != true || Instant::now() > deadline {
+                break read;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        started.live.client.shutdown();
+        read
+    };
+    let root = json!([{"uri": format!("file://{}", given.display()), "name": "given"}]);
+    let with_roots = read_back("with-roots", Some(root));
+    assert_ne!(with_roots["isError"], true, "{with_roots}");
+    assert!(
+        with_roots
+            .to_string()
+            .contains("written under the client's root"),
+        "{with_roots}"
+    );
+    let without = read_back("without-roots", None);
+    assert_eq!(without["isError"], true, "{without}");
+    assert!(
+        without.to_string().contains("outside allowed directories"),
+        "{without}"
+    );
+}
+
 /// JSON-RPC's rule, as every server of this crate keeps it (`rpr::jsonrpc::server`): a
 /// response is never answered, not even a malformed one; a malformed request is.
 #[test]
