@@ -487,9 +487,10 @@ impl ReadbackRule {
     /// which would open the way to a second send.
     fn judge(&self, request: &Request, result: &Value) -> ReadbackVerdict {
         if result["isError"] == true {
-            let text = result["content"].to_string();
             return match &self.absent_if_error_contains {
-                Some(needle) if text.contains(needle.as_str()) => ReadbackVerdict::NotApplied,
+                Some(needle) if self.error_says(needle, request, result) => {
+                    ReadbackVerdict::NotApplied
+                }
                 _ => ReadbackVerdict::Inconclusive,
             };
         }
@@ -509,6 +510,38 @@ impl ReadbackRule {
             (0, _) => ReadbackVerdict::NotApplied,
             _ => ReadbackVerdict::Inconclusive,
         }
+    }
+
+    /// Whether a readback's tool error says, in the server's own words, what
+    /// `absent_if_error_contains` looks for: the needle in the text of the error's `content`
+    /// text items, at a place that is not inside a string the call or its readback carried.
+    /// A server that echoes what it was asked (`access denied: /data/ENOENT.txt`) must not
+    /// make the needle match. A carried string found inside the needle itself (`E` for
+    /// `ENOENT`) is no echo of it and is not counted.
+    fn error_says(&self, needle: &str, request: &Request, result: &Value) -> bool {
+        let text: String = result["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| item["type"] == "text")
+            .filter_map(|item| item["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let asked = mapping::fill(&self.arguments, &request.arguments);
+        let mut echoes = Vec::new();
+        strings_in(&request.arguments, &mut echoes);
+        strings_in(&asked, &mut echoes);
+        let mut covered = vec![false; text.len()];
+        for echo in echoes
+            .iter()
+            .filter(|e| !e.is_empty() && !needle.contains(e.as_str()))
+        {
+            for (at, _) in text.match_indices(echo.as_str()) {
+                covered[at..at + echo.len()].fill(true);
+            }
+        }
+        text.match_indices(needle)
+            .any(|(at, _)| !covered[at..at + needle.len()].contains(&true))
     }
 
     /// Why a readback could not be derived from a call with `arguments`: the first
@@ -539,6 +572,21 @@ impl ReadbackRule {
                     ))
                 })
         })
+    }
+}
+
+/// Every string in `value` (member names and values, at any depth), into `out`.
+fn strings_in(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings_in(v, out)),
+        Value::Object(members) => {
+            for (name, v) in members {
+                out.push(name.clone());
+                strings_in(v, out);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -585,6 +633,52 @@ mod tests {
         );
         assert_eq!(
             judged(Value::Null, json!("a")),
+            ReadbackVerdict::Inconclusive
+        );
+    }
+
+    /// The needle is looked for in the server's own words: the text of the error's text
+    /// items, with what the call and its readback asked for taken out. A server that
+    /// echoes the path it was denied must not read as "not found".
+    #[test]
+    fn an_error_that_only_echoes_the_needle_back_is_inconclusive() {
+        let rule: ReadbackRule = serde_json::from_value(json!({
+            "tool": "read_text_file",
+            "arguments": {"path": "$path"},
+            "expect": {"/structuredContent/content": "$content"},
+            "absent_if_error_contains": "ENOENT"
+        }))
+        .unwrap();
+        let request = Request::new(
+            "write_file",
+            json!({"path": "/data/ENOENT.txt", "content": "x"}),
+        );
+        let error =
+            |text: &str| json!({"content": [{"type": "text", "text": text}], "isError": true});
+        assert_eq!(
+            rule.judge(
+                &request,
+                &error("Access denied - path outside allowed directories: /data/ENOENT.txt")
+            ),
+            ReadbackVerdict::Inconclusive
+        );
+        assert_eq!(
+            rule.judge(
+                &request,
+                &error("ENOENT: no such file or directory, open '/data/ENOENT.txt'")
+            ),
+            ReadbackVerdict::NotApplied
+        );
+        // A short carried string inside the needle (here the content `E`) echoes nothing.
+        let short = Request::new("write_file", json!({"path": "/data/a.txt", "content": "E"}));
+        assert_eq!(
+            rule.judge(&short, &error("ENOENT: no such file or directory")),
+            ReadbackVerdict::NotApplied
+        );
+        // Only text items speak: the needle in another item's data is no statement.
+        let resource = json!({"content": [{"type": "resource", "resource": {"uri": "file:///ENOENT", "text": "ENOENT"}}], "isError": true});
+        assert_eq!(
+            rule.judge(&request, &resource),
             ReadbackVerdict::Inconclusive
         );
     }
