@@ -311,8 +311,16 @@ impl Runtime {
         self.store.write(true, |b| b.sign_log())?;
         crate::store::log::latest(&self.reader())
     }
-    /// Refuses a handle that belongs to another database.
+    /// Refuses a handle that belongs to another database, and every step in a process
+    /// other than the one that opened the runtime (a child made by `fork`).
     pub(crate) fn own(&self, core: &Core) -> Result<(), PathwayError> {
+        let now = std::process::id();
+        if now != self.owner.pid {
+            return Err(PathwayError::ForkedProcess {
+                opened_in: self.owner.pid,
+                now,
+            });
+        }
         if core.database == self.database {
             Ok(())
         } else {

@@ -611,3 +611,52 @@ fn a_risk_accepted_before_the_owners_late_outcome_is_void_after_it() {
     assert_eq!(verdict, "applied", "{evidence}");
     assert!(other.verify(None).unwrap().is_ok());
 }
+
+/// A child made by `fork` that steps with its parent's runtime is refused before anything
+/// is recorded or sent: its attempt would name the parent as its owner, so the parent's
+/// death would be taken for the child's while the child may still be sending, and the call
+/// taken over and sent again.
+#[test]
+#[expect(unsafe_code, reason = "the test forks, as a host that forks would")]
+fn a_forked_child_may_not_step_with_its_parents_runtime() {
+    use nix::unistd::{ForkResult, fork, pipe};
+    use std::io::Read;
+    let s = Setup::new("proof-fork");
+    let rt = Runtime::open(s.dir.db()).unwrap();
+    let StoredPathway::Approved(p) = rt.load(&s.id).unwrap() else {
+        panic!("an admitted pathway")
+    };
+    let mut ex = s.executor();
+    let bound = p.bind(&mut ex).unwrap();
+    let before = db_dump(&s.dir.db());
+    let (read, write) = pipe().unwrap();
+    // SAFETY: the child only makes the step (refused before it reaches the store or the
+    // executor), writes what it was told to the pipe and exits at once.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            let said = match bound.dispatch(&rt, &actor("execution_actor"), &mut ex) {
+                Outcome::NotSent(n) => n.error().to_string(),
+                other => format!("not refused: {other:?}"),
+            };
+            let _ = nix::unistd::write(&write, said.as_bytes());
+            std::process::exit(0);
+        }
+        ForkResult::Parent { child } => {
+            drop(write);
+            let mut said = String::new();
+            std::fs::File::from(read).read_to_string(&mut said).unwrap();
+            nix::sys::wait::waitpid(child, None).unwrap();
+            assert!(
+                said.contains("(a child made by fork) may not step"),
+                "{said}"
+            );
+        }
+    }
+    assert_eq!(effects(&s.log()), 0, "nothing was sent");
+    assert_eq!(db_dump(&s.dir.db()), before, "nothing was recorded");
+    // The process that opened the runtime sends it, once.
+    let Outcome::Returned(_) = bound.dispatch(&rt, &actor("execution_actor"), &mut ex) else {
+        panic!("the parent dispatches")
+    };
+    assert_eq!(effects(&s.log()), 1);
+}
