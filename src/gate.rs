@@ -501,16 +501,6 @@ fn finish_serving(gate: &Gate, workers: &mut workers::Workers) {
 }
 
 impl Gate {
-    /// What a pathway proposed now records of this gate: [`Gate::recorded`], and the roots
-    /// the client last gave the server (`roots`), when the server asked for them.
-    fn recorded_now(&self) -> Value {
-        let mut recorded = self.recorded.clone();
-        if let (Some(roots), Some(members)) = (self.upstream.roots(), recorded.as_object_mut()) {
-            members.insert("roots".into(), roots);
-        }
-        recorded
-    }
-
     /// Serves one client request: at once when it is quick, else on a worker of its own
     /// (gate/workers.rs: never behind another request).
     fn request(self: &Arc<Self>, request: Request, workers: &mut workers::Workers) {

@@ -516,8 +516,11 @@ impl ReadbackRule {
     /// `absent_if_error_contains` looks for: the needle in the text of the error's `content`
     /// text items, at a place that is not inside a string the call or its readback carried.
     /// A server that echoes what it was asked (`access denied: /data/ENOENT.txt`) must not
-    /// make the needle match. A carried string found inside the needle itself (`E` for
-    /// `ENOENT`) is no echo of it and is not counted.
+    /// make the needle match. Numbers count as carried strings (as JSON writes them); a
+    /// carried string strictly inside the needle itself (`E` for `ENOENT`) is no echo of
+    /// it. Only an exact echo is recognized: a server that rewrites what it echoes (a path
+    /// made absolute) can still show the needle; choose a needle that names the error, not
+    /// a value.
     fn error_says(&self, needle: &str, request: &Request, result: &Value) -> bool {
         let text: String = result["content"]
             .as_array()
@@ -532,10 +535,10 @@ impl ReadbackRule {
         strings_in(&request.arguments, &mut echoes);
         strings_in(&asked, &mut echoes);
         let mut covered = vec![false; text.len()];
-        for echo in echoes
-            .iter()
-            .filter(|e| !e.is_empty() && !needle.contains(e.as_str()))
-        {
+        // A carried string strictly inside the needle (`E` of `ENOENT`) is no echo of it;
+        // one as long as the needle or longer that holds it is.
+        let inside = |e: &str| e.len() < needle.len() && needle.contains(e);
+        for echo in echoes.iter().filter(|e| !e.is_empty() && !inside(e)) {
             for (at, _) in text.match_indices(echo.as_str()) {
                 covered[at..at + echo.len()].fill(true);
             }
@@ -586,7 +589,8 @@ fn strings_in(value: &Value, out: &mut Vec<String>) {
                 strings_in(v, out);
             }
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Null | Value::Bool(_) => {}
     }
 }
 
@@ -668,6 +672,27 @@ mod tests {
                 &error("ENOENT: no such file or directory, open '/data/ENOENT.txt'")
             ),
             ReadbackVerdict::NotApplied
+        );
+        // A carried string equal to the needle, or a number, echoed alone: no statement.
+        let named = Request::new("write_file", json!({"path": "ENOENT", "content": "x"}));
+        assert_eq!(
+            rule.judge(&named, &error("Access denied: ENOENT")),
+            ReadbackVerdict::Inconclusive
+        );
+        let numbered: ReadbackRule = serde_json::from_value(json!({
+            "tool": "get", "arguments": {"id": "$id"},
+            "expect": {"/structuredContent/id": "$id"},
+            "absent_if_error_contains": "404"
+        }))
+        .unwrap();
+        let by_number = Request::new("put", json!({"id": 404}));
+        assert_eq!(
+            numbered.judge(&by_number, &error("forbidden: 404")),
+            ReadbackVerdict::Inconclusive
+        );
+        assert_eq!(
+            numbered.judge(&by_number, &error("not found (404)")),
+            ReadbackVerdict::Inconclusive
         );
         // A short carried string inside the needle (here the content `E`) echoes nothing.
         let short = Request::new("write_file", json!({"path": "/data/a.txt", "content": "E"}));

@@ -273,7 +273,7 @@ impl Gate {
                     &key,
                     self.policy.authority(),
                 )
-                .with_metadata(json!({"server": checked.live.server, "gate": self.recorded_now()}));
+                .with_metadata(json!({"server": checked.live.server, "gate": self.recorded}));
                 let decision = checked.live.plan.decision();
                 let decider = definition.authority.decision_owner.clone();
                 let ready = self.rt.propose_and_bind_keyed(
@@ -730,11 +730,24 @@ impl Gate {
             }
             StoredPathway::Approved(p) => {
                 let p = restored!(p);
-                match p.approval_expires_at() {
-                    Some(until) if self.rt.now() >= until => {
-                        self.ask_again(p, until, checked, asked)
-                    }
-                    _ => self.carry(p, checked, asked),
+                // Judged by the clock approvals are stamped by (the database's on
+                // PostgreSQL), as the send will judge it.
+                let expired = match p.approval_expires_at() {
+                    None => Ok(None),
+                    Some(until) => self
+                        .rt
+                        .approval_now()
+                        .map(|now| (now >= until).then_some(until)),
+                };
+                match expired {
+                    Ok(Some(until)) => self.ask_again(p, until, checked, asked),
+                    Ok(None) => self.carry(p, checked, asked),
+                    Err(e) => tool_error(
+                        format!(
+                            "pathway {id}: whether its approval still holds could not be read ({e}); nothing was sent"
+                        ),
+                        Some((&id, State::Approved)),
+                    ),
                 }
             }
             StoredPathway::HumanGate(p) => {

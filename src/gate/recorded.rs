@@ -1,12 +1,7 @@
 //! The live server of a gate pathway, for an operator step (approve, resume, reconcile):
 //! started again from the command line the gate recorded with the pathway.
 
-use std::sync::{Arc, Mutex, mpsc};
-
-use serde_json::{Value, json};
-
-use crate::jsonrpc::{ErrorObject, Request, codes};
-use crate::mcp::{Responder, ServerCommand, SessionConfig, ToolBinding};
+use crate::mcp::{ServerCommand, ToolBinding};
 use crate::policy::{Live, Policy, Started};
 use crate::stage::Stage;
 use crate::store::PinCheck;
@@ -76,72 +71,15 @@ pub fn recorded_live<S: Stage>(
                 .to_owned(),
         ),
     }
-    let (config, asked) = match metadata["gate"].get("roots") {
-        Some(roots) => {
-            let (config, asked) = offering_roots(roots.clone());
-            (config, Some(asked))
-        }
-        None => (SessionConfig::default(), None),
-    };
     let name = &p.definition().request.action;
-    let mut started = Live::start_with(&command, config, policy, server, name).map_err(|e| {
+    let mut started = Live::start(&command, policy, server, name).map_err(|e| {
         refused(format!(
             "the recorded server `{program}` of `{server}`: {e}"
         ))
     })?;
-    if let Some(asked) = asked {
-        // The server asked for the roots in the gate's session, so it asks again here,
-        // right after the handshake. Nothing is read back before it has them: wait for its
-        // request (answered on the session's reader), then one round trip, which it
-        // handles after the answer.
-        if asked.recv_timeout(ROOTS_WAIT).is_err() {
-            notes.push(format!(
-                "the server did not ask for the roots it was given in the gate within {} s: \
-                 a readback error that it is outside its directories leaves the call unknown",
-                ROOTS_WAIT.as_secs()
-            ));
-        }
-        let _ = started.live.client.ping();
-    }
     reader_pinned(rt, &started.live)?;
     started.notes.extend(notes);
     Ok(started)
-}
-
-/// How long an operator step waits for a server that had the client's roots to ask for
-/// them again.
-const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A session that declares `roots` and answers the server's `roots/list` with `roots`:
-/// the roots the call's client gave the server, so that the server reads back where it
-/// wrote. Any other request of the server is refused. The receiver hears of each
-/// `roots/list` answered.
-fn offering_roots(roots: Value) -> (SessionConfig, mpsc::Receiver<()>) {
-    let answer = json!({ "roots": roots });
-    let (tell, asked) = mpsc::channel();
-    let tell = Mutex::new(tell);
-    let config = SessionConfig {
-        client_capabilities: json!({"roots": {}}),
-        on_request: Some(Arc::new(move |request: Request, responder: Responder| {
-            let roots = request.method == "roots/list";
-            responder.respond(if roots {
-                Ok(answer.clone())
-            } else {
-                Err(ErrorObject::new(
-                    codes::METHOD_NOT_FOUND,
-                    format!(
-                        "a readback of rpr answers only roots/list, not {}",
-                        request.method
-                    ),
-                ))
-            });
-            if roots {
-                let _ = tell.lock().map(|t| t.send(()));
-            }
-        })),
-        ..SessionConfig::default()
-    };
-    (config, asked)
 }
 
 /// A readback of a gate pathway goes only through a readback tool that matches its pin:

@@ -105,10 +105,6 @@ pub(crate) struct Upstream {
     tools: Mutex<Option<Arc<ToolList>>>,
     stale: Arc<AtomicBool>,
     starts: Mutex<u64>,
-    /// The roots the client last gave the server (the `roots` of its answer to the
-    /// server's `roots/list`, passed through the gate), recorded with each pathway so that
-    /// an operator's readback offers the server the same ones.
-    roots: Arc<Mutex<Option<Value>>>,
 }
 
 impl Upstream {
@@ -127,13 +123,7 @@ impl Upstream {
             tools: Mutex::new(None),
             stale: Arc::new(AtomicBool::new(true)),
             starts: Mutex::new(0),
-            roots: Arc::new(Mutex::new(None)),
         }
-    }
-
-    /// The roots the client last gave the server, if it was asked.
-    pub(crate) fn roots(&self) -> Option<Value> {
-        lock(&self.roots).clone()
     }
 
     fn config(&self) -> SessionConfig {
@@ -156,7 +146,6 @@ impl Upstream {
             down.notify(n);
         }));
         let (down, timeout) = (Arc::clone(&self.down), self.request_timeout);
-        let roots = Arc::clone(&self.roots);
         config.on_request = Some(Arc::new(move |request: Request, responder: Responder| {
             if !down.opened_with_initialize() {
                 // No client opened with `initialize`: the gate's clients are of 2026-07-28,
@@ -173,7 +162,7 @@ impl Upstream {
                 )));
                 return;
             }
-            let (down, roots) = (Arc::clone(&down), Arc::clone(&roots));
+            let down = Arc::clone(&down);
             // Answered from its own thread: the client's answer comes in on the gate's
             // stdin, and the session's reader must go on reading the server meanwhile.
             let spawned = std::thread::Builder::new()
@@ -184,11 +173,6 @@ impl Upstream {
                         Ok(Reply::Error(error)) => Err(error),
                         Err(why) => Err(ErrorObject::new(codes::INTERNAL_ERROR, why)),
                     };
-                    if let (Ok(result), "roots/list") = (&outcome, request.method.as_str())
-                        && result["roots"].is_array()
-                    {
-                        *lock(&roots) = Some(result["roots"].clone());
-                    }
                     responder.respond(outcome);
                 });
             if let Err(e) = spawned {

@@ -250,19 +250,6 @@ pub enum PathwayError {
         /// The database of the runtime it was used with.
         runtime_database: String,
     },
-    /// The runtime was opened in another process: this one is a child of it made by
-    /// `fork`. Its attempts would record the parent's identity, so the parent's death
-    /// could be taken for this process's, and a call it still sends taken over and sent
-    /// again. Nothing was written; open a runtime in the child.
-    #[error(
-        "this runtime was opened by process {opened_in}, and process {now} (a child made by fork) may not step with it: its attempts would name the parent as their owner. Nothing was written; open a runtime in this process"
-    )]
-    ForkedProcess {
-        /// The process that opened the runtime.
-        opened_in: u32,
-        /// This process.
-        now: u32,
-    },
     /// The bound target's class is laxer than the definition's (a mutating target for a
     /// definition declared read-only). Nothing was sent.
     #[error(

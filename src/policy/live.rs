@@ -51,27 +51,10 @@ impl Live {
         server: &str,
         tool: &str,
     ) -> Result<Started, PolicyError> {
-        Self::start_with(command, SessionConfig::default(), policy, server, tool)
-    }
-
-    /// [`Live::start`] with a session of `config` (its message cap is the policy's): the
-    /// capabilities it declares and how it answers the server's requests, for a readback
-    /// that must offer the server what the call's client offered (its roots).
-    ///
-    /// # Errors
-    ///
-    /// As [`Live::start`].
-    pub fn start_with(
-        command: &ServerCommand,
-        config: SessionConfig,
-        policy: &Policy,
-        server: &str,
-        tool: &str,
-    ) -> Result<Started, PolicyError> {
         policy.check_governs(server)?;
         let config = SessionConfig {
             max_message_bytes: policy.max_message_bytes(),
-            ..config
+            ..SessionConfig::default()
         };
         let client = McpClient::connect(command, &config)
             .map_err(|e| format!("server `{server}` did not start: {e}"))?;

@@ -220,8 +220,10 @@ impl RuntimeBuilder {
     /// `clock`. By default they follow the database's clock on PostgreSQL, so that hosts
     /// sharing it agree on an approval's expiry whatever their own clocks say, and the
     /// runtime's [`clock`](Self::clock) on SQLite, whose database lives on one host. Give
-    /// one to move time in a test; runtimes sharing a database must not be given different
-    /// ones.
+    /// one to move time in a test (test tooling, behind the `test-hooks` feature): runtimes
+    /// sharing a database must not be given different ones.
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     #[must_use]
     pub fn approval_clock(mut self, clock: impl Clock + 'static) -> Self {
         self.approval_clock = Some(Box::new(clock));

@@ -70,7 +70,7 @@ pub struct Runtime {
     database: Arc<str>,
     path: PathBuf,
     clock: Box<dyn Clock>,
-    /// See [`RuntimeBuilder::approval_clock`]; `None`: the default.
+    /// See `RuntimeBuilder::approval_clock` (test tooling); `None`: the default.
     approval_clock: Option<Box<dyn Clock>>,
     ids: Box<dyn IdSource>,
     owner: Owner,
@@ -203,6 +203,7 @@ impl Runtime {
         T: Send + 'static,
         F: FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
     {
+        self.same_process()?;
         self.store.write(true, op)
     }
 
@@ -213,6 +214,7 @@ impl Runtime {
         T: Send + 'static,
         F: FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
     {
+        self.same_process()?;
         let synced = class != crate::ActionClass::ReadOnly
             || self.read_durability == crate::store::ReadDurability::Synced;
         self.store.write(synced, op)
@@ -271,7 +273,8 @@ impl Runtime {
     /// the database's clock, as for leases: runtimes on several hosts grant and judge the
     /// same approvals, and a skew between their clocks must not move an expiry. On SQLite,
     /// whose database lives on this one host, the runtime's clock (the host's, unless the
-    /// builder was given another). [`RuntimeBuilder::approval_clock`] replaces either.
+    /// builder was given another). `RuntimeBuilder::approval_clock` (test tooling) replaces
+    /// either.
     pub(crate) fn approval_now(&self) -> Result<i64, StoreError> {
         if let Some(clock) = &self.approval_clock {
             Ok(clock.now_ms())
@@ -311,16 +314,23 @@ impl Runtime {
         self.store.write(true, |b| b.sign_log())?;
         crate::store::log::latest(&self.reader())
     }
-    /// Refuses a handle that belongs to another database, and every step in a process
-    /// other than the one that opened the runtime (a child made by `fork`).
-    pub(crate) fn own(&self, core: &Core) -> Result<(), PathwayError> {
+    /// Refuses a process other than the one that opened the runtime (a child made by
+    /// `fork`): checked by every step, every write, `load` and `recover`.
+    pub(crate) fn same_process(&self) -> Result<(), StoreError> {
         let now = std::process::id();
-        if now != self.owner.pid {
-            return Err(PathwayError::ForkedProcess {
+        if now == self.owner.pid {
+            Ok(())
+        } else {
+            Err(StoreError::ForkedProcess {
                 opened_in: self.owner.pid,
                 now,
-            });
+            })
         }
+    }
+    /// Refuses a handle that belongs to another database, and every step in a process
+    /// other than the one that opened the runtime.
+    pub(crate) fn own(&self, core: &Core) -> Result<(), PathwayError> {
+        self.same_process()?;
         if core.database == self.database {
             Ok(())
         } else {

@@ -25,6 +25,7 @@ impl Runtime {
     /// the ledger) and returned as unknown; one whose owner is alive is returned as
     /// [`StoredPathway::InFlightElsewhere`].
     pub fn load(&self, id: &str) -> Result<StoredPathway, PathwayError> {
+        self.same_process()?;
         let mut tries = 0;
         loop {
             let read = self.read_checked(id)?;
@@ -54,6 +55,7 @@ impl Runtime {
     /// A pathway left `proposed` (the host stopped between proposal and admission) comes
     /// back as [`StoredPathway::Proposed`]: admit it (a deny policy is the way to refuse it).
     pub fn recover(&self) -> Result<Vec<StoredPathway>, PathwayError> {
+        self.same_process()?;
         let mut out = Vec::new();
         let mut after: Option<String> = None;
         loop {

@@ -258,6 +258,20 @@ pub enum StoreError {
         /// Where it was moved, as the copy recorded it (the target without its password).
         to: String,
     },
+    /// The runtime was opened in another process: this one is a child of it made by
+    /// `fork`. Its attempts would record the parent's identity, so the parent's death
+    /// could be taken for this process's, and a call it still sends taken over and sent
+    /// again; and a database connection does not survive `fork`. Nothing was read or
+    /// written; open a runtime in the child.
+    #[error(
+        "this runtime was opened by process {opened_in}, and process {now} (a child made by fork) may not use it: its attempts would name the parent as their owner. Nothing was done; open a runtime in this process"
+    )]
+    ForkedProcess {
+        /// The process that opened the runtime.
+        opened_in: u32,
+        /// This process.
+        now: u32,
+    },
     /// A database of a schema older than a read-only opening reads
     /// ([`OLDEST_READABLE_SCHEMA`]): only opening it for writing migrates it.
     #[error(

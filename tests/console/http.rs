@@ -188,7 +188,7 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
     let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
     assert!(
         page.contains(&format!(
-            "rpr approve --database {} --pathway {id} --as host --at-version {version}",
+            "rpr approve --database {} --pathway {id} --at-version {version} --as host",
             scene.db.display()
         )),
         "the page shows the command it ran"

@@ -430,14 +430,8 @@ fn python_sdk_through_gate_to_server_everything_passes_server_requests_progress_
         long.definition["request"]["arguments"],
         json!({"duration": 1.5, "steps": 3})
     );
-    // Made after the server had the client's roots: the pathway records them (an
-    // operator's readback offers the server the same ones), and where the server ran.
+    // The pathway records where the server ran (an operator's readback runs it there).
     let gate = &long.definition["metadata"]["gate"];
-    assert_eq!(
-        gate["roots"],
-        json!([{"uri": "file:///tmp/gate-interop", "name": "gi"}]),
-        "{context}"
-    );
     assert!(gate["cwd"].is_string(), "{gate}");
 
     let started = server_pids(&run.stderr);

@@ -120,18 +120,17 @@ async def main(command):
             calls = report["calls"] = {}
             calls["sampling"] = await call("trigger-sampling-request", {"prompt": "say the word"})
             calls["elicitation"] = await call("trigger-elicitation-request", {})
-            # The server asks for the roots 350 ms after `initialized`, then logs how many it
-            # got; wait (up to 10 s) for that message if it has not come yet, so that the
-            # next call is proposed after the gate passed the roots on (it records them).
-            for _ in range(100):
-                if report["logs"]:
-                    break
-                await asyncio.sleep(0.1)
             calls["long"] = await call(
                 "trigger-long-running-operation",
                 {"duration": 1.5, "steps": 3},
                 progress_callback=progress,
             )
+            # The server asks for the roots 350 ms after `initialized`, then logs how many it
+            # got; wait (up to 10 s) for that message if it has not come yet.
+            for _ in range(100):
+                if report["logs"]:
+                    break
+                await asyncio.sleep(0.1)
     print(json.dumps(report, default=str))
 
 

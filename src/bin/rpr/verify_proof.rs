@@ -26,7 +26,7 @@ pub(crate) struct VerifyProofArgs {
     #[arg(long = "witness-key", value_name = "PUB")]
     witness_keys: Vec<PathBuf>,
     /// The log the proof must come from: its checkpoint's origin (`rpr/` and the database's
-    /// identity, as `rpr log` prints it). One key can sign the logs of several databases;
+    /// identity, as `rpr proof` and `rpr verify --key` print it). One key can sign the logs of several databases;
     /// without this, a proof from any of them holds.
     #[arg(long, value_name = "ORIGIN")]
     origin: Option<String>,

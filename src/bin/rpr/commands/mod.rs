@@ -92,11 +92,18 @@ pub(crate) struct Step {
     /// Who takes the step: checked against the authority stored with the pathway.
     #[arg(long = "as", value_name = "NAME")]
     actor: String,
+    #[command(flatten)]
+    at: AtVersion,
+}
+
+/// `--at-version N`, for every command that takes a step on one pathway.
+#[derive(Debug, Args)]
+pub(crate) struct AtVersion {
     /// Take the step only if the pathway is still at this version (as `rpr show` and the
     /// console showed it): what was looked at is what is decided. Refused, nothing done, if
     /// it has moved since.
     #[arg(long = "at-version", value_name = "N")]
-    at_version: Option<i64>,
+    pub(crate) at_version: Option<i64>,
 }
 
 /// `--args` for a stored request that was redacted.
@@ -199,6 +206,8 @@ pub(crate) struct ReconcileArgs {
     target: Target,
     #[command(flatten)]
     restore: Restore,
+    #[command(flatten)]
+    at: AtVersion,
 }
 
 /// The arguments of `deny`, `hold` and `stop`.

@@ -8,8 +8,8 @@ use rpr::{Actor, Admission, Decision, Pathway, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use super::{
-    AbortArgs, ApproveArgs, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep, ReconcileArgs,
-    RepairArgs, Restore, Step, Target, Verdict, find, hint, json_object, show_next,
+    AbortArgs, ApproveArgs, AtVersion, AttestArgs, Database, LiveFiles, LiveStep, ReasonStep,
+    ReconcileArgs, RepairArgs, Restore, Step, Target, Verdict, find, hint, json_object, show_next,
 };
 use rpr::policy::{Live, Policy};
 
@@ -26,24 +26,10 @@ fn live_hint(files: &LiveFiles, db: &Database) -> Hint {
 }
 
 impl Step {
-    /// Opens the database, loads the pathway and names who takes the step.
-    ///
-    /// With `--at-version`, a pathway loaded at another version is refused: the step that
-    /// follows writes only if the stored pathway is still at the version loaded (the
-    /// store's compare-and-set), so nothing after this check can move it unseen.
+    /// Opens the database, loads the pathway (at the version `--at-version` names, if
+    /// given) and names who takes the step.
     fn open(&self) -> Result<(Runtime, StoredPathway, Actor), Failure> {
-        let (rt, stored) = load(&self.db, &self.target)?;
-        if let Some(shown) = self.at_version
-            && stored.version() != shown
-        {
-            return Err(format!(
-                "pathway {} is at version {} ({}), not version {shown} as it was shown: it changed since; nothing was done. Look at it again (`rpr show`) before deciding",
-                stored.id(),
-                stored.version(),
-                stored.state()
-            )
-            .into());
-        }
+        let (rt, stored) = load(&self.db, &self.target, &self.at)?;
         Ok((rt, stored, Actor::new(&self.actor)))
     }
 }
@@ -56,7 +42,16 @@ impl ReasonStep {
 }
 
 /// Opens an existing database and loads the pathway named by `--pathway` or `--key`.
-fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Failure> {
+///
+/// With `--at-version`, a pathway at another version is refused, before it is loaded (a
+/// load may take an attempt over, a write) and again after: the step that follows writes
+/// only if the stored pathway is still at the version loaded (the store's compare-and-set),
+/// so nothing after these checks can move it unseen.
+fn load(
+    db: &Database,
+    target: &Target,
+    at: &AtVersion,
+) -> Result<(Runtime, StoredPathway), Failure> {
     let rt = flow::runtime(existing_database(&db.database)?)?;
     // clap requires exactly one of the two.
     let wanted = target
@@ -65,7 +60,22 @@ fn load(db: &Database, target: &Target) -> Result<(Runtime, StoredPathway), Fail
         .or(target.key.as_deref())
         .ok_or("give --pathway ID or --key KEY")?;
     let id = find(&rt, wanted)?;
+    let moved = |version: i64, state: rpr::State| -> Failure {
+        format!(
+            "pathway {id} is at version {version} ({state}), not version {} as it was shown: it changed since; nothing was done. Look at it again (`rpr show`) before deciding",
+            at.at_version.unwrap_or_default()
+        )
+        .into()
+    };
+    if let (Some(shown), Some(record)) = (at.at_version, rt.pathway_record(&id)?)
+        && record.version != shown
+    {
+        return Err(moved(record.version, record.state));
+    }
     let stored = rt.load(&id)?;
+    if at.at_version.is_some_and(|shown| stored.version() != shown) {
+        return Err(moved(stored.version(), stored.state()));
+    }
     Ok((rt, stored))
 }
 
@@ -178,7 +188,7 @@ pub(crate) fn deny(args: &ReasonStep) -> Result<Exit, Failure> {
 
 /// `reconcile`: readback per policy for an unknown (or returned) pathway.
 pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
-    let (rt, stored) = load(&args.db, &args.target)?;
+    let (rt, stored) = load(&args.db, &args.target, &args.at)?;
     let hint = live_hint(&args.files, &args.db);
     match stored {
         StoredPathway::Unknown(p) => {

@@ -396,20 +396,18 @@ impl Console {
         both(db, &self.shown_database);
         both("--pathway", "--pathway");
         both(pathway, pathway);
+        // The version the page showed: the step is refused if the pathway moved since
+        // (held, escalated, back at the gate), so nobody decides on a page that no longer
+        // describes it.
+        let version = form::value(&fields, "version")
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| Usage("the form names no version of the pathway it showed".into()))?;
+        both("--at-version", "--at-version");
+        both(version, version);
         match verb {
             "approve" | "deny" => {
                 both("--as", "--as");
                 both(&self.approver, &self.approver);
-                // The version the page showed: the step is refused if the pathway moved
-                // since (held, escalated, back at the gate), so nobody decides on a page
-                // that no longer describes it.
-                let version = form::value(&fields, "version")
-                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| {
-                        Usage("the form names no version of the pathway it showed".into())
-                    })?;
-                both("--at-version", "--at-version");
-                both(version, version);
                 if verb == "deny"
                     && let Some(reason) =
                         form::value(&fields, "reason").filter(|r| !r.trim().is_empty())

@@ -403,10 +403,11 @@ fn unresolved_article(out: &mut String, ctx: &Ctx<'_>, p: &PathwaySummary) {
     );
     if matches!(next.action, "reconcile" | "confirm_by_readback") {
         if ctx.can_reconcile {
+            let version = p.version.to_string();
             out.push_str(&form(
                 "/reconcile",
                 ctx.form_token,
-                &[("pathway", id)],
+                &[("pathway", id.as_str()), ("version", version.as_str())],
                 "",
                 ("reconcile", "Reconcile by readback"),
             ));
