@@ -250,6 +250,18 @@ pub enum PathwayError {
         /// The database of the runtime it was used with.
         runtime_database: String,
     },
+    /// A *not applied* attestation while the attempt's owner is proven running on this
+    /// host and holds the request: it may still send it, so nothing that says it did not
+    /// can be accepted, whatever risk is offered. Nothing was written.
+    #[error(
+        "pathway {pathway}: not_applied cannot be attested while {reason}; attest again once it has ended"
+    )]
+    SenderRunning {
+        /// The pathway id.
+        pathway: String,
+        /// Who is running.
+        reason: String,
+    },
     /// The bound target's class is laxer than the definition's (a mutating target for a
     /// definition declared read-only). Nothing was sent.
     #[error(

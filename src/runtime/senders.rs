@@ -52,7 +52,7 @@ impl Runtime {
         let owner = owner.unwrap_or_default();
         Ok(match self.judge_owner(&owner, attempt) {
             OwnerFate::Gone => CarrierFate::Settled,
-            OwnerFate::Alive => CarrierFate::MayBeAlive(format!(
+            OwnerFate::Alive => CarrierFate::Running(format!(
                 "the attempt's owner ({owner}) is still running and holds the request; wait for it to end"
             )),
             OwnerFate::Unverifiable => CarrierFate::MayBeAlive(format!(
@@ -73,7 +73,7 @@ impl Runtime {
     ) -> Result<CarrierFate, PathwayError> {
         match self.settle_owner(pathway, attempt)? {
             CarrierFate::Settled => self.settle_carrier(pathway, attempt),
-            may_send @ CarrierFate::MayBeAlive(_) => Ok(may_send),
+            may_send @ (CarrierFate::MayBeAlive(_) | CarrierFate::Running(_)) => Ok(may_send),
         }
     }
 }

@@ -81,7 +81,10 @@ impl Runtime {
             (Observation::NotApplied { evidence }, CarrierFate::Settled) => {
                 token(VerdictKind::NotApplied, evidence)
             }
-            (Observation::NotApplied { evidence }, CarrierFate::MayBeAlive(why)) => token(
+            (
+                Observation::NotApplied { evidence },
+                CarrierFate::MayBeAlive(why) | CarrierFate::Running(why),
+            ) => token(
                 VerdictKind::Unresolved,
                 json!({"observed": "not_applied", "evidence": evidence, "not_accepted_because": why}),
             ),
@@ -135,6 +138,8 @@ impl Runtime {
     /// taken over after its lease lapsed and not proven gone, a carrier that cannot be
     /// shown gone) accepts that risk: only the repair owner may give it, and the risk is
     /// recorded with it, in so many words (`accepted_risk` beside the attested evidence).
+    /// While the owner is proven running on this host it is refused
+    /// ([`PathwayError::SenderRunning`]): that sender is known to hold the request.
     pub fn attest<S: Reconcilable>(
         &self,
         pathway: &Pathway<S>,
@@ -151,11 +156,22 @@ impl Runtime {
             Attestation::NotApplied => VerdictKind::NotApplied,
             Attestation::Unresolved => VerdictKind::Unresolved,
         };
-        if verdict == VerdictKind::NotApplied
-            && let CarrierFate::MayBeAlive(why) = self.settle_senders(&pathway.core.id, &attempt)?
-        {
-            pathway.core.authorize(actor, Act::Repair)?;
-            evidence = self.fit(&json!({"attested": evidence, "accepted_risk": why}));
+        if verdict == VerdictKind::NotApplied {
+            match self.settle_senders(&pathway.core.id, &attempt)? {
+                CarrierFate::Settled => {}
+                // Proven running here: no risk can be accepted for a sender that is known
+                // to hold the request.
+                CarrierFate::Running(reason) => {
+                    return Err(PathwayError::SenderRunning {
+                        pathway: pathway.core.id.clone(),
+                        reason,
+                    });
+                }
+                CarrierFate::MayBeAlive(why) => {
+                    pathway.core.authorize(actor, Act::Repair)?;
+                    evidence = self.fit(&json!({"attested": evidence, "accepted_risk": why}));
+                }
+            }
         }
         Ok(make_token(
             verdict,
@@ -178,7 +194,10 @@ const CARRIER_KILL_WAIT: Duration = Duration::from_secs(5);
 /// Whether the process that may still carry a request is known to be gone.
 pub(super) enum CarrierFate {
     Settled,
+    /// A sender may still be alive and cannot be shown gone (why).
     MayBeAlive(String),
+    /// The attempt's owner is proven running on this host and holds the request (why).
+    Running(String),
 }
 
 /// What a reconciliation token records; the verdict only picks its type.

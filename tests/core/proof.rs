@@ -667,3 +667,44 @@ fn a_forked_child_may_not_step_with_its_parents_runtime() {
     };
     assert_eq!(effects(&s.log()), 1);
 }
+
+/// While the attempt's owner is proven running on this host (stopped inside its executor,
+/// past its lease), no *not applied* is accepted for it, attested or not: SQLite never
+/// takes such an owner over (it stays in flight elsewhere); PostgreSQL's takeover goes by
+/// the lease alone, and the repair owner's attestation of *not applied* is then refused,
+/// where before it was accepted "with the risk" and let the call be sent again while the
+/// owner held it.
+#[test]
+fn a_not_applied_attestation_is_refused_while_the_owner_runs_here() {
+    let s = Setup::new("proof-running");
+    let lease = Duration::from_millis(600);
+    let mut child = s.spawn(&[], None, lease);
+    child.expect("RPR-IN-EXECUTOR");
+    stop(&child, Signal::SIGSTOP);
+    std::thread::sleep(lease * 2 + Duration::from_millis(400));
+    let rt = Runtime::open(s.dir.db()).unwrap();
+    match rt.load(&s.id).unwrap() {
+        StoredPathway::InFlightElsewhere { .. } => assert!(!rt.is_postgres()),
+        StoredPathway::Unknown(p) => {
+            assert!(rt.is_postgres(), "SQLite took a live owner over");
+            let refused = rt
+                .attest(
+                    &p,
+                    &actor("repair_owner"),
+                    Attestation::NotApplied,
+                    &json!({"checked": "the target is empty"}),
+                )
+                .unwrap_err();
+            assert!(
+                matches!(refused, rpr::PathwayError::SenderRunning { .. }),
+                "{refused:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    s.release();
+    stop(&child, Signal::SIGCONT);
+    let late = child.expect("RPR-OUTCOME");
+    child.finish();
+    assert_eq!(effects(&s.log()), 1, "the owner's outcome: {late}");
+}
