@@ -176,11 +176,12 @@ pub mod pg {
 }
 
 /// A clock that ticks one millisecond per reading, from a fixed start.
-pub struct TickClock(pub AtomicI64);
+#[derive(Clone)]
+pub struct TickClock(pub std::sync::Arc<AtomicI64>);
 
 impl TickClock {
     pub fn at(start: i64) -> Self {
-        Self(AtomicI64::new(start))
+        Self(std::sync::Arc::new(AtomicI64::new(start)))
     }
 }
 
@@ -190,10 +191,14 @@ impl Clock for TickClock {
     }
 }
 
-/// A deterministic runtime (sequential ids, ticking clock) on `path`.
+/// A deterministic runtime (sequential ids, ticking clock) on `path`. Approvals tick the
+/// same clock (on PostgreSQL they would follow the database's), so that what it records is
+/// the same on both stores.
 pub fn runtime(path: &std::path::Path) -> Runtime {
+    let clock = TickClock::at(1_700_000_000_000);
     Runtime::builder(path)
-        .clock(TickClock::at(1_700_000_000_000))
+        .clock(clock.clone())
+        .approval_clock(clock)
         .ids(SequentialIds::default())
         .open()
         .unwrap()
