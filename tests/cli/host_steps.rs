@@ -317,6 +317,17 @@ fn stop_and_require_repair() {
         0,
         "repair_required",
     );
+    // Its attempt returned success unconfirmed: not settled, so it is not repaired (sent
+    // again) until a readback or an attestation settles it; the refusal says so.
+    refused(
+        db,
+        "repair",
+        "returned",
+        "repair_owner",
+        &["--evidence", "looked"],
+        1,
+        "its last attempt is not settled (it may have taken effect); settle it first",
+    );
     ok(
         db,
         "require-repair",

@@ -220,8 +220,16 @@ pub(crate) fn reconcile(args: &ReconcileArgs) -> Result<Exit, Failure> {
 pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
     let (rt, stored, actor) = args.step.open()?;
     let evidence = json!({"text": args.evidence});
-    let StoredPathway::RepairRequired(p) = stored else {
-        return wrong_state(&rt, &stored, "repair");
+    let p = match stored {
+        StoredPathway::RepairRequired(p) => p,
+        StoredPathway::RepairUnsettled(p) => {
+            return Err(format!(
+                "nothing done to pathway {}: it is repair_required, but its last attempt is not settled (it may have taken effect); settle it first with `rpr reconcile` (a readback) or `rpr attest`",
+                p.id()
+            )
+            .into());
+        }
+        other => return wrong_state(&rt, &other, "repair"),
     };
     let p = p.repair(&rt, &actor, &evidence, None)?;
     say!(
