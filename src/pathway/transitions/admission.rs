@@ -149,12 +149,10 @@ impl<S: Stage> Pathway<S> {
             .as_ref()
             .and_then(|r| r.ttl_ms)
             .map(|t| i64::try_from(t).unwrap_or(i64::MAX));
-        let not_before = match ttl {
+        let not_before = match ttl.map(|t| rt.approval_now().map(|now| (now, t))) {
             None => None,
-            Some(t) => match rt.approval_now() {
-                Ok(now) => Some(now.saturating_sub(t).saturating_add(1)),
-                Err(e) => return Err(Refused::new(self, PathwayError::from(e))),
-            },
+            Some(Ok((now, t))) => Some(now.saturating_sub(t).saturating_add(1)),
+            Some(Err(e)) => return Err(Refused::new(self, PathwayError::from(e))),
         };
         let mut from = S::STATE;
         let mut events = Vec::with_capacity(quorum.approvals.len());
