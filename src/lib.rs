@@ -22,8 +22,8 @@ pub use pathway::{
     Refused, Role, StoredPathway, TRANSITIONS, Unrecorded,
 };
 pub use runtime::{
-    Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader, Ready, Runtime,
-    RuntimeBuilder, SequentialIds, StepPoint, SystemClock,
+    ApprovedBinding, Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader,
+    Ready, Runtime, RuntimeBuilder, SequentialIds, StepPoint, SystemClock,
 };
 pub use state::{AttemptStatus, EDGES, State, UnknownName};
 pub mod jsonrpc;

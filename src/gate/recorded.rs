@@ -89,30 +89,58 @@ fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
     let Some(rule) = &live.plan.readback else {
         return Ok(());
     };
-    let (server, tool) = (&live.server, &rule.tool);
+    pinned(
+        rt,
+        live,
+        &rule.tool,
+        "the readback tool",
+        "a readback through it proves nothing",
+    )
+}
+
+/// A gate pathway is sent by an operator's step (`rpr resume` of one approved) only to a
+/// tool that matches its pin, as the gate itself sends only such a call: the Human Gate
+/// approved the call of the pinned tool, and a tool that changed since was seen by nobody.
+/// Refused before anything is sent; the change waits for `rpr pin`.
+///
+/// # Errors
+///
+/// The server no longer lists the tool, its binding cannot be made or checked, or it is
+/// not the one pinned.
+pub fn sender_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
+    pinned(
+        rt,
+        live,
+        &live.tool.name,
+        "the tool",
+        "nobody approved sending to it",
+    )
+}
+
+fn pinned(rt: &Runtime, live: &Live, tool: &str, what: &str, so: &str) -> Result<(), GateError> {
+    let server = &live.server;
     let refused = |m: String| GateError::Refused(m);
-    let reader = live.list.get(tool).ok_or_else(|| {
-        refused(format!(
-            "server `{server}` no longer lists the readback tool `{tool}`"
-        ))
-    })?;
-    let binding = ToolBinding::new(live.client.server(), reader)
+    let listed = live
+        .list
+        .get(tool)
+        .ok_or_else(|| refused(format!("server `{server}` no longer lists {what} `{tool}`")))?;
+    let binding = ToolBinding::new(live.client.server(), listed)
         .and_then(|b| b.to_binding())
-        .map_err(|e| refused(format!("the readback tool `{tool}` cannot be bound: {e}")))?;
+        .map_err(|e| refused(format!("{what} `{tool}` cannot be bound: {e}")))?;
     let checked = rt
         .check_pin(
             server,
             tool,
             &binding,
-            &reader.definition,
+            &listed.definition,
             &Actor::new("rpr"),
         )
         .map_err(|e| refused(format!("the pin of `{tool}` cannot be checked: {e}")))?;
     match checked {
         PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(()),
         PinCheck::Changed(pin) => Err(refused(format!(
-            "the readback tool `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): \
-             a readback through it proves nothing, so this step did nothing (nothing read back or sent). Review the change and pin it \
+            "{what} `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): \
+             {so}, so this step did nothing (nothing read back or sent). Review the change and pin it \
              with: rpr pin --database DB --server {server} --tool {tool} --digest {} --as NAME, then run \
              this step again",
             crate::mcp::changed_fields(&pin.binding, &binding.details).join(", "),

@@ -43,6 +43,18 @@ pub(crate) struct Granted {
     break_glass: bool,
 }
 
+/// An approval a pathway's last approval step used ([`Runtime::approved_bindings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ApprovedBinding {
+    /// The approval's id.
+    pub approval: String,
+    /// Who granted it.
+    pub approver: Actor,
+    /// The digest of the binding the approver was shown, when the approval recorded one.
+    pub binding_digest: Option<String>,
+}
+
 /// What a pathway's events say of its approvals.
 #[derive(Debug, Default)]
 pub(crate) struct Approvals {
@@ -243,6 +255,32 @@ impl Runtime {
         pathway: &Pathway<S>,
         approver: &Actor,
     ) -> Result<Approval, PathwayError> {
+        self.grant(pathway, approver, json!({}))
+    }
+
+    /// [`Runtime::grant_approval`] of the binding the approver was shown: its digest is
+    /// recorded with the approval (`binding_digest`), so that a send made later (after the
+    /// quorum filled, or by `resume`) can tell whether the server it binds is the one the
+    /// approver saw ([`Runtime::approved_bindings`]).
+    pub fn grant_approval_of_binding<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        approver: &Actor,
+        binding_digest: &str,
+    ) -> Result<Approval, PathwayError> {
+        self.grant(
+            pathway,
+            approver,
+            json!({ "binding_digest": binding_digest }),
+        )
+    }
+
+    fn grant<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        approver: &Actor,
+        extra: Value,
+    ) -> Result<Approval, PathwayError> {
         let core = &pathway.core;
         self.own(core)?;
         core.authorize(approver, Act::GrantApproval)?;
@@ -269,7 +307,7 @@ impl Runtime {
                 });
             }
         }
-        let (id, _) = self.record_grant(pathway, approver, json!({}))?;
+        let (id, _) = self.record_grant(pathway, approver, extra)?;
         Ok(Approval {
             database: Arc::clone(&self.database),
             id,
@@ -287,6 +325,35 @@ impl Runtime {
         actor: &Actor,
         reason: &str,
     ) -> Result<Quorum, PathwayError> {
+        self.break_glass_with(
+            pathway,
+            actor,
+            json!({"break_glass": true, "reason": reason}),
+        )
+    }
+
+    /// [`Runtime::break_glass`] of the binding the actor was shown, its digest recorded
+    /// with the approval as by [`Runtime::grant_approval_of_binding`].
+    pub fn break_glass_of_binding<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        actor: &Actor,
+        reason: &str,
+        binding_digest: &str,
+    ) -> Result<Quorum, PathwayError> {
+        self.break_glass_with(
+            pathway,
+            actor,
+            json!({"break_glass": true, "reason": reason, "binding_digest": binding_digest}),
+        )
+    }
+
+    fn break_glass_with<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        actor: &Actor,
+        data: Value,
+    ) -> Result<Quorum, PathwayError> {
         let core = &pathway.core;
         self.own(core)?;
         let authority = &core.definition.authority;
@@ -301,11 +368,7 @@ impl Runtime {
                 needs: "a break_glass actor of the approval rule".into(),
             });
         }
-        let (id, at) = self.record_grant(
-            pathway,
-            actor,
-            json!({"break_glass": true, "reason": reason}),
-        )?;
+        let (id, at) = self.record_grant(pathway, actor, data)?;
         Ok(Quorum {
             database: Arc::clone(&self.database),
             pathway: core.id.clone(),
@@ -314,6 +377,43 @@ impl Runtime {
             break_glass: true,
             expires_at: ttl_of(authority).map(|t| at.saturating_add(t)),
         })
+    }
+
+    /// The approvals the pathway's last approval step used, each with the binding its
+    /// approver was shown when the approval recorded one
+    /// ([`Runtime::grant_approval_of_binding`]). Empty when no Human Gate approval ever
+    /// approved the pathway (admitted by its policy). A send after the approval compares
+    /// these with the binding it is about to use: an approval of another binding, or of
+    /// none shown, does not prove that anyone approved the server it would go to.
+    ///
+    /// # Errors
+    ///
+    /// The pathway's events cannot be read, or one is not an event.
+    pub fn approved_bindings(&self, id: &str) -> Result<Vec<ApprovedBinding>, StoreError> {
+        let events = self.store().events(id)?;
+        let used = Approvals::read(&events)?.last_used;
+        let mut shown = std::collections::HashMap::new();
+        for row in &events {
+            let e: Event = serde_json::from_str(&row.event).map_err(|err| {
+                StoreError::Corrupt(format!("ledger event {} is not an event: {err}", row.seq))
+            })?;
+            if e.kind == EventKind::ApprovalGranted.as_str()
+                && let (Some(approval), Some(digest)) = (
+                    e.data.get("approval").and_then(Value::as_str),
+                    e.data.get("binding_digest").and_then(Value::as_str),
+                )
+            {
+                shown.insert(approval.to_owned(), digest.to_owned());
+            }
+        }
+        Ok(used
+            .into_iter()
+            .map(|g| ApprovedBinding {
+                binding_digest: shown.remove(&g.id),
+                approval: g.id,
+                approver: g.approver,
+            })
+            .collect())
     }
 
     /// The quorum `pathway`'s recorded approvals make now: [`PathwayError::QuorumShort`]

@@ -18,6 +18,7 @@ use crate::store::{
 
 mod approvals;
 pub(crate) use approvals::Approvals;
+pub use approvals::ApprovedBinding;
 mod builder;
 mod owner;
 mod propose;

@@ -111,6 +111,101 @@ fn two_distinct_approvers_make_the_quorum_and_the_call_is_sent_once() {
 }
 
 #[test]
+fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
+    let dir = Scratch::new("approvals-binding");
+    let config = dir.fault_config("none");
+    // The same server upgraded: another version, so another binding.
+    let upgraded = dir.write(
+        "mcp-upgraded.json",
+        &json!({"mcpServers": {"ledger": {
+            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
+            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
+                     "--fault", "none", "--server-version", "9.9.9"],
+        }}}),
+    );
+    let policy = dir.policy_with(&json!({
+        "authority": {"approval_authority": "alice", "repair_owner": "bob",
+                      "stop_authority": "sam"},
+        "approval": {"approvers": ["bob", "carol"], "quorum": 2},
+    }));
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    step(&gated_call(&config, &policy, db, "b", &[]), 3);
+    let before = ["--config", &config, "--policy", &policy, "--database", db];
+    let after = ["--config", &upgraded, "--policy", &policy, "--database", db];
+
+    // bob approves what the server was; carol, what it is after the upgrade.
+    step(&approve(&before, "b", "bob"), 3);
+    let out = step(&approve(&after, "b", "carol"), 1);
+    assert!(out.contains("approved by bob, carol"), "{out}");
+    assert!(
+        out.contains("the server changed since the Human Gate"),
+        "{out}"
+    );
+    assert!(out.contains("by bob was of binding"), "{out}");
+    assert!(out.contains("stays approved; nothing was sent"), "{out}");
+    assert!(
+        !out.contains("Dispatch it later"),
+        "a resume is refused alike:\n{out}"
+    );
+    assert_eq!(
+        dir.effects(),
+        0,
+        "nobody approved the upgraded server alone"
+    );
+    let (id, state) = by_key(&db_path, "b");
+    assert_eq!(state, "approved");
+
+    // A later resume is held to the same approvals.
+    let resume = |files: &[&str; 6], who: &str, code: i32| {
+        let mut args = vec!["resume"];
+        args.extend_from_slice(files);
+        args.extend(["--pathway", id.as_str(), "--as", who]);
+        step(&args, code)
+    };
+    let out = resume(&after, "alice", 1);
+    assert!(out.contains("by bob was of binding"), "{out}");
+    assert_eq!(dir.effects(), 0);
+
+    // Put back before the Human Gate, both approve what is bound now: sent once.
+    step(
+        &["hold", "--database", db, "--pathway", &id, "--as", "sam"],
+        0,
+    );
+    step(
+        &[
+            "escalate",
+            "--database",
+            db,
+            "--pathway",
+            &id,
+            "--as",
+            "sam",
+        ],
+        0,
+    );
+    step(&approve(&after, "b", "bob"), 3);
+    let out = step(&approve(&after, "b", "carol"), 0);
+    assert!(out.contains("COMPLETED"), "{out}");
+    assert_eq!(dir.effects(), 1);
+    let granted: Vec<Value> = events(&db_path, &id)
+        .into_iter()
+        .filter(|e| e["kind"] == "approval_granted")
+        .collect();
+    assert_eq!(granted.len(), 4);
+    assert!(
+        granted
+            .iter()
+            .all(|e| e["data"]["binding_digest"].is_string()),
+        "every approval records the binding shown: {granted:?}"
+    );
+    assert_ne!(
+        granted[0]["data"]["binding_digest"], granted[1]["data"]["binding_digest"],
+        "the upgrade changed the binding"
+    );
+}
+
+#[test]
 fn the_proposer_cannot_approve_their_own_call() {
     let dir = Scratch::new("approvals-self");
     let config = dir.fault_config("none");

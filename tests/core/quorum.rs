@@ -146,6 +146,56 @@ fn a_pathway_short_of_its_quorum_is_not_approved_and_two_distinct_approvers_appr
 }
 
 #[test]
+fn approved_bindings_name_what_each_approval_the_last_approve_used_was_shown() {
+    let env = Env::new("quorum-bindings");
+    let rule = two_of_three().with_break_glass(vec![actor("oncall")]);
+    let p = env.gated("b", "proposer", rule);
+    assert!(
+        env.rt.approved_bindings(p.id()).unwrap().is_empty(),
+        "not approved yet"
+    );
+    env.rt
+        .grant_approval_of_binding(&p, &actor("alice"), "digest-a")
+        .unwrap();
+    // bob's approval records no binding (a host that showed none).
+    let bob = env.rt.grant_approval(&p, &actor("bob")).unwrap();
+    let id = p.id().to_owned();
+    let approved = p.approve(&env.rt, bob.quorum(&env.rt).unwrap()).unwrap();
+    // Who approved, and what each was shown, sorted by approver.
+    let used = || {
+        let mut used: Vec<(String, Option<String>)> = env
+            .rt
+            .approved_bindings(&id)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.approver.to_string(), a.binding_digest))
+            .collect();
+        used.sort();
+        used
+    };
+    assert_eq!(
+        used(),
+        [
+            ("alice".into(), Some("digest-a".into())),
+            ("bob".into(), None)
+        ]
+    );
+
+    // Held and escalated back to the gate, approved again by break-glass: only that
+    // approval counts now.
+    let held = approved
+        .hold(&env.rt, &actor("stop_authority"), "look again")
+        .unwrap();
+    let gated = held.escalate(&env.rt, &actor("stop_authority")).unwrap();
+    let quorum = env
+        .rt
+        .break_glass_of_binding(&gated, &actor("oncall"), "outage", "digest-b")
+        .unwrap();
+    gated.approve(&env.rt, quorum).unwrap();
+    assert_eq!(used(), [("oncall".into(), Some("digest-b".into()))]);
+}
+
+#[test]
 fn the_proposer_may_not_approve_unless_the_rule_allows_it() {
     let env = Env::new("quorum-self");
     let p = env.gated("s", "alice", two_of_three());

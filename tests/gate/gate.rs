@@ -880,6 +880,91 @@ fn reconcile_reads_back_in_the_directory_the_server_ran_in() {
     assert_eq!(effects(&dir), 1, "nothing was sent again");
 }
 
+/// `rpr resume` of a gate pathway approved out of band sends it only to the tool pinned, as
+/// the gate itself would: the tool's input schema changed between the approval and the
+/// resume (its readback tool did not), and nobody saw the tool the server now lists. After `rpr pin` names the new binding, it is sent once.
+#[test]
+fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
+    let dir = TempDir::new("gate-resume-pin");
+    let policy = write_policy(
+        &dir,
+        &json!({
+            "authority": {"approval_authority": "alice", "repair_owner": "bob", "execution_actor": "bob"},
+            "servers": {"faults": {
+                "get": {"read_only": true},
+                "put": {"human_gate": true, "readback": {"tool": "get", "arguments": {"key": "$key"},
+                        "expect": {"/structuredContent/value": "$value"}}}
+            }}
+        }),
+    );
+    // The recorded command reads the server's fault from a file: `change-schema` (after no
+    // list) is the same server with `put`'s input schema changed, and `get` as it was.
+    let mode = dir.join("fault.txt");
+    std::fs::write(&mode, "none").unwrap();
+    let fault = fault_argv(
+        &dir,
+        &format!("$(cat {})", mode.display()),
+        &["--lists-before", "0"],
+    );
+    let script = fault
+        .iter()
+        .map(|a| {
+            if a.starts_with("$(") {
+                format!("\"{a}\"")
+            } else {
+                format!("'{a}'")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let server = vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        format!("exec {script}"),
+    ];
+    let gate = gate_argv(&dir, &policy, "faults", &server);
+    let client = connect(&gate);
+    let held = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
+    let id = meta_id(&held);
+    assert_eq!(state(&dir, &id), State::HumanGate, "{held}");
+    client.shutdown();
+    approve_out_of_band(&dir, &id, "alice");
+
+    std::fs::write(&mode, "change-schema").unwrap();
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = policy.display().to_string();
+    let resume = || {
+        rpr(&[
+            "resume",
+            "--database",
+            &db,
+            "--policy",
+            &policy,
+            "--pathway",
+            &id,
+            "--as",
+            "bob",
+        ])
+    };
+    let refused = resume();
+    let said = text(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("the tool `put` of server `faults` is not the one pinned")
+            && said.contains("nobody approved sending to it"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 0, "nothing was sent");
+    assert_eq!(state(&dir, &id), State::Approved);
+
+    let pinned = pin(&dir, "faults", "put", named_digest(&said));
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let sent = resume();
+    assert!(sent.status.success(), "{}", text(&sent));
+    assert_eq!(effects(&dir), 1, "sent once");
+    assert_eq!(state(&dir, &id), State::Completed);
+}
+
 /// JSON-RPC's rule, as every server of this crate keeps it (`rpr::jsonrpc::server`): a
 /// response is never answered, not even a malformed one; a malformed request is.
 #[test]
@@ -1287,24 +1372,7 @@ fn a_readback_tool_changed_silently_proves_nothing_and_is_refused_until_pinned()
 
     // Pinned by an operator, by the digest the answer named: the reconciliation reads the
     // effect back, and the next write completes.
-    let digest = said
-        .split("--digest ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no digest in {said}"));
-    let pinned = rpr(&[
-        "pin",
-        "--database",
-        &db,
-        "--server",
-        "mutable",
-        "--tool",
-        "get",
-        "--digest",
-        digest,
-        "--as",
-        "bob",
-    ]);
+    let pinned = pin(&dir, "mutable", "get", named_digest(said));
     assert!(pinned.status.success(), "{}", text(&pinned));
     let reconciled = rpr(&reconcile);
     assert!(reconciled.status.success(), "{}", text(&reconciled));
@@ -2697,27 +2765,36 @@ fn refused_get_digest(client: &McpClient) -> String {
         said.contains("not the one pinned") && said.contains("rpr pin"),
         "{said}"
     );
-    said.split("--digest ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no digest in {said}"))
-        .to_owned()
+    named_digest(said).to_owned()
 }
 
 /// `rpr pin` of the fault server's `get` at `digest`, as bob.
 fn pin_get(dir: &TempDir, digest: &str) -> Output {
+    pin(dir, "faults", "get", digest)
+}
+
+/// `rpr pin` of `tool` of `server` at `digest`, as bob.
+fn pin(dir: &TempDir, server: &str, tool: &str, digest: &str) -> Output {
     let db = dir.join("rpr.db").display().to_string();
     rpr(&[
         "pin",
         "--database",
         &db,
         "--server",
-        "faults",
+        server,
         "--tool",
-        "get",
+        tool,
         "--digest",
         digest,
         "--as",
         "bob",
     ])
+}
+
+/// The digest a refusal names for `rpr pin` (`… --digest DIGEST …`).
+fn named_digest(said: &str) -> &str {
+    said.split("--digest ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no digest in {said}"))
 }

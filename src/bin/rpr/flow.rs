@@ -212,18 +212,25 @@ pub(crate) fn grant<S: Gated + 'static>(
     p: Pathway<S>,
     approver: &Actor,
     break_glass: Option<&str>,
+    shown: Option<&str>,
     hint: &Hint,
 ) -> Result<Result<Pathway<rpr::stage::Approved>, Exit>, Failure> {
     let id = p.id().to_owned();
     let stays = |e: &dyn std::fmt::Display| format!("{e}; pathway {id} stays at the Human Gate");
     let quorum = if let Some(reason) = break_glass {
-        let q = rt
-            .break_glass(&p, approver, reason)
-            .map_err(|e| stays(&e))?;
+        let q = match shown {
+            Some(digest) => rt.break_glass_of_binding(&p, approver, reason, digest),
+            None => rt.break_glass(&p, approver, reason),
+        }
+        .map_err(|e| stays(&e))?;
         say!("Human Gate: BREAK-GLASS approval by {approver}, recorded as such: {reason}");
         q
     } else {
-        match rt.grant_approval(&p, approver) {
+        let granted = match shown {
+            Some(digest) => rt.grant_approval_of_binding(&p, approver, digest),
+            None => rt.grant_approval(&p, approver),
+        };
+        match granted {
             Ok(_) => {}
             // Already counted: whether the quorum is there now is said below.
             Err(e @ rpr::PathwayError::AlreadyApproved { .. }) => say!("{e}"),
@@ -250,6 +257,50 @@ pub(crate) fn grant<S: Gated + 'static>(
         names.join(", ")
     );
     Ok(Ok(p))
+}
+
+/// Whether the approved pathway `bound` may be sent to what it is bound to: a gate
+/// pathway's tool must match its pin (the gate's own rule for what it sends,
+/// [`rpr::gate::sender_pinned`]); any other pathway's Human Gate approvals that approved
+/// it must each have been of this very binding (recorded with them,
+/// [`Runtime::approved_bindings`]). A pathway its policy admitted without a Human Gate has
+/// no approval to compare. `Err`: why it is not sent, and what to do.
+fn approved_as_bound(
+    rt: &Runtime,
+    live: &Live,
+    bound: &Pathway<rpr::stage::Bound>,
+) -> Result<(), String> {
+    if rpr::gate::is_gate_pathway(bound) {
+        return rpr::gate::sender_pinned(rt, live).map_err(|e| e.to_string());
+    }
+    let digest = &bound.binding().digest;
+    let approvals = rt
+        .approved_bindings(bound.id())
+        .map_err(|e| e.to_string())?;
+    let again = "Put it back before the Human Gate to approve what is bound now (`rpr hold`, \
+                 then `rpr escalate`), or end it (`rpr abort`)";
+    for a in &approvals {
+        match &a.binding_digest {
+            Some(d) if d == digest => {}
+            Some(d) => {
+                return Err(format!(
+                    "the server changed since the Human Gate: approval {} by {} was of binding \
+                     {d}, and the server now binds as {digest}; nobody approved sending it \
+                     there. {again}",
+                    a.approval, a.approver
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "approval {} by {} recorded no binding (it was granted where none was \
+                     shown: by an older rpr, or by a host through the library), so nothing \
+                     shows that anyone approved sending it to {}. {again}",
+                    a.approval, a.approver, live.server
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Asks at the terminal; without a terminal, leaves the pathway at the gate.
@@ -289,12 +340,15 @@ pub(crate) fn decide<S: Gated + 'static>(
     rt: &Runtime,
     p: Pathway<S>,
     gate: Gate,
+    shown: &str,
     hint: &Hint,
 ) -> Result<Result<Pathway<rpr::stage::Approved>, Exit>, Failure> {
     let id = p.id().to_owned();
     match gate {
-        Gate::Approve(approver) => grant(rt, p, &approver, None, hint),
-        Gate::BreakGlass(approver, reason) => grant(rt, p, &approver, Some(&reason), hint),
+        Gate::Approve(approver) => grant(rt, p, &approver, None, Some(shown), hint),
+        Gate::BreakGlass(approver, reason) => {
+            grant(rt, p, &approver, Some(&reason), Some(shown), hint)
+        }
         Gate::Deny(actor) => {
             p.deny(rt, &actor, "denied at the Human Gate")?;
             say!("pathway {id} is DENIED by {actor}");
@@ -309,14 +363,13 @@ pub(crate) fn decide<S: Gated + 'static>(
     }
 }
 
-/// Binds, dispatches as `actor`, and reads back a mutating call's effect.
-/// `shown` is the binding digest a human approved, if one was shown.
+/// Binds, dispatches as `actor`, and reads back a mutating call's effect. An approved
+/// pathway is sent only to what its approvers were shown ([`approved_as_bound`]).
 pub(crate) fn carry_out<S: Bindable>(
     rt: &Runtime,
     live: &Live,
     p: Pathway<S>,
     actor: &Actor,
-    shown: Option<&str>,
     hint: &Hint,
 ) -> Result<Exit, Failure> {
     let id = p.id().to_owned();
@@ -332,8 +385,10 @@ pub(crate) fn carry_out<S: Bindable>(
     let mut executor = Keeping::new(live.executor());
     let bound = p.bind(&mut executor).map_err(|e| stays(&e))?;
     print_binding(bound.binding());
-    if shown.is_some_and(|d| d != bound.binding().digest) {
-        return Err(stays(&"the server changed between the Human Gate and binding").into());
+    if state == rpr::State::Approved {
+        // Not "dispatch it later": a later `resume` is held to the same approvals.
+        approved_as_bound(rt, live, &bound)
+            .map_err(|e| format!("{e}\npathway {id} stays {state}; nothing was sent"))?;
     }
     if crate::interrupt::interrupted() {
         // Bound, not sent: the attempt record is not even begun.

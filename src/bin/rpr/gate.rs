@@ -258,7 +258,7 @@ pub(crate) fn approve_only<S: Gated + 'static>(
     hint: &crate::flow::Hint,
 ) -> Result<Exit, Failure> {
     let id = p.id().to_owned();
-    if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, hint)? {
+    if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, None, hint)? {
         return Ok(exit);
     }
     say!(

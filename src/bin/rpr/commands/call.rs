@@ -133,7 +133,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                 "admitted by {decision_owner}: no Human Gate, because {}",
                 live.plan.why
             );
-            flow::carry_out(&rt, &live, p, &executor, None, &hint)
+            flow::carry_out(&rt, &live, p, &executor, &hint)
         }
         Admission::HumanGate(p) => {
             let shown = flow::show_gate(&p, &live)?;
@@ -141,8 +141,8 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                 Some(g) => g,
                 None => flow::ask()?,
             };
-            match flow::decide(&rt, p, gate, &hint)? {
-                Ok(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+            match flow::decide(&rt, p, gate, &shown, &hint)? {
+                Ok(p) => flow::carry_out(&rt, &live, p, &executor, &hint),
                 Err(exit) => Ok(exit),
             }
         }

@@ -150,8 +150,8 @@ pub(crate) fn approve(args: &ApproveArgs) -> Result<Exit, Failure> {
                 Some(reason) => Gate::BreakGlass(approver, reason.to_owned()),
                 None => Gate::Approve(approver),
             };
-            match flow::decide(&rt, p, gate, &hint)? {
-                Ok(p) => flow::carry_out(&rt, &live, p, &executor, Some(&shown), &hint),
+            match flow::decide(&rt, p, gate, &shown, &hint)? {
+                Ok(p) => flow::carry_out(&rt, &live, p, &executor, &hint),
                 Err(exit) => Ok(exit),
             }
         }};
@@ -404,12 +404,12 @@ pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
         StoredPathway::ReadyToResume(p) => {
             let p = restored(&args.restore, p)?;
             let live = live_for(&rt, &args.files, &p)?;
-            flow::carry_out(&rt, &live, p, &actor, None, &hint)
+            flow::carry_out(&rt, &live, p, &actor, &hint)
         }
         StoredPathway::Approved(p) => {
             let p = restored(&args.restore, p)?;
             let live = live_for(&rt, &args.files, &p)?;
-            flow::carry_out(&rt, &live, p, &actor, None, &hint)
+            flow::carry_out(&rt, &live, p, &actor, &hint)
         }
         other => wrong_state(&rt, &other, "resume"),
     }
