@@ -328,6 +328,34 @@ fn stop_and_require_repair() {
         1,
         "its last attempt is not settled (it may have taken effect); settle it first",
     );
+    // An applied verdict is recorded; the pathway stays unsettled, so it is still not
+    // repaired (a resume would send the effect again): only an abort ends it.
+    ok(
+        db,
+        "attest",
+        "returned",
+        "evidence_owner",
+        &["--verdict", "applied", "--evidence", "seen at the server"],
+        3,
+        "repair_required",
+    );
+    let (id, _) = by_key(db, "returned");
+    let last = events(db, &id).pop().unwrap();
+    assert_eq!(
+        (&last["kind"], &last["data"]["verdict"]),
+        (&json!("reconciled"), &json!("applied")),
+        "{last:#}"
+    );
+    assert_eq!(last["data"]["evidence"]["text"], "seen at the server");
+    refused(
+        db,
+        "repair",
+        "returned",
+        "repair_owner",
+        &["--evidence", "looked"],
+        1,
+        "its last attempt was found applied (the effect is there)",
+    );
     ok(
         db,
         "require-repair",

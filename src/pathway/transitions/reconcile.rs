@@ -332,6 +332,17 @@ impl Pathway<RepairUnsettled> {
         ))
     }
 
+    /// Records an applied verdict for the last attempt: it took effect. The pathway stays
+    /// unsettled (its attempt's status unchanged): a repair would lead to a resume, which
+    /// would send the effect again, so only `abort`, its residual named, ends it.
+    pub fn record_applied(
+        self,
+        rt: &Runtime,
+        token: Reconciliation<Applied>,
+    ) -> Result<Pathway<RepairUnsettled>, Refused<RepairUnsettled>> {
+        self.reconciled(rt, token, None, None)
+    }
+
     /// Records an unresolved reconciliation; the pathway stays unsettled.
     pub fn keep_unsettled(
         self,

@@ -223,9 +223,15 @@ pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
     let p = match stored {
         StoredPathway::RepairRequired(p) => p,
         StoredPathway::RepairUnsettled(p) => {
+            let id = p.id();
+            if last_verdict(&rt, id, p.attempt())?.as_deref() == Some("applied") {
+                return Err(format!(
+                    "nothing done to pathway {id}: its last attempt was found applied (the effect is there), so a repair and resume would send it again; end it with `rpr abort`, naming the residual"
+                )
+                .into());
+            }
             return Err(format!(
-                "nothing done to pathway {}: it is repair_required, but its last attempt is not settled (it may have taken effect); settle it first with `rpr reconcile` (a readback) or `rpr attest`",
-                p.id()
+                "nothing done to pathway {id}: it is repair_required, but its last attempt is not settled (it may have taken effect); settle it first with `rpr reconcile` (a readback) or `rpr attest`"
             )
             .into());
         }
@@ -238,6 +244,80 @@ pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
     );
     hint(None, &args.step.db).next("resume", p.id(), " --as NAME");
     Ok(Exit::Done)
+}
+
+/// Says the risk a not-applied attestation accepted, when it accepted one (a sender of the
+/// request may still be alive: `accepted_risk`, recorded with the verdict).
+fn say_risk(token: &rpr::token::Reconciliation<rpr::token::NotApplied>) {
+    if let Some(why) = token.evidence()["accepted_risk"].as_str() {
+        say!("  recorded as accepting a risk: {why}");
+    }
+}
+
+/// The risk accepted by the verdict that settled the attempt pathway `id`'s last repair
+/// was of, if it accepted one (`accepted_risk` with a not-applied attestation).
+fn accepted_risk(rt: &Runtime, id: &str) -> Result<Option<String>, Failure> {
+    let mut risk = RiskOfRepair::default();
+    for_each_event(rt, id, |e| risk.fold(e))?;
+    Ok(risk.accepted())
+}
+
+/// Folds a pathway's events, oldest first, into the risk its last repair rests on.
+#[derive(Default)]
+struct RiskOfRepair {
+    /// Per attempt, the risk its last verdict accepted (none: `None`).
+    verdicts: std::collections::HashMap<Value, Option<String>>,
+    /// The attempt the last repair was of.
+    repaired: Option<Value>,
+}
+
+impl RiskOfRepair {
+    fn fold(&mut self, e: &Value) {
+        match e["kind"].as_str() {
+            Some("reconciled") => {
+                let risk = e["data"]["evidence"]["accepted_risk"].as_str();
+                self.verdicts
+                    .insert(e["attempt"].clone(), risk.map(str::to_owned));
+            }
+            Some("repaired") => self.repaired = Some(e["data"]["attempt"].clone()),
+            _ => {}
+        }
+    }
+
+    fn accepted(mut self) -> Option<String> {
+        let attempt = self.repaired.take()?;
+        self.verdicts.remove(&attempt).flatten()
+    }
+}
+
+/// Calls `f` with each of pathway `id`'s events, oldest first.
+fn for_each_event(rt: &Runtime, id: &str, mut f: impl FnMut(&Value)) -> Result<(), Failure> {
+    const PAGE: usize = 1_000;
+    let mut after = 0;
+    loop {
+        let rows = rt.reader().events(id, after, PAGE)?;
+        for row in &rows {
+            let e: Value = serde_json::from_str(&row.event)
+                .map_err(|e| format!("ledger event {} is not JSON: {e}", row.seq))?;
+            f(&e);
+        }
+        match rows.last() {
+            Some(last) if rows.len() == PAGE => after = last.seq,
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// The verdict last recorded for `attempt` of pathway `id` (`applied`, `not_applied`,
+/// `unresolved`), by a readback or an attestation.
+fn last_verdict(rt: &Runtime, id: &str, attempt: &str) -> Result<Option<String>, Failure> {
+    let mut verdict = None;
+    for_each_event(rt, id, |e| {
+        if e["kind"] == "reconciled" && e["attempt"] == attempt {
+            verdict = e["data"]["verdict"].as_str().map(str::to_owned);
+        }
+    })?;
+    Ok(verdict)
 }
 
 /// `hold`: the stop authority holds an approved pathway before it is dispatched.
@@ -334,6 +414,7 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
             let id = p.id().to_owned();
             return match rt.attest(&p, &actor, verdict, &evidence)? {
                 Reconciled::NotApplied(token) => {
+                    say_risk(&token);
                     p.settle(&rt, token)?;
                     say!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED (settled)");
                     hint.next("repair", &id, " --as NAME --evidence TEXT");
@@ -346,12 +427,17 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
                     );
                     Ok(Exit::Pending)
                 }
-                _ => {
+                Reconciled::Applied(token) => {
+                    p.record_applied(&rt, token)?;
                     say!(
-                        "{actor} attests applied → the effect is there; pathway {id} cannot be resumed: abort it with residuals"
+                        "{actor} attests applied → recorded; the effect is there, so pathway {id} \
+                         cannot be repaired and resumed (that would send it again): abort it, \
+                         naming the residual"
                     );
+                    hint.next("abort", &id, " --as NAME --residuals TEXT");
                     Ok(Exit::Pending)
                 }
+                other => Err(format!("unexpected reconciliation {other:?}").into()),
             };
         }
         other => return wrong_state(&rt, &other, "attest"),
@@ -364,6 +450,7 @@ pub(crate) fn attest(args: &AttestArgs) -> Result<Exit, Failure> {
             Ok(Exit::Done)
         }
         Reconciled::NotApplied(token) => {
+            say_risk(&token);
             p.require_repair(&rt, token)?;
             say!("{actor} attests not applied → pathway {id} is REPAIR_REQUIRED");
             hint.next("repair", &id, " --as NAME --evidence TEXT");
@@ -402,6 +489,9 @@ pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
     let hint = live_hint(&args.files, &args.step.db);
     match stored {
         StoredPathway::ReadyToResume(p) => {
+            if let Some(why) = accepted_risk(&rt, p.id())? {
+                say!("note: the not-applied verdict this resume rests on accepted a risk: {why}");
+            }
             let p = restored(&args.restore, p)?;
             let live = live_for(&rt, &args.files, &p)?;
             flow::carry_out(&rt, &live, p, &actor, &hint)
@@ -412,5 +502,66 @@ pub(crate) fn resume(args: &LiveStep) -> Result<Exit, Failure> {
             flow::carry_out(&rt, &live, p, &actor, &hint)
         }
         other => wrong_state(&rt, &other, "resume"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::RiskOfRepair;
+
+    fn risk(events: &[serde_json::Value]) -> Option<String> {
+        let mut r = RiskOfRepair::default();
+        for e in events {
+            r.fold(e);
+        }
+        r.accepted()
+    }
+
+    fn verdict(attempt: &str, risk: Option<&str>) -> serde_json::Value {
+        let mut evidence = json!({"attested": {"text": "checked"}});
+        if let Some(why) = risk {
+            evidence["accepted_risk"] = json!(why);
+        }
+        json!({"kind": "reconciled", "attempt": attempt,
+               "data": {"verdict": "not_applied", "evidence": evidence}})
+    }
+
+    fn repaired(attempt: &str) -> serde_json::Value {
+        json!({"kind": "repaired", "data": {"attempt": attempt}})
+    }
+
+    #[test]
+    fn the_risk_named_is_the_one_the_repaired_attempts_verdict_accepted() {
+        assert_eq!(
+            risk(&[
+                verdict("at_1", Some("the owner may send")),
+                repaired("at_1")
+            ]),
+            Some("the owner may send".into())
+        );
+        // A later attempt, repaired on a verdict that accepted nothing: no risk named,
+        // though an earlier attempt's verdict accepted one.
+        assert_eq!(
+            risk(&[
+                verdict("at_1", Some("the owner may send")),
+                repaired("at_1"),
+                verdict("at_2", None),
+                repaired("at_2"),
+            ]),
+            None
+        );
+        // A verdict given again for the same attempt replaces the earlier one.
+        assert_eq!(
+            risk(&[
+                verdict("at_1", None),
+                verdict("at_1", Some("a carrier on another host")),
+                repaired("at_1"),
+            ]),
+            Some("a carrier on another host".into())
+        );
+        // Not repaired (yet): nothing to say.
+        assert_eq!(risk(&[verdict("at_1", Some("x"))]), None);
     }
 }
