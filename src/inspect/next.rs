@@ -242,9 +242,7 @@ pub(super) fn without_counted(
     if let (Some(authority), State::HumanGate | State::AwaitingApproval) = (authority, record.state)
     {
         let events = store.events(&record.id, 0, usize::MAX)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now = store.approval_now()?;
         let done = crate::runtime::Approvals::read(&events)?.counted(
             &record.request_digest,
             authority,

@@ -121,6 +121,13 @@ impl ReadStore {
         self.source().pin(server, tool)
     }
 
+    /// Now, by the clock approvals are stamped and judged by (as the steps judge them):
+    /// the database's on PostgreSQL, where hosts whose clocks differ share the approvals;
+    /// this host's on SQLite. What a view says still counts is judged by it.
+    pub fn approval_now(&self) -> Result<i64, StoreError> {
+        self.source().approval_now()
+    }
+
     /// The pinned binding digest of one tool, and nothing else: what a governing proxy
     /// compares before each call (the pin's JSON is not parsed).
     pub fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError> {

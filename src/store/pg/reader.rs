@@ -18,7 +18,7 @@ use super::read::{
     recorded_head_tx, unresolved_tx,
 };
 use super::verify::verify_tx;
-use super::{PgBackend, PgError, Tx};
+use super::{PgBackend, PgError, Tx, db_now_ms};
 use crate::ledger::Report;
 use crate::state::State;
 use crate::store::read::{Ended, Source};
@@ -314,6 +314,10 @@ impl Source for PgReader {
                 .map(|r| crate::store::pins::record(super::check::raw_pin(r)))
                 .transpose()?)
         })
+    }
+
+    fn approval_now(&self) -> Result<i64, StoreError> {
+        self.read(|tx| Ok(tx.query_one(concat!("SELECT ", db_now_ms!()), &[])?.get(0)))
     }
 
     fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError> {

@@ -57,6 +57,9 @@ pub(crate) trait Source {
     fn pin(&self, server: &str, tool: &str) -> Result<Option<PinRecord>, StoreError>;
     /// One tool's pinned binding digest alone (nothing parsed).
     fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError>;
+    /// Now, by the clock approvals are stamped and judged by: the database's on
+    /// PostgreSQL (several hosts share it), this host's on SQLite.
+    fn approval_now(&self) -> Result<i64, StoreError>;
     /// The definition of every schema object, sorted.
     fn schema(&self) -> Result<Vec<String>, StoreError>;
     /// Whether `sql` would be refused by this connection's guard.

@@ -349,6 +349,12 @@ impl Source for SqliteReads {
         crate::store::pins::one(&self.conn, server, tool)
     }
 
+    fn approval_now(&self) -> Result<i64, StoreError> {
+        Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+    }
+
     fn pin_digest(&self, server: &str, tool: &str) -> Result<Option<String>, StoreError> {
         Ok(self
             .conn

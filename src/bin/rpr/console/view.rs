@@ -12,7 +12,7 @@ use rpr::inspect::{self, PathwaySummary};
 use rpr::shown::{pretty, targets, utc};
 use rpr::store::{PinRecord, ReadStore};
 
-use super::act::{Done, now_ms};
+use super::act::Done;
 use super::page::{esc, form, html};
 use crate::Failure;
 
@@ -295,7 +295,7 @@ fn waiting_article(
     let rule = &def["authority"]["approval"];
     let quorum = rule["quorum"].as_u64().unwrap_or(1);
     let ttl_ms = rule["ttl_ms"].as_i64();
-    let now = now_ms();
+    let now = store.approval_now()?;
     let _ = write!(
         out,
         "<p class=\"approvers\">Approvals needed: {quorum}, from distinct approvers. Who may still approve: <b>{}</b>.</p>",
