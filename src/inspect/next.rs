@@ -144,6 +144,12 @@ pub fn next_action(
             "the effect may or may not have happened: reconcile by independent readback, or attest a verdict",
             &[],
         ),
+        State::RepairRequired if last_attempt_status == Some(AttemptStatus::Applied) => (
+            "abort",
+            &[Act::Abort],
+            "the last attempt was found applied (its effect is there): it cannot be repaired and resumed (a second send); abort it, naming the residual",
+            &[],
+        ),
         State::RepairRequired if last_attempt_status.is_some_and(|s| !s.is_settled()) => (
             "reconcile",
             &[Act::Attest],

@@ -250,6 +250,18 @@ pub enum PathwayError {
         /// The database of the runtime it was used with.
         runtime_database: String,
     },
+    /// The attempt was found applied (by a readback or an attestation, recorded): its
+    /// effect is there, so no later not-applied verdict makes the pathway repairable (a
+    /// repair would lead to a resume, a second send). It ends by `abort`, its residual named.
+    #[error(
+        "pathway {pathway}: attempt {attempt} was found applied (its effect is there); a not-applied verdict cannot settle it. End it with abort, naming the residual"
+    )]
+    FoundApplied {
+        /// The pathway id.
+        pathway: String,
+        /// The attempt found applied.
+        attempt: String,
+    },
     /// A *not applied* attestation while the attempt's owner is proven running on this
     /// host and holds the request: it may still send it, so nothing that says it did not
     /// can be accepted, whatever risk is offered. Nothing was written.

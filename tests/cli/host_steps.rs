@@ -347,6 +347,7 @@ fn stop_and_require_repair() {
         "{last:#}"
     );
     assert_eq!(last["data"]["evidence"]["text"], "seen at the server");
+    assert_eq!(last["attempt_status"], "applied", "{last:#}");
     refused(
         db,
         "repair",
@@ -356,6 +357,25 @@ fn stop_and_require_repair() {
         1,
         "its last attempt was found applied (the effect is there)",
     );
+    // A later not-applied verdict cannot undo it (a repair and resume would send the
+    // effect again), and what to do next is to abort.
+    refused(
+        db,
+        "attest",
+        "returned",
+        "repair_owner",
+        &[
+            "--verdict",
+            "not-applied",
+            "--evidence",
+            "nothing there now",
+        ],
+        1,
+        "was found applied (its effect is there); a not-applied verdict cannot settle it",
+    );
+    let shown = host_support::run(["show", "--database", db.to_str().unwrap(), "--json", &id]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["pathway"]["next"]["action"], "abort", "{shown:#}");
     ok(
         db,
         "require-repair",

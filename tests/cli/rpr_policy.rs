@@ -110,19 +110,23 @@ fn two_distinct_approvers_make_the_quorum_and_the_call_is_sent_once() {
     assert!(!verified.contains("problem"), "{verified}");
 }
 
-#[test]
-fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
-    let dir = Scratch::new("approvals-binding");
-    let config = dir.fault_config("none");
-    // The same server upgraded: another version, so another binding.
-    let upgraded = dir.write(
+/// The fault server's config, upgraded: another version, so another binding.
+fn upgraded(dir: &Scratch) -> String {
+    dir.write(
         "mcp-upgraded.json",
         &json!({"mcpServers": {"ledger": {
             "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
             "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
                      "--fault", "none", "--server-version", "9.9.9"],
         }}}),
-    );
+    )
+}
+
+#[test]
+fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
+    let dir = Scratch::new("approvals-binding");
+    let config = dir.fault_config("none");
+    let upgraded = upgraded(&dir);
     let policy = dir.policy_with(&json!({
         "authority": {"approval_authority": "alice", "repair_owner": "bob",
                       "stop_authority": "sam"},
@@ -203,6 +207,77 @@ fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
         granted[0]["data"]["binding_digest"], granted[1]["data"]["binding_digest"],
         "the upgrade changed the binding"
     );
+}
+
+/// A pathway sent on approvals, failed and repaired, is sent again on the same approvals:
+/// so only to the binding they were of.
+#[test]
+fn a_repaired_call_is_resent_only_to_the_binding_its_approver_was_shown() {
+    let dir = Scratch::new("approvals-repaired");
+    // The first send fails: the tool answers an error (it may have taken effect, so the
+    // outcome is unknown until a verdict).
+    let failing = dir.fault_config("is-error");
+    let upgraded = upgraded(&dir);
+    let fixed = dir.fault_config("none");
+    let policy = dir.policy_with(&json!({"authority": {
+        "approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"}}));
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let call = host_support::call_args(
+        &failing,
+        &policy,
+        db,
+        "put",
+        r#"{"key": "k", "value": "v"}"#,
+    );
+    step(&call, 3);
+    let (id, state) = by_key_of_only(&db_path);
+    assert_eq!(state, "write_status_unknown");
+    let by = |cmd: &'static str, who: &'static str, more: &[&'static str]| {
+        let mut args = vec![cmd, "--database", db, "--pathway", id.as_str(), "--as", who];
+        args.extend_from_slice(more);
+        args
+    };
+    step(
+        &by(
+            "attest",
+            "bob",
+            &["--verdict", "not-applied", "--evidence", "nothing stored"],
+        ),
+        3,
+    );
+    step(
+        &by("repair", "bob", &["--evidence", "the server is fixed"]),
+        0,
+    );
+    let resume = |config: &str, code: i32| {
+        let mut args = by("resume", "bob", &[]);
+        args.extend(["--config", config, "--policy", &policy]);
+        step(&args, code)
+    };
+    let out = resume(&upgraded, 1);
+    assert!(
+        out.contains("the server changed since the Human Gate"),
+        "{out}"
+    );
+    assert!(
+        out.contains("stays ready_to_resume; nothing was sent"),
+        "{out}"
+    );
+    assert_eq!(dir.effects(), 0);
+    // The server as it was approved (its fault fixed): sent.
+    let out = resume(&fixed, 0);
+    assert!(out.contains("COMPLETED"), "{out}");
+    assert_eq!(dir.effects(), 1);
+}
+
+/// The only pathway in `db`: (id, state).
+fn by_key_of_only(db: &std::path::Path) -> (String, String) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT id, state FROM pathways", [], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
+    .unwrap()
 }
 
 #[test]

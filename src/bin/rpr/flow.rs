@@ -269,6 +269,7 @@ fn approved_as_bound(
     rt: &Runtime,
     live: &Live,
     bound: &Pathway<rpr::stage::Bound>,
+    from: rpr::State,
 ) -> Result<(), String> {
     if rpr::gate::is_gate_pathway(bound) {
         return rpr::gate::sender_pinned(rt, live).map_err(|e| e.to_string());
@@ -277,8 +278,13 @@ fn approved_as_bound(
     let approvals = rt
         .approved_bindings(bound.id())
         .map_err(|e| e.to_string())?;
-    let again = "Put it back before the Human Gate to approve what is bound now (`rpr hold`, \
-                 then `rpr escalate`), or end it (`rpr abort`)";
+    let again = if from == rpr::State::Approved {
+        "Put it back before the Human Gate to approve what is bound now (`rpr hold`, then \
+         `rpr escalate`), or end it (`rpr abort`)"
+    } else {
+        "Send it to the server it was approved for, or end it (`rpr abort`) and make the call \
+         again, to be approved as it is now"
+    };
     for a in &approvals {
         match &a.binding_digest {
             Some(d) if d == digest => {}
@@ -364,7 +370,8 @@ pub(crate) fn decide<S: Gated + 'static>(
 }
 
 /// Binds, dispatches as `actor`, and reads back a mutating call's effect. An approved
-/// pathway is sent only to what its approvers were shown ([`approved_as_bound`]).
+/// pathway, or one repaired after it was sent on approvals, is sent only to what its
+/// approvers were shown ([`approved_as_bound`]).
 pub(crate) fn carry_out<S: Bindable>(
     rt: &Runtime,
     live: &Live,
@@ -385,9 +392,11 @@ pub(crate) fn carry_out<S: Bindable>(
     let mut executor = Keeping::new(live.executor());
     let bound = p.bind(&mut executor).map_err(|e| stays(&e))?;
     print_binding(bound.binding());
-    if state == rpr::State::Approved {
+    // A pathway repaired after an approved attempt is sent again on the same approvals
+    // (a repair records no approval), so it is held to them too.
+    if matches!(state, rpr::State::Approved | rpr::State::ReadyToResume) {
         // Not "dispatch it later": a later `resume` is held to the same approvals.
-        approved_as_bound(rt, live, &bound)
+        approved_as_bound(rt, live, &bound, state)
             .map_err(|e| format!("{e}\npathway {id} stays {state}; nothing was sent"))?;
     }
     if crate::interrupt::interrupted() {
@@ -564,12 +573,16 @@ pub(crate) fn settle(
             say!("{why} → pathway {id} stays unsettled (nothing re-sent)");
             Ok(Exit::Pending)
         }
-        _ => {
+        Reconciled::Applied(token) => {
+            p.record_applied(rt, token)?;
             say!(
-                "readback found the effect → pathway {id} cannot be sent again: abort it with residuals"
+                "readback found the effect → recorded; pathway {id} cannot be repaired and sent \
+                 again: abort it, naming the residual"
             );
+            hint.next("abort", &id, " --as NAME --residuals TEXT");
             Ok(Exit::Pending)
         }
+        other => Err(format!("unexpected reconciliation {other:?}").into()),
     }
 }
 

@@ -320,6 +320,21 @@ impl Pathway<RepairUnsettled> {
         rt: &Runtime,
         token: Reconciliation<NotApplied>,
     ) -> Result<Pathway<RepairRequired>, Refused<RepairUnsettled>> {
+        let found = rt.reader().attempts(&self.core.id).map(|all| {
+            all.iter()
+                .any(|a| a.id == self.stage.attempt && a.status == AttemptStatus::Applied)
+        });
+        match found {
+            Ok(false) => {}
+            Ok(true) => {
+                let e = PathwayError::FoundApplied {
+                    pathway: self.core.id.clone(),
+                    attempt: self.stage.attempt.clone(),
+                };
+                return Err(Refused::new(self, e));
+            }
+            Err(e) => return Err(Refused::new(self, PathwayError::from(e))),
+        }
         let attempt = Some(self.stage.attempt.clone());
         let p = self.reconciled(rt, token, None, Some(AttemptStatus::NotApplied))?;
         let v = p.core.version;
@@ -332,15 +347,16 @@ impl Pathway<RepairUnsettled> {
         ))
     }
 
-    /// Records an applied verdict for the last attempt: it took effect. The pathway stays
-    /// unsettled (its attempt's status unchanged): a repair would lead to a resume, which
+    /// Records an applied verdict for the last attempt: it took effect (the attempt is
+    /// recorded `applied`). The pathway stays unsettled, and no later not-applied verdict
+    /// settles it ([`PathwayError::FoundApplied`]): a repair would lead to a resume, which
     /// would send the effect again, so only `abort`, its residual named, ends it.
     pub fn record_applied(
         self,
         rt: &Runtime,
         token: Reconciliation<Applied>,
     ) -> Result<Pathway<RepairUnsettled>, Refused<RepairUnsettled>> {
-        self.reconciled(rt, token, None, None)
+        self.reconciled(rt, token, None, Some(AttemptStatus::Applied))
     }
 
     /// Records an unresolved reconciliation; the pathway stays unsettled.

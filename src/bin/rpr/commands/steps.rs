@@ -4,7 +4,7 @@
 use rpr::executor::Request;
 use rpr::stage::{Abortable, Stage};
 use rpr::token::{Attestation, Reconciled};
-use rpr::{Actor, Admission, Decision, Pathway, Runtime, StoredPathway};
+use rpr::{Actor, Admission, AttemptStatus, Decision, Pathway, Runtime, StoredPathway};
 use serde_json::{Value, json};
 
 use super::{
@@ -224,7 +224,12 @@ pub(crate) fn repair(args: &RepairArgs) -> Result<Exit, Failure> {
         StoredPathway::RepairRequired(p) => p,
         StoredPathway::RepairUnsettled(p) => {
             let id = p.id();
-            if last_verdict(&rt, id, p.attempt())?.as_deref() == Some("applied") {
+            let found_applied = rt
+                .reader()
+                .attempts(id)?
+                .iter()
+                .any(|a| a.id == p.attempt() && a.status == AttemptStatus::Applied);
+            if found_applied {
                 return Err(format!(
                     "nothing done to pathway {id}: its last attempt was found applied (the effect is there), so a repair and resume would send it again; end it with `rpr abort`, naming the residual"
                 )
@@ -306,18 +311,6 @@ fn for_each_event(rt: &Runtime, id: &str, mut f: impl FnMut(&Value)) -> Result<(
             _ => return Ok(()),
         }
     }
-}
-
-/// The verdict last recorded for `attempt` of pathway `id` (`applied`, `not_applied`,
-/// `unresolved`), by a readback or an attestation.
-fn last_verdict(rt: &Runtime, id: &str, attempt: &str) -> Result<Option<String>, Failure> {
-    let mut verdict = None;
-    for_each_event(rt, id, |e| {
-        if e["kind"] == "reconciled" && e["attempt"] == attempt {
-            verdict = e["data"]["verdict"].as_str().map(str::to_owned);
-        }
-    })?;
-    Ok(verdict)
 }
 
 /// `hold`: the stop authority holds an approved pathway before it is dispatched.
