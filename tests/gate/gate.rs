@@ -819,6 +819,52 @@ fn crash_after_effect_is_unknown_the_repeat_is_refused_and_reconcile_completes_i
     assert_eq!(effects(&dir), 1);
 }
 
+/// The server command a gate recorded is run by an operator's step (`rpr reconcile`) only
+/// as the pathway's chain proposed it: a writer of the database who changes the stored
+/// command (here to one that leaves a mark) gets nothing run, and the step says why (the
+/// load checks the stored rows against the pathway's own events before anything is done).
+#[test]
+fn a_recorded_server_command_edited_in_the_database_is_not_run() {
+    let (dir, policy, gate) = fault_setup("gate-forged-command", "crash-after-effect", &[]);
+    let client = connect(&gate);
+    let first = result(call(&client, "put", &json!({"key": "k", "value": "v1"})));
+    let id = meta_id(&first);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown);
+    client.shutdown();
+
+    let mark = dir.join("forged-ran");
+    let conn = rusqlite::Connection::open(dir.join("rpr.db")).unwrap();
+    let forged = json!(["/bin/sh", "-c", format!("touch {}", mark.display())]).to_string();
+    let changed = conn
+        .execute(
+            "UPDATE pathways SET definition = json_set(definition, '$.metadata.gate.command', json(?1)) WHERE id = ?2",
+            rusqlite::params![forged, id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = policy.display().to_string();
+    let out = rpr(&[
+        "reconcile",
+        "--database",
+        &db,
+        "--policy",
+        &policy,
+        "--pathway",
+        &id,
+    ]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("stored definition is not the one proposed"),
+        "{said}"
+    );
+    assert!(!mark.exists(), "the forged command ran");
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown);
+}
+
 /// A server that keeps its data at a relative path reads back only where it ran. The gate
 /// records its server's directory with the pathway, and `rpr reconcile`, run from another
 /// directory, starts the server there again: the readback finds the write and completes
