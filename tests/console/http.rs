@@ -414,3 +414,62 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
     assert_eq!(scene.state(&id), State::Approved);
     assert!(scene.effects().is_empty(), "nothing was sent");
 }
+
+/// A request larger than a detail page's budget (`rpr::inspect::PAGE_BUDGET_BYTES`, which
+/// cuts a large value to a marker) is shown whole where it is approved: what is approved
+/// is what was shown.
+#[test]
+fn a_request_larger_than_a_detail_page_is_shown_whole_where_it_is_approved() {
+    let big = "x".repeat(rpr::inspect::PAGE_BUDGET_BYTES + 100_000);
+    let bounds = json!({"evidence_bounds": {
+        "max_string_bytes": 4 * 1024 * 1024, "max_total_bytes": 8 * 1024 * 1024}});
+    let scene = Scene::new(&bounds, &[]).with_approval_wait("1");
+    let call = scene.put_in_background(json!({"key": "big", "value": big}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let origin = console.origin().to_owned();
+    let cookie = sign_in(&console);
+    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    assert!(
+        page.contains("Call <code>put</code> on server <code>faults</code>"),
+        "the call is named"
+    );
+    let page = unchunked(&page);
+    assert!(page.contains(&big), "the whole value is on the page");
+    let (_, _, detail) = http(
+        &origin,
+        "GET",
+        &format!("/pathway/{id}"),
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert!(
+        unchunked(&detail).contains(&big),
+        "and on the pathway's own page"
+    );
+    let shown = std::process::Command::new(RPR)
+        .args(["show", "--database", &scene.db.display().to_string(), &id])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{shown:?}");
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains(&big),
+        "and by `rpr show`"
+    );
+    let _ = call.join().unwrap();
+}
+
+/// A body sent in chunks (`Transfer-Encoding: chunked`), joined.
+fn unchunked(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    out
+}

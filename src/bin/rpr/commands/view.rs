@@ -163,12 +163,22 @@ pub(crate) fn show(args: &ShowArgs, as_json: bool) -> Result<Exit, Failure> {
         }))?;
         return Ok(Exit::Done);
     }
-    print_detail(&detail, &events, chain_verified, args.db.location());
+    // The definition whole, however large: the detail's page budget may have cut it, and
+    // this is what a person decides on.
+    let whole = store
+        .pathway(&detail.pathway_id)?
+        .map_or_else(|| detail.definition.clone(), |r| r.definition);
+    print_detail(&detail, &whole, &events, chain_verified, args.db.location());
     Ok(Exit::Done)
 }
 
-fn print_detail(d: &PathwayDetail, events: &[EventView], chain_verified: bool, database: &str) {
-    let def = &d.definition;
+fn print_detail(
+    d: &PathwayDetail,
+    def: &Value,
+    events: &[EventView],
+    chain_verified: bool,
+    database: &str,
+) {
     let text = |v: &Value| v.as_str().map(shown::name);
     outln!(
         "pathway {}: {} (version {})",

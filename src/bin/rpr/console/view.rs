@@ -212,6 +212,15 @@ fn outstanding(store: &ReadStore, id: &str) -> Result<(Vec<Granted>, Option<Ente
     Ok((all.into_iter().map(|(_, g)| g).collect(), entered))
 }
 
+/// A pathway's definition whole, however large: the detail's page budget
+/// (`inspect::pathway`) may have cut it to a marker, and what is approved is shown whole.
+fn whole_definition(store: &ReadStore, id: &str) -> Result<Value, Failure> {
+    Ok(store
+        .pathway(id)?
+        .ok_or_else(|| format!("pathway {id} is gone"))?
+        .definition)
+}
+
 fn waiting_article(
     out: &mut String,
     store: &ReadStore,
@@ -219,7 +228,8 @@ fn waiting_article(
     p: &PathwaySummary,
 ) -> Result<(), Failure> {
     let d = inspect::pathway(store, &p.pathway_id)?;
-    let def = &d.definition;
+    let whole = whole_definition(store, &p.pathway_id)?;
+    let def = &whole;
     let (tool, server) = call_of(def);
     let id = &d.pathway_id;
     let _ = write!(
@@ -484,7 +494,8 @@ fn actions_section(out: &mut String, done: &[Done]) {
 /// One pathway, whole: `rpr show` as a page.
 pub(crate) fn detail(store: &ReadStore, id: &str) -> Result<String, Failure> {
     let d = inspect::pathway(store, id)?;
-    let (tool, server) = call_of(&d.definition);
+    let def = whole_definition(store, id)?;
+    let (tool, server) = call_of(&def);
     let mut out = format!(
         "<p><a href=\"/\">Back to the console</a></p><h1>Pathway {}</h1><p>Call <code>{}</code> on server <code>{}</code>; state <code>{}</code> (version {}); proposed by <b>{}</b> at {}; last changed {}.</p><p>Next: <b>{}</b> by {}: {}.</p>",
         esc(&d.pathway_id),
@@ -507,7 +518,7 @@ pub(crate) fn detail(store: &ReadStore, id: &str) -> Result<String, Failure> {
     let _ = write!(
         out,
         "<h2>Definition</h2><pre class=\"definition\">{}</pre><h2>Attempts ({})</h2>",
-        html(&pretty(&d.definition)),
+        html(&pretty(&def)),
         d.attempts.len()
     );
     for a in &d.attempts {
