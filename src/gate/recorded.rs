@@ -94,7 +94,9 @@ fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
         live,
         &rule.tool,
         "the readback tool",
-        "a readback through it proves nothing",
+        "a readback through it proves nothing, so this step did nothing (nothing read back or \
+         sent). Review the change and pin it with: rpr pin --database DB --server {server} \
+         --tool {tool} --digest {digest} --as NAME, then run this step again",
     )
 }
 
@@ -113,11 +115,16 @@ pub fn sender_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
         live,
         &live.tool.name,
         "the tool",
-        "nobody approved sending to it",
+        "nobody approved sending to it, so nothing was sent. Review the change (`rpr pin \
+         --review`), pin it (rpr pin --database DB --server {server} --tool {tool} --digest \
+         {digest} --as NAME), and put the pathway back before the Human Gate (`rpr hold`, then \
+         `rpr escalate`) to approve the call of the tool as it is now; or abort it",
     )
 }
 
-fn pinned(rt: &Runtime, live: &Live, tool: &str, what: &str, so: &str) -> Result<(), GateError> {
+/// `then`: what the refusal says after what changed; `{server}`, `{tool}` and `{digest}` in
+/// it are replaced.
+fn pinned(rt: &Runtime, live: &Live, tool: &str, what: &str, then: &str) -> Result<(), GateError> {
     let server = &live.server;
     let refused = |m: String| GateError::Refused(m);
     let listed = live
@@ -139,13 +146,12 @@ fn pinned(rt: &Runtime, live: &Live, tool: &str, what: &str, so: &str) -> Result
     match checked {
         PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(()),
         PinCheck::Changed(pin) => Err(refused(format!(
-            "{what} `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): \
-             {so}, so this step did nothing (nothing read back or sent). Review the change and pin it \
-             with: rpr pin --database DB --server {server} --tool {tool} --digest {} --as NAME, then run \
-             this step again",
+            "{what} `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): {}",
             crate::mcp::changed_fields(&pin.binding, &binding.details).join(", "),
             binding.target,
-            binding.digest
+            then.replace("{server}", server)
+                .replace("{tool}", tool)
+                .replace("{digest}", &binding.digest)
         ))),
     }
 }

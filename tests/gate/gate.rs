@@ -927,15 +927,18 @@ fn reconcile_reads_back_in_the_directory_the_server_ran_in() {
 }
 
 /// `rpr resume` of a gate pathway approved out of band sends it only to the tool pinned, as
-/// the gate itself would: the tool's input schema changed between the approval and the
-/// resume (its readback tool did not), and nobody saw the tool the server now lists. After `rpr pin` names the new binding, it is sent once.
+/// the gate itself would, and only to the binding the approval was of: the tool's input
+/// schema changed between the approval and the resume (its readback tool did not), and
+/// nobody saw the tool the server now lists. Pinned after review, it is still not sent on
+/// the old approval; approved again as it is now, it is sent once.
 #[test]
 fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
     let dir = TempDir::new("gate-resume-pin");
     let policy = write_policy(
         &dir,
         &json!({
-            "authority": {"approval_authority": "alice", "repair_owner": "bob", "execution_actor": "bob"},
+            "authority": {"approval_authority": "alice", "repair_owner": "bob", "execution_actor": "bob",
+                          "stop_authority": "bob"},
             "servers": {"faults": {
                 "get": {"read_only": true},
                 "put": {"human_gate": true, "readback": {"tool": "get", "arguments": {"key": "$key"},
@@ -1003,8 +1006,31 @@ fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
     assert_eq!(effects(&dir), 0, "nothing was sent");
     assert_eq!(state(&dir, &id), State::Approved);
 
+    // Pinned after review: still not sent on an approval of the tool as it was.
     let pinned = pin(&dir, "faults", "put", named_digest(&said));
     assert!(pinned.status.success(), "{}", text(&pinned));
+    let refused = resume();
+    let said = text(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("the server changed since the Human Gate"),
+        "{said}"
+    );
+    assert_eq!(effects(&dir), 0, "nothing was sent");
+    // Back before the Human Gate, approved as it is now: sent once.
+    for (step, code) in [
+        (
+            vec!["hold", "--as", "bob", "--reason", "the tool changed"],
+            0,
+        ),
+        (vec!["escalate", "--as", "bob"], 0),
+        (vec!["approve", "--as", "alice"], 3),
+    ] {
+        let mut args = vec![step[0], "--database", &db, "--pathway", &id];
+        args.extend(&step[1..]);
+        let out = rpr(&args);
+        assert_eq!(out.status.code(), Some(code), "{step:?}: {}", text(&out));
+    }
     let sent = resume();
     assert!(sent.status.success(), "{}", text(&sent));
     assert_eq!(effects(&dir), 1, "sent once");

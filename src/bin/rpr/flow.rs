@@ -272,7 +272,7 @@ fn approved_as_bound(
     from: rpr::State,
 ) -> Result<(), String> {
     if rpr::gate::is_gate_pathway(bound) {
-        return rpr::gate::sender_pinned(rt, live).map_err(|e| e.to_string());
+        rpr::gate::sender_pinned(rt, live).map_err(|e| e.to_string())?;
     }
     let digest = &bound.binding().digest;
     let approvals = rt

@@ -258,7 +258,18 @@ pub(crate) fn approve_only<S: Gated + 'static>(
     hint: &crate::flow::Hint,
 ) -> Result<Exit, Failure> {
     let id = p.id().to_owned();
-    if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, None, hint)? {
+    // What the approval is of: the call of the tool as pinned (the console shows that
+    // digest). Recorded with the approval; a send to another binding is refused.
+    let definition = p.definition();
+    let pinned = match definition.metadata["server"].as_str() {
+        Some(server) => rt.reader().pin_digest(server, &definition.request.action)?,
+        None => None,
+    };
+    match &pinned {
+        Some(digest) => say!("  the call of the pinned tool: binding digest {digest}"),
+        None => say!("  no pin is recorded for this tool: the approval names no binding"),
+    }
+    if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, pinned.as_deref(), hint)? {
         return Ok(exit);
     }
     say!(
