@@ -265,9 +265,10 @@ pub(crate) fn approve_only<S: Gated + 'static>(
         Some(server) => rt.reader().pin_digest(server, &definition.request.action)?,
         None => None,
     };
-    match &pinned {
-        Some(digest) => say!("  the call of the pinned tool: binding digest {digest}"),
-        None => say!("  no pin is recorded for this tool: the approval names no binding"),
+    if let Some(digest) = &pinned {
+        say!("  the call of the pinned tool: binding digest {digest}");
+    } else {
+        say!("  no pin is recorded for this tool: the approval names no binding");
     }
     if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, pinned.as_deref(), hint)? {
         return Ok(exit);
