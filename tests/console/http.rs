@@ -12,15 +12,18 @@ use serde_json::json;
 
 use crate::scene::{Console, RPR, Scene};
 
-/// One HTTP/1.1 request to `origin` (`http://ADDR:PORT`); the status, headers and body.
+/// One HTTP/1.1 request to `path` under `base` (`http://ADDR:PORT` and a path, the
+/// console's own); the status, headers and body.
 fn http(
-    origin: &str,
+    base: &str,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Vec<(String, String)>, String) {
-    let addr = origin.strip_prefix("http://").unwrap();
+    let rest = base.strip_prefix("http://").unwrap();
+    let (addr, under) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = format!("{under}{path}");
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
@@ -68,13 +71,16 @@ fn hidden(page: &str, name: &str) -> String {
 
 /// Signs in with the printed URL: the cookie it sets.
 fn sign_in(console: &Console) -> String {
-    let path = &console.url[console.origin().len()..];
-    let (status, headers, _) = http(console.origin(), "GET", path, &[], "");
+    let path = &console.url[console.base().len()..];
+    let (status, headers, _) = http(&console.base(), "GET", path, &[], "");
     assert_eq!(status, 303);
-    assert_eq!(header(&headers, "location"), Some("/"));
+    let home = format!("{}/", &console.base()[console.origin().len()..]);
+    assert_eq!(header(&headers, "location"), Some(home.as_str()));
     let cookie = header(&headers, "set-cookie").unwrap();
     assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && cookie.contains(&format!("Path={home}")),
         "{cookie}"
     );
     cookie.split(';').next().unwrap().to_owned()
@@ -88,19 +94,28 @@ fn only_the_printed_token_gets_in_and_only_at_the_address_it_printed() {
     let console = scene.console("host");
     let origin = console.origin();
 
-    let (status, _, body) = http(origin, "GET", "/", &[], "");
+    let (status, _, body) = http(&console.base(), "GET", "/", &[], "");
     assert_eq!(status, 403, "{body}");
     assert!(
         !body.contains(&id),
         "nothing of the store without the token"
     );
-    let (status, _, _) = http(origin, "GET", "/?token=00ff", &[], "");
+    let (status, _, _) = http(&console.base(), "GET", "/?token=00ff", &[], "");
     assert_eq!(status, 403);
 
     let cookie = sign_in(&console);
-    let (status, headers, page) = http(origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let (status, headers, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     assert_eq!(status, 200);
     assert!(page.contains(&id), "the waiting pathway is listed");
+    assert!(
+        header(&headers, "set-cookie").is_none(),
+        "the cookie was set once, at sign-in"
+    );
+    // Every page is under the console's own path, to which the cookie is scoped (a browser
+    // sends a host's cookies to all its ports): the address's root is no page of it.
+    let (status, _, body) = http(origin, "GET", "/", &[("Cookie", &cookie)], "");
+    assert_eq!(status, 404, "{body}");
+    assert!(!body.contains(&id));
     let csp = header(&headers, "content-security-policy").unwrap();
     assert!(
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
@@ -111,7 +126,7 @@ fn only_the_printed_token_gets_in_and_only_at_the_address_it_printed() {
     let port = origin.rsplit(':').next().unwrap();
     let evil = format!("evil.example:{port}");
     let (status, _, body) = http(
-        origin,
+        &console.base(),
         "GET",
         "/",
         &[("Host", &evil), ("Cookie", &cookie)],
@@ -141,7 +156,7 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
     let console = scene.console("host");
     let origin = console.origin().to_owned();
     let cookie = sign_in(&console);
-    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     let form_token = hidden(&page, "form_token");
     let version = hidden(&page, "version");
     let form = |token: &str| format!("form_token={token}&pathway={id}&version={version}");
@@ -151,7 +166,7 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
             ("Content-Type", "application/x-www-form-urlencoded"),
         ];
         all.extend_from_slice(headers);
-        http(&origin, "POST", "/approve", &all, body).0
+        http(&console.base(), "POST", "/approve", &all, body).0
     };
 
     assert_eq!(
@@ -185,7 +200,7 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
     assert_eq!(scene.state(&id), State::Completed);
     assert_eq!(scene.effects().len(), 1);
     assert_eq!(scene.attempts(&id), 1);
-    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     assert!(
         page.contains(&format!(
             "rpr approve --database {} --pathway {id} --at-version {version} --as host",
@@ -257,7 +272,7 @@ fn a_changed_tool_is_shown_with_both_definitions_side_by_side() {
     assert!(scene.effects().is_empty());
     let console = scene.console("host");
     let cookie = sign_in(&console);
-    let (_, _, page) = http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "");
+    let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     assert!(
         page.contains("Tool changes waiting for review (1)"),
         "{page}"
@@ -300,7 +315,7 @@ fn the_consoles_commands_sign_the_log_with_the_key_it_was_given() {
     let unsigned = Console::start(&scene.db, "host", Some(&scene.policy), &[]);
     let approve = |console: &Console| {
         let cookie = sign_in(console);
-        let (_, _, page) = http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "");
+        let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
         let body = format!(
             "form_token={}&pathway={id}&version={}",
             hidden(&page, "form_token"),
@@ -311,10 +326,10 @@ fn the_consoles_commands_sign_the_log_with_the_key_it_was_given() {
             ("Content-Type", "application/x-www-form-urlencoded"),
         ];
         assert_eq!(
-            http(console.origin(), "POST", "/approve", &headers, &body).0,
+            http(&console.base(), "POST", "/approve", &headers, &body).0,
             303
         );
-        http(console.origin(), "GET", "/", &[("Cookie", &cookie)], "").2
+        http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "").2
     };
     let page = approve(&unsigned);
     assert!(page.contains("Give --signing-key"), "{page}");
@@ -359,7 +374,7 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
     let console = scene.console("host");
     let origin = console.origin().to_owned();
     let cookie = sign_in(&console);
-    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     let (form_token, shown) = (hidden(&page, "form_token"), hidden(&page, "version"));
     let answer = call.join().unwrap();
     assert_eq!(
@@ -393,8 +408,11 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
             ("Content-Type", "application/x-www-form-urlencoded"),
             ("Origin", origin.as_str()),
         ];
-        assert_eq!(http(&origin, "POST", "/approve", &headers, &body).0, 303);
-        http(&origin, "GET", "/", &[("Cookie", &cookie)], "").2
+        assert_eq!(
+            http(&console.base(), "POST", "/approve", &headers, &body).0,
+            303
+        );
+        http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "").2
     };
     // The old page's approval: refused, nothing recorded, and the console says why.
     let page = post(&shown);
@@ -429,7 +447,7 @@ fn a_request_larger_than_a_detail_page_is_shown_whole_where_it_is_approved() {
     let console = scene.console("host");
     let origin = console.origin().to_owned();
     let cookie = sign_in(&console);
-    let (_, _, page) = http(&origin, "GET", "/", &[("Cookie", &cookie)], "");
+    let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     assert!(
         page.contains("Call <code>put</code> on server <code>faults</code>"),
         "the call is named"
@@ -437,7 +455,7 @@ fn a_request_larger_than_a_detail_page_is_shown_whole_where_it_is_approved() {
     let page = unchunked(&page);
     assert!(page.contains(&big), "the whole value is on the page");
     let (_, _, detail) = http(
-        &origin,
+        &console.base(),
         "GET",
         &format!("/pathway/{id}"),
         &[("Cookie", &cookie)],

@@ -213,6 +213,13 @@ impl Console {
         Self { child, url }
     }
 
+    /// `http://ADDR:PORT` and the console's own path (`/c-…`, no trailing slash): what
+    /// every page is under.
+    pub(crate) fn base(&self) -> String {
+        let page = self.url.split('?').next().unwrap_or(&self.url);
+        page.trim_end_matches('/').to_owned()
+    }
+
     /// `http://ADDR:PORT`, without the path and token.
     pub(crate) fn origin(&self) -> &str {
         let rest = &self.url["http://".len()..];

@@ -2,9 +2,14 @@
 //!
 //! - the request names the loopback address the console listens on as its `Host` (a page
 //!   of another site that rebinds a name of its own to 127.0.0.1 gets nothing);
+//! - it is for a page under the console's own path, a random prefix printed with the URL
+//!   (`/c-…/`): a browser sends a host's cookies to every port of that host, so the cookie
+//!   is scoped to that path, and a service on another port of 127.0.0.1 that the browser
+//!   visits never receives it;
 //! - it carries the token printed when the console started: in the URL once (the console
 //!   then sets it as a cookie only this origin gets back, `HttpOnly`, `SameSite=Strict`,
-//!   and sends the browser to the same page without it), or in that cookie;
+//!   `Path` the console's prefix, and sends the browser to the same page without it), or
+//!   in that cookie;
 //! - a form (every `POST`) also carries the form token written into the console's own
 //!   pages, and comes from the console's own origin when the browser says where it comes
 //!   from (`Origin`, `Sec-Fetch-Site`): another site's page cannot post it.
@@ -18,6 +23,8 @@ pub(crate) struct Guard {
     /// The `Host` values accepted: the address listened on, and `localhost` at its port.
     hosts: Vec<String>,
     cookie: String,
+    /// The path every page is under (`/c-` and 16 random hex digits, no trailing slash).
+    prefix: String,
 }
 
 /// What a request may do.
@@ -65,12 +72,28 @@ impl Guard {
             form_token: random_token()?,
             hosts: vec![format!("{ip}:{port}"), format!("localhost:{port}")],
             cookie: format!("rpr_console_{port}"),
+            prefix: format!("/c-{}", &random_token()?[..16]),
         })
     }
 
-    /// The URL to open: the address, with the token.
+    /// The URL to open: the address and the console's path, with the token.
     pub(crate) fn url(&self) -> String {
-        format!("http://{}/?token={}", self.hosts[0], self.token)
+        format!(
+            "http://{}{}/?token={}",
+            self.hosts[0], self.prefix, self.token
+        )
+    }
+
+    /// The console's own path for a page's `path` (`/`, `/pathway/…`).
+    pub(crate) fn under(&self, path: &str) -> String {
+        format!("{}{path}", self.prefix)
+    }
+
+    /// `url` (path and query as requested) without the console's path, when it is under
+    /// it: what the routes see. `None`: not a page of this console.
+    pub(crate) fn inner<'u>(&self, url: &'u str) -> Option<&'u str> {
+        url.strip_prefix(self.prefix.as_str())
+            .filter(|rest| rest.starts_with('/'))
     }
 
     /// The form token every form of the console's pages carries.
@@ -81,8 +104,8 @@ impl Guard {
     /// The `Set-Cookie` value that lets this browser in from now on.
     pub(crate) fn set_cookie(&self) -> String {
         format!(
-            "{}={}; HttpOnly; SameSite=Strict; Path=/",
-            self.cookie, self.token
+            "{}={}; HttpOnly; SameSite=Strict; Path={}/",
+            self.cookie, self.token, self.prefix
         )
     }
 
@@ -120,7 +143,7 @@ impl Guard {
             // Only to a page of this console: `//host` or `/\host` would leave it.
             let own = path.starts_with('/') && !path.starts_with("//") && !path.starts_with("/\\");
             return Verdict::Enter {
-                location: if own { path } else { "/" }.to_owned(),
+                location: self.under(if own { path } else { "/" }),
             };
         }
         if !from_cookie {
@@ -166,6 +189,33 @@ mod tests {
     }
 
     #[test]
+    fn pages_are_under_a_random_path_and_the_cookie_is_scoped_to_it() {
+        let (g, other) = (guard(), guard());
+        assert!(
+            g.prefix.starts_with("/c-") && g.prefix.len() == 19,
+            "{}",
+            g.prefix
+        );
+        assert_ne!(g.prefix, other.prefix, "random");
+        assert!(g.url().contains(&format!("{}/?token=", g.prefix)));
+        assert!(
+            g.set_cookie().ends_with(&format!("Path={}/", g.prefix)),
+            "a browser sends it to no other path, so to no other port's pages: {}",
+            g.set_cookie()
+        );
+        assert_eq!(g.inner(&g.under("/approve")), Some("/approve"));
+        assert_eq!(
+            g.inner(&format!("{}/?token=x", g.prefix)),
+            Some("/?token=x")
+        );
+        assert_eq!(g.inner("/"), None);
+        assert_eq!(g.inner("/approve"), None);
+        assert_eq!(g.inner(&other.under("/")), None);
+        assert_eq!(g.inner(&g.prefix), None, "no trailing slash: not a page");
+        assert_eq!(g.inner(&format!("{}x/", g.prefix)), None);
+    }
+
+    #[test]
     fn the_token_in_the_url_sets_the_cookie_and_only_the_cookie_lets_in_after() {
         let g = guard();
         let host = ("host", "127.0.0.1:8123".to_owned());
@@ -173,14 +223,14 @@ mod tests {
         assert_eq!(
             g.check("GET", &url, &headers(std::slice::from_ref(&host))),
             Verdict::Enter {
-                location: "/".into()
+                location: g.under("/")
             }
         );
         let away = format!("//evil.example/?token={}", g.token);
         assert_eq!(
             g.check("GET", &away, &headers(std::slice::from_ref(&host))),
             Verdict::Enter {
-                location: "/".into()
+                location: g.under("/")
             },
             "the sign-in sends the browser to this console only"
         );

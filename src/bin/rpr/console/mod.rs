@@ -222,6 +222,17 @@ impl Console {
                 .find(|(k, _)| k.eq_ignore_ascii_case(name))
                 .map(|(_, v)| v.clone())
         };
+        // Only the console's own path: a page of any other says nothing of it.
+        let Some(url) = self.guard.inner(&url).map(str::to_owned) else {
+            return respond(
+                request,
+                404,
+                "text/plain; charset=utf-8",
+                "not found\n".into(),
+                &[],
+                None,
+            );
+        };
         match self.guard.check(method.as_str(), &url, &header) {
             Verdict::Allowed => {}
             Verdict::Enter { location } => {
@@ -293,7 +304,7 @@ impl Console {
                 303,
                 "text/plain; charset=utf-8",
                 "done\n".into(),
-                &[("Location", "/#actions".to_owned())],
+                &[("Location", self.guard.under("/#actions"))],
                 None,
             ),
             Ok(Page::NotFound) => respond(
@@ -325,7 +336,7 @@ impl Console {
                     &nonce,
                     None,
                     &format!(
-                        "<p><a href=\"/\">Back to the console</a></p><h1>Refused</h1><p class=\"bad\" id=\"error\">{}</p>",
+                        "<p><a href=\"./\">Back to the console</a></p><h1>Refused</h1><p class=\"bad\" id=\"error\">{}</p>",
                         page::esc(&e.to_string())
                     ),
                 );

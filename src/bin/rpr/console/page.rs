@@ -45,7 +45,8 @@ li.action{margin:.4rem 0}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}
 ";
 
-/// Reloads the page when what it shows changed (the stamp `/state` answers), unless the
+/// Reloads the page when what it shows changed (the stamp `state` answers: a URL relative to
+/// the console's own path, as every link and form of its pages), unless the
 /// operator is typing in a field.
 const SCRIPT: &str = "
 (function(){
@@ -53,7 +54,7 @@ const SCRIPT: &str = "
   setInterval(function(){
     var a = document.activeElement;
     if (a && (a.tagName === 'INPUT' || a.tagName === 'TEXTAREA' || a.tagName === 'SELECT') && a.value) return;
-    fetch('/state', {credentials: 'same-origin', cache: 'no-store'})
+    fetch('state', {credentials: 'same-origin', cache: 'no-store'})
       .then(function(r){ return r.ok ? r.json() : null; })
       .then(function(s){ if (s && s.stamp !== stamp) { location.reload(); } })
       .catch(function(){});

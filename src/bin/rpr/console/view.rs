@@ -234,7 +234,7 @@ fn waiting_article(
     let id = &d.pathway_id;
     let _ = write!(
         out,
-        "<article class=\"pathway waiting\" id=\"pw-{}\" data-state=\"{}\"><h3>Call <code>{}</code> on server <code>{}</code>: <a href=\"/pathway/{}\">{}</a></h3>",
+        "<article class=\"pathway waiting\" id=\"pw-{}\" data-state=\"{}\"><h3>Call <code>{}</code> on server <code>{}</code>: <a href=\"pathway/{}\">{}</a></h3>",
         esc(id),
         d.state,
         esc(&tool),
@@ -356,7 +356,7 @@ fn waiting_article(
     let fields = [("pathway", id.as_str()), ("version", version.as_str())];
     if may {
         out.push_str(&form(
-            "/approve",
+            "approve",
             ctx.form_token,
             &fields,
             "",
@@ -370,7 +370,7 @@ fn waiting_article(
         );
     }
     out.push_str(&form(
-        "/deny",
+        "deny",
         ctx.form_token,
         &fields,
         "<input type=\"text\" name=\"reason\" placeholder=\"why (recorded)\" size=\"30\"> ",
@@ -391,7 +391,7 @@ fn unresolved_article(out: &mut String, ctx: &Ctx<'_>, p: &PathwaySummary) {
     let next = &p.next;
     let _ = write!(
         out,
-        "<article class=\"pathway unresolved\" id=\"pw-{}\" data-state=\"{}\"><h3><code>{}</code>: <a href=\"/pathway/{}\">{}</a></h3><p>State <code>{}</code>, last changed {}. Next: <b>{}</b> by {}: {}.</p>",
+        "<article class=\"pathway unresolved\" id=\"pw-{}\" data-state=\"{}\"><h3><code>{}</code>: <a href=\"pathway/{}\">{}</a></h3><p>State <code>{}</code>, last changed {}. Next: <b>{}</b> by {}: {}.</p>",
         esc(id),
         p.state,
         esc(p.action.as_deref().unwrap_or("?")),
@@ -415,7 +415,7 @@ fn unresolved_article(out: &mut String, ctx: &Ctx<'_>, p: &PathwaySummary) {
         if ctx.can_reconcile {
             let version = p.version.to_string();
             out.push_str(&form(
-                "/reconcile",
+                "reconcile",
                 ctx.form_token,
                 &[("pathway", id.as_str()), ("version", version.as_str())],
                 "",
@@ -497,7 +497,7 @@ pub(crate) fn detail(store: &ReadStore, id: &str) -> Result<String, Failure> {
     let def = whole_definition(store, id)?;
     let (tool, server) = call_of(&def);
     let mut out = format!(
-        "<p><a href=\"/\">Back to the console</a></p><h1>Pathway {}</h1><p>Call <code>{}</code> on server <code>{}</code>; state <code>{}</code> (version {}); proposed by <b>{}</b> at {}; last changed {}.</p><p>Next: <b>{}</b> by {}: {}.</p>",
+        "<p><a href=\"../\">Back to the console</a></p><h1>Pathway {}</h1><p>Call <code>{}</code> on server <code>{}</code>; state <code>{}</code> (version {}); proposed by <b>{}</b> at {}; last changed {}.</p><p>Next: <b>{}</b> by {}: {}.</p>",
         esc(&d.pathway_id),
         esc(&tool),
         esc(&server),
