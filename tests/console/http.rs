@@ -445,7 +445,6 @@ fn a_request_larger_than_a_detail_page_is_shown_whole_where_it_is_approved() {
     let call = scene.put_in_background(json!({"key": "big", "value": big}));
     let id = scene.pathway_in(State::HumanGate);
     let console = scene.console("host");
-    let origin = console.origin().to_owned();
     let cookie = sign_in(&console);
     let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     assert!(
