@@ -45,9 +45,38 @@ fn pretty(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A line diff of `old` and `new` (longest common subsequence): `' '` kept, `'-'` only in
-/// `old`, `'+'` only in `new`, in order.
+/// The most cells the longest-common-subsequence table of a diff may have (16 MiB of
+/// `u32`): a server's definitions are its to make as long as it likes, and the table grows
+/// with the product of their lengths.
+const MAX_DIFF_CELLS: usize = 4 * 1024 * 1024;
+
+/// A line diff of `old` and `new`: `' '` kept, `'-'` only in `old`, `'+'` only in `new`, in
+/// order. The lines both share at the start and the end are kept as they are; between
+/// them, the longest common subsequence, or, when that table would pass
+/// [`MAX_DIFF_CELLS`], every old line removed and every new one added (true, and longer).
 fn diff(old: &[String], new: &[String]) -> Vec<(char, String)> {
+    let head = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..]
+        .iter()
+        .rev()
+        .zip(new[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let kept = |lines: &[String]| lines.iter().map(|l| (' ', l.clone())).collect::<Vec<_>>();
+    let mut out = kept(&old[..head]);
+    let (old_mid, new_mid) = (&old[head..old.len() - tail], &new[head..new.len() - tail]);
+    if (old_mid.len() + 1).saturating_mul(new_mid.len() + 1) <= MAX_DIFF_CELLS {
+        out.extend(lcs_diff(old_mid, new_mid));
+    } else {
+        out.extend(old_mid.iter().map(|l| ('-', l.clone())));
+        out.extend(new_mid.iter().map(|l| ('+', l.clone())));
+    }
+    out.extend(kept(&old[old.len() - tail..]));
+    out
+}
+
+/// [`diff`] by the longest common subsequence, its table `(old + 1) × (new + 1)`.
+fn lcs_diff(old: &[String], new: &[String]) -> Vec<(char, String)> {
     let (n, m) = (old.len(), new.len());
     // lcs[i][j]: the longest common subsequence of old[i..] and new[j..].
     let mut lcs = vec![vec![0_u32; m + 1]; n + 1];
@@ -272,6 +301,26 @@ mod tests {
 
     fn lines(s: &str) -> Vec<String> {
         s.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_diff_of_huge_definitions_stays_within_its_bound_and_is_true() {
+        let old: Vec<String> = (0..100_000).map(|i| format!("a{i}")).collect();
+        let new: Vec<String> = (0..100_000).map(|i| format!("b{i}")).collect();
+        // A table of 10^10 cells would need 40 GB; this answers at once.
+        let d = diff(&old, &new);
+        assert_eq!(d.len(), 200_000);
+        assert_eq!(d.iter().filter(|(c, _)| *c == '-').count(), 100_000);
+        // Shared lines at both ends stay kept, however long the middle.
+        let mut framed = vec!["{".to_owned()];
+        framed.extend(old.iter().cloned());
+        framed.push("}".into());
+        let mut framed_new = vec!["{".to_owned()];
+        framed_new.extend(new.iter().cloned());
+        framed_new.push("}".into());
+        let d = diff(&framed, &framed_new);
+        assert_eq!(d.first(), Some(&(' ', "{".to_owned())));
+        assert_eq!(d.last(), Some(&(' ', "}".to_owned())));
     }
 
     #[test]

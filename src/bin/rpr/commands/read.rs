@@ -17,9 +17,10 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
     let rt = match flow::runtime(db) {
         Ok(rt) => rt,
         Err(e) => {
-            // A database this process cannot write (read-only media): listed without the
-            // recovery scan, which records what it finds, and said so.
-            if !cannot_write(db) {
+            // A database file this process cannot write (read-only media): listed without
+            // the recovery scan, which records what it finds, and said so. Not a PostgreSQL
+            // URL: there the open's own error (a key it needs, a witness ahead) is the answer.
+            if !db.is_file() || !cannot_write(db) {
                 return Err(e);
             }
             let Ok(store) = ReadStore::open_read_only(db) else {
