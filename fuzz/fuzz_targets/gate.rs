@@ -38,7 +38,10 @@
 //!   else is answered (a notification, or a response to the gate's own question, never);
 //! - no `tools/call` of a mutating tool reaches the server without an attempt record: when
 //!   one arrives, the database holds an attempt `in_flight` whose request digest is that of
-//!   the call's tool and arguments. A `get` may arrive without one: a read the policy calls
+//!   the call's tool and arguments, or one `unknown` that the server had not received
+//!   before (the gate wrote the request under its record and gave up waiting before the
+//!   server read it: a call timeout, or a server it abandoned, whose thread reads its pipe
+//!   late here; an attempt becomes unknown only from in flight). A `get` may arrive without one: a read the policy calls
 //!   read-only is recorded when it ends (docs/gate.md), as is its use as the readback of a
 //!   `put` or `del`. A tool outside the policy never arrives;
 //! - every notification that reaches the server is one of MCP's (`notifications/…`): a
@@ -455,6 +458,8 @@ struct Checks {
     violations: Vec<String>,
     /// Every request the server received (for `RPR_FUZZ_SHOW`).
     received: Vec<String>,
+    /// The attempts whose request the server received.
+    delivered: HashSet<String>,
 }
 
 impl Checks {
@@ -512,26 +517,36 @@ impl Checks {
                 return;
             }
         };
+        // A 2026-07-28 server's `input_required` result: the call sent again with the
+        // answers (`inputResponses`, `requestState`) is the next round of one attempt.
+        let round = params.get("inputResponses").is_some() || params.get("requestState").is_some();
         let own = attempts
             .iter()
-            .find(|a| a.status == AttemptStatus::InFlight && a.request_digest == digest);
+            .find(|a| a.status == AttemptStatus::InFlight && a.request_digest == digest)
+            .or_else(|| {
+                // Written under its record, and read by the server after the gate gave up
+                // on it: once only.
+                attempts.iter().rev().find(|a| {
+                    a.status == AttemptStatus::Unknown
+                        && a.request_digest == digest
+                        && (round || !self.delivered.contains(&a.id))
+                })
+            });
         let Some(own) = own else {
             // A read the policy calls read-only has no attempt commit before its send: it
             // is recorded when it ends, attempt and outcome together (docs/gate.md,
             // `notifications/cancelled`; issue 26).
             if tool != READ {
                 self.violations.push(format!(
-                    "{shown} reached the server without an attempt in flight for it"
+                    "{shown} reached the server without an attempt in flight for it (nor an unknown one it had not received)"
                 ));
             }
             return;
         };
+        self.delivered.insert(own.id.clone());
         if !MUTATING.contains(&tool) {
             return;
         }
-        // A 2026-07-28 server's `input_required` result: the call sent again with the
-        // answers (`inputResponses`, `requestState`) is the next round of one attempt.
-        let round = params.get("inputResponses").is_some() || params.get("requestState").is_some();
         if let Some((first, attempt)) = self.sent.get(&digest) {
             let state = store.pathway(first).ok().flatten().map(|p| p.state);
             let same_attempt = round && *attempt == own.id;
@@ -660,6 +675,7 @@ fuzz_target!(|input: &[u8]| {
         sent: HashMap::new(),
         violations: Vec::new(),
         received: Vec::new(),
+        delivered: HashSet::new(),
     }));
     let scripted = {
         let checks = Arc::clone(&checks);
