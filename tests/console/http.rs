@@ -116,6 +116,19 @@ fn only_the_printed_token_gets_in_and_only_at_the_address_it_printed() {
     let (status, _, body) = http(origin, "GET", "/", &[("Cookie", &cookie)], "");
     assert_eq!(status, 404, "{body}");
     assert!(!body.contains(&id));
+    // An error page, wherever it is, links back to the console's own first page.
+    let (_, _, body) = http(
+        &console.base(),
+        "GET",
+        "/pathway/pw_none",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    let home = format!("{}/", &console.base()[origin.len()..]);
+    assert!(
+        body.contains(&format!("<a href=\"{home}\">Back to the console</a>")),
+        "{body}"
+    );
     let csp = header(&headers, "content-security-policy").unwrap();
     assert!(
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),

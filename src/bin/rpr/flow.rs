@@ -278,29 +278,37 @@ fn approved_as_bound(
     let approvals = rt
         .approved_bindings(bound.id())
         .map_err(|e| e.to_string())?;
+    // A pathway `ready_to_resume` has no way back to the Human Gate.
     let again = if from == rpr::State::Approved {
         "Put it back before the Human Gate to approve what is bound now (`rpr hold`, then \
          `rpr escalate`), or end it (`rpr abort`)"
     } else {
-        "Send it to the server it was approved for, or end it (`rpr abort`) and make the call \
-         again, to be approved as it is now"
+        "A repaired pathway cannot go back to the Human Gate: end it (`rpr abort`) and make \
+         the call again, to be approved as it is now"
     };
     for a in &approvals {
         match &a.binding_digest {
             Some(d) if d == digest => {}
             Some(d) => {
+                let back = if from == rpr::State::Approved {
+                    again
+                } else {
+                    "Send it to the server as it was approved, or end it (`rpr abort`) and make \
+                     the call again, to be approved as it is now"
+                };
                 return Err(format!(
                     "the server changed since the Human Gate: approval {} by {} was of binding \
                      {d}, and the server now binds as {digest}; nobody approved sending it \
-                     there. {again}",
+                     there. {back}",
                     a.approval, a.approver
                 ));
             }
             None => {
                 return Err(format!(
-                    "approval {} by {} recorded no binding (it was granted where none was \
-                     shown: by an older rpr, or by a host through the library), so nothing \
-                     shows that anyone approved sending it to {}. {again}",
+                    "approval {} by {} recorded no binding (it was given in a gate's own form, \
+                     by an rpr before this release, with no pin recorded, or by a host through \
+                     the library), so nothing shows that anyone approved sending it to {}. \
+                     {again}",
                     a.approval, a.approver, live.server
                 ));
             }

@@ -92,8 +92,12 @@ impl Guard {
     /// `url` (path and query as requested) without the console's path, when it is under
     /// it: what the routes see. `None`: not a page of this console.
     pub(crate) fn inner<'u>(&self, url: &'u str) -> Option<&'u str> {
-        url.strip_prefix(self.prefix.as_str())
-            .filter(|rest| rest.starts_with('/'))
+        // Compared as a secret: a page that knew it could have a listener on another port
+        // of this host receive the cookie.
+        let n = self.prefix.len();
+        let head = url.get(..n)?;
+        let rest = &url[n..];
+        (same_secret(head, &self.prefix) && rest.starts_with('/')).then_some(rest)
     }
 
     /// The form token every form of the console's pages carries.

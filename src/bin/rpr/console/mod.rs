@@ -336,7 +336,8 @@ impl Console {
                     &nonce,
                     None,
                     &format!(
-                        "<p><a href=\"./\">Back to the console</a></p><h1>Refused</h1><p class=\"bad\" id=\"error\">{}</p>",
+                        "<p><a href=\"{}\">Back to the console</a></p><h1>Refused</h1><p class=\"bad\" id=\"error\">{}</p>",
+                        page::html(&self.guard.under("/")),
                         page::esc(&e.to_string())
                     ),
                 );

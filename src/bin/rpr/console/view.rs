@@ -265,7 +265,7 @@ fn waiting_article(
         Some(pin) => {
             let _ = write!(
                 out,
-                "<p class=\"binding\">Bound to the pinned tool: binding digest <code>{}</code> ({} {}, pinned by {} at {}). The call is sent only to a server whose tool still has this digest.</p>",
+                "<p class=\"binding\">Bound to the pinned tool: binding digest <code>{}</code> ({} {}, pinned by {} at {}). An approval records the tool's pinned digest when it is given, and <code>rpr resume</code> sends only to that; the gate itself, at the client's repeat, checks the tool against its pin as it is then (docs/gate.md).</p>",
                 esc(&pin.digest),
                 esc(pin.binding["server_name"].as_str().unwrap_or("?")),
                 esc(pin.binding["server_version"].as_str().unwrap_or("?")),
