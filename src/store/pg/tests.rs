@@ -1006,8 +1006,9 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
     let mut s = Schema::new("pool_overlap");
     let b = s.open().connections(3);
     // Long enough for both steps to be seen blocked on a loaded machine (two test threads
-    // starting and taking their connections can take over a second there).
-    b.set_lock_timeout(Duration::from_secs(5)).unwrap();
+    // starting and taking their connections took over 4.5 s there once, in a CI run beside
+    // two idle-priority fuzzers).
+    b.set_lock_timeout(Duration::from_secs(10)).unwrap();
     let (one, two) = (propose(&b, "x"), propose(&b, "y"));
     assert_eq!(
         b.open_connections(),
@@ -1015,9 +1016,9 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
         "opened lazily: one thread, one connection"
     );
 
-    // Were a connection without the lock_timeout, the server ends the holder after 15 s and
+    // Were a connection without the lock_timeout, the server ends the holder after 25 s and
     // its step goes through: the test fails instead of waiting forever.
-    let mut holder = hold_rows(&s.name, &[&one.id, &two.id], 15);
+    let mut holder = hold_rows(&s.name, &[&one.id, &two.id], 25);
     let holder_pid = backend_pid(&mut holder);
     let results: Vec<Result<i64, StoreError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = [&one, &two]
@@ -1039,8 +1040,8 @@ fn a_pooled_backend_runs_steps_of_two_pathways_at_once_with_its_lock_timeout_on_
             })
             .collect();
         // Both steps wait on the holder's row locks at the same time (each gives up after
-        // its 5 s lock_timeout, so both are seen blocked within 4.5 s or never).
-        let deadline = Instant::now() + Duration::from_millis(4500);
+        // its 10 s lock_timeout, so both are seen blocked within 9.5 s or never).
+        let deadline = Instant::now() + Duration::from_millis(9500);
         let mut waiting = 0;
         while waiting < 2 && Instant::now() < deadline {
             waiting = s.count(&format!(
