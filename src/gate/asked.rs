@@ -58,6 +58,8 @@ pub(crate) struct Answered {
     /// The pathway's version when the form was issued: the answer holds only for a
     /// pathway still at that version (`gate/request_state.rs`).
     pub(crate) version: i64,
+    /// The digest of the binding the form showed: an approval given in it is of that one.
+    pub(crate) binding_digest: String,
     /// `None` when the retry carries no answer under the gate's key.
     pub(crate) answer: Option<Value>,
 }

@@ -341,6 +341,7 @@ impl Gate {
         asked.answered = Some(Answered {
             pathway: claims.pathway,
             version: claims.version,
+            binding_digest: claims.binding_digest,
             answer,
         });
         self.in_turn(stored, checked, asked, request)
@@ -593,7 +594,6 @@ impl Gate {
         Ok(Ok(format!("gate/{server}/{digest}/read/{nonce}")))
     }
 
-    /// Goes on from a fresh admission.
     /// An approved pathway whose approval expired before the call came again: held and
     /// escalated to the Human Gate by the stop authority (recorded with why), then asked
     /// again like a new one. Nothing is sent on the old approval.
@@ -604,30 +604,90 @@ impl Gate {
         checked: &Checked,
         asked: &Asked,
     ) -> Answer {
+        let reason = format!("its approval expired at {}", crate::shown::utc(until));
+        self.gate_again(p, &reason, checked, asked)
+    }
+
+    /// Sends an approved pathway only when every approval its last approval step used was
+    /// of the binding pinned now (`checked.pinned`, the tool the bound call is made from):
+    /// an approval given for another binding (a pin accepted since), or one that recorded
+    /// none (given by an rpr before this release, or by a host through the library), does
+    /// not show that anyone approved sending the call to the tool as it is now. Such a
+    /// pathway is put back before the Human Gate and asked again, as one whose approval
+    /// expired. A pathway its policy admitted without a Human Gate used no approval.
+    pub(super) fn send_approved(
+        &self,
+        p: crate::Pathway<crate::stage::Approved>,
+        checked: &Checked,
+        asked: &Asked,
+    ) -> Answer {
+        let id = p.id().to_owned();
+        let approvals = match self.rt.approved_bindings(&id) {
+            Ok(a) => a,
+            Err(e) => {
+                return tool_error(
+                    format!(
+                        "pathway {id}: what its approvals were of cannot be read ({e}); nothing was sent"
+                    ),
+                    Some((&id, State::Approved)),
+                );
+            }
+        };
+        let now = &checked.pinned;
+        let stale = approvals
+            .iter()
+            .find(|a| a.binding_digest.as_deref() != Some(now.as_str()));
+        let Some(a) = stale else {
+            return self.carry(p, checked, asked);
+        };
+        let who = crate::shown::name(a.approver.as_str());
+        let reason = match &a.binding_digest {
+            Some(then) => format!(
+                "approval {} by {who} was of binding {then}, and the tool is pinned as {now} \
+                 now: nobody approved sending the call to it",
+                a.approval
+            ),
+            None => format!(
+                "approval {} by {who} recorded no binding, so nothing shows that anyone \
+                 approved sending the call to the tool pinned as {now}",
+                a.approval
+            ),
+        };
+        self.gate_again(p, &reason, checked, asked)
+    }
+
+    /// Holds an approved pathway and escalates it to the Human Gate by its stop authority,
+    /// recorded with `reason`, then asks again like a new one. Nothing is sent on the
+    /// approval it had.
+    fn gate_again(
+        &self,
+        p: crate::Pathway<crate::stage::Approved>,
+        reason: &str,
+        checked: &Checked,
+        asked: &Asked,
+    ) -> Answer {
         let id = p.id().to_owned();
         let stop = p.definition().authority.stop_authority.clone();
-        let reason = format!(
-            "its approval expired at {}; asked again",
-            crate::shown::utc(until)
-        );
+        let recorded = format!("{reason}; asked again");
         let gated = p
-            .hold(&self.rt, &stop, &reason)
+            .hold(&self.rt, &stop, &recorded)
             .map_err(|r| r.to_string())
             .and_then(|held| held.escalate(&self.rt, &stop).map_err(|r| r.to_string()));
         match gated {
             Ok(p) => {
-                note!(Info, "rpr gate: pathway {id}: {reason}");
+                note!(Info, "rpr gate: pathway {id}: {recorded}");
                 self.human_gate(p, checked, asked)
             }
             Err(e) => tool_error(
                 format!(
-                    "pathway {id}: its approval expired and it could not be asked again ({e}); nothing was sent"
+                    "pathway {id}: {reason}, but it could not be put back before the Human Gate ({e}); nothing was sent"
                 ),
                 Some((&id, State::Approved)),
             ),
         }
     }
 
+    /// Goes on from a fresh admission.
     fn admitted(&self, admission: Admission, checked: &Checked, asked: &Asked) -> Answer {
         match admission {
             Admission::Approved(p) => self.carry(p, checked, asked),
@@ -741,7 +801,7 @@ impl Gate {
                 };
                 match expired {
                     Ok(Some(until)) => self.ask_again(p, until, checked, asked),
-                    Ok(None) => self.carry(p, checked, asked),
+                    Ok(None) => self.send_approved(p, checked, asked),
                     Err(e) => tool_error(
                         format!(
                             "pathway {id}: whether its approval still holds could not be read ({e}); nothing was sent"

@@ -89,31 +89,37 @@ impl Gate {
                 "required": ["approve"]
             }
         });
-        let reply = if asked.era.is_modern() {
+        // `shown_binding`: the binding the form showed, which an approval given in it is of (an
+        // answer to an earlier form showed the binding pinned when that form was issued).
+        let (reply, shown_binding) = if asked.era.is_modern() {
             match &asked.answered {
                 // The answer is for this gating only: a pathway that left the gate since the
                 // form was issued (and came back) is at another version, and asked again.
                 Some(Answered {
                     pathway,
                     version,
+                    binding_digest,
                     answer: Some(answer),
                 }) if *pathway == id && *version == p.core.version => {
                     self.turns.form_answered(&id);
-                    Ok(Reply::Result(answer.clone()))
+                    (Ok(Reply::Result(answer.clone())), binding_digest.clone())
                 }
                 _ => {
                     params["mode"] = json!("form");
                     return Ok(self.input_required(
                         &id,
                         p.core.version,
+                        &checked.pinned,
                         p.request_digest(),
                         params,
                     ));
                 }
             }
         } else {
-            self.down
-                .request("elicitation/create", Some(params), self.approval_timeout)
+            let reply =
+                self.down
+                    .request("elicitation/create", Some(params), self.approval_timeout);
+            (reply, checked.pinned.clone())
         };
         let approver = p.definition().authority.approval_authority.clone();
         let action = match &reply {
@@ -123,7 +129,10 @@ impl Gate {
         let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
         match action.as_str() {
             "accept" if said_yes => {
-                match self.rt.grant_approval(&p, &approver) {
+                match self
+                    .rt
+                    .grant_approval_of_binding(&p, &approver, &shown_binding)
+                {
                     // Already counted: the quorum decides below.
                     Ok(_) | Err(PathwayError::AlreadyApproved { .. }) => {}
                     Err(e) => {
@@ -161,7 +170,7 @@ impl Gate {
                             "rpr gate: pathway {id} approved at the client (recorded as {})",
                             shown::name(approver.as_str())
                         );
-                        self.carry(p, checked, asked)
+                        self.send_approved(p, checked, asked)
                     }
                     Err(e) => tool_error(
                         format!("the approval could not be applied ({e}); nothing was sent"),
@@ -206,10 +215,18 @@ impl Gate {
     /// `inputRequests`, and a `requestState` naming this pathway and request, valid as long
     /// as a form would wait for its answer. Nothing is recorded: the pathway waits at the
     /// gate until the retry brings the person's answer.
-    fn input_required(&self, id: &str, version: i64, request_digest: &str, form: Value) -> Value {
+    fn input_required(
+        &self,
+        id: &str,
+        version: i64,
+        binding_digest: &str,
+        request_digest: &str,
+        form: Value,
+    ) -> Value {
         let claims = Claims {
             pathway: id.to_owned(),
             version,
+            binding_digest: binding_digest.to_owned(),
             request_digest: request_digest.to_owned(),
         };
         let state = self.state_key.issue(&claims, self.approval_timeout);

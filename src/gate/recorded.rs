@@ -98,6 +98,7 @@ fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
          sent). Review the change and pin it with: rpr pin --database DB --server {server} \
          --tool {tool} --digest {digest} --as NAME, then run this step again",
     )
+    .map(drop)
 }
 
 /// A gate pathway is sent by an operator's step (`rpr resume` of one approved) only to a
@@ -105,11 +106,14 @@ fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
 /// approved the call of the pinned tool, and a tool that changed since was seen by nobody.
 /// Refused before anything is sent; the change waits for `rpr pin`.
 ///
+/// Returns the pinned digest the tool matches: what an approval of the call, given in the
+/// gate's form or by `rpr approve`, records it was of.
+///
 /// # Errors
 ///
 /// The server no longer lists the tool, its binding cannot be made or checked, or it is
 /// not the one pinned.
-pub fn sender_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
+pub fn sender_pinned(rt: &Runtime, live: &Live) -> Result<String, GateError> {
     pinned(
         rt,
         live,
@@ -123,8 +127,14 @@ pub fn sender_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
 }
 
 /// `then`: what the refusal says after what changed; `{server}`, `{tool}` and `{digest}` in
-/// it are replaced.
-fn pinned(rt: &Runtime, live: &Live, tool: &str, what: &str, then: &str) -> Result<(), GateError> {
+/// it are replaced. Returns the digest, which is the pinned one.
+fn pinned(
+    rt: &Runtime,
+    live: &Live,
+    tool: &str,
+    what: &str,
+    then: &str,
+) -> Result<String, GateError> {
     let server = &live.server;
     let refused = |m: String| GateError::Refused(m);
     let listed = live
@@ -144,7 +154,7 @@ fn pinned(rt: &Runtime, live: &Live, tool: &str, what: &str, then: &str) -> Resu
         )
         .map_err(|e| refused(format!("the pin of `{tool}` cannot be checked: {e}")))?;
     match checked {
-        PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(()),
+        PinCheck::FirstSight(_) | PinCheck::Matches(_) => Ok(binding.digest),
         PinCheck::Changed(pin) => Err(refused(format!(
             "{what} `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): {}",
             crate::mcp::changed_fields(&pin.binding, &binding.details).join(", "),

@@ -3,7 +3,9 @@
 //! The gate answers a gated call with `input_required` (the approval form) and a
 //! `requestState`; the client sends the same call again with the person's answer and that
 //! state, byte for byte. The state names the pathway, the pathway's version when the form
-//! was issued, the digest of the request it was given for, and when it expires, under an
+//! was issued, the digest of the binding the form showed (an approval is recorded as of
+//! that binding, whatever the server binds as when the answer comes back), the digest of
+//! the request it was given for, and when it expires, under an
 //! HMAC-SHA256 tag keyed by a secret this gate process drew from the operating system: a
 //! client can neither forge one, nor change the pathway, version or request it names, nor
 //! use one after it expires or after the gate restarts. A state does not make the answer
@@ -23,7 +25,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The format of the states this module writes for a Human Gate.
-const VERSION: &str = "rpr2";
+const VERSION: &str = "rpr3";
 /// The format of the states it writes for a round of a server's own `input_required` to a
 /// governed call ([`StateKey::issue_round`]).
 const ROUND: &str = "rpr1r";
@@ -34,6 +36,8 @@ pub(crate) struct Claims {
     pub(crate) pathway: String,
     /// The pathway's version when the form was issued: the answer is for that gating.
     pub(crate) version: i64,
+    /// The digest of the binding the form showed (the tool as pinned then).
+    pub(crate) binding_digest: String,
     pub(crate) request_digest: String,
 }
 
@@ -76,8 +80,8 @@ impl StateKey {
     pub(crate) fn issue(&self, claims: &Claims, ttl: Duration) -> String {
         let expires = now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         let body = format!(
-            "{VERSION}.{}.{}.{}.{expires}",
-            claims.pathway, claims.version, claims.request_digest
+            "{VERSION}.{}.{}.{}.{}.{expires}",
+            claims.pathway, claims.version, claims.binding_digest, claims.request_digest
         );
         let tag = hex(&self.tag(&body).finalize().into_bytes());
         format!("{body}.{tag}")
@@ -112,12 +116,13 @@ impl StateKey {
     /// The claims of `state`, if its tag checks, it has not expired and it was issued for
     /// the request whose digest is `request_digest`.
     pub(crate) fn check(&self, state: &str, request_digest: &str) -> Result<Claims, StateError> {
-        let (named, digest) = self.verify(VERSION, 2, state, request_digest)?;
-        let [pathway, version] =
-            <[String; 2]>::try_from(named).map_err(|_| StateError::Malformed)?;
+        let (named, digest) = self.verify(VERSION, 3, state, request_digest)?;
+        let [pathway, version, binding_digest] =
+            <[String; 3]>::try_from(named).map_err(|_| StateError::Malformed)?;
         Ok(Claims {
             pathway,
             version: version.parse().map_err(|_| StateError::Malformed)?,
+            binding_digest,
             request_digest: digest,
         })
     }
@@ -188,6 +193,7 @@ mod tests {
         Claims {
             pathway: "pw_0123abcd".into(),
             version: 3,
+            binding_digest: "b1".into(),
             request_digest: "d1".into(),
         }
     }
@@ -219,7 +225,15 @@ mod tests {
             );
             bytes[i] = was;
         }
-        for cut in ["", ".", "rpr2", "x.y", "rpr2.a.b.c.zz", "rpr1.a.b.c.zz"] {
+        for cut in [
+            "",
+            ".",
+            "rpr3",
+            "x.y",
+            "rpr3.a.b.c.zz",
+            "rpr3.a.b.c.d.zz",
+            "rpr2.a.b.c.zz",
+        ] {
             assert!(key.check(cut, "d1").is_err(), "{cut}");
         }
     }

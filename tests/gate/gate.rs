@@ -496,6 +496,10 @@ fn sdk_human_gate_accept_writes_once_decline_denies_cancel_leaves_at_gate() {
     assert_eq!(report["result"]["is_error"], false, "{report}");
     assert_eq!(std::fs::read_to_string(&b).unwrap(), "B1");
     let id = pathway_of(&report["result"]);
+    // The approval is of the binding the form showed: the tool as pinned.
+    let pinned = store(&dir).pin_digest("files", "write_file").unwrap();
+    assert!(message.contains(pinned.as_deref().unwrap()), "{message}");
+    assert_eq!(approval_bindings(&dir, &id), [pinned]);
     assert_eq!(
         state(&dir, &id),
         State::Completed,
@@ -593,11 +597,8 @@ fn an_approval_that_expired_before_the_repeat_is_asked_again_and_nothing_is_sent
     assert_eq!(state(&dir, &id), State::HumanGate);
     assert!(!e.exists(), "nothing sent on the expired approval");
     assert!(store(&dir).attempts(&id).unwrap().is_empty());
-    let held = store(&dir)
-        .events(&id, 0, usize::MAX)
-        .unwrap()
-        .iter()
-        .map(|row| serde_json::from_str::<Value>(&row.event).unwrap())
+    let held = events(&dir, &id)
+        .into_iter()
         .find(|e| e["kind"] == "held")
         .expect("the hold is recorded");
     assert!(
@@ -926,16 +927,11 @@ fn reconcile_reads_back_in_the_directory_the_server_ran_in() {
     assert_eq!(effects(&dir), 1, "nothing was sent again");
 }
 
-/// `rpr resume` of a gate pathway approved out of band sends it only to the tool pinned, as
-/// the gate itself would, and only to the binding the approval was of: the tool's input
-/// schema changed between the approval and the resume (its readback tool did not), and
-/// nobody saw the tool the server now lists. Pinned after review, it is still not sent on
-/// the old approval; approved again as it is now, it is sent once.
-#[test]
-fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
-    let dir = TempDir::new("gate-resume-pin");
-    let policy = write_policy(
-        &dir,
+/// The policy of the fault server with `put` behind a Human Gate (alice approves, bob
+/// runs and stops), read back through `get`.
+fn gated_put_policy(dir: &TempDir) -> PathBuf {
+    write_policy(
+        dir,
         &json!({
             "authority": {"approval_authority": "alice", "repair_owner": "bob", "execution_actor": "bob",
                           "stop_authority": "bob"},
@@ -945,13 +941,17 @@ fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
                         "expect": {"/structuredContent/value": "$value"}}}
             }}
         }),
-    );
-    // The recorded command reads the server's fault from a file: `change-schema` (after no
-    // list) is the same server with `put`'s input schema changed, and `get` as it was.
+    )
+}
+
+/// The fault server as a command that reads its fault from a file at each start: (the
+/// file, the command). The file says `none`; `change-schema` (after no list) makes the same
+/// server with `put`'s input schema changed, and `get` as it was.
+fn switchable_fault(dir: &TempDir) -> (PathBuf, Vec<String>) {
     let mode = dir.join("fault.txt");
     std::fs::write(&mode, "none").unwrap();
     let fault = fault_argv(
-        &dir,
+        dir,
         &format!("$(cat {})", mode.display()),
         &["--lists-before", "0"],
     );
@@ -971,13 +971,21 @@ fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
         "-c".to_owned(),
         format!("exec {script}"),
     ];
+    (mode, server)
+}
+
+/// `rpr resume` of a gate pathway approved out of band sends it only to the tool pinned, as
+/// the gate itself would, and only to the binding the approval was of: the tool's input
+/// schema changed between the approval and the resume (its readback tool did not), and
+/// nobody saw the tool the server now lists. Pinned after review, it is still not sent on
+/// the old approval; approved again as it is now, it is sent once.
+#[test]
+fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
+    let dir = TempDir::new("gate-resume-pin");
+    let policy = gated_put_policy(&dir);
+    let (mode, server) = switchable_fault(&dir);
     let gate = gate_argv(&dir, &policy, "faults", &server);
-    let client = connect(&gate);
-    let held = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
-    let id = meta_id(&held);
-    assert_eq!(state(&dir, &id), State::HumanGate, "{held}");
-    client.shutdown();
-    approve_out_of_band(&dir, &id, "alice");
+    let id = put_approved_out_of_band(&dir, &gate, &json!({"key": "k", "value": "v"}));
 
     std::fs::write(&mode, "change-schema").unwrap();
     let db = dir.join("rpr.db").display().to_string();
@@ -1035,6 +1043,129 @@ fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
     assert!(sent.status.success(), "{}", text(&sent));
     assert_eq!(effects(&dir), 1, "sent once");
     assert_eq!(state(&dir, &id), State::Completed);
+}
+
+/// Proof before permission: an approval given out of band is of the tool as pinned when
+/// it was given. A pin accepted between that approval and the client's repeat does not
+/// carry it: the gate sends nothing on it, puts the pathway back before the Human Gate by
+/// its stop authority (recorded with why) and asks again; approved again, it is sent once.
+#[test]
+fn an_approval_given_before_a_new_pin_is_not_sent_on_and_the_call_is_asked_again() {
+    let dir = TempDir::new("gate-approval-pin");
+    let policy = gated_put_policy(&dir);
+    let (mode, server) = switchable_fault(&dir);
+    let gate = gate_argv(&dir, &policy, "faults", &server);
+    let args = json!({"key": "k", "value": "v"});
+    let id = put_approved_out_of_band(&dir, &gate, &args);
+    let approved = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
+    assert_eq!(approval_bindings(&dir, &id), [Some(approved.clone())]);
+
+    // The server changed; the change is reviewed and pinned.
+    std::fs::write(&mode, "change-schema").unwrap();
+    let client = connect(&gate);
+    let refused = result(call(&client, "put", &args));
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(said.contains("not the one pinned"), "{said}");
+    let pinned = pin(&dir, "faults", "put", named_digest(said));
+    assert!(pinned.status.success(), "{}", text(&pinned));
+
+    let again = result(call(&client, "put", &args));
+    let said = again["content"][0]["text"].as_str().unwrap();
+    assert_eq!(again["isError"], true, "{again}");
+    assert_eq!(
+        effects(&dir),
+        0,
+        "nothing sent on the approval of the tool as it was"
+    );
+    assert_eq!(state(&dir, &id), State::HumanGate, "{said}");
+    assert!(said.contains("rpr approve"), "asked again: {said}");
+    let why = events(&dir, &id)
+        .into_iter()
+        .rfind(|e| e["kind"] == "held")
+        .expect("the hold is recorded");
+    let why = why["data"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("was of binding {approved}")) && why.contains("asked again"),
+        "{why}"
+    );
+
+    approve_out_of_band(&dir, &id, "alice");
+    let sent = result(call(&client, "put", &args));
+    assert_ne!(sent["isError"], true, "{sent}");
+    assert_eq!(effects(&dir), 1, "sent once");
+    assert_eq!(state(&dir, &id), State::Completed);
+    client.shutdown();
+}
+
+/// What an approval of a gate pathway is of is the tool as pinned: the server's own
+/// description of it, annotation and all. Here the server calls `put` read-only, a claim
+/// the policy overrules (the pathway's definition says it may change something, so it is
+/// read back, never treated as a read). `rpr resume` of the approved pathway compares the
+/// approval with the pin, not with the class the policy gives the call, and sends it.
+#[test]
+fn a_gate_pathway_approved_out_of_band_is_resumed_when_its_server_calls_the_write_read_only() {
+    let dir = TempDir::new("gate-resume-claim");
+    let policy = gated_put_policy(&dir);
+    let gate = fault_gate(&dir, &policy, "none", &["--claim-read-only"]);
+    let id = put_approved_out_of_band(&dir, &gate, &json!({"key": "k", "value": "v"}));
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = policy.display().to_string();
+    let out = rpr(&[
+        "resume",
+        "--database",
+        &db,
+        "--policy",
+        &policy,
+        "--pathway",
+        &id,
+        "--as",
+        "bob",
+    ]);
+    eprintln!(
+        "DEBUG {}\n{:?}\n{:?}",
+        text(&out),
+        approval_bindings(&dir, &id),
+        store(&dir)
+            .attempts(&id)
+            .unwrap()
+            .iter()
+            .map(|a| a.binding.clone())
+            .collect::<Vec<_>>()
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(effects(&dir), 1, "sent once");
+    assert_eq!(state(&dir, &id), State::Completed);
+}
+
+/// A `put` of `args` through `gate` (whose policy holds it at the Human Gate), then
+/// approved out of band by alice: its pathway.
+fn put_approved_out_of_band(dir: &TempDir, gate: &[String], args: &Value) -> String {
+    let client = connect(gate);
+    let held = result(call(&client, "put", args));
+    let id = meta_id(&held);
+    assert_eq!(state(dir, &id), State::HumanGate, "{held}");
+    client.shutdown();
+    approve_out_of_band(dir, &id, "alice");
+    id
+}
+
+/// The pathway's ledger events, oldest first.
+fn events(dir: &TempDir, id: &str) -> Vec<Value> {
+    store(dir)
+        .events(id, 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|row| serde_json::from_str::<Value>(&row.event).unwrap())
+        .collect()
+}
+
+/// The binding digest each approval of the pathway recorded, oldest first.
+fn approval_bindings(dir: &TempDir, id: &str) -> Vec<Option<String>> {
+    events(dir, id)
+        .into_iter()
+        .filter(|e| e["kind"] == "approval_granted")
+        .map(|e| e["data"]["binding_digest"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// JSON-RPC's rule, as every server of this crate keeps it (`rpr::jsonrpc::server`): a

@@ -261,9 +261,9 @@ pub(crate) fn grant<S: Gated + 'static>(
 
 /// Whether the approved pathway `bound` may be sent to what it is bound to: a gate
 /// pathway's tool must match its pin (the gate's own rule for what it sends,
-/// [`rpr::gate::sender_pinned`]); any other pathway's Human Gate approvals that approved
-/// it must each have been of this very binding (recorded with them,
-/// [`Runtime::approved_bindings`]). A pathway its policy admitted without a Human Gate has
+/// [`rpr::gate::sender_pinned`]), and the Human Gate approvals that approved it must each
+/// have been of that pinned tool; any other pathway's, of this very binding (recorded with
+/// them, [`Runtime::approved_bindings`]). A pathway its policy admitted without a Human Gate has
 /// no approval to compare. `Err`: why it is not sent, and what to do.
 fn approved_as_bound(
     rt: &Runtime,
@@ -271,10 +271,15 @@ fn approved_as_bound(
     bound: &Pathway<rpr::stage::Bound>,
     from: rpr::State,
 ) -> Result<(), String> {
-    if rpr::gate::is_gate_pathway(bound) {
-        rpr::gate::sender_pinned(rt, live).map_err(|e| e.to_string())?;
-    }
-    let digest = &bound.binding().digest;
+    // What an approval of a gate pathway was of: the tool as pinned (its binding as the
+    // server describes it; the bound one carries the policy's class). Of any other pathway:
+    // the binding it is bound to.
+    let digest = if rpr::gate::is_gate_pathway(bound) {
+        rpr::gate::sender_pinned(rt, live).map_err(|e| e.to_string())?
+    } else {
+        bound.binding().digest.clone()
+    };
+    let digest = &digest;
     let approvals = rt
         .approved_bindings(bound.id())
         .map_err(|e| e.to_string())?;
@@ -305,9 +310,9 @@ fn approved_as_bound(
             }
             None => {
                 return Err(format!(
-                    "approval {} by {} recorded no binding (it was given in a gate's own form, \
-                     by an rpr before this release, with no pin recorded, or by a host through \
-                     the library), so nothing shows that anyone approved sending it to {}. \
+                    "approval {} by {} recorded no binding (it was given by an rpr or a gate \
+                     before this release, with no pin recorded, or by a host through the \
+                     library), so nothing shows that anyone approved sending it to {}. \
                      {again}",
                     a.approval, a.approver, live.server
                 ));

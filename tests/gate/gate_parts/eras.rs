@@ -317,6 +317,9 @@ fn a_2026_07_28_client_gets_the_revisions_results_and_an_unforgeable_human_gate(
     assert_ne!(done["result"]["isError"], true, "{done}");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "F1");
     assert_eq!(state(&dir, &id), State::Completed);
+    // The approval is of the binding the form showed, which its state carried.
+    let pinned = store(&dir).pin_digest("files", "write_file").unwrap();
+    assert_eq!(super::approval_bindings(&dir, &id), [pinned]);
 
     // The same retry again (a replay, or a client that lost the answer): not sent again.
     std::fs::write(&f, "changed since").unwrap();
