@@ -209,6 +209,58 @@ fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
     );
 }
 
+/// `rpr approve --binding DIGEST` approves only the call bound to the digest its approver
+/// was shown: a server upgraded after they looked leaves the approval unrecorded.
+#[test]
+fn an_approval_names_the_binding_it_was_shown_and_is_refused_for_another() {
+    let dir = Scratch::new("approve-binding");
+    let config = dir.fault_config("none");
+    let upgraded = upgraded(&dir);
+    let policy = policy(&dir, &json!({}));
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    // What the approver was shown: the call bound as the server was.
+    let out = step(&gated_call(&config, &policy, db, "s", &[]), 3);
+    let shown = bound_digest(&out);
+    let after = ["--config", &upgraded, "--policy", &policy, "--database", db];
+
+    let mut args = approve(&after, "s", "alice");
+    args.extend(["--binding", &shown]);
+    let out = step(&args, 1);
+    let now = bound_digest(&out);
+    assert_ne!(now, shown, "the upgrade changed the binding");
+    assert!(
+        out.contains("nothing was recorded")
+            && out.contains(&format!("bound to {now}, not to {shown}")),
+        "{out}"
+    );
+    let (id, state) = by_key(&db_path, "s");
+    assert_eq!(state, "human_gate");
+    assert!(
+        !events(&db_path, &id)
+            .iter()
+            .any(|e| e["kind"] == "approval_granted"),
+        "no approval recorded"
+    );
+    assert_eq!(dir.effects(), 0);
+
+    // Shown as it is now: approved and sent once.
+    let mut args = approve(&after, "s", "alice");
+    args.extend(["--binding", &now]);
+    let out = step(&args, 0);
+    assert!(out.contains("COMPLETED"), "{out}");
+    assert_eq!(dir.effects(), 1);
+}
+
+/// The binding digest `rpr call` or `rpr approve` printed at its Human Gate.
+fn bound_digest(out: &str) -> String {
+    out.split("binding    digest ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no binding digest in {out}"))
+        .to_owned()
+}
+
 /// A pathway sent on approvals, failed and repaired, is sent again on the same approvals:
 /// so only to the binding they were of.
 #[test]

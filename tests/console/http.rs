@@ -446,6 +446,66 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
     assert!(scene.effects().is_empty(), "nothing was sent");
 }
 
+/// The page's Approve form carries the binding digest the page shows (the tool's pin), and
+/// the console approves only that binding (`rpr approve --binding`): a form whose binding
+/// is not the pin now records nothing and says why; the page's own is approved and sent.
+#[test]
+fn an_approval_from_the_page_is_of_the_binding_it_showed() {
+    let scene = Scene::new(&json!({}), &[]);
+    let call = scene.put_in_background(json!({"key": "k5", "value": "v5"}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let origin = console.origin().to_owned();
+    let cookie = sign_in(&console);
+    let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
+    let (form_token, version) = (hidden(&page, "form_token"), hidden(&page, "version"));
+    let binding = hidden(&page, "binding");
+    let pinned = rpr::store::ReadStore::open_read_only(&scene.db)
+        .unwrap()
+        .pin_digest("faults", "put")
+        .unwrap();
+    assert_eq!(
+        Some(binding.as_str()),
+        pinned.as_deref(),
+        "the pin is shown"
+    );
+    assert!(
+        page.contains(&format!("--binding {binding}")),
+        "and in the command for a terminal"
+    );
+    let post = |binding: &str| {
+        let body =
+            format!("form_token={form_token}&pathway={id}&version={version}&binding={binding}");
+        let headers = [
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Origin", origin.as_str()),
+        ];
+        let status = http(&console.base(), "POST", "/approve", &headers, &body).0;
+        (
+            status,
+            http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "").2,
+        )
+    };
+    let other = "ab".repeat(32);
+    let (status, page) = post(&other);
+    assert_eq!(status, 303);
+    assert!(
+        page.contains("nothing was recorded") && page.contains(&format!("not to {other}")),
+        "{page}"
+    );
+    assert_eq!(scene.state(&id), State::HumanGate);
+    assert_eq!(post("not-hex").0, 400, "a binding that is no digest");
+    assert_eq!(scene.state(&id), State::HumanGate);
+
+    let (status, _) = post(&binding);
+    assert_eq!(status, 303);
+    let answer = call.join().unwrap();
+    assert_ne!(answer["isError"], true, "{answer}");
+    assert_eq!(scene.state(&id), State::Completed);
+    assert_eq!(scene.effects().len(), 1);
+}
+
 /// A request larger than a detail page's budget (`rpr::inspect::PAGE_BUDGET_BYTES`, which
 /// cuts a large value to a marker) is shown whole where it is approved: what is approved
 /// is what was shown.

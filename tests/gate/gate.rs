@@ -1051,23 +1051,14 @@ fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
 /// its stop authority (recorded with why) and asks again; approved again, it is sent once.
 #[test]
 fn an_approval_given_before_a_new_pin_is_not_sent_on_and_the_call_is_asked_again() {
-    let dir = TempDir::new("gate-approval-pin");
-    let policy = gated_put_policy(&dir);
-    let (mode, server) = switchable_fault(&dir);
-    let gate = gate_argv(&dir, &policy, "faults", &server);
+    let (dir, mode, gate) = switchable_gate("gate-approval-pin");
     let args = json!({"key": "k", "value": "v"});
     let id = put_approved_out_of_band(&dir, &gate, &args);
     let approved = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
     assert_eq!(approval_bindings(&dir, &id), [Some(approved.clone())]);
 
     // The server changed; the change is reviewed and pinned.
-    std::fs::write(&mode, "change-schema").unwrap();
-    let client = connect(&gate);
-    let refused = result(call(&client, "put", &args));
-    let said = refused["content"][0]["text"].as_str().unwrap();
-    assert!(said.contains("not the one pinned"), "{said}");
-    let pinned = pin(&dir, "faults", "put", named_digest(said));
-    assert!(pinned.status.success(), "{}", text(&pinned));
+    let client = change_and_pin_put(&dir, &mode, &gate, &args);
 
     let again = result(call(&client, "put", &args));
     let said = again["content"][0]["text"].as_str().unwrap();
@@ -1095,6 +1086,49 @@ fn an_approval_given_before_a_new_pin_is_not_sent_on_and_the_call_is_asked_again
     assert_eq!(effects(&dir), 1, "sent once");
     assert_eq!(state(&dir, &id), State::Completed);
     client.shutdown();
+}
+
+/// `rpr approve --binding DIGEST` of a gate pathway approves only the call of the tool
+/// pinned as DIGEST: a change pinned after the approver looked leaves it unrecorded.
+#[test]
+fn an_approval_of_a_gate_pathway_is_refused_for_a_pin_it_was_not_shown() {
+    let (dir, mode, gate) = switchable_gate("gate-approve-binding");
+    let args = json!({"key": "k", "value": "v"});
+    let client = connect(&gate);
+    let id = meta_id(&result(call(&client, "put", &args)));
+    client.shutdown();
+    let shown = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
+
+    change_and_pin_put(&dir, &mode, &gate, &args).shutdown();
+    let now = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
+    assert_ne!(now, shown);
+
+    let db = dir.join("rpr.db").display().to_string();
+    let approve = |digest: &str| {
+        rpr(&[
+            "approve",
+            "--database",
+            &db,
+            "--pathway",
+            &id,
+            "--as",
+            "alice",
+            "--binding",
+            digest,
+        ])
+    };
+    let out = approve(&shown);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("nothing was recorded") && said.contains(&format!("bound to {now}")),
+        "{said}"
+    );
+    assert!(approval_bindings(&dir, &id).is_empty());
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    let out = approve(&now);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(approval_bindings(&dir, &id), [Some(now)]);
 }
 
 /// What an approval of a gate pathway is of is the tool as pinned: the server's own
@@ -1135,6 +1169,30 @@ fn a_gate_pathway_approved_out_of_band_is_resumed_when_its_server_calls_the_writ
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(effects(&dir), 1, "sent once");
     assert_eq!(state(&dir, &id), State::Completed);
+}
+
+/// A new directory with the gate in front of [`switchable_fault`] under
+/// [`gated_put_policy`]: (directory, the fault's file, the gate's argv).
+fn switchable_gate(tag: &str) -> (TempDir, PathBuf, Vec<String>) {
+    let dir = TempDir::new(tag);
+    let policy = gated_put_policy(&dir);
+    let (mode, server) = switchable_fault(&dir);
+    let gate = gate_argv(&dir, &policy, "faults", &server);
+    (dir, mode, gate)
+}
+
+/// Changes [`switchable_fault`]'s `put` (its input schema), lets a new gate see it (the
+/// `put` of `args` refused for its pin) and pins the change as reviewed: the client of
+/// that gate.
+fn change_and_pin_put(dir: &TempDir, mode: &Path, gate: &[String], args: &Value) -> McpClient {
+    std::fs::write(mode, "change-schema").unwrap();
+    let client = connect(gate);
+    let refused = result(call(&client, "put", args));
+    let said = refused["content"][0]["text"].as_str().unwrap();
+    assert!(said.contains("not the one pinned"), "{said}");
+    let pinned = pin(dir, "faults", "put", named_digest(said));
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    client
 }
 
 /// A `put` of `args` through `gate` (whose policy holds it at the Human Gate), then

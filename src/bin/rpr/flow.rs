@@ -259,6 +259,27 @@ pub(crate) fn grant<S: Gated + 'static>(
     Ok(Ok(p))
 }
 
+/// `rpr approve --binding DIGEST`: refused, before anything is recorded, unless the
+/// binding the approval would be of (`now`) is the one the approver was shown. `what`
+/// names what may have changed since.
+pub(crate) fn as_shown(
+    id: &str,
+    now: &str,
+    expected: Option<&str>,
+    what: &str,
+) -> Result<(), Failure> {
+    match expected {
+        Some(want) if want != now => Err(format!(
+            "nothing was recorded: pathway {id}'s call is bound to {now}, not to {}, the \
+             binding you were shown (`--binding`); {what} changed since. Look at it again \
+             (`rpr show --pathway {id}`) and approve what it is now",
+            rpr::shown::name(want)
+        )
+        .into()),
+        _ => Ok(()),
+    }
+}
+
 /// Whether the approved pathway `bound` may be sent to what it is bound to: a gate
 /// pathway's tool must match its pin (the gate's own rule for what it sends,
 /// [`rpr::gate::sender_pinned`]), and the Human Gate approvals that approved it must each

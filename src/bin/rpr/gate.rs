@@ -255,6 +255,7 @@ pub(crate) fn approve_only<S: Gated + 'static>(
     p: Pathway<S>,
     approver: &Actor,
     break_glass: Option<&str>,
+    expected: Option<&str>,
     hint: &crate::flow::Hint,
 ) -> Result<Exit, Failure> {
     let id = p.id().to_owned();
@@ -270,6 +271,8 @@ pub(crate) fn approve_only<S: Gated + 'static>(
     } else {
         say!("  no pin is recorded for this tool: the approval names no binding");
     }
+    let now = pinned.as_deref().unwrap_or("nothing (no pin is recorded)");
+    crate::flow::as_shown(&id, now, expected, "the tool's pin")?;
     if let Err(exit) = crate::flow::grant(rt, p, approver, break_glass, pinned.as_deref(), hint)? {
         return Ok(exit);
     }

@@ -193,6 +193,12 @@ pub(crate) struct ApproveArgs {
     /// break-glass, with REASON, whatever the quorum.
     #[arg(long = "break-glass", value_name = "REASON")]
     pub(crate) break_glass: Option<String>,
+    /// Approve only the call bound to DIGEST: the binding digest you were shown (the
+    /// tool's pinned digest for a call of `rpr gate`, as `rpr show` and the console show
+    /// it; the live binding for one of `rpr call`, as `rpr approve` prints it). Refused,
+    /// nothing recorded, when the call is bound to anything else now.
+    #[arg(long = "binding", value_name = "DIGEST")]
+    pub(crate) binding: Option<String>,
 }
 
 /// The arguments of `reconcile`.

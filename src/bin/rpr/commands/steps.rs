@@ -134,6 +134,7 @@ fn wrong_state(rt: &Runtime, stored: &StoredPathway, command: &str) -> Result<Ex
 /// `approve`: approves a pathway left at the gate, then carries the call out.
 pub(crate) fn approve(args: &ApproveArgs) -> Result<Exit, Failure> {
     let break_glass = args.break_glass.as_deref();
+    let binding = args.binding.as_deref();
     let args = &args.live;
     let (rt, stored, approver) = args.step.open()?;
     let hint = live_hint(&args.files, &args.step.db);
@@ -141,10 +142,11 @@ pub(crate) fn approve(args: &ApproveArgs) -> Result<Exit, Failure> {
         ($p:expr) => {{
             let p = restored(&args.restore, $p)?;
             if rpr::gate::is_gate_pathway(&p) {
-                return crate::gate::approve_only(&rt, p, &approver, break_glass, &hint);
+                return crate::gate::approve_only(&rt, p, &approver, break_glass, binding, &hint);
             }
             let live = live_for(&rt, &args.files, &p)?;
             let shown = flow::show_gate(&p, &live)?;
+            flow::as_shown(p.id(), &shown, binding, "the server")?;
             let executor = p.definition().authority.execution_actor.clone();
             let gate = match break_glass {
                 Some(reason) => Gate::BreakGlass(approver, reason.to_owned()),

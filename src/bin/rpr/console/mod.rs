@@ -430,6 +430,18 @@ impl Console {
                 // A pathway of `rpr call`, approved, is carried out by `rpr approve` itself,
                 // which needs the files that start its server again; a gate's ignores them.
                 if verb == "approve" {
+                    // The binding the page showed: the approval is of it, or refused.
+                    if let Some(digest) = form::value(&fields, "binding").filter(|d| !d.is_empty())
+                    {
+                        if !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                            return Err(Usage(
+                                "the form's binding is not a digest (hexadecimal)".into(),
+                            )
+                            .into());
+                        }
+                        both("--binding", "--binding");
+                        both(digest, digest);
+                    }
                     for (flag, file) in [("--policy", &self.policy), ("--config", &self.config)] {
                         if let Some(file) = file {
                             both(flag, flag);

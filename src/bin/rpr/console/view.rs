@@ -261,11 +261,20 @@ fn waiting_article(
         utc(d.created_at),
         d.state
     );
-    match store.pin(&server, &tool)? {
+    let pin = store.pin(&server, &tool)?;
+    // What an approval from this page is of: the digest shown here, posted with the form
+    // (`rpr approve --binding`), so a pin accepted after the page was drawn approves
+    // nothing. A pathway of `rpr call` is bound when its approval step runs.
+    let gate = &def["metadata"]["gate"];
+    let shown_binding = pin
+        .as_ref()
+        .filter(|_| gate["command"].is_array() || gate["in_process"].is_string())
+        .map(|pin| pin.digest.clone());
+    match pin {
         Some(pin) => {
             let _ = write!(
                 out,
-                "<p class=\"binding\">Bound to the pinned tool: binding digest <code>{}</code> ({} {}, pinned by {} at {}). An approval records the tool's pinned digest when it is given, and <code>rpr resume</code> sends only to that; the gate itself, at the client's repeat, checks the tool against its pin as it is then (docs/gate.md).</p>",
+                "<p class=\"binding\">Bound to the pinned tool: binding digest <code>{}</code> ({} {}, pinned by {} at {}). An approval here is of this digest, and is refused if the pin changed since this page was drawn; the gate and <code>rpr resume</code> send the call only to the tool as approved (docs/gate.md).</p>",
                 esc(&pin.digest),
                 esc(pin.binding["server_name"].as_str().unwrap_or("?")),
                 esc(pin.binding["server_version"].as_str().unwrap_or("?")),
@@ -354,11 +363,15 @@ fn waiting_article(
     // as it was looked at (`rpr approve --at-version`).
     let version = d.version.to_string();
     let fields = [("pathway", id.as_str()), ("version", version.as_str())];
+    let mut approve_fields = fields.to_vec();
+    if let Some(digest) = &shown_binding {
+        approve_fields.push(("binding", digest.as_str()));
+    }
     if may {
         out.push_str(&form(
             "approve",
             ctx.form_token,
-            &fields,
+            &approve_fields,
             "",
             ("approve", &format!("Approve as {}", ctx.approver)),
         ));
@@ -378,10 +391,13 @@ fn waiting_article(
     ));
     let _ = write!(
         out,
-        "<p class=\"meta\">The same at a terminal: <code>rpr approve --database {db} --pathway {id} --as {who} --at-version {version}</code> or <code>rpr deny --database {db} --pathway {id} --as {who} --at-version {version}</code>. A call of <code>rpr gate</code> is sent by the gate, once, when it is approved: while the client's call waits (<code>--approval-wait</code>), or when the client makes it again.</p></article>",
+        "<p class=\"meta\">The same at a terminal: <code>rpr approve --database {db} --pathway {id} --as {who} --at-version {version}{binding}</code> or <code>rpr deny --database {db} --pathway {id} --as {who} --at-version {version}</code>. A call of <code>rpr gate</code> is sent by the gate, once, when it is approved: while the client's call waits (<code>--approval-wait</code>), or when the client makes it again.</p></article>",
         db = esc(ctx.shown_database),
         id = esc(id),
-        who = esc(ctx.approver)
+        who = esc(ctx.approver),
+        binding = shown_binding
+            .map(|d| format!(" --binding {}", esc(&d)))
+            .unwrap_or_default()
     );
     Ok(())
 }
