@@ -154,6 +154,49 @@ fn a_quorum_of_two_takes_two_approvers_each_in_their_own_console() {
     assert_eq!(scene.effects().len(), 1);
 }
 
+/// The page never reloads under the cursor: once what it shows changed (here the waiting
+/// call was denied elsewhere), every button of its forms is off and a bar fixed at the top
+/// says so, the page otherwise as it was drawn; its Reload draws the page as it is now.
+#[test]
+fn a_page_whose_pathways_changed_turns_its_buttons_off_until_it_is_reloaded() {
+    let scene = Scene::new(&json!({}), &[]);
+    let call = scene.put_in_background(json!({"key": "s", "value": "1"}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let driver = Driver::start();
+    open(&driver, &console.url);
+    let shown = driver.wait_for(&article(&id), WAIT);
+    assert!(shown.find("form.approve button").is_enabled());
+
+    let db = scene.db.display().to_string();
+    let denied = std::process::Command::new(crate::scene::RPR)
+        .args(["deny", "--database", &db, "--pathway", &id, "--as", "host"])
+        .output()
+        .unwrap();
+    assert_eq!(denied.status.code(), Some(4), "denied: {denied:?}");
+    let answer = call.join().unwrap();
+    assert_eq!(answer["isError"], true, "{answer}");
+
+    driver.wait_text("div#stale", "changed since it was drawn", WAIT);
+    let buttons = driver.find_all("form button");
+    assert!(!buttons.is_empty());
+    assert!(
+        buttons.iter().all(|b| !b.is_enabled()),
+        "every button of the page's forms is off"
+    );
+    assert!(
+        driver
+            .find(&article(&id))
+            .text()
+            .contains("Approve as host"),
+        "the page was not redrawn under the cursor"
+    );
+    driver.find("div#stale button").click();
+    driver.wait_text("section#waiting", "No pathway waits", WAIT);
+    assert!(driver.find_all("div#stale").is_empty());
+    assert!(scene.effects().is_empty());
+}
+
 #[test]
 fn an_expired_approval_is_shown_expired_and_does_not_count() {
     let scene = Scene::new(

@@ -42,27 +42,43 @@ button.approve{background:#0a6b0a;color:#fff;border:0;border-radius:4px}
 button.deny{background:#b00000;color:#fff;border:0;border-radius:4px}
 .side{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
 li.action{margin:.4rem 0}
+#stale{position:fixed;top:0;left:0;right:0;background:#fff3cd;border-bottom:2px solid #b36b00;padding:.6rem 1.5rem;font-weight:600}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}
 ";
 
-/// Reloads the page when what it shows changed (the stamp `state` answers: a URL relative to
-/// the console's own path, as every link and form of its pages), unless the
-/// operator is typing in a field.
+/// Watches whether what the page shows changed (the stamp `state` answers: a URL relative
+/// to the console's own path, as every link and form of its pages). It never reloads the
+/// page by itself: a page that changed under the cursor would take a click meant for one
+/// pathway on another's button. Once the stamp moved, every button of its forms is turned
+/// off and a bar fixed at the top (it shifts nothing) says so, with a button that reloads.
 const SCRIPT: &str = "
 (function(){
   var stamp = document.body.dataset.stamp;
-  setInterval(function(){
-    var a = document.activeElement;
-    if (a && (a.tagName === 'INPUT' || a.tagName === 'TEXTAREA' || a.tagName === 'SELECT') && a.value) return;
+  var timer = setInterval(function(){
     fetch('state', {credentials: 'same-origin', cache: 'no-store'})
       .then(function(r){ return r.ok ? r.json() : null; })
-      .then(function(s){ if (s && s.stamp !== stamp) { location.reload(); } })
+      .then(function(s){
+        if (!s || s.stamp === stamp || document.getElementById('stale')) return;
+        clearInterval(timer);
+        var buttons = document.querySelectorAll('form button');
+        for (var i = 0; i < buttons.length; i++) { buttons[i].disabled = true; }
+        var bar = document.createElement('div');
+        bar.id = 'stale';
+        bar.setAttribute('role', 'alert');
+        bar.textContent = 'What this page shows has changed since it was drawn: its buttons are off until you reload it. ';
+        var again = document.createElement('button');
+        again.type = 'button';
+        again.textContent = 'Reload';
+        again.addEventListener('click', function(){ location.reload(); });
+        bar.appendChild(again);
+        document.body.appendChild(bar);
+      })
       .catch(function(){});
   }, 1500);
 })();
 ";
 
-/// A whole page: `title`, the `body` HTML, and the `stamp` the page reloads on.
+/// A whole page: `title`, the `body` HTML, and the `stamp` the page watches for a change.
 pub(crate) fn layout(title: &str, nonce: &str, stamp: Option<&str>, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + 4096);
     let _ = write!(
