@@ -101,6 +101,10 @@ fn show_of_a_pathway_at_the_human_gate_shows_the_arguments_escaped_and_who_appro
     assert!(out.contains("attempts: none (nothing was sent)"), "{out}");
     assert!(out.contains("approvals: none"), "{out}");
     assert!(
+        out.contains("binding: made when the call is sent"),
+        "a call of `rpr call` has no pin: {out}"
+    );
+    assert!(
         out.contains("next: approve_or_deny by approval_authority (alice)"),
         "{out}"
     );

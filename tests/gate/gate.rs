@@ -1104,6 +1104,14 @@ fn an_approval_of_a_gate_pathway_is_refused_for_a_pin_it_was_not_shown() {
     assert_ne!(now, shown);
 
     let db = dir.join("rpr.db").display().to_string();
+    // `rpr show` shows the binding an approval is of, and the command that names it.
+    let show = || text(&rpr(&["show", "--database", &db, &id]));
+    let said = show();
+    assert!(
+        said.contains(&format!("binding: the tool as pinned, digest {now}"))
+            && said.contains(&format!("--binding {now}")),
+        "{said}"
+    );
     let approve = |digest: &str| {
         rpr(&[
             "approve",
@@ -1128,6 +1136,7 @@ fn an_approval_of_a_gate_pathway_is_refused_for_a_pin_it_was_not_shown() {
     assert_eq!(state(&dir, &id), State::HumanGate);
     let out = approve(&now);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(show().contains(&format!("of binding {now}")), "{}", show());
     assert_eq!(approval_bindings(&dir, &id), [Some(now)]);
 }
 

@@ -168,13 +168,33 @@ pub(crate) fn show(args: &ShowArgs, as_json: bool) -> Result<Exit, Failure> {
     let whole = store
         .pathway(&detail.pathway_id)?
         .map_or_else(|| detail.definition.clone(), |r| r.definition);
-    print_detail(&detail, &whole, &events, chain_verified, args.db.location());
+    // What an approval of a gate's call is of: its tool as pinned now.
+    let gate = &whole["metadata"]["gate"];
+    let pin = match (
+        gate["command"].is_array() || gate["in_process"].is_string(),
+        whole["metadata"]["server"].as_str(),
+        whole["request"]["action"].as_str(),
+    ) {
+        (true, Some(server), Some(tool)) => Some(store.pin(server, tool)?),
+        _ => None,
+    };
+    print_detail(
+        &detail,
+        &whole,
+        pin.as_ref(),
+        &events,
+        chain_verified,
+        args.db.location(),
+    );
     Ok(Exit::Done)
 }
 
+/// `pin`: for a gate's call, its tool's pin (`None` inside: none recorded); `None` for a
+/// call of `rpr call`.
 fn print_detail(
     d: &PathwayDetail,
     def: &Value,
+    pin: Option<&Option<rpr::store::PinRecord>>,
     events: &[EventView],
     chain_verified: bool,
     database: &str,
@@ -204,6 +224,33 @@ fn print_detail(
         outln!("  {line}");
     }
     outln!("request digest: {}", d.request_digest);
+    match pin {
+        Some(Some(p)) => {
+            outln!(
+                "binding: the tool as pinned, digest {} ({} {}, pinned by {} at {}): what an \
+                 approval is of",
+                p.digest,
+                p.binding["server_name"]
+                    .as_str()
+                    .map_or("?".into(), shown::name),
+                p.binding["server_version"]
+                    .as_str()
+                    .map_or("?".into(), shown::name),
+                shown::name(&p.pinned_by),
+                utc(p.pinned_at)
+            );
+            if p.seen.is_some() {
+                outln!(
+                    "  the server's tool CHANGED since it was pinned: the call is refused until \
+                     the change is reviewed (`rpr pin --review`)"
+                );
+            }
+        }
+        Some(None) => outln!("binding: no pin is recorded for this tool"),
+        None => outln!(
+            "binding: made when the call is sent (`rpr approve` prints it at the Human Gate)"
+        ),
+    }
     if let Some(authority) = def.get("authority").and_then(Value::as_object) {
         let roles: Vec<String> = authority
             .iter()
@@ -257,8 +304,12 @@ fn print_detail(
         outln!("approvals:");
         for e in approvals {
             let v = &e.event;
+            let of = v["data"]["binding_digest"]
+                .as_str()
+                .map(|b| format!(", of binding {}", shown::name(b)))
+                .unwrap_or_default();
             outln!(
-                "  {} by {} at {} ({})",
+                "  {} by {} at {} ({}{of})",
                 v["data"]["approval"].as_str().unwrap_or("?"),
                 v["actor"].as_str().map_or("?".into(), shown::name),
                 v["at"].as_i64().map_or("?".into(), utc),
@@ -286,12 +337,22 @@ fn print_detail(
     if matches!(d.state, State::HumanGate | State::AwaitingApproval) {
         let approver = d.next.actors.first().map_or("NAME", String::as_str);
         let database = rpr::store::shown_location(std::path::Path::new(database));
-        outln!(
-            "  to approve: rpr approve --database {database} --pathway {} --as {} \
-             (a pathway of `rpr call`: with its --config and --policy, to carry the call out)",
-            d.pathway_id,
-            shown::name(approver)
-        );
+        match pin {
+            Some(Some(p)) => outln!(
+                "  to approve: rpr approve --database {database} --pathway {} --as {} \
+                 --at-version {} --binding {}",
+                d.pathway_id,
+                shown::name(approver),
+                d.version,
+                p.digest
+            ),
+            _ => outln!(
+                "  to approve: rpr approve --database {database} --pathway {} --as {} \
+                 (a pathway of `rpr call`: with its --config and --policy, to carry the call out)",
+                d.pathway_id,
+                shown::name(approver)
+            ),
+        }
         outln!(
             "  to deny: rpr deny --database {database} --pathway {} --as {}",
             d.pathway_id,
