@@ -17,9 +17,9 @@ pub mod store;
 pub use pathway::stage;
 pub use pathway::token;
 pub use pathway::{
-    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, ApprovalRule, Authority, BoundRead,
-    Confirmed, Decision, Definition, NotSent, Outcome, Pathway, PathwayError, ReadUnrecorded,
-    Refused, Role, StoredPathway, TRANSITIONS, Unrecorded,
+    ALLOW_ALL, Act, ActionClass, Actor, Admission, Admit, AnotherBinding, ApprovalRule, Authority,
+    BoundRead, Confirmed, Decision, Definition, NotSent, Outcome, Pathway, PathwayError,
+    ReadUnrecorded, Refused, Role, StoredPathway, TRANSITIONS, Unrecorded,
 };
 pub use runtime::{
     ApprovedBinding, Clock, DEFAULT_BUSY_TIMEOUT, Decided, IdSource, Proposal, RandomIds, Reader,

@@ -104,6 +104,22 @@ impl<F: Fn(&Definition) -> Decision + ?Sized> Admit for F {}
 /// The rule that admits every proposal ([`Decision::Allow`]).
 pub const ALLOW_ALL: &dyn Admit = &|_| Decision::Allow;
 
+/// What [`PathwayError::ApprovedAnotherBinding`] names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnotherBinding {
+    /// The pathway.
+    pub pathway: String,
+    /// The approval.
+    pub approval: String,
+    /// Who granted it.
+    pub approver: Actor,
+    /// The digest of the binding the approval recorded.
+    pub approved: String,
+    /// The digest of the binding the dispatch would use.
+    pub bound: String,
+}
+
 /// What can refuse a pathway step.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -180,6 +196,17 @@ pub enum PathwayError {
         /// When it expired (ms since the Unix epoch).
         expired_at: i64,
     },
+    /// An approval the pathway's last approval step used was given for another binding
+    /// than the one it is bound to now ([`Runtime::grant_approval_of_binding`] recorded
+    /// which): nobody approved sending it where it would go. Nothing was written or sent;
+    /// to ask again, hold the pathway and escalate it to the Human Gate.
+    ///
+    /// [`Runtime::grant_approval_of_binding`]: crate::Runtime::grant_approval_of_binding
+    #[error(
+        "approval {} of pathway {} by {} was of binding {}, and the call is bound to {} now: nobody approved sending it there; nothing was sent. Ask again: hold it and escalate it to the Human Gate",
+        .0.approval, .0.pathway, .0.approver, .0.approved, .0.bound
+    )]
+    ApprovedAnotherBinding(Box<AnotherBinding>),
     /// The proposer tried to approve their own request, which the approval rule does not
     /// allow. Nothing was written.
     #[error(

@@ -12,6 +12,7 @@ use rpr::{
     Admission, ApprovalRule, Clock, Decision, Outcome, Pathway, PathwayError, Proposal, Runtime,
     SequentialIds, State,
 };
+use serde_json::json;
 
 use crate::common::{Scripted, TempDir, actor, db_dump, definition};
 
@@ -193,6 +194,60 @@ fn approved_bindings_name_what_each_approval_the_last_approve_used_was_shown() {
         .unwrap();
     gated.approve(&env.rt, quorum).unwrap();
     assert_eq!(used(), [("oncall".into(), Some("digest-b".into()))]);
+}
+
+/// The library holds a send to what its approvers were shown, whoever dispatches: an
+/// approval that recorded a binding holds only for that binding, its class aside (the
+/// server's annotation or the policy's stricter word); one that recorded none is its
+/// host's word.
+#[test]
+fn an_approval_of_another_binding_is_not_sent_on_whatever_its_class() {
+    let env = Env::new("quorum-of-binding");
+    // What `Scripted` binds (read-only), and the same target with the other class.
+    let scripted = || rpr::executor::Binding::new("scripted", json!({"executor": "scripted"}));
+    let read_only = scripted().unwrap().read_only().digest;
+    let mutating = scripted()
+        .unwrap()
+        .with_class(rpr::ActionClass::Mutating)
+        .digest;
+    assert_ne!(read_only, mutating);
+
+    let p = env.gated("other", "proposer", two_of_three());
+    env.rt
+        .grant_approval_of_binding(&p, &actor("alice"), "another-server")
+        .unwrap();
+    let bob = env.rt.grant_approval(&p, &actor("bob")).unwrap();
+    let approved = p.approve(&env.rt, bob.quorum(&env.rt).unwrap()).unwrap();
+    let mut executor = Scripted::ok();
+    let bound = approved.bind(&mut executor).unwrap();
+    let before = db_dump(&env.dir.db());
+    let Outcome::NotSent(n) = bound.dispatch(&env.rt, &actor("execution_actor"), &mut executor)
+    else {
+        panic!("sent on an approval of another binding")
+    };
+    assert!(
+        matches!(n.error(), PathwayError::ApprovedAnotherBinding(b)
+            if b.approver.as_str() == "alice" && b.approved == "another-server" && b.bound == read_only),
+        "{:?}",
+        n.error()
+    );
+    assert_eq!(executor.executed, 0, "nothing sent");
+    assert_eq!(db_dump(&env.dir.db()), before, "nothing written");
+
+    // Approved as the target is, one approver shown it with the other class: sent.
+    let p = env.gated("same", "proposer", two_of_three());
+    env.rt
+        .grant_approval_of_binding(&p, &actor("alice"), &mutating)
+        .unwrap();
+    let bob = env
+        .rt
+        .grant_approval_of_binding(&p, &actor("bob"), &read_only)
+        .unwrap();
+    let approved = p.approve(&env.rt, bob.quorum(&env.rt).unwrap()).unwrap();
+    let bound = approved.bind(&mut executor).unwrap();
+    let out = bound.dispatch(&env.rt, &actor("execution_actor"), &mut executor);
+    assert!(!matches!(out, Outcome::NotSent(_)), "{out:?}");
+    assert_eq!(executor.executed, 1);
 }
 
 #[test]

@@ -183,7 +183,9 @@ impl Pathway<Bound> {
         {
             return Err(not_sent(self, error));
         }
-        if let Err(error) = approval_holds(rt, &self.core, from) {
+        if let Err(error) = approval_holds(rt, &self.core, from)
+            .and_then(|()| approval_is_of(rt, &self.core, from, &self.stage.binding))
+        {
             return Err(not_sent(self, error));
         }
         let request = self.core.definition.request.clone();
@@ -321,6 +323,49 @@ fn approval_holds(rt: &Runtime, core: &Core, from: State) -> Result<(), PathwayE
             })
         }
         _ => Ok(()),
+    }
+}
+
+/// Refuses to send an approved pathway (or one repaired after it was sent on approvals:
+/// a repair approves nothing) when an approval its last approval step used recorded a
+/// binding ([`Runtime::grant_approval_of_binding`]) other than `bound`: what its approver
+/// was shown is not where the call would go. Compared without the binding's class, which
+/// is a word about the tool (the server's annotation, or the policy's stricter one), not
+/// part of the tool: an approval of the tool as its server describes it holds for the call
+/// bound with the policy's class. An approval that recorded no binding proves nothing
+/// either way; the library leaves it to its host (`rpr` refuses it). A pathway not stored
+/// yet has no approval; nothing is read for it.
+fn approval_is_of(
+    rt: &Runtime,
+    core: &Core,
+    from: State,
+    bound: &crate::executor::Binding,
+) -> Result<(), PathwayError> {
+    if !matches!(from, State::Approved | State::ReadyToResume) || core.pending.is_some() {
+        return Ok(());
+    }
+    let approvals = rt.approved_bindings(&core.id)?;
+    let recorded = || {
+        approvals
+            .iter()
+            .filter_map(|a| Some((a, a.binding_digest.as_ref()?)))
+    };
+    if recorded().all(|(_, d)| *d == bound.digest) {
+        return Ok(());
+    }
+    let either_class =
+        [ActionClass::ReadOnly, ActionClass::Mutating].map(|c| bound.clone().with_class(c).digest);
+    match recorded().find(|(_, d)| **d != bound.digest && !either_class.contains(d)) {
+        None => Ok(()),
+        Some((a, d)) => Err(PathwayError::ApprovedAnotherBinding(Box::new(
+            crate::pathway::AnotherBinding {
+                pathway: core.id.clone(),
+                approval: a.approval.clone(),
+                approver: a.approver.clone(),
+                approved: d.clone(),
+                bound: bound.digest.clone(),
+            },
+        ))),
     }
 }
 
