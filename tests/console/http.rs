@@ -506,6 +506,42 @@ fn an_approval_from_the_page_is_of_the_binding_it_showed() {
     assert_eq!(scene.effects().len(), 1);
 }
 
+/// "Verified" is not kept for the ledger's head alone: a chain-covered row changed behind
+/// the ledger's back (no new event, so the head did not move) shows as NOT VERIFIED once
+/// `--verify-every` passed.
+#[test]
+fn a_row_changed_without_a_new_event_is_shown_not_verified() {
+    let scene = Scene::new(&json!({}), &[]);
+    let client = scene.client();
+    let read = client
+        .call_tool("get", &json!({"key": "k"}), Duration::from_secs(30))
+        .unwrap();
+    client.shutdown();
+    let id = match read {
+        rpr::mcp::Reply::Result(r) => r["_meta"]["dev.rpr/pathway"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        other => panic!("{other:?}"),
+    };
+    let console = Console::start_with(&scene.db, "host", None, &[], &["--verify-every", "1"]);
+    let cookie = sign_in(&console);
+    let page = || http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "").2;
+    assert!(page().contains("id=\"verified\">Verified"), "{}", page());
+
+    let db = rusqlite::Connection::open(&scene.db).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE pathways SET proposer = 'mallory' WHERE id = ?1",
+            [&id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    std::thread::sleep(Duration::from_millis(1200));
+    let now = page();
+    assert!(now.contains("NOT VERIFIED"), "{now}");
+}
+
 /// A request larger than a detail page's budget (`rpr::inspect::PAGE_BUDGET_BYTES`, which
 /// cuts a large value to a marker) is shown whole where it is approved: what is approved
 /// is what was shown.

@@ -187,11 +187,24 @@ pub(crate) struct Console {
 impl Console {
     /// `rpr FLAGS… console` (`flags`: the global ones, such as `--signing-key`).
     pub(crate) fn start(db: &Path, approver: &str, policy: Option<&Path>, flags: &[&str]) -> Self {
+        Self::start_with(db, approver, policy, flags, &[])
+    }
+
+    /// [`Console::start`] with `console_flags` after `console` (its own, such as
+    /// `--verify-every`).
+    pub(crate) fn start_with(
+        db: &Path,
+        approver: &str,
+        policy: Option<&Path>,
+        flags: &[&str],
+        console_flags: &[&str],
+    ) -> Self {
         let mut cmd = Command::new(RPR);
         cmd.args(flags)
             .args(["console", "--database"])
             .arg(db)
-            .args(["--as", approver]);
+            .args(["--as", approver])
+            .args(console_flags);
         if let Some(p) = policy {
             cmd.arg("--policy").arg(p);
         }

@@ -46,6 +46,11 @@ pub(crate) struct ConsoleArgs {
     /// Where to listen: a loopback address and port (port 0: any free one).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     listen: String,
+    /// How often the ledger is verified again though its head did not move, in seconds: a
+    /// row changed behind the ledger's back (no new event) shows within that time.
+    #[arg(long = "verify-every", value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    verify_every: u64,
 }
 
 /// Threads answering requests (a readback may take a while; the others go on meanwhile).
@@ -64,9 +69,10 @@ struct Console {
     signing: Vec<String>,
     guard: Guard,
     log: act::Log,
-    /// The ledger's verification and the head it was made at: verified again only when the
-    /// head moved.
-    ledger: Mutex<Option<view::LedgerView>>,
+    /// The ledger's verification, the head it was made at and when: verified again when
+    /// the head moved or `verify_every` passed.
+    ledger: Mutex<Option<(view::LedgerView, std::time::Instant)>>,
+    verify_every: std::time::Duration,
 }
 
 /// `console`: serves until interrupted.
@@ -103,6 +109,7 @@ pub(crate) fn run(args: &ConsoleArgs, signing: &crate::log::SigningArgs) -> Resu
         guard: Guard::new(bound)?,
         log: act::Log::default(),
         ledger: Mutex::new(None),
+        verify_every: std::time::Duration::from_secs(args.verify_every),
     });
     outln!("rpr console: {}", console.guard.url());
     errln!(
@@ -183,17 +190,20 @@ impl Console {
         )?)
     }
 
-    /// The ledger's verification, made again only when its head moved.
+    /// The ledger's verification, made again when its head moved, and at least every
+    /// `verify_every`: the head alone does not show a row changed without a new event,
+    /// which a "Verified" kept by the head would hide for good.
     fn ledger(&self, store: &rpr::store::ReadStore) -> Result<view::LedgerView, Failure> {
         let head = store.ledger_head()?;
         let mut kept = self.ledger.lock();
-        if let Some(v) = kept.as_ref()
+        if let Some((v, at)) = kept.as_ref()
             && v.head == head
+            && at.elapsed() < self.verify_every
         {
             return Ok(v.clone());
         }
         let v = view::verify(store)?;
-        *kept = Some(v.clone());
+        *kept = Some((v.clone(), std::time::Instant::now()));
         Ok(v)
     }
 

@@ -122,7 +122,7 @@ fn ledger_section(out: &mut String, ledger: &LedgerView) {
     if ledger.problems.is_empty() {
         let _ = write!(
             out,
-            "<p class=\"ok\" id=\"verified\">Verified: {} events, each hash chained to the one before and every stored state explained by them.</p><p class=\"meta\">Head: {head}.</p>",
+            "<p class=\"ok\" id=\"verified\">Verified: {} events, each hash chained to the one before and every stored state explained by them.</p><p class=\"meta\">Head: {head}. Verified again when the ledger moves, and every <code>--verify-every</code> seconds.</p>",
             ledger.events
         );
     } else {
