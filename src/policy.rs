@@ -477,6 +477,12 @@ fn check_mapping(
     Ok(())
 }
 
+/// How many bytes of a readback's error text [`ReadbackRule`]'s search for echoes may scan
+/// in all (the text once for each distinct string the call and its readback carried): a
+/// call with a hundred thousand strings and a server's error of megabytes would otherwise
+/// cost their product. Past it, the error proves nothing.
+const ECHO_SCAN_BUDGET: usize = 64 << 20;
+
 impl ReadbackRule {
     /// The verdict on a readback result: every expectation met → applied; every expected
     /// member present and `null`, or a tool error containing `absent_if_error_contains`
@@ -534,11 +540,19 @@ impl ReadbackRule {
         let mut echoes = Vec::new();
         strings_in(&request.arguments, &mut echoes);
         strings_in(&asked, &mut echoes);
-        let mut covered = vec![false; text.len()];
         // A carried string strictly inside the needle (`E` of `ENOENT`) is no echo of it;
         // one as long as the needle or longer that holds it is.
         let inside = |e: &str| e.len() < needle.len() && needle.contains(e);
-        for echo in echoes.iter().filter(|e| !e.is_empty() && !inside(e)) {
+        echoes.retain(|e| !e.is_empty() && !inside(e));
+        echoes.sort_unstable();
+        echoes.dedup();
+        // Each carried string is looked for in the whole text: past the budget, the error
+        // is not read at all, so it proves nothing (inconclusive), never "not applied".
+        if echoes.len().saturating_mul(text.len()) > ECHO_SCAN_BUDGET {
+            return false;
+        }
+        let mut covered = vec![false; text.len()];
+        for echo in &echoes {
             for (at, _) in text.match_indices(echo.as_str()) {
                 covered[at..at + echo.len()].fill(true);
             }
@@ -706,6 +720,27 @@ mod tests {
             rule.judge(&request, &resource),
             ReadbackVerdict::Inconclusive
         );
+    }
+
+    /// The search for echoes has a budget: a call carrying more strings than the error's
+    /// text can be searched for within it leaves the error unread, inconclusive, never
+    /// "not applied" (which would open the way to a second send).
+    #[test]
+    fn an_error_too_costly_to_search_for_echoes_is_inconclusive() {
+        let rule: ReadbackRule = serde_json::from_value(json!({
+            "tool": "get", "arguments": {"key": "$key"},
+            "expect": {"/structuredContent/value": "$value"},
+            "absent_if_error_contains": "ENOENT"
+        }))
+        .unwrap();
+        let text = format!("ENOENT: no such key {}", "x".repeat(1000));
+        let error = json!({"content": [{"type": "text", "text": text}], "isError": true});
+        let few = Request::new("put", json!({"key": "k", "value": "v"}));
+        assert_eq!(rule.judge(&few, &error), ReadbackVerdict::NotApplied);
+        let strings = ECHO_SCAN_BUDGET / text.len() + 1;
+        let many: Vec<String> = (0..strings).map(|i| format!("s{i}")).collect();
+        let costly = Request::new("put", json!({"key": "k", "value": many}));
+        assert_eq!(rule.judge(&costly, &error), ReadbackVerdict::Inconclusive);
     }
 
     #[test]
