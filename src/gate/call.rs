@@ -633,7 +633,35 @@ impl Gate {
                 );
             }
         };
+        // The pin this call was checked against may have moved while it waited (for a form,
+        // an approval out of band, an identical call's turn): then what it would compare
+        // with is stale. Nothing is sent or changed; the repeat checks the tool afresh.
         let now = &checked.pinned;
+        match self
+            .rt
+            .reader()
+            .pin_digest(&checked.live.server, &checked.live.tool.name)
+        {
+            Ok(Some(pinned)) if pinned == *now => {}
+            Ok(moved) => {
+                self.upstream.forget_tools();
+                return tool_error(
+                    format!(
+                        "pathway {id}: the tool's pin moved while this call waited (checked as \
+                         {now}, pinned as {} now); nothing was sent, and it stays approved. \
+                         Make the same call again: the gate checks the tool as it is now",
+                        moved.as_deref().unwrap_or("nothing")
+                    ),
+                    Some((&id, State::Approved)),
+                );
+            }
+            Err(e) => {
+                return tool_error(
+                    format!("pathway {id}: the tool's pin cannot be read ({e}); nothing was sent"),
+                    Some((&id, State::Approved)),
+                );
+            }
+        }
         let stale = approvals
             .iter()
             .find(|a| a.binding_digest.as_deref() != Some(now.as_str()));
@@ -695,11 +723,10 @@ impl Gate {
             Admission::AwaitingApproval(p) => tool_error(
                 format!(
                     "held for approval by the policy: pathway {} waits for the approval authority ({}); nothing was sent. \
-                     Approve it with: rpr approve --database {} --pathway {} --as NAME, then make the same call again",
+                     Approve it with: {}, then make the same call again",
                     p.id(),
                     p.definition().authority.approval_authority,
-                    self.database,
-                    p.id()
+                    self.approve_command(p.id(), Some(p.core.version), checked),
                 ),
                 Some((p.id(), State::AwaitingApproval)),
             ),

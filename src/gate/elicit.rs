@@ -31,9 +31,10 @@ impl Gate {
     ) -> Answer {
         let id = p.id().to_owned();
         let approve_hint = format!(
-            "Approve it with: rpr approve --database {} --pathway {id} --as NAME, then make the same call again \
+            "Approve it with: {}, then make the same call again \
              (it is sent once, then); or deny it with: rpr deny --database {} --pathway {id} --as NAME",
-            self.database, self.database
+            self.approve_command(&id, Some(p.core.version), checked),
+            self.database
         );
         let can_ask = if asked.era.is_modern() {
             asked.era.elicits_forms()
@@ -89,6 +90,8 @@ impl Gate {
                 "required": ["approve"]
             }
         });
+        // The form again, should an answer come back for a binding not pinned now.
+        let params_again = params.clone();
         // `shown_binding`: the binding the form showed, which an approval given in it is of (an
         // answer to an earlier form showed the binding pinned when that form was issued).
         let (reply, shown_binding) = if asked.era.is_modern() {
@@ -128,6 +131,26 @@ impl Gate {
         };
         let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
         match action.as_str() {
+            // An answer to a form that showed another binding than the tool is pinned as
+            // now (a 2026-07-28 retry that came back after a new pin): it approves nothing,
+            // and the person is shown the tool as it is now.
+            "accept" if said_yes && shown_binding != checked.pinned => {
+                note!(
+                    Info,
+                    "rpr gate: pathway {id}: the form was answered for binding {shown_binding}, \
+                     pinned as {} now; asked again",
+                    checked.pinned
+                );
+                let mut params = params_again;
+                params["mode"] = json!("form");
+                Ok(self.input_required(
+                    &id,
+                    p.core.version,
+                    &checked.pinned,
+                    p.request_digest(),
+                    params,
+                ))
+            }
             "accept" if said_yes => {
                 match self
                     .rt
@@ -273,9 +296,9 @@ impl Gate {
         let deadline = start + self.approval_wait;
         note!(
             Info,
-            "rpr gate: pathway {id} waits up to {} s for an approval out of band (rpr approve --database {} --pathway {id} --as NAME)",
+            "rpr gate: pathway {id} waits up to {} s for an approval out of band ({})",
             self.approval_wait.as_secs(),
-            self.database
+            self.approve_command(id, None, checked)
         );
         let mut told: Option<std::time::Instant> = None;
         loop {
@@ -298,7 +321,7 @@ impl Gate {
             }
             if told.is_none_or(|t| now.duration_since(t) >= WAIT_PROGRESS) {
                 told = Some(now);
-                self.waiting_progress(id, asked, now.duration_since(start));
+                self.waiting_progress(id, asked, checked, now.duration_since(start));
             }
             std::thread::sleep(WAIT_POLL.min(deadline - now));
         }
@@ -323,7 +346,7 @@ impl Gate {
 
     /// `notifications/progress` for a call that waits for an approval, when it asked for
     /// progress.
-    fn waiting_progress(&self, id: &str, asked: &Asked, waited: Duration) {
+    fn waiting_progress(&self, id: &str, asked: &Asked, checked: &Checked, waited: Duration) {
         let Some(token) = asked.progress.as_ref().and_then(|p| p.get("progressToken")) else {
             return;
         };
@@ -335,11 +358,29 @@ impl Gate {
                 "progress": waited.as_secs(),
                 "total": self.approval_wait.as_secs(),
                 "message": format!(
-                    "waiting for an approval of pathway {id} (rpr approve --database {} --pathway {id} --as NAME)",
-                    self.database
+                    "waiting for an approval of pathway {id} ({})",
+                    self.approve_command(id, None, checked)
                 ),
             }
         }));
+    }
+
+    /// The command that approves pathway `id` as the person was shown it: at `version` (the
+    /// pathway's when the call was answered, if known) and of the binding this call was
+    /// checked against (`--binding`: refused, nothing recorded, once the pin moved).
+    pub(crate) fn approve_command(
+        &self,
+        id: &str,
+        version: Option<i64>,
+        checked: &Checked,
+    ) -> String {
+        let at = version
+            .map(|v| format!(" --at-version {v}"))
+            .unwrap_or_default();
+        format!(
+            "rpr approve --database {} --pathway {id} --as NAME{at} --binding {}",
+            self.database, checked.pinned
+        )
     }
 
     /// What a waiting call's answer says of its wait: nothing without one.

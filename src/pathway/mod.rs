@@ -118,6 +118,19 @@ pub struct AnotherBinding {
     pub approved: String,
     /// The digest of the binding the dispatch would use.
     pub bound: String,
+    /// The state the dispatch was from (`approved` or `ready_to_resume`).
+    pub from: crate::state::State,
+}
+
+impl AnotherBinding {
+    /// What can be done, by the state the dispatch was from.
+    fn what_now(&self) -> &'static str {
+        if self.from == crate::state::State::ReadyToResume {
+            "A repaired pathway has no way back to the Human Gate: send it to what it was approved for, or abort it and make the call again"
+        } else {
+            "Ask again: hold it and escalate it to the Human Gate"
+        }
+    }
 }
 
 /// What can refuse a pathway step.
@@ -198,13 +211,15 @@ pub enum PathwayError {
     },
     /// An approval the pathway's last approval step used was given for another binding
     /// than the one it is bound to now ([`Runtime::grant_approval_of_binding`] recorded
-    /// which): nobody approved sending it where it would go. Nothing was written or sent;
-    /// to ask again, hold the pathway and escalate it to the Human Gate.
+    /// which): nobody approved sending it where it would go. Nothing was written or sent.
+    /// An approved pathway can be asked again (hold it, escalate it to the Human Gate); a
+    /// repaired one has no way back to the Human Gate: it is sent to what it was approved
+    /// for, or aborted and its call made again.
     ///
     /// [`Runtime::grant_approval_of_binding`]: crate::Runtime::grant_approval_of_binding
     #[error(
-        "approval {} of pathway {} by {} was of binding {}, and the call is bound to {} now: nobody approved sending it there; nothing was sent. Ask again: hold it and escalate it to the Human Gate",
-        .0.approval, .0.pathway, .0.approver, .0.approved, .0.bound
+        "approval {} of pathway {} by {} was of binding {}, and the call is bound to {} now: nobody approved sending it there; nothing was sent. {}",
+        .0.approval, .0.pathway, .0.approver, .0.approved, .0.bound, .0.what_now()
     )]
     ApprovedAnotherBinding(Box<AnotherBinding>),
     /// The proposer tried to approve their own request, which the approval rule does not

@@ -172,7 +172,10 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
     let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     let form_token = hidden(&page, "form_token");
     let version = hidden(&page, "version");
-    let form = |token: &str| format!("form_token={token}&pathway={id}&version={version}");
+    let binding = hidden(&page, "binding");
+    let form = |token: &str| {
+        format!("form_token={token}&pathway={id}&version={version}&binding={binding}")
+    };
     let posted = |headers: &[(&str, &str)], body: &str| {
         let mut all = vec![
             ("Cookie", cookie.as_str()),
@@ -195,11 +198,19 @@ fn a_form_from_another_site_or_without_the_pages_form_token_changes_nothing() {
         posted(&[("Origin", &origin)], &format!("pathway={id}")),
         400
     );
-    // The page's form without the version it showed: refused, like one without its token.
+    // The page's form without the version or the binding it showed: refused, like one
+    // without its token.
     assert_eq!(
         posted(
             &[("Origin", &origin)],
-            &format!("form_token={form_token}&pathway={id}")
+            &format!("form_token={form_token}&pathway={id}&binding={binding}")
+        ),
+        400
+    );
+    assert_eq!(
+        posted(
+            &[("Origin", &origin)],
+            &format!("form_token={form_token}&pathway={id}&version={version}")
         ),
         400
     );
@@ -330,9 +341,10 @@ fn the_consoles_commands_sign_the_log_with_the_key_it_was_given() {
         let cookie = sign_in(console);
         let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
         let body = format!(
-            "form_token={}&pathway={id}&version={}",
+            "form_token={}&pathway={id}&version={}&binding={}",
             hidden(&page, "form_token"),
-            hidden(&page, "version")
+            hidden(&page, "version"),
+            hidden(&page, "binding")
         );
         let headers = [
             ("Cookie", cookie.as_str()),
@@ -389,6 +401,7 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
     let cookie = sign_in(&console);
     let (_, _, page) = http(&console.base(), "GET", "/", &[("Cookie", &cookie)], "");
     let (form_token, shown) = (hidden(&page, "form_token"), hidden(&page, "version"));
+    let binding = hidden(&page, "binding");
     let answer = call.join().unwrap();
     assert_eq!(
         answer["isError"], true,
@@ -415,7 +428,8 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
     assert_eq!(scene.state(&id), State::HumanGate);
 
     let post = |version: &str| {
-        let body = format!("form_token={form_token}&pathway={id}&version={version}");
+        let body =
+            format!("form_token={form_token}&pathway={id}&version={version}&binding={binding}");
         let headers = [
             ("Cookie", cookie.as_str()),
             ("Content-Type", "application/x-www-form-urlencoded"),

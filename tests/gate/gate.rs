@@ -944,16 +944,16 @@ fn gated_put_policy(dir: &TempDir) -> PathBuf {
     )
 }
 
-/// The fault server as a command that reads its fault from a file at each start: (the
-/// file, the command). The file says `none`; `change-schema` (after no list) makes the same
+/// The fault server (`EXTRA` flags added) as a command that reads its fault from a file
+/// at each start: (the file, the command). The file says `none`; `change-schema` (after no list) makes the same
 /// server with `put`'s input schema changed, and `get` as it was.
-fn switchable_fault(dir: &TempDir) -> (PathBuf, Vec<String>) {
+fn switchable_fault(dir: &TempDir, extra: &[&str]) -> (PathBuf, Vec<String>) {
     let mode = dir.join("fault.txt");
     std::fs::write(&mode, "none").unwrap();
     let fault = fault_argv(
         dir,
         &format!("$(cat {})", mode.display()),
-        &["--lists-before", "0"],
+        &[&["--lists-before", "0"], extra].concat(),
     );
     let script = fault
         .iter()
@@ -983,7 +983,7 @@ fn switchable_fault(dir: &TempDir) -> (PathBuf, Vec<String>) {
 fn a_resumed_gate_pathway_is_sent_only_to_its_pinned_tool() {
     let dir = TempDir::new("gate-resume-pin");
     let policy = gated_put_policy(&dir);
-    let (mode, server) = switchable_fault(&dir);
+    let (mode, server) = switchable_fault(&dir, &[]);
     let gate = gate_argv(&dir, &policy, "faults", &server);
     let id = put_approved_out_of_band(&dir, &gate, &json!({"key": "k", "value": "v"}));
 
@@ -1088,6 +1088,60 @@ fn an_approval_given_before_a_new_pin_is_not_sent_on_and_the_call_is_asked_again
     client.shutdown();
 }
 
+/// A call that waited for an approval out of band while the tool's pin moved is not sent,
+/// nor put back before the Human Gate, on the pin it was checked against: the approval
+/// given meanwhile, of the tool as pinned now, still stands, and the call made again
+/// through a gate that sees that tool is sent once.
+#[test]
+fn a_call_whose_pin_moved_while_it_waited_keeps_the_approval_given_meanwhile() {
+    let (dir, mode, gate) = switchable_gate("gate-wait-pin");
+    let args = json!({"key": "k", "value": "v"});
+    let waiting_gate = waiting(&gate, "20");
+    let client = connect(&waiting_gate);
+    let waits = {
+        let args = args.clone();
+        std::thread::spawn(move || {
+            let answer = result(call(&client, "put", &args));
+            client.shutdown();
+            answer
+        })
+    };
+    let id = gated_pathway(&dir);
+
+    // Meanwhile the tool changes, a gate sees it, its change is pinned, and alice approves
+    // the call of the tool as pinned now.
+    change_and_pin_put(&dir, &mode, &gate, &args).shutdown();
+    let now = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
+    let db = dir.join("rpr.db").display().to_string();
+    let approved = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "alice",
+        "--binding",
+        &now,
+    ]);
+    assert_eq!(approved.status.code(), Some(3), "{}", text(&approved));
+
+    let answer = waits.join().unwrap();
+    let said = answer["content"][0]["text"].as_str().unwrap_or_default();
+    assert_eq!(answer["isError"], true, "{answer}");
+    assert!(said.contains("pin moved while this call waited"), "{said}");
+    assert_eq!(effects(&dir), 0, "nothing sent");
+    assert_eq!(state(&dir, &id), State::Approved, "not put back: {said}");
+    assert_eq!(approval_bindings(&dir, &id), [Some(now)]);
+
+    let client = connect(&gate);
+    let sent = result(call(&client, "put", &args));
+    assert_ne!(sent["isError"], true, "{sent}");
+    assert_eq!(effects(&dir), 1, "sent once");
+    assert_eq!(state(&dir, &id), State::Completed);
+    client.shutdown();
+}
+
 /// `rpr approve --binding DIGEST` of a gate pathway approves only the call of the tool
 /// pinned as DIGEST: a change pinned after the approver looked leaves it unrecorded.
 #[test]
@@ -1185,7 +1239,7 @@ fn a_gate_pathway_approved_out_of_band_is_resumed_when_its_server_calls_the_writ
 fn switchable_gate(tag: &str) -> (TempDir, PathBuf, Vec<String>) {
     let dir = TempDir::new(tag);
     let policy = gated_put_policy(&dir);
-    let (mode, server) = switchable_fault(&dir);
+    let (mode, server) = switchable_fault(&dir, &[]);
     let gate = gate_argv(&dir, &policy, "faults", &server);
     (dir, mode, gate)
 }

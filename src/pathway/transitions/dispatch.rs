@@ -364,6 +364,7 @@ fn approval_is_of(
                 approver: a.approver.clone(),
                 approved: d.clone(),
                 bound: bound.digest.clone(),
+                from,
             },
         ))),
     }

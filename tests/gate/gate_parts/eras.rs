@@ -215,6 +215,73 @@ impl Modern {
     }
 }
 
+/// An answer that comes back for a form that showed another binding than the tool is
+/// pinned as now (the server changed and the change was pinned while the form was out)
+/// approves nothing: nothing is recorded, the pathway stays at the gate at its version, and
+/// the person is shown the tool as it is now; approved there, the call is sent once.
+#[test]
+fn an_answer_to_a_form_of_a_binding_pinned_no_more_approves_nothing_and_asks_again() {
+    let dir = TempDir::new("gate-era-stale-form");
+    let policy = gated_put_policy(&dir);
+    let pid_file = dir.join("server.pid").display().to_string();
+    let (mode, server) = switchable_fault(&dir, &["--pid-file", &pid_file]);
+    let gate = gate_argv(&dir, &policy, "faults", &server);
+    let mut s = Modern::start(&gate);
+    let put = || json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    let asked = s.ask("tools/call", put());
+    let r = &asked["result"];
+    assert_eq!(r["resultType"], "input_required", "{asked}");
+    let (id, first) = (pathway_of(r), r["requestState"].clone());
+    let shown = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
+    let version = store(&dir).pathway(&id).unwrap().unwrap().version;
+
+    // While the form is out, the server is replaced by one whose `put` changed, and the
+    // change is reviewed and pinned.
+    std::fs::write(&mode, "change-schema").unwrap();
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let refused = s.ask("tools/call", accepting(put(), &first, true));
+    let said = refused["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("not the one pinned"), "{refused}");
+    let pinned = pin(&dir, "faults", "put", named_digest(said));
+    assert!(pinned.status.success(), "{}", text(&pinned));
+    let now = store(&dir).pin_digest("faults", "put").unwrap().unwrap();
+    assert_ne!(now, shown);
+
+    // The answer to the form of the old binding: nothing recorded, asked again.
+    let again = s.ask("tools/call", accepting(put(), &first, true));
+    let r = &again["result"];
+    assert_eq!(r["resultType"], "input_required", "{again}");
+    let message = r["inputRequests"]["rpr_approval"]["params"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains(&now),
+        "the form shows the tool as it is: {message}"
+    );
+    assert!(approval_bindings(&dir, &id).is_empty(), "nothing recorded");
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    assert_eq!(
+        store(&dir).pathway(&id).unwrap().unwrap().version,
+        version,
+        "not moved"
+    );
+    assert_eq!(effects(&dir), 0);
+
+    let done = s.ask("tools/call", accepting(put(), &r["requestState"], true));
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    assert_eq!(approval_bindings(&dir, &id), [Some(now)]);
+    assert_eq!(effects(&dir), 1, "sent once");
+    assert_eq!(state(&dir, &id), State::Completed);
+    s.stop();
+}
+
 fn write_call(path: &Path, content: &str) -> Value {
     json!({"name": "write_file", "arguments": {"path": path, "content": content}})
 }

@@ -184,6 +184,15 @@ impl Console {
         }
     }
 
+    /// Whether pathway `id` is a call of `rpr gate` (false when it is not stored: the
+    /// command says so).
+    fn is_gate_call(&self, id: &str) -> Result<bool, Failure> {
+        Ok(self
+            .store()?
+            .pathway(id)?
+            .is_some_and(|r| view::is_gate_call(&r.definition)))
+    }
+
     fn store(&self) -> Result<rpr::store::ReadStore, Failure> {
         Ok(rpr::store::ReadStore::open_read_only(
             crate::config::existing_database(&self.database)?,
@@ -440,9 +449,16 @@ impl Console {
                 // A pathway of `rpr call`, approved, is carried out by `rpr approve` itself,
                 // which needs the files that start its server again; a gate's ignores them.
                 if verb == "approve" {
-                    // The binding the page showed: the approval is of it, or refused.
-                    if let Some(digest) = form::value(&fields, "binding").filter(|d| !d.is_empty())
-                    {
+                    // The binding the page showed: the approval is of it, or refused. A
+                    // gate's call is approved only with the one its page showed.
+                    let binding = form::value(&fields, "binding").filter(|d| !d.is_empty());
+                    if binding.is_none() && self.is_gate_call(pathway)? {
+                        return Err(Usage(
+                            "the form names no binding: a gate's call is approved only as its page showed it".into(),
+                        )
+                        .into());
+                    }
+                    if let Some(digest) = binding {
                         if !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
                             return Err(Usage(
                                 "the form's binding is not a digest (hexadecimal)".into(),

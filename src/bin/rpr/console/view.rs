@@ -212,6 +212,13 @@ fn outstanding(store: &ReadStore, id: &str) -> Result<(Vec<Granted>, Option<Ente
     Ok((all.into_iter().map(|(_, g)| g).collect(), entered))
 }
 
+/// Whether `definition` is of a call proposed by `rpr gate` (`rpr::gate::is_gate_pathway`,
+/// read from the stored definition).
+pub(crate) fn is_gate_call(definition: &Value) -> bool {
+    let gate = &definition["metadata"]["gate"];
+    gate["command"].is_array() || gate["in_process"].is_string()
+}
+
 /// A pathway's definition whole, however large: the detail's page budget
 /// (`inspect::pathway`) may have cut it to a marker, and what is approved is shown whole.
 fn whole_definition(store: &ReadStore, id: &str) -> Result<Value, Failure> {
@@ -265,12 +272,15 @@ fn waiting_article(
     // What an approval from this page is of: the digest shown here, posted with the form
     // (`rpr approve --binding`), so a pin accepted after the page was drawn approves
     // nothing. A pathway of `rpr call` is bound when its approval step runs.
-    let gate = &def["metadata"]["gate"];
+    let is_gate = is_gate_call(def);
     let shown_binding = pin
         .as_ref()
-        .filter(|_| gate["command"].is_array() || gate["in_process"].is_string())
+        .filter(|_| is_gate)
         .map(|pin| pin.digest.clone());
     match pin {
+        // A call of `rpr call` to a server of the same name as a gate's is not held to
+        // that gate's pin: its binding is made when it is approved.
+        _ if !is_gate => out.push_str("<p class=\"binding\">A call of <code>rpr call</code>: it is bound when its approval step runs, so an approval here is of the server as it is at the click (<code>rpr approve</code> prints that binding, shown below with what the command said), and the call is sent only to it.</p>"),
         Some(pin) => {
             let _ = write!(
                 out,
@@ -285,7 +295,7 @@ fn waiting_article(
                 out.push_str("<p class=\"bad\">The server's tool has CHANGED since it was pinned: the call is refused until the change is reviewed (below).</p>");
             }
         }
-        None => out.push_str("<p class=\"binding\">No tool pin recorded for this server and tool (a pathway of <code>rpr call</code> is bound when it is sent).</p>"),
+        None => out.push_str("<p class=\"bad\">No tool pin is recorded for this gate's server and tool: an approval here names no binding, and the gate and <code>rpr resume</code> will not send on it.</p>"),
     }
     let args = &def["request"]["arguments"];
     let found = targets(args);
