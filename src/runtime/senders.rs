@@ -3,7 +3,9 @@
 //! A *not applied* verdict opens the way to a second send, so it may rest on a readback only
 //! when nobody can still send the first. The owner (the runtime that dispatched) can not
 //! when it recorded the attempt's outcome itself, when its late outcome was recorded after a
-//! takeover, or when it is proven gone now (see [`OwnerFate`]). A takeover after a lapsed
+//! takeover, or when it is proven gone now (see [`OwnerFate`]). A late outcome that says
+//! *applied* (the owner's own readback verified the effect) settles the other way: the
+//! effect took place, and no readback made after it says otherwise. A takeover after a lapsed
 //! lease proves none of these: the owner may be stopped, cut off or slow, and send later.
 //! The carrier (the server process that may hold the request) is checked after the owner
 //! ([`Runtime::settle_carrier`]).
@@ -26,6 +28,7 @@ impl Runtime {
         let mut owner: Option<String> = None;
         let mut taken_over = false;
         let mut answered_late = false;
+        let mut late_applied = false;
         for row in self.pathway_events(pathway)? {
             let event = match Event::read(&row.event) {
                 Reading::Canonical(e) | Reading::NotCanonical(e) => e,
@@ -40,10 +43,26 @@ impl Runtime {
                     owner = event.data.owner.map(std::borrow::Cow::into_owned);
                 }
                 Some(EventKind::RecoveredUnknown) => taken_over = true,
-                Some(EventKind::LateOutcomeRefused) => answered_late = true,
+                Some(EventKind::LateOutcomeRefused) => {
+                    answered_late = true;
+                    // What the owner reported (the event is rare: its text is parsed whole).
+                    let late: serde_json::Value =
+                        serde_json::from_str(&row.event).unwrap_or_default();
+                    late_applied |= late["data"]["late_status"] == "applied";
+                }
                 // Nothing else says who may still send.
                 _ => {}
             }
+        }
+        // The owner's late outcome verified the effect by its own readback: the effect took
+        // place, whatever a later readback finds (the target changed since, or is behind).
+        if late_applied {
+            return Ok(CarrierFate::Applied(
+                "the attempt's owner reported it applied after it was taken over (its own \
+                 readback verified the effect; event late_outcome_refused): the effect took \
+                 place, so no later readback makes it not applied"
+                    .to_owned(),
+            ));
         }
         // The owner recorded the outcome itself: its executor returned, it sends no more.
         if !taken_over || answered_late {
@@ -73,7 +92,9 @@ impl Runtime {
     ) -> Result<CarrierFate, PathwayError> {
         match self.settle_owner(pathway, attempt)? {
             CarrierFate::Settled => self.settle_carrier(pathway, attempt),
-            may_send @ (CarrierFate::MayBeAlive(_) | CarrierFate::Running(_)) => Ok(may_send),
+            unsettled @ (CarrierFate::MayBeAlive(_)
+            | CarrierFate::Running(_)
+            | CarrierFate::Applied(_)) => Ok(unsettled),
         }
     }
 }

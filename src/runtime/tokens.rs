@@ -83,7 +83,9 @@ impl Runtime {
             }
             (
                 Observation::NotApplied { evidence },
-                CarrierFate::MayBeAlive(why) | CarrierFate::Running(why),
+                CarrierFate::MayBeAlive(why)
+                | CarrierFate::Running(why)
+                | CarrierFate::Applied(why),
             ) => token(
                 VerdictKind::Unresolved,
                 json!({"observed": "not_applied", "evidence": evidence, "not_accepted_because": why}),
@@ -171,6 +173,13 @@ impl Runtime {
                     pathway.core.authorize(actor, Act::Repair)?;
                     evidence = self.fit(&json!({"attested": evidence, "accepted_risk": why}));
                 }
+                // The owner verified the effect: "not applied" would be false.
+                CarrierFate::Applied(_) => {
+                    return Err(PathwayError::FoundApplied {
+                        pathway: pathway.core.id.clone(),
+                        attempt,
+                    });
+                }
             }
         }
         Ok(make_token(
@@ -198,6 +207,8 @@ pub(super) enum CarrierFate {
     MayBeAlive(String),
     /// The attempt's owner is proven running on this host and holds the request (why).
     Running(String),
+    /// The attempt's owner reported it applied, late (why): no not-applied verdict holds.
+    Applied(String),
 }
 
 /// What a reconciliation token records; the verdict only picks its type.

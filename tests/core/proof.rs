@@ -70,7 +70,14 @@ fn child_host() {
         panic!("expected an approved pathway")
     };
     let bound = p.bind(&mut ex).unwrap();
-    let outcome = bound.dispatch(&rt, &actor("execution_actor"), &mut ex);
+    // `RPR_PROOF_CONFIRM`: the reply and its readback in one commit (its late status then
+    // `applied` when the readback finds the write).
+    let outcome = if std::env::var_os("RPR_PROOF_CONFIRM").is_some() {
+        let mut readback = ex.readback();
+        bound.dispatch_and_confirm(&rt, &actor("execution_actor"), &mut ex, &mut readback)
+    } else {
+        bound.dispatch(&rt, &actor("execution_actor"), &mut ex)
+    };
     let how = match &outcome {
         Outcome::Returned(_) => "returned".to_owned(),
         Outcome::Unrecorded(u) => format!("unrecorded: {}", u.error),
@@ -99,6 +106,15 @@ impl Setup {
         CountingFile::new(&self.dir.path().join("root"), &self.log())
     }
     fn spawn(&self, launcher: &[&str], host: Option<&str>, lease: Duration) -> ChildProc {
+        self.spawn_with(launcher, host, lease, &[])
+    }
+    fn spawn_with(
+        &self,
+        launcher: &[&str],
+        host: Option<&str>,
+        lease: Duration,
+        more: &[(&str, String)],
+    ) -> ChildProc {
         let mut envs = vec![
             ("RPR_PROOF_DB", self.dir.db().display().to_string()),
             ("RPR_PROOF_ROOT", self.path("root")),
@@ -110,6 +126,7 @@ impl Setup {
         if let Some(h) = host {
             envs.push(("RPR_PROOF_HOST", h.to_owned()));
         }
+        envs.extend(more.iter().cloned());
         ChildProc::spawn_via(launcher, "proof::child_host", &envs)
     }
     fn release(&self) {
@@ -174,8 +191,20 @@ struct Stopped {
 
 impl Stopped {
     fn past_its_lease(s: &Setup) -> (Self, rpr::Pathway<rpr::stage::Unknown>) {
+        Self::past_its_lease_with(s, &[])
+    }
+    /// [`Stopped::past_its_lease`], the host given `more` environment.
+    fn past_its_lease_with(
+        s: &Setup,
+        more: &[(&str, String)],
+    ) -> (Self, rpr::Pathway<rpr::stage::Unknown>) {
         let lease = Duration::from_millis(600);
-        let mut child = s.spawn(&["unshare", "--uts", "--"], Some("another-host"), lease);
+        let mut child = s.spawn_with(
+            &["unshare", "--uts", "--"],
+            Some("another-host"),
+            lease,
+            more,
+        );
         child.expect("RPR-IN-EXECUTOR");
         stop(&child, Signal::SIGSTOP);
         std::thread::sleep(lease * 2 + Duration::from_millis(400));
@@ -226,6 +255,47 @@ fn a_lapsed_lease_is_not_death_and_no_readback_says_not_applied_after_it() {
     let (verdict, evidence) = follow(&rt, p, &s);
     assert_eq!(verdict, "applied", "{evidence}");
     assert_eq!(effects(&s.log()), 1);
+    assert!(rt.verify(None).unwrap().is_ok());
+}
+
+/// The owner's late outcome is evidence both ways: an owner taken over after its lease
+/// lapsed that then verified its write by its own readback reported it applied. A readback
+/// that finds nothing later (the target changed since, or is behind) does not make the
+/// attempt "not applied", nor does an attestation: no second send.
+#[test]
+fn an_owners_late_applied_outcome_is_not_undone_by_a_later_readback() {
+    if !namespaces(&["--uts"]) {
+        return;
+    }
+    let s = Setup::new("proof-late-applied");
+    let (stopped, p) = Stopped::past_its_lease_with(&s, &[("RPR_PROOF_CONFIRM", "1".into())]);
+    drop(p);
+    let (rt, late) = stopped.resume(&s);
+    assert_eq!(effects(&s.log()), 1, "the owner's late outcome: {late}");
+    let kinds = event_kinds(&rt, &s.id);
+    assert!(
+        kinds.iter().any(|k| k == "late_outcome_refused"),
+        "{kinds:?}"
+    );
+
+    // The effect is gone from the target now.
+    std::fs::remove_file(s.dir.path().join("root").join(FILE)).unwrap();
+    let (verdict, evidence) = follow(&rt, load_unknown(&rt, &s.id), &s);
+    assert_eq!(verdict, "unresolved", "{evidence}");
+    assert!(evidence.contains("reported it applied"), "{evidence}");
+    assert_eq!(effects(&s.log()), 1, "not sent again");
+    let refused = rt
+        .attest(
+            &load_unknown(&rt, &s.id),
+            &actor("repair_owner"),
+            Attestation::NotApplied,
+            &json!({"checked": "the target is empty"}),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(refused, rpr::PathwayError::FoundApplied { .. }),
+        "{refused:?}"
+    );
     assert!(rt.verify(None).unwrap().is_ok());
 }
 
