@@ -260,7 +260,40 @@ mod linux {
         }
     }
 
+    /// Whether start times read through `/proc` here are the initial time namespace's:
+    /// this process's boot-time offset (`/proc/self/timens_offsets`) is zero, or the
+    /// kernel has no time namespaces (no such file). The kernel moves every start time it
+    /// shows by the *reader's* boot-time offset, so a process in a time namespace whose
+    /// boot time is moved would record its own start as one that no process outside has,
+    /// and would see every other process's start moved: a live owner judged gone. Such a
+    /// process reads no start time at all (unverifiable, never "gone"). Read once: a
+    /// process's own time namespace does not change.
+    fn boottime_unshifted() -> bool {
+        static UNSHIFTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *UNSHIFTED.get_or_init(
+            || match std::fs::read_to_string("/proc/self/timens_offsets") {
+                Ok(text) => offsets_are_zero(&text),
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            },
+        )
+    }
+
+    /// Whether `/proc/self/timens_offsets` text gives a boot-time offset of zero (a
+    /// `boottime` line with seconds and nanoseconds both 0).
+    pub(super) fn offsets_are_zero(text: &str) -> bool {
+        text.lines().any(|line| {
+            let mut words = line.split_whitespace();
+            words.next() == Some("boottime")
+                && words.next() == Some("0")
+                && words.next() == Some("0")
+                && words.next().is_none()
+        })
+    }
+
     pub(super) fn parse(text: &str) -> Option<Stat> {
+        if !boottime_unshifted() {
+            return None;
+        }
         // Fields count from after the ")" that closes the command name (which may
         // itself contain spaces and parentheses): state is field 3.
         let rest = &text[text.rfind(')')? + 1..];
@@ -310,7 +343,20 @@ mod linux {
 
     #[cfg(test)]
     mod tests {
-        use super::parse;
+        use super::{offsets_are_zero, parse};
+
+        #[test]
+        fn only_a_zero_boot_time_offset_reads_as_zero() {
+            assert!(offsets_are_zero("monotonic 0 0\nboottime 0 0\n"));
+            assert!(offsets_are_zero(
+                "monotonic           0         0\nboottime            0         0\n"
+            ));
+            assert!(!offsets_are_zero("monotonic 0 0\nboottime 100000 0\n"));
+            assert!(!offsets_are_zero("boottime -5 0\n"));
+            assert!(!offsets_are_zero("boottime 0 1\n"));
+            assert!(!offsets_are_zero("monotonic 0 0\n"));
+            assert!(!offsets_are_zero(""));
+        }
 
         #[test]
         fn parses_a_command_name_with_spaces_and_parentheses() {

@@ -398,6 +398,36 @@ fn an_owner_in_another_pid_namespace_is_judged_by_its_lease_not_its_pid() {
     assert!(taken.is_none(), "a live owner was taken over: {taken:?}");
 }
 
+/// An owner in a time namespace whose boot time is moved (same host name, boot and PID
+/// namespace) records its start as the kernel shows it there, moved by the offset, which no
+/// process has as seen from here: it is not judged by that start (here it would be "gone"
+/// while it runs) but by its lease, and stays in flight elsewhere.
+#[test]
+fn an_owner_in_another_time_namespace_is_judged_by_its_lease_not_its_start() {
+    if !namespaces(&["--time", "--fork", "--boottime", "100000"]) {
+        return;
+    }
+    let s = Setup::new("proof-timens");
+    let mut child = s.spawn(
+        &["unshare", "--time", "--fork", "--boottime", "100000", "--"],
+        None,
+        Duration::from_secs(30),
+    );
+    child.expect("RPR-IN-EXECUTOR");
+
+    let rt = Runtime::open(s.dir.db()).unwrap();
+    let taken = match rt.load(&s.id).unwrap() {
+        StoredPathway::InFlightElsewhere { .. } => None,
+        StoredPathway::Unknown(p) => Some(follow(&rt, p, &s)),
+        other => panic!("{other:?}"),
+    };
+    s.release();
+    child.expect("RPR-OUTCOME");
+    child.finish();
+    assert_eq!(effects(&s.log()), 1, "taken over as {taken:?}");
+    assert!(taken.is_none(), "a live owner was taken over: {taken:?}");
+}
+
 /// An unknown pathway, recorded so by its own owner (the reply was lost).
 fn unknown_pathway(rt: &Runtime, s: &Setup) -> String {
     let StoredPathway::Approved(p) = rt.load(&s.id).unwrap() else {
