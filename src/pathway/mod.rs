@@ -10,7 +10,7 @@ mod authority;
 mod outcome;
 pub mod stage;
 pub mod token;
-mod transitions;
+pub(crate) mod transitions;
 
 pub use crate::executor::ActionClass;
 pub(crate) use crate::executor::request_json;

@@ -1142,6 +1142,47 @@ fn a_call_whose_pin_moved_while_it_waited_keeps_the_approval_given_meanwhile() {
     client.shutdown();
 }
 
+/// A write the server answered with a tool error is unknown in its effect, but answered: the
+/// gate's server holds it no more. `rpr reconcile` of it on the gate's host leaves that
+/// server, which serves the gate's other calls, running (before, the attempt counted as
+/// unanswered and its recorded process tree, the gate's live server, was killed).
+#[test]
+fn reconciling_a_write_answered_with_a_tool_error_leaves_the_gates_server_running() {
+    let dir = TempDir::new("gate-tool-error-carrier");
+    let policy = fault_policy(&dir);
+    let pid_file = dir.join("server.pid").display().to_string();
+    let gate = fault_gate(&dir, &policy, "is-error", &["--pid-file", &pid_file]);
+    let client = connect(&gate);
+    let answer = result(call(&client, "put", &json!({"key": "k", "value": "v"})));
+    let id = meta_id(&answer);
+    assert_eq!(state(&dir, &id), State::WriteStatusUnknown, "{answer}");
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            !state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
+        })
+    };
+    assert!(running(), "the gate's server runs");
+    let db = dir.join("rpr.db").display().to_string();
+    let policy = policy.display().to_string();
+    let out = rpr(&[
+        "reconcile",
+        "--database",
+        &db,
+        "--policy",
+        &policy,
+        "--pathway",
+        &id,
+    ]);
+    assert!(!text(&out).contains("panicked"), "{}", text(&out));
+    assert!(running(), "the gate's server was killed: {}", text(&out));
+    client.shutdown();
+}
+
 /// `rpr approve --binding DIGEST` of a gate pathway approves only the call of the tool
 /// pinned as DIGEST: a change pinned after the approver looked leaves it unrecorded.
 #[test]

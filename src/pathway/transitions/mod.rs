@@ -22,6 +22,7 @@ mod table;
 
 pub(crate) use admission::{admission, admission_events};
 pub use dispatch::BoundRead;
+pub(crate) use dispatch::TOOL_ERROR_PROVES_NOTHING;
 pub use table::{Act, TRANSITIONS};
 
 /// One step's content, before it becomes a store [`Step`].

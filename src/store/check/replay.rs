@@ -286,10 +286,13 @@ impl Facts {
                 .find(|a| get(text, a.id) == attempt)
             {
                 Some(a) => {
-                    if matches!(
-                        kind,
-                        EventKind::AttemptUnknown | EventKind::RecoveredUnknown
-                    ) {
+                    if kind == EventKind::RecoveredUnknown
+                        || (kind == EventKind::AttemptUnknown
+                            && !data
+                                .evidence
+                                .as_deref()
+                                .is_some_and(answered_with_tool_error))
+                    {
                         a.unanswered = true;
                     }
                     if let Some(s) = &event.attempt_status
@@ -531,6 +534,17 @@ impl Facts {
 /// Whether `hex` is the lowercase hex sha256 of `text` (hashed here, on the stack).
 fn is_sha256_of(hex: &str, text: &str) -> bool {
     digest_hex(&Sha256::digest(text.as_bytes()).into()) == hex.as_bytes()
+}
+
+/// Whether an `attempt_unknown` event's evidence (canonical text) is a tool error the
+/// server answered a write with: unknown in its effect, but answered, so the server holds
+/// the request no more, as after any reply. Its process (a gate's server serves other
+/// calls) is then not killed by a later verdict.
+fn answered_with_tool_error(evidence: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(evidence).is_ok_and(|e| {
+        e["reason"] == crate::pathway::transitions::TOOL_ERROR_PROVES_NOTHING
+            && e.get("reply").is_some()
+    })
 }
 
 #[cfg(test)]
