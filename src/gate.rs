@@ -47,7 +47,7 @@ mod turns;
 mod upstream;
 mod workers;
 
-pub use recorded::{is_gate_pathway, recorded_live, sender_pinned};
+pub use recorded::{is_gate_metadata, is_gate_pathway, recorded_live, sender_pinned};
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};

@@ -12,7 +12,14 @@ use super::GateError;
 /// Whether the gate proposed this pathway (it recorded its server command, or the name of
 /// a server that ran inside the gate's process: [`crate::gate::serve_in_process`]).
 pub fn is_gate_pathway<S: Stage>(p: &Pathway<S>) -> bool {
-    let gate = &p.definition().metadata["gate"];
+    is_gate_metadata(&p.definition().metadata)
+}
+
+/// [`is_gate_pathway`] of a definition's `metadata` as stored (for views that read the
+/// stored definition, not a loaded pathway).
+#[must_use]
+pub fn is_gate_metadata(metadata: &serde_json::Value) -> bool {
+    let gate = &metadata["gate"];
     gate["command"].is_array() || gate["in_process"].is_string()
 }
 

@@ -1081,10 +1081,7 @@ fn an_approval_given_before_a_new_pin_is_not_sent_on_and_the_call_is_asked_again
     );
 
     approve_out_of_band(&dir, &id, "alice");
-    let sent = result(call(&client, "put", &args));
-    assert_ne!(sent["isError"], true, "{sent}");
-    assert_eq!(effects(&dir), 1, "sent once");
-    assert_eq!(state(&dir, &id), State::Completed);
+    put_sent_once(&dir, &client, &args, &id);
     client.shutdown();
 }
 
@@ -1135,10 +1132,7 @@ fn a_call_whose_pin_moved_while_it_waited_keeps_the_approval_given_meanwhile() {
     assert_eq!(approval_bindings(&dir, &id), [Some(now)]);
 
     let client = connect(&gate);
-    let sent = result(call(&client, "put", &args));
-    assert_ne!(sent["isError"], true, "{sent}");
-    assert_eq!(effects(&dir), 1, "sent once");
-    assert_eq!(state(&dir, &id), State::Completed);
+    put_sent_once(&dir, &client, &args, &id);
     client.shutdown();
 }
 
@@ -1309,6 +1303,14 @@ fn put_approved_out_of_band(dir: &TempDir, gate: &[String], args: &Value) -> Str
     client.shutdown();
     approve_out_of_band(dir, &id, "alice");
     id
+}
+
+/// The `put` of `args` through `client` is sent, once, and completes pathway `id`.
+fn put_sent_once(dir: &TempDir, client: &McpClient, args: &Value, id: &str) {
+    let sent = result(call(client, "put", args));
+    assert_ne!(sent["isError"], true, "{sent}");
+    assert_eq!(effects(dir), 1, "sent once");
+    assert_eq!(state(dir, id), State::Completed);
 }
 
 /// The pathway's ledger events, oldest first.

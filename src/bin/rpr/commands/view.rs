@@ -169,9 +169,8 @@ pub(crate) fn show(args: &ShowArgs, as_json: bool) -> Result<Exit, Failure> {
         .pathway(&detail.pathway_id)?
         .map_or_else(|| detail.definition.clone(), |r| r.definition);
     // What an approval of a gate's call is of: its tool as pinned now.
-    let gate = &whole["metadata"]["gate"];
     let pin = match (
-        gate["command"].is_array() || gate["in_process"].is_string(),
+        rpr::gate::is_gate_metadata(&whole["metadata"]),
         whole["metadata"]["server"].as_str(),
         whole["request"]["action"].as_str(),
     ) {

@@ -212,11 +212,9 @@ fn outstanding(store: &ReadStore, id: &str) -> Result<(Vec<Granted>, Option<Ente
     Ok((all.into_iter().map(|(_, g)| g).collect(), entered))
 }
 
-/// Whether `definition` is of a call proposed by `rpr gate` (`rpr::gate::is_gate_pathway`,
-/// read from the stored definition).
+/// Whether `definition` (as stored) is of a call proposed by `rpr gate`.
 pub(crate) fn is_gate_call(definition: &Value) -> bool {
-    let gate = &definition["metadata"]["gate"];
-    gate["command"].is_array() || gate["in_process"].is_string()
+    rpr::gate::is_gate_metadata(&definition["metadata"])
 }
 
 /// A pathway's definition whole, however large: the detail's page budget
