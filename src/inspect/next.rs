@@ -88,7 +88,8 @@ fn roles_for(acts: &[Act]) -> Vec<Role> {
 /// | `running`, otherwise | `wait` | | |
 /// | `write_status_unknown` | `reconcile` (by readback, or attest) | evidence_owner, repair_owner | |
 /// | `repair_required`, last attempt `not_sent`, `failed`, `not_applied` or none | `repair` | repair_owner | `abort` by residual_owner |
-/// | `repair_required`, last attempt replied (`returned`, `partial`) | `reconcile` | evidence_owner, repair_owner | `abort` by residual_owner |
+/// | `repair_required`, last attempt not settled (`returned`, `partial`, `unknown`, …) | `reconcile` | evidence_owner, repair_owner | `abort` by residual_owner |
+/// | `repair_required`, last attempt `applied` | `abort` | residual_owner | |
 /// | `ready_to_resume` | `resume` | execution_actor, resume_authority | `abort` by residual_owner |
 /// | `stopped` | `require_repair` | repair_owner | `abort` by residual_owner |
 /// | `partially_completed` | `require_repair` | repair_owner | |
