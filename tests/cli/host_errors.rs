@@ -203,6 +203,22 @@ fn usage_errors_exit_2() {
         "`--json` applies to `call`, `unresolved`, `status`, `show`, `list`, `log`, `verify`, `pin`, `copy-to-postgres`, `verify-proof` and the steps on a pathway, not to `gate` (its stdout is the MCP protocol) or the key and log commands",
     );
     fails(&[], 2, "Usage: rpr [OPTIONS] <COMMAND>");
+    // A lease past what the store can write as a time would leave its attempt unreadable.
+    fails(
+        &[
+            "resume",
+            "--database",
+            "x",
+            "--key",
+            "k",
+            "--as",
+            "a",
+            "--lease",
+            "31536001",
+        ],
+        2,
+        "31536001 is not in 1..=31536000",
+    );
     let output = run(["--help"]);
     assert!(output.status.success());
     assert!(text(&output).contains(

@@ -515,7 +515,9 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
 
     // A host that stopped between propose and admit (killed, or the disk full) leaves
     // exactly what the library records here: the definition `call` builds for this
-    // request under this policy, proposed by the agent, never admitted.
+    // request under this policy (its server and the directory it runs in, this test's:
+    // `run` starts `rpr` here), proposed by the agent, never admitted.
+    let here = std::env::current_dir().unwrap();
     let authority = rpr::policy::Policy::load(&policy).unwrap().authority();
     assert_eq!(authority.approval_authority, actor("alice"));
     let definition = Definition::new(
@@ -524,7 +526,7 @@ fn a_pathway_left_proposed_is_admitted_by_the_repeated_call() {
         "left",
         authority,
     )
-    .with_metadata(json!({"server": "ledger"}));
+    .with_metadata(json!({"server": "ledger", "cwd": here.to_str().unwrap()}));
     let rt = Runtime::open(&db_path).unwrap();
     let left = rt
         .propose(&actor("agent"), definition)

@@ -13,6 +13,7 @@ mod host_support;
 mod evidence_interop;
 mod host_carrier;
 mod host_demo;
+mod host_directory;
 mod host_errors;
 mod host_interrupt;
 mod host_pty;

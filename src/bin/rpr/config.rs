@@ -2,7 +2,7 @@
 //! library's [`rpr::policy::Policy`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rpr::mcp::ServerCommand;
 use serde::Deserialize;
@@ -37,6 +37,9 @@ struct ServerEntry {
     args: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// The directory the server runs in (as VS Code's and other hosts' stdio entries
+    /// say it); relative to the directory `rpr call` runs in. Without it, that directory.
+    cwd: Option<String>,
     url: Option<String>,
 }
 
@@ -50,15 +53,43 @@ impl Config {
         self.servers.keys().map(String::as_str)
     }
 
-    /// How to start the server called `name`.
-    pub(crate) fn command(&self, name: &str) -> Result<ServerCommand, Failure> {
-        let entry = self.servers.get(name).ok_or_else(|| {
+    fn entry(&self, name: &str) -> Result<&ServerEntry, Failure> {
+        self.servers.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.servers.keys().map(String::as_str).collect();
             format!(
                 "the config has no server named `{name}` (it has: {})",
                 known.join(", ")
             )
-        })?;
+            .into()
+        })
+    }
+
+    /// The absolute directory a new call's server `name` runs in: the entry's `cwd`
+    /// (relative to this process's directory), or this process's directory. `rpr call`
+    /// records it with the pathway, and every later step starts the server there: a
+    /// readback started anywhere else may read another place and prove nothing.
+    pub(crate) fn directory(&self, name: &str) -> Result<PathBuf, Failure> {
+        let here = std::env::current_dir()
+            .map_err(|e| format!("cannot read this process's directory: {e}"))?;
+        let dir = match self.entry(name)?.cwd.as_deref() {
+            Some("") => return Err(format!("server `{name}` has an empty `cwd`").into()),
+            Some(cwd) => here.join(cwd),
+            None => here,
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "the `cwd` of server `{name}`, {}, is not a directory",
+                dir.display()
+            )
+            .into());
+        }
+        Ok(dir)
+    }
+
+    /// How to start the server called `name` (its directory is the caller's to set:
+    /// [`Config::directory`] for a new call, the recorded one for a step).
+    pub(crate) fn command(&self, name: &str) -> Result<ServerCommand, Failure> {
+        let entry = self.entry(name)?;
         if entry.url.is_some() || entry.kind.as_deref().is_some_and(|k| k != "stdio") {
             return Err(format!(
                 "server `{name}` is not a stdio server; this host runs local stdio servers only"

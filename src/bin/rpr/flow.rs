@@ -2,7 +2,7 @@
 //! Human Gate summary, bind → dispatch → readback, and reconciliation.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rpr::executor::{Binding, Keeping};
 use rpr::policy::{Live, Policy};
@@ -114,16 +114,31 @@ pub(crate) fn print_binding(b: &Binding) {
     );
 }
 
-/// Starts server `server` of the config, lists its tools and plans `tool` (the policy's
-/// notes about unchecked readbacks go to stderr).
+/// The directory the server of a pathway of `rpr call` ran in, as the call recorded it
+/// (`metadata.cwd`); `None` for a pathway proposed before calls recorded it.
+pub(crate) fn recorded_directory<S: Stage>(p: &Pathway<S>) -> Result<Option<PathBuf>, Failure> {
+    match p.definition().metadata.get("cwd") {
+        None => Ok(None),
+        Some(Value::String(cwd)) => Ok(Some(PathBuf::from(cwd))),
+        Some(other) => Err(format!(
+            "pathway {}: its recorded server directory is not a path ({other}); nothing was done",
+            p.id()
+        )
+        .into()),
+    }
+}
+
+/// Starts server `server` of the config in `dir`, lists its tools and plans `tool` (the
+/// policy's notes about unchecked readbacks go to stderr).
 pub(crate) fn open_live(
     config: &Config,
     policy: &Policy,
     server: &str,
     tool: &str,
+    dir: &Path,
 ) -> Result<Live, Failure> {
     policy.check_configured(config.names())?;
-    let command = config.command(server)?;
+    let command = config.command(server)?.current_dir(dir);
     let started = Live::start(&command, policy, server, tool)?;
     for unchecked in &started.notes {
         note!("note: {unchecked}");

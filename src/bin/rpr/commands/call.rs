@@ -27,7 +27,15 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     let config = Config::load(&args.files.config)?;
     let policy = Policy::load(&args.files.policy)?;
     let db = &args.db.database;
-    let live = flow::open_live(&config, &policy, server, tool)?;
+    let dir = config.directory(server)?;
+    let dir_text = dir.to_str().ok_or_else(|| {
+        format!(
+            "the server's directory {} is not UTF-8, so it cannot be recorded for the steps \
+             after this call; nothing was recorded or sent",
+            dir.display()
+        )
+    })?;
+    let live = flow::open_live(&config, &policy, server, tool, &dir)?;
     let validator = ArgumentValidator::new(&live.tool)?;
     validator.check(&arguments).map_err(|problems| {
         format!(
@@ -50,6 +58,18 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         // propose and admit: this call finishes its admission.
         Identical::Open(StoredPathway::Proposed(p)) => {
             let id = p.id().to_owned();
+            if let Some(recorded) = flow::recorded_directory(&p)?
+                && recorded != dir
+            {
+                return Err(format!(
+                    "an identical call ({tool} on {server}, the same arguments) is pathway {id}, left \
+                     proposed by a call whose server ran in {}; this one runs it in {}: run this call \
+                     there, or end that pathway with `rpr abort`; nothing was sent",
+                    recorded.display(),
+                    dir.display()
+                )
+                .into());
+            }
             say!(
                 "an identical call ({tool} on {server}, the same arguments) is pathway {id}, left proposed \
                  (never admitted): admitting it now"
@@ -78,7 +98,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                 .clone()
                 .unwrap_or_else(|| format!("call/{server}/{digest}/{}", seen + 1));
             let definition = Definition::new(request, live.plan.class, &key, policy.authority())
-                .with_metadata(json!({"server": server}));
+                .with_metadata(json!({"server": server, "cwd": dir_text}));
             // The store refuses it while an identical call is open, though none was open
             // when this looked: another process stored one in between.
             let proposal = match rt.propose_one_open(&proposer, definition) {

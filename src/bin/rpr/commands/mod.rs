@@ -115,6 +115,9 @@ pub(crate) struct Restore {
     args: Option<String>,
 }
 
+/// The longest `--lease`: a year.
+const MAX_LEASE_SECS: u64 = 365 * 24 * 3600;
+
 /// `--lease`: for the commands that dispatch (`call`, `approve`, `resume`).
 #[derive(Debug, Args)]
 pub(crate) struct Lease {
@@ -123,8 +126,10 @@ pub(crate) struct Lease {
     /// not exceed the call's duration. It decides how soon another process may take the
     /// attempt over when this one cannot be judged by its process (another host name, boot
     /// or PID namespace, or PostgreSQL): a stopped or cut-off host is taken over once it
-    /// lapses, and a lapse never counts as proof that the call was not sent.
-    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// lapses, and a lapse never counts as proof that the call was not sent. At most a year
+    /// (31536000): a lease past what the store can write as a time would leave the attempt
+    /// unreadable.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=MAX_LEASE_SECS))]
     pub(crate) lease: Option<u64>,
 }
 

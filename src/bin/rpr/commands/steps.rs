@@ -100,7 +100,48 @@ fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result
     let server = p.definition().metadata["server"]
         .as_str()
         .ok_or("the pathway does not name its server (not proposed by this host)")?;
-    flow::open_live(&config, &policy, server, &p.definition().request.action)
+    let dir = match flow::recorded_directory(p)? {
+        Some(dir) if dir.is_dir() => {
+            if let Ok(configured) = config.directory(server)
+                && configured != dir
+            {
+                note!(
+                    "note: the config's server `{server}` would run in {} today; this pathway's \
+                     server ran in {}, and runs there again",
+                    configured.display(),
+                    dir.display()
+                );
+            }
+            dir
+        }
+        Some(dir) => {
+            return Err(format!(
+                "pathway {}: its server ran in {}, which is no longer a directory here: a server \
+                 started anywhere else may read or write another place, and a readback there \
+                 proves nothing. Nothing was done. If a call was sent, settle it by attestation \
+                 (`rpr attest`: its evidence or repair owner decides); otherwise end it with \
+                 `rpr abort`",
+                p.id(),
+                dir.display()
+            )
+            .into());
+        }
+        None => {
+            note!(
+                "note: the call that proposed this pathway did not record the directory its server \
+                 ran in (an older rpr): the server runs in the config's, and a readback that finds \
+                 nothing there proves nothing of a server that keeps its data at a relative path"
+            );
+            config.directory(server)?
+        }
+    };
+    flow::open_live(
+        &config,
+        &policy,
+        server,
+        &p.definition().request.action,
+        &dir,
+    )
 }
 
 /// Restores a redacted request from `--args` (the full original arguments).

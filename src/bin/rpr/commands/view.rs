@@ -345,7 +345,12 @@ fn print_detail(
                 d.version,
                 p.digest
             ),
-            _ => outln!(
+            // A gate's call whose tool has no pin: nothing can be approved as shown.
+            Some(None) => outln!(
+                "  to approve: first pin the tool (rpr pin); a gate's call is approved only as \
+                 bound to its pin"
+            ),
+            None => outln!(
                 "  to approve: rpr approve --database {database} --pathway {} --as {} \
                  (a pathway of `rpr call`: with its --config and --policy, to carry the call out)",
                 d.pathway_id,

@@ -50,12 +50,14 @@ impl Log {
         self.0.lock().iter().cloned().collect()
     }
 
-    /// Runs `rpr ARGS…` (`shown` is how it is shown) and records what it did.
-    pub(crate) fn run(&self, args: &[String], shown: String) -> Done {
+    /// Runs `rpr ARGS…` on `database` (given as `RPR_DATABASE`, so that no password of
+    /// its location is on a command line; `shown` is how the command is shown) and records
+    /// what it did.
+    pub(crate) fn run(&self, args: &[String], database: &str, shown: String) -> Done {
         let ran = std::env::current_exe().and_then(|exe| {
             Command::new(exe)
                 .args(args)
-                .env_remove("RPR_DATABASE")
+                .env("RPR_DATABASE", database)
                 .stdin(std::process::Stdio::null())
                 .output()
         });

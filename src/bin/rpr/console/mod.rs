@@ -423,8 +423,10 @@ impl Console {
         }
         let verb = &path[1..];
         both(verb, verb);
-        both("--database", "--database");
-        both(db, &self.shown_database);
+        // The database reaches the command in its environment (`RPR_DATABASE`), not on its
+        // command line, where a PostgreSQL location's password would be readable by every
+        // local user (`/proc/PID/cmdline`); the line shown names it as `rpr show` does.
+        let database_shown_at = self.signing.len() + 1;
         both("--pathway", "--pathway");
         both(pathway, pathway);
         // The version the page showed: the step is refused if the pathway moved since
@@ -491,7 +493,11 @@ impl Console {
                 }
             }
         }
-        self.log.run(&args, format!("rpr {}", shown.join(" ")));
+        shown.splice(
+            database_shown_at..database_shown_at,
+            ["--database".to_owned(), self.shown_database.clone()],
+        );
+        self.log.run(&args, db, format!("rpr {}", shown.join(" ")));
         Ok(())
     }
 }
