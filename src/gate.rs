@@ -172,6 +172,8 @@ pub(crate) struct Gate {
     turns: Turns,
     /// The key of the `requestState`s of this gate's 2026-07-28 Human Gates.
     state_key: Arc<StateKey>,
+    /// The Human Gate states whose answer this gate took: each is used once.
+    spent: request_state::Spent,
     /// The rounds of servers' `input_required` waiting for a 2026-07-28 client's retry
     /// (`gate/rounds.rs`).
     rounds: Arc<rounds::Rounds>,
@@ -289,6 +291,7 @@ fn start(
         propose_lock: Mutex::new(()),
         turns: Turns::default(),
         state_key: Arc::new(StateKey::generate().map_err(GateError::Key)?),
+        spent: request_state::Spent::default(),
         rounds: Arc::new(rounds::Rounds::default()),
         info: Mutex::new(server_info()),
         checked_list: Mutex::new(None),

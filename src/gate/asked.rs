@@ -54,6 +54,8 @@ pub(crate) struct Asked {
 /// `requestState` names.
 #[derive(Debug)]
 pub(crate) struct Answered {
+    /// The `requestState` as the retry sent it: its answer is used once.
+    pub(crate) state: String,
     pub(crate) pathway: String,
     /// The pathway's version when the form was issued: the answer holds only for a
     /// pathway still at that version (`gate/request_state.rs`).

@@ -339,6 +339,7 @@ impl Gate {
         })?;
         let answer = responses.get(APPROVAL_INPUT).cloned();
         asked.answered = Some(Answered {
+            state: state.to_owned(),
             pathway: claims.pathway,
             version: claims.version,
             binding_digest: claims.binding_digest,

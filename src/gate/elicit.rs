@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::mcp::Reply;
 use crate::stage::Gated;
-use crate::{Pathway, PathwayError, State};
+use crate::{Actor, Pathway, PathwayError, State};
 use serde_json::{Value, json};
 
 use super::Gate;
@@ -98,12 +98,17 @@ impl Gate {
             match &asked.answered {
                 // The answer is for this gating only: a pathway that left the gate since the
                 // form was issued (and came back) is at another version, and asked again.
+                // A state whose answer was taken before records nothing again.
                 Some(Answered {
+                    state,
                     pathway,
                     version,
                     binding_digest,
                     answer: Some(answer),
-                }) if *pathway == id && *version == p.core.version => {
+                }) if *pathway == id
+                    && *version == p.core.version
+                    && self.spent.first_use(state, self.approval_timeout) =>
+                {
                     self.turns.form_answered(&id);
                     (Ok(Reply::Result(answer.clone())), binding_digest.clone())
                 }
@@ -129,7 +134,13 @@ impl Gate {
             Ok(Reply::Result(r)) => r["action"].as_str().unwrap_or("").to_owned(),
             _ => String::new(),
         };
-        let said_yes = matches!(&reply, Ok(Reply::Result(r)) if r["content"]["approve"] == true);
+        // The form's one field: `true` approves, `false` declines; an `accept` without it
+        // (or with anything but a boolean) says neither, and records nothing.
+        let approve = match &reply {
+            Ok(Reply::Result(r)) => r["content"]["approve"].as_bool(),
+            _ => None,
+        };
+        let said_yes = approve == Some(true);
         match action.as_str() {
             // An answer to a form that showed another binding than the tool is pinned as
             // now (a 2026-07-28 retry that came back after a new pin): it approves nothing,
@@ -201,25 +212,14 @@ impl Gate {
                     ),
                 }
             }
-            "accept" | "decline" => {
-                let reason = "declined at the client's Human Gate";
-                match p.deny(&self.rt, &approver, reason) {
-                    Ok(_) => tool_error(
-                        format!(
-                            "denied at the Human Gate by the person at the client (pathway {id}); nothing was sent"
-                        ),
-                        Some((&id, State::Denied)),
-                    ),
-                    Err(e) => tool_error(
-                        format!(
-                            "the denial could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
-                        ),
-                        Some((&id, State::HumanGate)),
-                    ),
-                }
-            }
+            "accept" if approve == Some(false) => self.declined(p, &approver),
+            "decline" => self.declined(p, &approver),
             _ => {
                 let why = match &reply {
+                    Ok(Reply::Result(r)) if r["action"] == "accept" => {
+                        "the form came back accepted but without a yes or no (`approve` missing, or not a boolean)"
+                            .to_owned()
+                    }
                     Ok(Reply::Result(_)) => "the person at the client cancelled".to_owned(),
                     Ok(Reply::Error(e)) => format!("the client could not ask ({})", e.message),
                     Err(e) => e.clone(),
@@ -231,6 +231,26 @@ impl Gate {
                     Some((&id, State::HumanGate)),
                 )
             }
+        }
+    }
+
+    /// The person at the client said no: the pathway is denied.
+    fn declined<S: Gated + 'static>(&self, p: Pathway<S>, approver: &Actor) -> Answer {
+        let id = p.id().to_owned();
+        let reason = "declined at the client's Human Gate";
+        match p.deny(&self.rt, approver, reason) {
+            Ok(_) => tool_error(
+                format!(
+                    "denied at the Human Gate by the person at the client (pathway {id}); nothing was sent"
+                ),
+                Some((&id, State::Denied)),
+            ),
+            Err(e) => tool_error(
+                format!(
+                    "the denial could not be recorded ({e}); pathway {id} stays at the gate; nothing was sent"
+                ),
+                Some((&id, State::HumanGate)),
+            ),
         }
     }
 

@@ -8,18 +8,24 @@
 //! the request it was given for, and when it expires, under an
 //! HMAC-SHA256 tag keyed by a secret this gate process drew from the operating system: a
 //! client can neither forge one, nor change the pathway, version or request it names, nor
-//! use one after it expires or after the gate restarts. A state does not make the answer
-//! single-use; the pathway does: an answer is recorded only on a pathway still at the gate
-//! *at the version the form was issued for*. A pathway that left the gate and came back
-//! (held and escalated, its approval expired and asked again) has moved on from that
-//! version, so an old answer, replayed, approves nothing: the person is asked again.
+//! use one after it expires or after the gate restarts. An answer is used once: the gate
+//! keeps each state whose answer it took ([`Spent`]) until that state expires, and a retry
+//! with a state already used records nothing and asks again. The pathway's version alone
+//! would not do: a grant that leaves a quorum short does not move the pathway, so the same
+//! state and answer, sent again once that grant had expired, would record a new one from
+//! an answer the policy had stopped counting. And an answer is recorded only on a pathway
+//! still at the gate *at the version the form was issued for*: a pathway that left the gate
+//! and came back (held and escalated, its approval expired and asked again) has moved on
+//! from that version, so an old answer approves nothing there either.
 //!
 //! A round of a server's own `input_required` to a governed call, carried to a 2026-07-28
 //! client (gate/rounds.rs), gets a state of the same make that names the round (a random
 //! nonce) instead of the pathway; there the gate's table of open rounds makes it
 //! single-use: a round is continued once, by the first retry that names it.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -54,6 +60,29 @@ pub(crate) enum StateError {
     Expired,
     #[error("the requestState was issued for another request (other tool or arguments)")]
     OtherRequest,
+}
+
+/// The Human Gate states whose answer this gate took, each kept until every state this
+/// process issued at that moment has expired.
+#[derive(Debug, Default)]
+pub(crate) struct Spent(Mutex<HashMap<String, Instant>>);
+
+impl Spent {
+    /// Whether this is the first use of `state`: `true` once, then `false` for as long as
+    /// a state issued now with `lifetime` could still check. Forgets the states past that.
+    pub(crate) fn first_use(&self, state: &str, lifetime: Duration) -> bool {
+        let now = Instant::now();
+        let mut spent = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        spent.retain(|_, until| *until > now);
+        if spent.contains_key(state) {
+            return false;
+        }
+        spent.insert(state.to_owned(), now + lifetime);
+        true
+    }
 }
 
 /// Issues and checks states under this process's key.
@@ -254,6 +283,17 @@ mod tests {
         let expired = key.issue_round("n1", "d1", Duration::ZERO);
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(key.check_round(&expired, "d1"), Err(StateError::Expired));
+    }
+
+    #[test]
+    fn a_state_is_used_once_while_it_could_check() {
+        let spent = Spent::default();
+        assert!(spent.first_use("s1", Duration::from_secs(30)));
+        assert!(!spent.first_use("s1", Duration::from_secs(30)));
+        assert!(spent.first_use("s2", Duration::from_secs(30)));
+        // Kept no longer than a state issued with that lifetime could check.
+        assert!(spent.first_use("s3", Duration::ZERO));
+        assert!(spent.first_use("s3", Duration::ZERO));
     }
 
     #[test]

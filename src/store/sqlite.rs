@@ -336,7 +336,9 @@ impl SqliteBackend {
         covered: &super::log::Covered,
     ) -> Result<Option<super::log::Sealed>, StoreError> {
         match &self.sealer {
-            Some(s) => s.seal(&mut super::log::SqliteLog(self.conn()), covered),
+            // The batch holds the database's write lock from its check to its `COMMIT`: no
+            // other writer can have appended, so every event past the covered tree is its.
+            Some(s) => s.seal(&mut super::log::SqliteLog(self.conn()), covered, i64::MAX),
             None => Ok(None),
         }
     }

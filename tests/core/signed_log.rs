@@ -209,6 +209,56 @@ fn a_forged_append_after_a_checkpoint_is_reported_and_refused() {
     assert_eq!(events(&sql).len(), all.len() + 1, "nothing was written");
 }
 
+/// A row another writer puts into the ledger while a batch holds its head is not the
+/// batch's, and is never signed. On PostgreSQL a batch runs in `READ COMMITTED`: its
+/// statements see another session's commit, and the head's row lock binds only writers
+/// that take it. Here a trigger puts such a row in (inside the batch's own transaction,
+/// so that the test need not win a race): the seal signed every row past the covered
+/// tree, the forged one too, and a witness and a proof would have vouched for it. Now the
+/// seal signs the batch's own events alone (PostgreSQL: up to the head it holds; SQLite,
+/// whose batch holds the write lock, refuses a gap in the seqs).
+#[test]
+fn a_row_appended_past_the_batchs_own_events_is_never_signed() {
+    const FORGED: i64 = 1_000_000;
+    let dir = TempDir::new("log-past-head");
+    let db = dir.db();
+    let rt = signed(&db).unwrap();
+    steps(&rt, "a", 1);
+    let sql = Sql::open(&db);
+    let copy = "INSERT INTO ledger (seq, pathway_id, event, prev_hash, hash) \
+                VALUES (NEW.seq + 1000000, NEW.pathway_id, NEW.event, 'x', 'y')";
+    if sql.is_postgres() {
+        sql.batch(&format!(
+            "CREATE FUNCTION forge() RETURNS trigger AS $$ BEGIN \
+               IF NEW.seq < {FORGED} THEN {copy}; END IF; RETURN NULL; END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER forge AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION forge();"
+        ));
+    } else {
+        sql.batch(&format!(
+            "CREATE TRIGGER forge AFTER INSERT ON ledger WHEN NEW.seq < {FORGED} BEGIN {copy}; END;"
+        ));
+    }
+    // The step commits (PostgreSQL) or is refused (SQLite): either way, no checkpoint
+    // stored since covers a forged row.
+    let _ = rt.propose(
+        &actor("proposer"),
+        definition("after", ActionClass::Mutating),
+    );
+    let text = checkpoint_text(&sql);
+    let (checkpoint, _) = Checkpoint::open(text.as_bytes(), &key().verifier(), &[]).unwrap();
+    let last_own = events(&sql)
+        .iter()
+        .map(|(seq, _, _)| *seq)
+        .filter(|seq| *seq < FORGED)
+        .max()
+        .unwrap();
+    assert!(
+        checkpoint.size <= last_own.cast_unsigned(),
+        "a checkpoint of {} leaves signed past the last event the runtime wrote ({last_own})",
+        checkpoint.size
+    );
+}
+
 /// An event moved below seq 1 (found by the `ledger` fuzz target: its seq set to 0, a byte
 /// of the file then flipped so that the row at its old seq read as before): the events from
 /// seq 1 on still hash to the signed root, and the one below them is no leaf, so it went

@@ -270,21 +270,28 @@ impl Sealer {
         })
     }
 
-    /// Just before the batch's `COMMIT`: appends the events it wrote after `covered` and
-    /// stores the signed checkpoint of the tree. `None` when there is nothing to sign.
+    /// Just before the batch's `COMMIT`: appends the events it wrote after `covered`, up to
+    /// seq `head` (the last event the batch appended, or `i64::MAX` where no other writer
+    /// can have appended since the check), and stores the signed checkpoint of the tree.
+    /// `None` when there is nothing to sign.
+    ///
+    /// The bound matters on PostgreSQL: a batch runs in `READ COMMITTED`, so its statements
+    /// see rows other sessions committed after its check, and the head's row lock binds only
+    /// writers that take it. A row another session inserted past the batch's own events is
+    /// not the batch's, and is never signed here (the next step's check finds it uncovered).
+    /// The seqs from the covered tree to `head` are the batch's own: any other insert of one
+    /// of them conflicts with the batch's.
     pub(crate) fn seal(
         &self,
         rows: &mut dyn LogRows,
         covered: &Covered,
+        head: i64,
     ) -> Result<Option<Sealed>, StoreError> {
-        // The events this batch appended: every one after the covered tree (the batch has
-        // held the head since the check).
         let mut frontier = covered.frontier.clone();
-        rows.each_event(
-            i64::try_from(frontier.size()).unwrap_or(i64::MAX),
-            i64::MAX,
-            &mut |_, text| frontier.append(merkle::leaf_hash(text)),
-        )?;
+        extend(rows, &mut frontier, u64::try_from(head).unwrap_or(0), None)?;
+        if head != i64::MAX && i64::try_from(frontier.size()).ok() != Some(head) {
+            return Err(LogError::Gap(frontier.size().saturating_add(1)).into());
+        }
         if frontier.size() == covered.frontier.size() && covered.stored {
             return Ok(None);
         }

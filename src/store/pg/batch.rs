@@ -288,10 +288,10 @@ impl Batcher {
             tx.nowait = false;
             // The batch's events signed into the log, in the same transaction.
             let mut signed = None;
-            if let (Some(sealer), Some(covered), true) =
-                (sealer, tx.covered.clone(), tx.head.is_some())
+            if let (Some(sealer), Some(covered), Some((head, _))) =
+                (sealer, tx.covered.clone(), tx.head.clone())
             {
-                match sealer.seal(&mut super::log::PgLog(&mut tx), &covered) {
+                match sealer.seal(&mut super::log::PgLog(&mut tx), &covered, head) {
                     Ok(s) => signed = s,
                     Err(e) => {
                         // Nothing of the batch commits (the transaction rolls back as it

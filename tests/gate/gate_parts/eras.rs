@@ -282,6 +282,104 @@ fn an_answer_to_a_form_of_a_binding_pinned_no_more_approves_nothing_and_asks_aga
     s.stop();
 }
 
+/// A retry's answer is used once. A grant that leaves a quorum short does not move the
+/// pathway, so the form's `requestState` still checks; sent again once that grant had
+/// expired, the same answer recorded a new approval the policy had stopped counting, and
+/// with another approver's the call was sent. Now it approves nothing and asks again.
+#[test]
+fn a_form_answer_sent_again_after_its_approval_expired_approves_nothing() {
+    let dir = TempDir::new("gate-era-replay");
+    let path = gated_put_policy(&dir);
+    let mut policy: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    policy["approval"] = json!({"approvers": ["bob"], "quorum": 2});
+    policy["approval_ttl"] = json!(3);
+    std::fs::write(&path, policy.to_string()).unwrap();
+    let mut s = Modern::start(&fault_gate(&dir, &path, "none", &[]));
+    let put = || json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    let asked = s.ask("tools/call", put());
+    let r = &asked["result"];
+    assert_eq!(r["resultType"], "input_required", "{asked}");
+    let (id, form) = (pathway_of(r), r["requestState"].clone());
+
+    // alice's answer: one approval of two.
+    let first = s.ask("tools/call", accepting(put(), &form, true));
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    assert_eq!(approval_bindings(&dir, &id).len(), 1);
+    // It expires; bob approves; the quorum is still short.
+    std::thread::sleep(Duration::from_millis(3300));
+    let db = dir.join("rpr.db").display().to_string();
+    let bob = rpr(&[
+        "approve",
+        "--database",
+        &db,
+        "--pathway",
+        &id,
+        "--as",
+        "bob",
+    ]);
+    assert_eq!(bob.status.code(), Some(3), "{}", text(&bob));
+    assert_eq!(state(&dir, &id), State::HumanGate);
+
+    // alice's old answer again: nothing recorded, nothing sent, asked again.
+    let replay = s.ask("tools/call", accepting(put(), &form, true));
+    let r = &replay["result"];
+    assert_eq!(r["resultType"], "input_required", "{replay}");
+    assert_eq!(
+        approval_bindings(&dir, &id).len(),
+        2,
+        "alice's first and bob's"
+    );
+    assert_eq!(state(&dir, &id), State::HumanGate);
+    assert_eq!(
+        effects(&dir),
+        0,
+        "nothing sent on an answer the policy stopped counting"
+    );
+
+    // Answered in the new form, alice's approval counts beside bob's: sent once.
+    let done = s.ask("tools/call", accepting(put(), &r["requestState"], true));
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    assert_eq!(effects(&dir), 1, "sent once");
+    assert_eq!(state(&dir, &id), State::Completed);
+    s.stop();
+}
+
+/// The form's one field decides: an `accept` without a boolean `approve` says neither yes
+/// nor no. It was recorded as a denial ("declined at the client's Human Gate"); it now
+/// records nothing, and the pathway waits at the gate.
+#[test]
+fn an_accepted_form_without_a_yes_or_no_records_nothing() {
+    let dir = TempDir::new("gate-era-no-answer");
+    let path = gated_put_policy(&dir);
+    let mut s = Modern::start(&fault_gate(&dir, &path, "none", &[]));
+    let put = || json!({"name": "put", "arguments": {"key": "k", "value": "v"}});
+    for (n, content) in [json!({}), json!({"approve": "true"})]
+        .into_iter()
+        .enumerate()
+    {
+        let asked = s.ask("tools/call", put());
+        let r = &asked["result"];
+        assert_eq!(r["resultType"], "input_required", "{asked}");
+        let id = pathway_of(r);
+        let mut call = put();
+        call["requestState"] = r["requestState"].clone();
+        call["inputResponses"] = json!({"rpr_approval": {"action": "accept", "content": content}});
+        let answered = s.ask("tools/call", call);
+        let said = answered["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(answered["result"]["isError"], true, "{answered}");
+        assert!(said.contains("without a yes or no"), "{said}");
+        assert_eq!(state(&dir, &id), State::HumanGate, "answer {n}: {said}");
+        assert!(
+            events(&dir, &id).iter().all(|e| e["kind"] != "denied"),
+            "answer {n}: nothing recorded"
+        );
+    }
+    assert_eq!(effects(&dir), 0);
+    s.stop();
+}
+
 fn write_call(path: &Path, content: &str) -> Value {
     json!({"name": "write_file", "arguments": {"path": path, "content": content}})
 }
