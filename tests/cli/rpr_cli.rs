@@ -877,6 +877,55 @@ fn a_signer_command_signs_the_log_and_a_bad_one_refuses_the_step() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
+/// `rpr sign` signs checkpoints only, and with `--origin` only those of that log: before, it
+/// signed any note's text it was handed.
+#[test]
+fn rpr_sign_signs_a_checkpoint_of_its_log_and_nothing_else() {
+    use std::io::Write as _;
+    let dir = Scratch::new("cli-sign");
+    let key = dir.join("log.key").display().to_string();
+    let out = run(["keygen", "--out", &key]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let sign = |stdin: &str, origin: Option<&str>| {
+        let mut args = vec!["sign", "--key", key.as_str()];
+        args.extend(origin.map(|o| ["--origin", o]).into_iter().flatten());
+        let mut child = std::process::Command::new(host_support::rpr())
+            .args(&args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let root = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let checkpoint = format!("rpr/db_a\n3\n{root}\n");
+    for (stdin, origin, says) in [
+        ("any note at all\n".to_owned(), None, "not a checkpoint"),
+        (
+            checkpoint.clone(),
+            Some("rpr/db_b"),
+            "not of --origin rpr/db_b",
+        ),
+    ] {
+        let out = sign(&stdin, origin);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert!(out.stdout.is_empty(), "nothing signed");
+    }
+    for origin in [None, Some("rpr/db_a")] {
+        let out = sign(&checkpoint, origin);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("\u{2014} "));
+    }
+}
+
 /// `rpr … 2>&1 | head -1` where the reader has gone before the error is said: with stderr a
 /// closed pipe, `rpr` and `rpr-mcp` end with the status of what went wrong, the same as with
 /// stderr read (their message is dropped), not a panic's 101.

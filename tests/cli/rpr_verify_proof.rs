@@ -174,6 +174,32 @@ fn another_key_an_edited_leaf_or_a_missing_cosignature_is_refused_with_exit_1() 
     );
 }
 
+/// A witness is another party than the log, and each counts once: before, the log's own
+/// key given as a witness passed on the log's signature alone ("cosigned by" the log), and
+/// one witness's key given twice passed as two cosigners.
+#[test]
+fn the_logs_key_or_one_witness_twice_is_refused_as_witnesses() {
+    let f = fixture("vp-witnesses");
+    let copy = f.dir.join("witness-copy.pub");
+    std::fs::copy(&f.witness_pub, &copy).unwrap();
+    for (witnesses, needle) in [
+        (vec![f.log_pub.as_str()], "the log's own key"),
+        (
+            vec![f.witness_pub.as_str(), copy.to_str().unwrap()],
+            "given twice",
+        ),
+    ] {
+        let mut args = vec!["verify-proof", f.file.as_str(), "--key", f.log_pub.as_str()];
+        for w in &witnesses {
+            args.extend(["--witness-key", w]);
+        }
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(needle), "{}", text(&out));
+        assert!(out.stdout.is_empty(), "nothing said verified");
+    }
+}
+
 #[test]
 fn bad_files_and_keys_get_a_specific_error_never_a_panic() {
     let f = fixture("vp-input");

@@ -405,10 +405,17 @@ pub(crate) struct SignArgs {
     /// The signer key (KEYFILE from `rpr keygen`).
     #[arg(long, value_name = "KEYFILE")]
     key: PathBuf,
+    /// Sign only checkpoints of this log (`rpr/` and the database identity, as `rpr
+    /// checkpoint` prints it).
+    #[arg(long, value_name = "ORIGIN")]
+    origin: Option<String>,
 }
 
-/// `sign`: a signer command for `--signer-command`. Reads a note's text (a checkpoint) on
-/// stdin and prints its signature line by KEYFILE; nothing else on stdout.
+/// `sign`: a signer command for `--signer-command`. Reads a checkpoint's text on stdin
+/// (and nothing else: any other note is refused) and prints its signature line by
+/// KEYFILE; nothing else on stdout. It signs any tree of the log it is handed: it keeps the
+/// key's bytes from the database's writers, not their power to have it sign
+/// (docs/evidence.md); a witness is what checks that a tree extends the last.
 pub(crate) fn sign(args: &SignArgs) -> Result<Exit, Failure> {
     let key = log_signer_key(&args.key, "--key")?;
     let limit = u64::try_from(rpr::evidence::note::MAX_NOTE_BYTES).unwrap_or(u64::MAX);
@@ -417,6 +424,18 @@ pub(crate) fn sign(args: &SignArgs) -> Result<Exit, Failure> {
         .take(limit + 1)
         .read_to_string(&mut text)
         .map_err(|e| format!("stdin: not UTF-8 text ({e})"))?;
+    let checkpoint = rpr::evidence::checkpoint::Checkpoint::parse(&text)
+        .map_err(|e| format!("stdin: not a checkpoint's text ({e}); nothing signed"))?;
+    if let Some(want) = &args.origin
+        && checkpoint.origin != *want
+    {
+        return Err(format!(
+            "stdin: a checkpoint of the log {}, not of --origin {}; nothing signed",
+            crate::shown::text(&checkpoint.origin),
+            crate::shown::text(want)
+        )
+        .into());
+    }
     let mut note = rpr::evidence::note::Note::new(&text)
         .map_err(|e| format!("stdin: not a note's text: {e}"))?;
     note.sign(&key)?;

@@ -234,7 +234,7 @@ enum Command {
     Witness(log::WitnessArgs),
     /// Write a proof file of a pathway's events in the signed log, for `verify-proof`.
     Proof(log::ProofArgs),
-    /// Sign a note read on stdin with KEYFILE and print the signature line (a --signer-command).
+    /// Sign a checkpoint read on stdin with KEYFILE and print the signature line (a --signer-command).
     Sign(log::SignArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(generate::CompletionsArgs),

@@ -89,6 +89,27 @@ pub(crate) fn verify_proof(args: &VerifyProofArgs, as_json: bool) -> Result<Exit
         .iter()
         .map(|p| read_key(p, "--witness-key"))
         .collect::<Result<Vec<_>, _>>()?;
+    // A witness is another party than the log, and each counts once: the log's own
+    // signature, or one witness's given twice, would pass for more cosigners than signed.
+    for (i, (w, path)) in witnesses.iter().zip(&args.witness_keys).enumerate() {
+        if w.public_key() == log.public_key() {
+            return Err(Usage(format!(
+                "--witness-key {}: this is the log's own key (--key); a witness is another party",
+                path.display()
+            ))
+            .into());
+        }
+        if witnesses[..i]
+            .iter()
+            .any(|o| o.public_key() == w.public_key())
+        {
+            return Err(Usage(format!(
+                "--witness-key {}: the same public key is given twice; each witness counts once",
+                path.display()
+            ))
+            .into());
+        }
+    }
     let bytes = read_proof(&args.file)?;
     let verified = proof::verify(&bytes, &log, &witnesses)
         .map_err(|e| format!("the proof does not hold: {e}"))?;
