@@ -151,3 +151,75 @@ fn review_shows_every_changed_tool_with_a_diff_and_the_command_that_accepts_them
         text(&out)
     );
 }
+
+/// A tool's name is the server's to choose. The accept command the review prints quotes
+/// each word, so pasted into a shell it pins the tool and runs nothing else (before, a name
+/// like `w$(touch PWNED)` ran its command substitution); a name with a `=` is accepted
+/// (digests hold none); a name a command line cannot show as typed (a newline) gets no
+/// command, only the way to read it.
+#[test]
+fn the_printed_accept_command_runs_nothing_a_tool_name_holds() {
+    let dir = Scratch::new("pin-review-shell");
+    let db = dir.join("rpr.db");
+    let rt = Runtime::open(&db).unwrap();
+    let gate = Actor::new("gate");
+    let hostile = "w$(touch PWNED)'`touch PWNED`'=x";
+    let (d1, d2) = (
+        definition(hostile, "Write."),
+        definition(hostile, "Write more."),
+    );
+    rt.check_pin("files", hostile, &binding(hostile, &d1), &d1, &gate)
+        .unwrap();
+    rt.check_pin("files", hostile, &binding(hostile, &d2), &d2, &gate)
+        .unwrap();
+    drop(rt);
+    let db = db.display().to_string();
+    let out = run(["pin", "--database", &db, "--review", "--server", "files"]);
+    let said = text(&out);
+    let command = said
+        .lines()
+        .find_map(|l| l.split_once("after review: ").map(|(_, c)| c.to_owned()))
+        .unwrap_or_else(|| panic!("no accept command in {said}"))
+        .replace(
+            "rpr pin",
+            &format!("{} pin", crate::host_support::rpr().display()),
+        )
+        .replace("--as NAME", "--as bob");
+    let pasted = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .current_dir(dir.join(""))
+        .output()
+        .unwrap();
+    assert_eq!(
+        pasted.status.code(),
+        Some(0),
+        "{command}\n{}",
+        text(&pasted)
+    );
+    assert!(
+        !dir.join("PWNED").exists(),
+        "the pasted command ran the name: {command}"
+    );
+    assert!(
+        pins(&db)["pins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["tool"] == hostile && p["seen"].is_null()),
+        "{}",
+        pins(&db)
+    );
+
+    // A newline in a name: no command to paste.
+    let rt = Runtime::open(std::path::Path::new(&db)).unwrap();
+    let lined = "x\nrpr pin --accept y";
+    let (d1, d2) = (definition(lined, "A."), definition(lined, "B."));
+    rt.check_pin("files", lined, &binding(lined, &d1), &d1, &gate)
+        .unwrap();
+    rt.check_pin("files", lined, &binding(lined, &d2), &d2, &gate)
+        .unwrap();
+    let out = run(["pin", "--database", &db, "--review", "--server", "files"]);
+    let said = text(&out);
+    assert!(!said.contains("after review:"), "{said}");
+    assert!(said.contains("--review --json"), "{said}");
+}

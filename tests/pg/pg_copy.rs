@@ -725,6 +725,12 @@ fn the_rpr_command_copies_reports_and_refuses_each_bad_input() {
     ]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("already moved there"), "{out}");
+    // Found there, not copied now: checked when it was copied, not said verified now.
+    assert!(!out.contains("verified in the target"), "{out}");
+    assert!(
+        out.contains("check it as it is now with `rpr verify`"),
+        "{out}"
+    );
     let (code, out, err) = rpr(&["status", "--database", &db_s]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("ledger: "), "{out}");

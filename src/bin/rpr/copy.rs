@@ -97,9 +97,19 @@ pub(crate) fn copy_to_postgres(args: &CopyArgs, json: bool) -> Result<Exit, Fail
         _ => "copied",
     };
     let r = &report.rows;
+    // A copy made now was checked in the target before it committed. One found there from
+    // an earlier run was checked then; what it holds now is not checked here.
+    let (holds, checked) = match report.outcome {
+        CopyOutcome::FinishedEarlierCopy | CopyOutcome::AlreadyMoved => (
+            " (what the target holds now)",
+            "the source's; the target holds the event at its head, and was checked when it \
+             was copied: check it as it is now with `rpr verify`",
+        ),
+        _ => ("", "verified in the target"),
+    };
     outln!("{}: {what}: {}", report.source, report.target);
     outln!(
-        "database {}: {} pathways, {} attempts, {} approvals, {} pins",
+        "database {}: {} pathways, {} attempts, {} approvals, {} pins{holds}",
         report.database_id,
         r.pathways,
         r.attempts,
@@ -107,7 +117,7 @@ pub(crate) fn copy_to_postgres(args: &CopyArgs, json: bool) -> Result<Exit, Fail
         r.pins
     );
     outln!(
-        "ledger: {} events, head {} (verified in the target)",
+        "ledger: {} events, head {} ({checked})",
         report.events,
         report.head.as_deref().unwrap_or("-")
     );

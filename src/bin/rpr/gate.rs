@@ -13,6 +13,8 @@ use rpr::{Actor, Pathway, Runtime};
 use serde_json::json;
 
 use crate::config::existing_database;
+use crate::pin_review::shell_word;
+use crate::shown;
 use crate::{Exit, Failure};
 
 /// `rpr gate --database DB --policy POLICY --name NAME [--actor NAME] -- COMMAND [ARGS...]`
@@ -181,12 +183,9 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
     let db = existing_database(&args.database)?;
     if args.review {
         let store = rpr::store::ReadStore::open_read_only(db)?;
-        crate::pin_review::review(
-            &args.database,
-            &store.pins()?,
-            args.server.as_deref(),
-            json_out,
-        );
+        // Shown as every command shows it: a URL's password is never printed.
+        let shown_db = rpr::store::shown_location(db);
+        crate::pin_review::review(&shown_db, &store.pins()?, args.server.as_deref(), json_out);
         return Ok(Exit::Done);
     }
     if let (false, Some(server), Some(actor)) = (args.accept.is_empty(), &args.server, &args.actor)
@@ -221,13 +220,17 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
         outln!("{}", json!({ "pins": pins }));
         return Ok(Exit::Done);
     }
+    let shown_db = {
+        let location = rpr::store::shown_location(db);
+        shell_word(&location).unwrap_or_else(|| shown::name(&location))
+    };
     for p in &pins {
         say!(
             "{}/{}  pinned {} by {}",
-            p.server,
-            p.tool,
+            shown::name(&p.server),
+            shown::name(&p.tool),
             p.digest,
-            p.pinned_by
+            shown::name(&p.pinned_by)
         );
         if let Some(seen) = &p.seen {
             let changed = rpr::mcp::changed_fields(&p.binding, &seen.binding).join(", ");
@@ -235,8 +238,8 @@ pub(crate) fn pin(args: &PinArgs, json_out: bool) -> Result<Exit, Failure> {
                 "    CHANGED (calls refused): now {} (changed: {changed}); to review: rpr pin --database {} \
                  --review --server {}",
                 seen.digest,
-                args.database,
-                p.server,
+                shown_db,
+                shell_word(&p.server).unwrap_or_else(|| shown::name(&p.server)),
             );
         }
     }

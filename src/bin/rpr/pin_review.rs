@@ -127,14 +127,36 @@ fn shown_lines(diff: &[(char, String)]) -> Vec<Option<&(char, String)>> {
     out
 }
 
-/// The command that accepts every change reviewed here.
-fn accept_command(database: &str, server: &str, changes: &[Change<'_>]) -> String {
-    let mut words = vec![format!("rpr pin --database {database} --server {server}")];
+/// `s` as one word of a POSIX shell command line: as it is when it holds only characters
+/// no shell reads specially, else in single quotes (a `'` as `'\''`). `None` when it holds
+/// a character [`shown::name`] would escape (a control, invisible or bidi character, a
+/// newline): such a word cannot be shown as it must be typed. A tool's name is the
+/// server's to choose, and a command printed for pasting must not run anything else.
+pub(crate) fn shell_word(s: &str) -> Option<String> {
+    if s.is_empty() || shown::name(s) != s {
+        return None;
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c);
+    if s.chars().all(plain) {
+        return Some(s.to_owned());
+    }
+    Some(format!("'{}'", s.replace('\'', "'\\''")))
+}
+
+/// The command that accepts every change reviewed here, or `None` when a word of it cannot
+/// be shown as it must be typed.
+fn accept_command(database: &str, server: &str, changes: &[Change<'_>]) -> Option<String> {
+    let mut words = vec![format!(
+        "rpr pin --database {} --server {}",
+        shell_word(database)?,
+        shell_word(server)?
+    )];
     for ch in changes {
-        words.push(format!("--accept {}={}", ch.pin.tool, ch.seen.digest));
+        let accept = format!("{}={}", ch.pin.tool, ch.seen.digest);
+        words.push(format!("--accept {}", shell_word(&accept)?));
     }
     words.push("--as NAME".into());
-    words.join(" ")
+    Some(words.join(" "))
 }
 
 /// `rpr pin --review [--server NAME]`.
@@ -191,6 +213,18 @@ pub(crate) fn review(database: &str, pins: &[PinRecord], server: Option<&str>, j
             );
             say!("    seen    {} ({})", c.seen.digest, shown::utc(c.seen.at));
             say!("    changed: {}", c.fields.join(", "));
+            for (field, what) in [
+                ("instructions_digest", "instructions"),
+                ("capabilities_digest", "capabilities"),
+            ] {
+                if c.fields.iter().any(|f| f == field) {
+                    say!(
+                        "    the server's {what} changed: rpr keeps only their digest, so this \
+                         review cannot show what changed; read them from the server itself (its \
+                         `initialize` result) before you accept"
+                    );
+                }
+            }
             if c.diff.iter().any(|(op, _)| *op != ' ') {
                 say!("    definition (- pinned, + seen):");
                 for line in shown_lines(&c.diff) {
@@ -206,11 +240,15 @@ pub(crate) fn review(database: &str, pins: &[PinRecord], server: Option<&str>, j
                 );
             }
         }
-        say!(
-            "\nto accept all {} after review: {}",
-            mine.len(),
-            accept_command(database, s, &mine)
-        );
+        if let Some(command) = accept_command(database, s, &mine) {
+            say!("\nto accept all {} after review: {command}", mine.len());
+        } else {
+            say!(
+                "\na name here holds characters a command line cannot show as typed: read the \
+                 names with `rpr pin --review --json`, and accept with `rpr pin --accept \
+                 TOOL=DIGEST` after review"
+            );
+        }
     }
 }
 
@@ -227,7 +265,7 @@ pub(crate) fn accept(
 ) -> Result<Exit, Failure> {
     let mut named: Vec<(&str, &str)> = Vec::new();
     for a in accepted {
-        let Some((tool, digest)) = a.split_once('=') else {
+        let Some((tool, digest)) = a.rsplit_once('=') else {
             return Err(
                 format!("--accept {a}: give TOOL=DIGEST (rpr pin --review prints them)").into(),
             );
