@@ -244,6 +244,19 @@ fn an_answer_to_a_form_of_a_binding_pinned_no_more_approves_nothing_and_asks_aga
         .status()
         .unwrap();
     assert!(killed.success());
+    // Until the gate has seen its server go and started the new one, a call could still be
+    // checked against the tool list it kept (CI found that race): list until the new
+    // server's pid is written.
+    let restarted = (0..100).any(|_| {
+        let _ = s.ask("tools/list", json!({}));
+        let now = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        if !now.trim().is_empty() && now.trim() != pid.trim() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        false
+    });
+    assert!(restarted, "the gate did not start its server again");
     let refused = s.ask("tools/call", accepting(put(), &first, true));
     let said = refused["result"]["content"][0]["text"]
         .as_str()
