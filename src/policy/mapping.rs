@@ -143,8 +143,11 @@ pub(super) fn check_schemas<'t>(
     Ok(())
 }
 
-/// The first placeholder of the templates whose source `arguments` lack: why a readback
-/// of this call could never read what it needs.
+/// The first placeholder of the templates whose source `arguments` lack, or hold as
+/// `null`: why a readback of this call could never read what it needs. A `null` fills
+/// nothing either: a readback given it reads no record the call wrote (a server that made
+/// up the key it was not given answers "not found"), and a `null` read back proves nothing
+/// of one.
 pub(super) fn missing_source<'t>(
     arguments: &'t Value,
     expect: impl Iterator<Item = &'t Value>,
@@ -154,7 +157,19 @@ pub(super) fn missing_source<'t>(
         .into_iter()
         .find_map(|p| {
             let source = Pointer::of_placeholder(p.text).ok()?;
-            let depth = source.resolve(call).err()?;
+            let depth = match source.resolve(call) {
+                Ok(Value::Null) if source.is_top_level() => {
+                    return Some(format!(
+                        "the call's argument `{}` is null",
+                        source.tokens()[0]
+                    ));
+                }
+                Ok(Value::Null) => {
+                    return Some(format!("the call's arguments hold null at {source}"));
+                }
+                Ok(_) => return None,
+                Err(depth) => depth,
+            };
             Some(if source.is_top_level() {
                 format!("the call has no argument `{}`", source.tokens()[0])
             } else if depth == 0 {
@@ -272,6 +287,34 @@ mod tests {
         let expect = [json!("$key")];
         let why = missing_source(&json!({}), expect.iter(), &json!({})).unwrap();
         assert_eq!(why, "the call has no argument `key`");
+    }
+
+    /// A source that holds `null` is as good as none: a readback given `null` reads no
+    /// record the call wrote, so a `not found` (or a `null`) it gets would pass for a
+    /// write that did not happen, and a repair and resume would write again.
+    #[test]
+    fn a_source_that_holds_null_is_missing() {
+        let template = json!({"key": "$key", "deep": "$/a/b"});
+        let call = json!({"key": "k", "a": {"b": 1}});
+        assert_eq!(missing_source(&template, std::iter::empty(), &call), None);
+        let why = missing_source(
+            &template,
+            std::iter::empty(),
+            &json!({"key": null, "a": {"b": 1}}),
+        );
+        assert_eq!(why.as_deref(), Some("the call's argument `key` is null"));
+        let why = missing_source(
+            &template,
+            std::iter::empty(),
+            &json!({"key": "k", "a": {"b": null}}),
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("the call's arguments hold null at /a/b")
+        );
+        let expect = [json!("$value")];
+        let why = missing_source(&json!({}), expect.iter(), &json!({"value": null}));
+        assert_eq!(why.as_deref(), Some("the call's argument `value` is null"));
     }
 
     #[test]
