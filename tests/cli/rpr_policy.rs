@@ -469,3 +469,27 @@ fn the_policy_sets_the_message_limit() {
         assert!(out.contains(&format!("max_message_bytes is {n}")), "{out}");
     }
 }
+
+/// The policy's `read_only` is the operator's word on a tool whose server claims nothing
+/// (`put` here carries no `readOnlyHint`): `rpr call` binds with the policy's class, as the
+/// gate does. Before, it bound with the server's claim and refused the call it had already
+/// admitted ("declared read-only but the executor binds a mutating target"), leaving an
+/// approved pathway behind.
+#[test]
+fn a_tool_the_policy_calls_read_only_is_called_as_a_read_whatever_the_server_claims() {
+    let dir = Scratch::new("policy-read-only");
+    let config = dir.fault_config("none");
+    let policy = dir.write(
+        "policy-ro.json",
+        &json!({"authority": {"approval_authority": "alice", "repair_owner": "bob"},
+                "servers": {"ledger": {"get": {"read_only": true}, "put": {"read_only": true}}}}),
+    );
+    let db_path = dir.join("rpr.db");
+    let db = db_path.to_str().unwrap();
+    let mut args =
+        host_support::call_args(&config, &policy, db, "put", r#"{"key": "k", "value": "v"}"#);
+    args.extend(["--key", "ro"]);
+    let out = step(&args, 0);
+    assert!(out.contains("COMPLETED (a read-only call)"), "{out}");
+    assert_eq!(by_key(&db_path, "ro").1, "completed");
+}

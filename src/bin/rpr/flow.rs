@@ -438,7 +438,13 @@ pub(crate) fn carry_out<S: Bindable>(
     let stays = |e: &dyn std::fmt::Display| {
         format!("{e}\npathway {id} stays {state}; nothing was sent.{later}")
     };
-    let mut executor = Keeping::new(live.executor());
+    // Bound with the policy's class, as the gate binds: the policy's `read_only` is the
+    // operator's word on a tool whose server claims nothing, and its stricter class
+    // overrules a server's `readOnlyHint`.
+    let mut executor = Keeping::new(
+        live.executor()
+            .with_config(rpr::mcp::ExecutorConfig::default().with_class(live.plan.class)),
+    );
     let bound = p.bind(&mut executor).map_err(|e| stays(&e))?;
     print_binding(bound.binding());
     // A pathway repaired after an approved attempt is sent again on the same approvals
