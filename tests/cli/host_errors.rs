@@ -601,21 +601,7 @@ fn arguments_come_from_a_file_or_stdin() {
 
     // From stdin.
     let args = ungated_call(&config, &policy, db, "-", "from-stdin");
-    let mut child = std::process::Command::new(host_support::rpr())
-        .args(&args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(br#"{"key": "s", "value": "from stdin"}"#)
-            .unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
+    let output = host_support::run_with_stdin(&args, br#"{"key": "s", "value": "from stdin"}"#);
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         by_key(dir.join("rpr.db").as_path(), "from-stdin").1,

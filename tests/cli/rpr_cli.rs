@@ -881,7 +881,6 @@ fn a_signer_command_signs_the_log_and_a_bad_one_refuses_the_step() {
 /// signed any note's text it was handed.
 #[test]
 fn rpr_sign_signs_a_checkpoint_of_its_log_and_nothing_else() {
-    use std::io::Write as _;
     let dir = Scratch::new("cli-sign");
     let key = dir.join("log.key").display().to_string();
     let out = run(["keygen", "--out", &key]);
@@ -889,20 +888,7 @@ fn rpr_sign_signs_a_checkpoint_of_its_log_and_nothing_else() {
     let sign = |stdin: &str, origin: Option<&str>| {
         let mut args = vec!["sign", "--key", key.as_str()];
         args.extend(origin.map(|o| ["--origin", o]).into_iter().flatten());
-        let mut child = std::process::Command::new(host_support::rpr())
-            .args(&args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        host_support::run_with_stdin(&args, stdin.as_bytes())
     };
     let root = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     let checkpoint = format!("rpr/db_a\n3\n{root}\n");

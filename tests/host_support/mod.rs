@@ -44,6 +44,20 @@ where
     run_program(rpr(), args)
 }
 
+/// Runs `rpr` with `args`, `input` written to its stdin and the stdin then closed.
+pub fn run_with_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(rpr())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("rpr does not run: {e}"));
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// `call TOOL` on server `ledger` with these files and arguments, approved as alice.
 pub fn call_args<'a>(
     config: &'a str,
