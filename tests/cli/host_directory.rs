@@ -3,6 +3,12 @@
 //! A server that keeps its data at a relative path, read back from the operator's own
 //! directory, finds nothing: before, that read as *not applied*, and a repair and resume
 //! wrote a second time.
+//!
+//! It records how the server was started as well (`metadata.launch`: its command line and
+//! its environment's digests): every later step starts it with that command line, whatever
+//! the config says by then, and refuses to start it with another environment. Before, a
+//! config edited between the call and its reconcile (another `--state`) read back another
+//! place, and its *not applied* was accepted.
 
 use crate::host_support;
 
@@ -243,4 +249,167 @@ fn a_pathway_left_proposed_is_not_carried_out_from_another_directory() {
         0,
         "nothing was sent"
     );
+}
+
+fn launch_recorded(db: &Path) -> Value {
+    let id = by_key(db, "k").0;
+    let store = ReadStore::open_read_only(db).unwrap();
+    store.pathway(&id).unwrap().unwrap().definition["metadata"]["launch"].clone()
+}
+
+#[test]
+fn a_config_edited_after_the_call_does_not_change_the_server_a_step_starts() {
+    let case = Case::new("launch-args", &json!({}));
+    case.unknown_write();
+    assert_eq!(effects(&case.work), 1);
+    // The config now keeps the server's state elsewhere: a server started so reads no
+    // effect of the call, which would be taken for *not applied*.
+    relative_config(
+        &case.dir,
+        &json!({"args": ["--state", "other-state.json", "--effects", "effects.log"]}),
+    );
+
+    let out = rpr_in(
+        &case.work,
+        &reconcile(&case.config, &case.policy, case.db()),
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("verdict applied"), "{said}");
+    assert_eq!(by_key(&case.db_path, "k").1, "completed", "{said}");
+    assert!(
+        said.contains("the call's command line was") && said.contains("other-state.json"),
+        "the step says the config changed: {said}"
+    );
+    assert!(
+        !case.work.join("other-state.json").exists(),
+        "no server was started as the edited config says"
+    );
+    assert_eq!(effects(&case.work), 1, "nothing was sent again");
+    let launch = launch_recorded(&case.db_path);
+    assert_eq!(
+        launch["command"],
+        json!(env!("CARGO_BIN_EXE_rpr-fault-server")),
+        "{launch}"
+    );
+    assert_eq!(launch["args"][1], json!("state.json"), "{launch}");
+}
+
+#[test]
+fn a_step_whose_server_would_get_another_environment_is_refused_and_reads_nothing() {
+    let case = Case::new("launch-env", &json!({"env": {"LEDGER_ZONE": "a"}}));
+    case.unknown_write();
+    relative_config(&case.dir, &json!({"env": {"LEDGER_ZONE": "b"}}));
+    let id = by_key(&case.db_path, "k").0;
+    let ledger_before = host_support::events(&case.db_path, &id).len();
+
+    let out = rpr_in(
+        &case.work,
+        &reconcile(&case.config, &case.policy, case.db()),
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("its environment differs in LEDGER_ZONE"),
+        "{said}"
+    );
+    assert!(said.contains("rpr attest"), "{said}");
+    assert_eq!(
+        by_key(&case.db_path, "k").1,
+        "write_status_unknown",
+        "{said}"
+    );
+    assert_eq!(
+        host_support::events(&case.db_path, &id).len(),
+        ledger_before,
+        "nothing was recorded"
+    );
+
+    // With the call's environment again, the step runs.
+    relative_config(&case.dir, &json!({"env": {"LEDGER_ZONE": "a"}}));
+    let out = rpr_in(
+        &case.work,
+        &reconcile(&case.config, &case.policy, case.db()),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(by_key(&case.db_path, "k").1, "completed", "{}", text(&out));
+    assert_eq!(effects(&case.work), 1, "nothing was sent again");
+}
+
+#[test]
+fn the_same_keyed_call_through_another_config_is_answered_from_its_pathway() {
+    let case = Case::new("launch-key", &json!({}));
+    case.unknown_write();
+    let id = by_key(&case.db_path, "k").0;
+    relative_config(
+        &case.dir,
+        &json!({"args": ["--state", "state.json", "--effects", "effects.log"]}),
+    );
+
+    let put_under_k = |arguments: &str| {
+        let mut args = call_args(&case.config, &case.policy, case.db(), "put", arguments);
+        args.extend(["--key", "k"]);
+        rpr_in(&case.work, &args)
+    };
+    let out = put_under_k(r#"{"key": "k", "value": "v1"}"#);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(&format!(
+            "idempotency key \"k\" is pathway {id}, the same call"
+        )),
+        "{said}"
+    );
+    assert!(said.contains("replayed, nothing sent again"), "{said}");
+    assert_eq!(effects(&case.work), 1, "nothing was sent again");
+    assert_eq!(pathways(&case.db_path).len(), 1);
+
+    // Another request under the key is still a conflict.
+    let out = put_under_k(r#"{"key": "k", "value": "v2"}"#);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("with different content"), "{said}");
+    assert_eq!(effects(&case.work), 1);
+}
+
+#[test]
+fn a_secret_named_variable_is_recorded_by_its_name_alone() {
+    let secret = "hunter2-not-in-the-database";
+    let case = Case::new(
+        "launch-secret",
+        &json!({"env": {"LEDGER_API_TOKEN": secret, "LEDGER_ZONE": "a"}}),
+    );
+    case.unknown_write();
+    let launch = launch_recorded(&case.db_path);
+    assert_eq!(
+        launch["env_names_only"],
+        json!(["LEDGER_API_TOKEN"]),
+        "{launch}"
+    );
+    let zone = rpr::canonical::sha256_hex_bytes(b"a");
+    assert!(
+        launch["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(["LEDGER_ZONE", zone])),
+        "{launch}"
+    );
+    let digest = rpr::canonical::sha256_hex_bytes(secret.as_bytes());
+    let bytes = std::fs::read(&case.db_path).unwrap();
+    let wal = std::fs::read(case.dir.join("rpr.db-wal")).unwrap_or_default();
+    for needle in [secret, digest.as_str()] {
+        for file in [&bytes, &wal] {
+            assert!(
+                !file.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                "{needle} is in the database"
+            );
+        }
+    }
+    // The definition is not redacted: a step needs no `--args`.
+    let out = rpr_in(
+        &case.work,
+        &reconcile(&case.config, &case.policy, case.db()),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(by_key(&case.db_path, "k").1, "completed", "{}", text(&out));
 }

@@ -110,23 +110,43 @@ fn two_distinct_approvers_make_the_quorum_and_the_call_is_sent_once() {
     assert!(!verified.contains("problem"), "{verified}");
 }
 
-/// The fault server's config, upgraded: another version, so another binding.
-fn upgraded(dir: &Scratch) -> String {
+/// A config whose server `ledger` is the script `server.sh`, which runs the fault server
+/// with `fault_args`. `rpr` starts a pathway's server with the command line its call
+/// recorded, whatever the config says later, so a server changes under a pathway as a
+/// real one does: upgraded or fixed in place ([`install`]).
+fn in_place(dir: &Scratch, fault_args: &[&str]) -> String {
+    install(dir, fault_args);
     dir.write(
-        "mcp-upgraded.json",
-        &json!({"mcpServers": {"ledger": {
-            "command": env!("CARGO_BIN_EXE_rpr-fault-server"),
-            "args": ["--state", dir.join("state.json"), "--effects", dir.join("effects.log"),
-                     "--fault", "none", "--server-version", "9.9.9"],
-        }}}),
+        "mcp-in-place.json",
+        &json!({"mcpServers": {"ledger": {"command": dir.join("server.sh")}}}),
     )
+}
+
+/// (Re)writes `server.sh` to run the fault server with `fault_args`.
+fn install(dir: &Scratch, fault_args: &[&str]) {
+    use std::os::unix::fs::PermissionsExt;
+    let script = format!(
+        "#!/bin/sh\nexec '{}' --state '{}' --effects '{}' {}\n",
+        env!("CARGO_BIN_EXE_rpr-fault-server"),
+        dir.join("state.json").display(),
+        dir.join("effects.log").display(),
+        fault_args.join(" ")
+    );
+    let new = dir.join("server.sh.new");
+    std::fs::write(&new, script).unwrap();
+    std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&new, dir.join("server.sh")).unwrap();
+}
+
+/// The server of [`in_place`], upgraded: another version, so another binding.
+fn upgrade(dir: &Scratch) {
+    install(dir, &["--fault", "none", "--server-version", "9.9.9"]);
 }
 
 #[test]
 fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
     let dir = Scratch::new("approvals-binding");
-    let config = dir.fault_config("none");
-    let upgraded = upgraded(&dir);
+    let config = in_place(&dir, &["--fault", "none"]);
     let policy = dir.policy_with(&json!({
         "authority": {"approval_authority": "alice", "repair_owner": "bob",
                       "stop_authority": "sam"},
@@ -135,11 +155,11 @@ fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
     let db_path = dir.join("rpr.db");
     let db = db_path.to_str().unwrap();
     step(&gated_call(&config, &policy, db, "b", &[]), 3);
-    let before = ["--config", &config, "--policy", &policy, "--database", db];
-    let after = ["--config", &upgraded, "--policy", &policy, "--database", db];
+    let after = ["--config", &config, "--policy", &policy, "--database", db];
 
     // bob approves what the server was; carol, what it is after the upgrade.
-    step(&approve(&before, "b", "bob"), 3);
+    step(&approve(&after, "b", "bob"), 3);
+    upgrade(&dir);
     let out = step(&approve(&after, "b", "carol"), 1);
     assert!(out.contains("approved by bob, carol"), "{out}");
     assert!(
@@ -214,15 +234,15 @@ fn a_call_is_sent_only_to_the_binding_every_approver_of_its_quorum_was_shown() {
 #[test]
 fn an_approval_names_the_binding_it_was_shown_and_is_refused_for_another() {
     let dir = Scratch::new("approve-binding");
-    let config = dir.fault_config("none");
-    let upgraded = upgraded(&dir);
+    let config = in_place(&dir, &["--fault", "none"]);
     let policy = policy(&dir, &json!({}));
     let db_path = dir.join("rpr.db");
     let db = db_path.to_str().unwrap();
     // What the approver was shown: the call bound as the server was.
     let out = step(&gated_call(&config, &policy, db, "s", &[]), 3);
     let shown = bound_digest(&out);
-    let after = ["--config", &upgraded, "--policy", &policy, "--database", db];
+    upgrade(&dir);
+    let after = ["--config", &config, "--policy", &policy, "--database", db];
 
     let mut args = approve(&after, "s", "alice");
     args.extend(["--binding", &shown]);
@@ -268,9 +288,7 @@ fn a_repaired_call_is_resent_only_to_the_binding_its_approver_was_shown() {
     let dir = Scratch::new("approvals-repaired");
     // The first send fails: the tool answers an error (it may have taken effect, so the
     // outcome is unknown until a verdict).
-    let failing = dir.fault_config("is-error");
-    let upgraded = upgraded(&dir);
-    let fixed = dir.fault_config("none");
+    let failing = in_place(&dir, &["--fault", "is-error"]);
     let policy = dir.policy_with(&json!({"authority": {
         "approval_authority": "alice", "repair_owner": "bob", "resume_authority": "bob"}}));
     let db_path = dir.join("rpr.db");
@@ -302,12 +320,13 @@ fn a_repaired_call_is_resent_only_to_the_binding_its_approver_was_shown() {
         &by("repair", "bob", &["--evidence", "the server is fixed"]),
         0,
     );
-    let resume = |config: &str, code: i32| {
+    let resume = |code: i32| {
         let mut args = by("resume", "bob", &[]);
-        args.extend(["--config", config, "--policy", &policy]);
+        args.extend(["--config", &failing, "--policy", &policy]);
         step(&args, code)
     };
-    let out = resume(&upgraded, 1);
+    upgrade(&dir);
+    let out = resume(1);
     assert!(
         out.contains("the server changed since the Human Gate"),
         "{out}"
@@ -318,7 +337,8 @@ fn a_repaired_call_is_resent_only_to_the_binding_its_approver_was_shown() {
     );
     assert_eq!(dir.effects(), 0);
     // The server as it was approved (its fault fixed): sent.
-    let out = resume(&fixed, 0);
+    install(&dir, &["--fault", "none"]);
+    let out = resume(0);
     assert!(out.contains("COMPLETED"), "{out}");
     assert_eq!(dir.effects(), 1);
 }

@@ -12,7 +12,7 @@ use rpr::{Actor, AttemptStatus, Confirmed, Outcome, Pathway, Runtime, StepPoint}
 use serde_json::Value;
 
 use crate::Failure;
-use crate::config::Config;
+use crate::config::{Config, Launch};
 
 /// How a command ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,17 +128,38 @@ pub(crate) fn recorded_directory<S: Stage>(p: &Pathway<S>) -> Result<Option<Path
     }
 }
 
-/// Starts server `server` of the config in `dir`, lists its tools and plans `tool` (the
-/// policy's notes about unchecked readbacks go to stderr).
+/// How the server of a pathway of `rpr call` was started, as the call recorded it
+/// (`metadata.launch`); `None` for a pathway proposed before calls recorded it.
+pub(crate) fn recorded_launch<S: Stage>(p: &Pathway<S>) -> Result<Option<Launch>, Failure> {
+    match p.definition().metadata.get("launch") {
+        None => Ok(None),
+        Some(v) => Launch::from_json(v).map(Some).map_err(|e| {
+            format!(
+                "pathway {}: its recorded server command is not readable ({e}); nothing was done",
+                p.id()
+            )
+            .into()
+        }),
+    }
+}
+
+/// Starts server `server` of the config in `dir` (with `launch`'s command and arguments
+/// when given, else the config's), lists its tools and plans `tool` (the policy's notes
+/// about unchecked readbacks go to stderr).
 pub(crate) fn open_live(
     config: &Config,
     policy: &Policy,
     server: &str,
     tool: &str,
     dir: &Path,
+    launch: Option<&Launch>,
 ) -> Result<Live, Failure> {
     policy.check_configured(config.names())?;
-    let command = config.command(server)?.current_dir(dir);
+    let command = match launch {
+        Some(l) => config.command_as(server, &l.command, &l.args)?,
+        None => config.command(server)?,
+    }
+    .current_dir(dir);
     let started = Live::start(&command, policy, server, tool)?;
     for unchecked in &started.notes {
         note!("note: {unchecked}");

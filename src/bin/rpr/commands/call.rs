@@ -5,12 +5,12 @@ use std::path::Path;
 use rpr::executor::Request;
 use rpr::mcp::ArgumentValidator;
 use rpr::{Actor, Admission, Definition, Proposal, Runtime, StoredPathway};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{CallArgs, hint, json_object, show_next};
 use rpr::policy::Policy;
 
-use crate::config::Config;
+use crate::config::{Config, Launch};
 use crate::flow::{self, Gate};
 use crate::{Exit, Failure};
 
@@ -35,7 +35,8 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             dir.display()
         )
     })?;
-    let live = flow::open_live(&config, &policy, server, tool, &dir)?;
+    let launch = config.launch(server)?;
+    let live = flow::open_live(&config, &policy, server, tool, &dir, Some(&launch))?;
     let validator = ArgumentValidator::new(&live.tool)?;
     validator.check(&arguments).map_err(|problems| {
         format!(
@@ -58,6 +59,14 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         // propose and admit: this call finishes its admission.
         Identical::Open(StoredPathway::Proposed(p)) => {
             let id = p.id().to_owned();
+            if let Some(other) = started_otherwise(&p, &launch)? {
+                return Err(format!(
+                    "an identical call ({tool} on {server}, the same arguments) is pathway {id}, left \
+                     proposed by a call whose server was started otherwise ({other}): run this call \
+                     with that configuration, or end that pathway with `rpr abort`; nothing was sent"
+                )
+                .into());
+            }
             if let Some(recorded) = flow::recorded_directory(&p)?
                 && recorded != dir
             {
@@ -98,10 +107,20 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                 .clone()
                 .unwrap_or_else(|| format!("call/{server}/{digest}/{}", seen + 1));
             let definition = Definition::new(request, live.plan.class, &key, policy.authority())
-                .with_metadata(json!({"server": server, "cwd": dir_text}));
+                .with_metadata(
+                    json!({"server": server, "cwd": dir_text, "launch": launch.to_json()}),
+                );
+            let same = serde_json::to_value(&definition)?;
             // The store refuses it while an identical call is open, though none was open
             // when this looked: another process stored one in between.
             let proposal = match rt.propose_one_open(&proposer, definition) {
+                Err(rpr::PathwayError::IdempotencyConflict { key, existing })
+                    if same_call(&rt, &existing, &same, &digest)? =>
+                {
+                    Proposal::Existing(started_otherwise_by_key(
+                        &rt, &key, &existing, &launch, &dir,
+                    )?)
+                }
                 Err(rpr::PathwayError::Store(rpr::store::StoreError::IdenticalOpen {
                     open,
                     ..
@@ -181,6 +200,92 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         }
         other => Err(format!("unexpected admission {other:?}").into()),
     }
+}
+
+/// How `p`'s server was started, when the call recorded it and it differs from `now`:
+/// what differs, for a message.
+fn started_otherwise<S: rpr::stage::Stage>(
+    p: &rpr::Pathway<S>,
+    now: &Launch,
+) -> Result<Option<String>, Failure> {
+    Ok(flow::recorded_launch(p)?.and_then(|recorded| launch_change(&recorded, now)))
+}
+
+/// What differs between two launches of one server, for a message; `None`: nothing.
+pub(crate) fn launch_change(recorded: &Launch, now: &Launch) -> Option<String> {
+    let mut changes = Vec::new();
+    if (&recorded.command, &recorded.args) != (&now.command, &now.args) {
+        changes.push(format!(
+            "the call's command line was `{}`, the config's is `{}`",
+            recorded.shown(),
+            now.shown()
+        ));
+    }
+    let env = recorded.env_changes(now);
+    if !env.is_empty() {
+        let names: Vec<String> = env.iter().map(|n| rpr::shown::name(n)).collect();
+        changes.push(format!("its environment differs in {}", names.join(", ")));
+    }
+    (!changes.is_empty()).then(|| changes.join("; "))
+}
+
+/// Whether stored pathway `id` is the call `definition` (its JSON) is, but for where and
+/// how its server was started: the same server, request, class and authority.
+fn same_call(rt: &Runtime, id: &str, definition: &Value, digest: &str) -> Result<bool, Failure> {
+    let Some(record) = rt.reader().pathway(id)? else {
+        return Ok(false);
+    };
+    let without = |d: &Value| {
+        let mut d = d.clone();
+        for member in ["metadata", "request"] {
+            if let Some(m) = d.get_mut(member) {
+                *m = Value::Null;
+            }
+        }
+        d
+    };
+    Ok(record.request_digest == digest
+        && record.definition["metadata"]["server"] == definition["metadata"]["server"]
+        && without(&record.definition) == without(definition))
+}
+
+/// The pathway `id` of key `key`, which is this very call made when its server was started
+/// otherwise (another command line, environment or directory): answered from it like any
+/// pathway of the key (said here), or, left proposed, admitted only when the call recorded
+/// neither how nor where its server ran (an older rpr) or ran it as this call does; one
+/// left proposed by a server started otherwise is refused: it would be carried out by a
+/// server it was not proposed for.
+fn started_otherwise_by_key(
+    rt: &Runtime,
+    key: &str,
+    id: &str,
+    launch: &Launch,
+    dir: &std::path::Path,
+) -> Result<StoredPathway, Failure> {
+    let stored = rt.load(id)?;
+    if let StoredPathway::Proposed(p) = &stored {
+        let other = match started_otherwise(p, launch)? {
+            Some(other) => Some(other),
+            None => flow::recorded_directory(p)?
+                .filter(|d| d != dir)
+                .map(|d| format!("its server ran in {}", d.display())),
+        };
+        if let Some(other) = other {
+            return Err(format!(
+                "idempotency key {key:?} is pathway {id}, left proposed (never admitted) by a \
+                 call whose server was started otherwise ({other}): run this call with that \
+                 configuration, or end that pathway with `rpr abort`; nothing was sent"
+            )
+            .into());
+        }
+    } else {
+        say!(
+            "idempotency key {key:?} is pathway {id}, the same call made when its server was \
+             started otherwise (another command line, environment or directory); its steps \
+             start the server as that call did"
+        );
+    }
+    Ok(stored)
 }
 
 /// What the store holds of an identical call (same server, tool and canonical arguments).

@@ -135,12 +135,43 @@ fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result
             config.directory(server)?
         }
     };
+    let launch = if let Some(recorded) = flow::recorded_launch(p)? {
+        let now = config.launch(server)?;
+        if !recorded.env_changes(&now).is_empty() {
+            let change = super::call::launch_change(&recorded, &now).unwrap_or_default();
+            return Err(format!(
+                "pathway {}: the server `{server}` would not run as it ran for the call: {change}. \
+                 A server given another environment may read or write another place, and a \
+                 readback through it proves nothing. Nothing was done. Give the config the \
+                 environment the call had and run this step again; or, if a call was sent, \
+                 settle it by attestation (`rpr attest`: its evidence or repair owner \
+                 decides); otherwise end it with `rpr abort`",
+                p.id()
+            )
+            .into());
+        }
+        if let Some(change) = super::call::launch_change(&recorded, &now) {
+            note!(
+                "note: {change}; this pathway's server is started as the call started it: {}",
+                recorded.shown()
+            );
+        }
+        Some(recorded)
+    } else {
+        note!(
+            "note: the call that proposed this pathway did not record how its server was \
+             started (an older rpr): it is started as the config says today, and a readback \
+             through a server started otherwise proves nothing"
+        );
+        None
+    };
     flow::open_live(
         &config,
         &policy,
         server,
         &p.definition().request.action,
         &dir,
+        launch.as_ref(),
     )
 }
 
