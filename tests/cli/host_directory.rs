@@ -89,6 +89,19 @@ impl Case {
         self.db_path.to_str().unwrap()
     }
 
+    /// `rpr call` of `put` `{"key": "k", "value": "v1"}` under key `k`.
+    fn keyed_put(&self) -> Vec<&str> {
+        let mut args = call_args(
+            &self.config,
+            &self.policy,
+            self.db(),
+            "put",
+            r#"{"key": "k", "value": "v1"}"#,
+        );
+        args.extend(["--key", "k"]);
+        args
+    }
+
     /// The write of [`unknown_write`], from `work`.
     fn unknown_write(&self) {
         unknown_write(&self.config, &self.policy, self.db(), &self.work);
@@ -373,31 +386,27 @@ fn the_same_keyed_call_through_another_config_is_answered_from_its_pathway() {
 }
 
 #[test]
-fn a_secret_named_variable_is_recorded_by_its_name_alone() {
+fn a_variable_is_recorded_as_a_salted_digest_and_compared_whatever_its_name() {
     let secret = "hunter2-not-in-the-database";
     let case = Case::new(
         "launch-secret",
-        &json!({"env": {"LEDGER_API_TOKEN": secret, "LEDGER_ZONE": "a"}}),
+        &json!({"env": {"LEDGER_API_TOKEN": secret}}),
     );
     case.unknown_write();
     let launch = launch_recorded(&case.db_path);
-    assert_eq!(
-        launch["env_names_only"],
-        json!(["LEDGER_API_TOKEN"]),
-        "{launch}"
-    );
-    let zone = rpr::canonical::sha256_hex_bytes(b"a");
-    assert!(
-        launch["env"]
-            .as_array()
-            .unwrap()
-            .contains(&json!(["LEDGER_ZONE", zone])),
-        "{launch}"
-    );
-    let digest = rpr::canonical::sha256_hex_bytes(secret.as_bytes());
+    let pair = launch["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p[0] == "LEDGER_API_TOKEN")
+        .cloned()
+        .unwrap_or_else(|| panic!("recorded: {launch}"));
+    let plain = rpr::canonical::sha256_hex_bytes(secret.as_bytes());
+    assert_ne!(pair[1], json!(plain), "not a plain digest");
+    assert_eq!(pair[1].as_str().unwrap().len(), 64, "{launch}");
     let bytes = std::fs::read(&case.db_path).unwrap();
     let wal = std::fs::read(case.dir.join("rpr.db-wal")).unwrap_or_default();
-    for needle in [secret, digest.as_str()] {
+    for needle in [secret, plain.as_str()] {
         for file in [&bytes, &wal] {
             assert!(
                 !file.windows(needle.len()).any(|w| w == needle.as_bytes()),
@@ -405,11 +414,97 @@ fn a_secret_named_variable_is_recorded_by_its_name_alone() {
             );
         }
     }
-    // The definition is not redacted: a step needs no `--args`.
+
+    // Another token is another environment, secret-named or not: refused.
+    relative_config(
+        &case.dir,
+        &json!({"env": {"LEDGER_API_TOKEN": "swapped-token-value"}}),
+    );
+    let out = rpr_in(
+        &case.work,
+        &reconcile(&case.config, &case.policy, case.db()),
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("differs in LEDGER_API_TOKEN"), "{said}");
+    assert!(
+        !said.contains(secret) && !said.contains("swapped-token-value"),
+        "{said}"
+    );
+    assert_eq!(by_key(&case.db_path, "k").1, "write_status_unknown");
+
+    // The same token: the definition was not redacted, so the step needs no `--args`.
+    relative_config(&case.dir, &json!({"env": {"LEDGER_API_TOKEN": secret}}));
     let out = rpr_in(
         &case.work,
         &reconcile(&case.config, &case.policy, case.db()),
     );
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(by_key(&case.db_path, "k").1, "completed", "{}", text(&out));
+}
+
+#[test]
+fn a_command_line_the_record_would_redact_is_refused_before_anything_is_recorded() {
+    // A word of the command line that is a JSON text with a secret-named member: the
+    // store would redact it, and a step could not start the server as the call did.
+    let script = format!(
+        "exec '{}' --state state.json --effects effects.log",
+        env!("CARGO_BIN_EXE_rpr-fault-server")
+    );
+    let case = Case::new(
+        "launch-redacted",
+        &json!({"command": "sh", "args": ["-c", script, r#"{"api_token": "abc"}"#]}),
+    );
+    let out = rpr_in(&case.work, &case.keyed_put());
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot be recorded without"), "{said}");
+    assert!(said.contains("Nothing was recorded or sent"), "{said}");
+    assert!(pathways(&case.db_path).is_empty(), "nothing was recorded");
+    assert_eq!(effects(&case.work), 0, "nothing was sent");
+}
+
+#[test]
+fn a_step_starts_the_program_the_call_found_whatever_path_says_then() {
+    // The config names its server by a bare name, found in a directory of the PATH the
+    // call ran with.
+    let case = Case::new("launch-program", &json!({}));
+    let bin = new_dir(&case.dir, "bin");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_rpr-fault-server"),
+        bin.join("ledger-server"),
+    )
+    .unwrap();
+    relative_config(&case.dir, &json!({"command": "ledger-server"}));
+    let with_path = |path: String, args: &[&str]| {
+        Command::new(rpr())
+            .current_dir(&case.work)
+            .env("PATH", path)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = with_path(
+        format!("{}:/usr/bin:/bin", bin.display()),
+        &case.keyed_put(),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let launch = launch_recorded(&case.db_path);
+    assert_eq!(launch["command"], json!("ledger-server"), "{launch}");
+    assert_eq!(
+        launch["program"],
+        json!(bin.join("ledger-server").to_str().unwrap()),
+        "{launch}"
+    );
+
+    // The operator's PATH has no such program: the step starts the one the call found.
+    let out = with_path(
+        "/usr/bin:/bin".to_owned(),
+        &reconcile(&case.config, &case.policy, case.db()),
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(by_key(&case.db_path, "k").1, "completed", "{said}");
+    assert_eq!(effects(&case.work), 1, "nothing was sent again");
 }

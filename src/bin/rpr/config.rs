@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rpr::mcp::ServerCommand;
+
+use crate::launch::Launch;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -108,11 +110,41 @@ impl Config {
         Ok(dir)
     }
 
-    /// How server `name` is started today, as [`Launch`] records it: its command and
-    /// arguments, and its environment's compared variables.
-    pub(crate) fn launch(&self, name: &str) -> Result<Launch, Failure> {
+    /// How server `name` is started by a new call in `dir`, as [`Launch`] records it:
+    /// its command as written and as found, its arguments, and its environment's compared
+    /// variables, each digested with a new salt.
+    pub(crate) fn launch(&self, name: &str, dir: &Path) -> Result<Launch, Failure> {
         let entry = self.entry(name)?;
-        let command = entry.program(name)?.to_owned();
+        let command = entry.program(name)?;
+        // The server's PATH, as [`Config::command`] sets it: the entry's, else this process's.
+        let path = entry
+            .env
+            .get("PATH")
+            .map(std::ffi::OsString::from)
+            .or_else(|| std::env::var_os("PATH"));
+        // Not found: recorded as written, and the server's start says why it did not start.
+        let program = crate::launch::found(command, dir, path.as_deref())
+            .unwrap_or_else(|| command.to_owned());
+        let salt = crate::launch::new_salt()?;
+        let env = self.env_digests(name, &salt)?;
+        Ok(Launch {
+            command: command.to_owned(),
+            program,
+            args: entry.args.clone(),
+            salt,
+            env,
+        })
+    }
+
+    /// The compared variables server `name` gets today (the entry's `env`, and `HOME`,
+    /// `LOGNAME` and `USER` from this process), each with its value's digest under `salt`
+    /// ([`crate::launch::digest`]), by name.
+    pub(crate) fn env_digests(
+        &self,
+        name: &str,
+        salt: &str,
+    ) -> Result<Vec<(String, String)>, Failure> {
+        let entry = self.entry(name)?;
         let mut values: BTreeMap<String, String> = BTreeMap::new();
         for key in COMPARED_INHERITED {
             if let Some(value) = std::env::var_os(key) {
@@ -120,18 +152,19 @@ impl Config {
             }
         }
         values.extend(entry.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let (secret, plain): (Vec<_>, Vec<_>) = values
+        Ok(values
             .into_iter()
-            .partition(|(k, _)| rpr::evidence::is_secret_key(k));
-        Ok(Launch {
-            command,
-            args: entry.args.clone(),
-            env: plain
-                .into_iter()
-                .map(|(k, v)| (k, rpr::canonical::sha256_hex_bytes(v.as_bytes())))
-                .collect(),
-            env_names_only: secret.into_iter().map(|(k, _)| k).collect(),
-        })
+            .map(|(k, v)| {
+                let d = crate::launch::digest(salt, &k, &v);
+                (k, d)
+            })
+            .collect())
+    }
+
+    /// The command (if any) and arguments of server `name` as the config writes them.
+    pub(crate) fn written(&self, name: &str) -> Result<(Option<&str>, &[String]), Failure> {
+        let entry = self.entry(name)?;
+        Ok((entry.command.as_deref(), &entry.args))
     }
 
     /// How to start the server called `name` (its directory is the caller's to set:
@@ -161,98 +194,6 @@ impl Config {
             command = command.env(key, value);
         }
         Ok(command)
-    }
-}
-
-/// How `rpr call` started a server, recorded with its pathway (`metadata.launch`): every
-/// later step starts the server with the same command and arguments, and refuses to run
-/// when its environment differs. A server whose command line or environment changed may
-/// read or write another place, and a readback through it proves nothing of the call.
-///
-/// Values of the environment are recorded as SHA-256 digests (enough to tell a change);
-/// a variable whose name looks secret ([`rpr::evidence::is_secret_key`]) only by its name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Launch {
-    pub(crate) command: String,
-    pub(crate) args: Vec<String>,
-    /// Name and value digest of each compared variable, by name.
-    pub(crate) env: Vec<(String, String)>,
-    /// The names of the variables recorded by name only, sorted.
-    pub(crate) env_names_only: Vec<String>,
-}
-
-impl Launch {
-    /// As recorded: `{"command", "args", "env": [[name, digest], …], "env_names_only": [name, …]}`
-    /// (pairs rather than members, so that no name is taken for a secret member of the
-    /// definition and redacted).
-    pub(crate) fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "command": self.command,
-            "args": self.args,
-            "env": self.env.iter().map(|(k, d)| [k, d]).collect::<Vec<_>>(),
-            "env_names_only": self.env_names_only,
-        })
-    }
-
-    /// The recorded launch; `Err`: what in it is not as [`Launch::to_json`] writes it.
-    pub(crate) fn from_json(v: &serde_json::Value) -> Result<Self, String> {
-        let strings = |v: &serde_json::Value, what: &str| -> Result<Vec<String>, String> {
-            v.as_array()
-                .ok_or_else(|| format!("its {what} is not a list"))?
-                .iter()
-                .map(|s| {
-                    s.as_str()
-                        .map(str::to_owned)
-                        .ok_or_else(|| format!("its {what} holds a non-string"))
-                })
-                .collect()
-        };
-        let env = v["env"]
-            .as_array()
-            .ok_or("its env is not a list")?
-            .iter()
-            .map(|pair| match strings(pair, "env pair")?.as_slice() {
-                [k, d] => Ok((k.clone(), d.clone())),
-                _ => Err("an env pair is not a name and a digest".to_owned()),
-            })
-            .collect::<Result<_, String>>()?;
-        Ok(Self {
-            command: v["command"]
-                .as_str()
-                .ok_or("its command is not a string")?
-                .to_owned(),
-            args: strings(&v["args"], "args")?,
-            env,
-            env_names_only: strings(&v["env_names_only"], "env_names_only")?,
-        })
-    }
-
-    /// The command line, each word as [`rpr::shown::name`] shows it.
-    pub(crate) fn shown(&self) -> String {
-        std::iter::once(&self.command)
-            .chain(&self.args)
-            .map(|w| rpr::shown::name(w))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    /// The names of the variables whose recorded value (or, for a secret-named one,
-    /// presence) differs between `self` and `other`, sorted.
-    pub(crate) fn env_changes(&self, other: &Self) -> Vec<String> {
-        // Names as members, a secret-named one's value `null`: the members that differ.
-        let map = |l: &Self| -> serde_json::Value {
-            l.env
-                .iter()
-                .map(|(k, d)| (k.clone(), serde_json::Value::from(d.as_str())))
-                .chain(
-                    l.env_names_only
-                        .iter()
-                        .map(|k| (k.clone(), serde_json::Value::Null)),
-                )
-                .collect::<serde_json::Map<_, _>>()
-                .into()
-        };
-        rpr::mcp::changed_fields(&map(self), &map(other))
     }
 }
 

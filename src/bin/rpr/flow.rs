@@ -12,7 +12,8 @@ use rpr::{Actor, AttemptStatus, Confirmed, Outcome, Pathway, Runtime, StepPoint}
 use serde_json::Value;
 
 use crate::Failure;
-use crate::config::{Config, Launch};
+use crate::config::Config;
+use crate::launch::Launch;
 
 /// How a command ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +157,7 @@ pub(crate) fn open_live(
 ) -> Result<Live, Failure> {
     policy.check_configured(config.names())?;
     let command = match launch {
-        Some(l) => config.command_as(server, &l.command, &l.args)?,
+        Some(l) => config.command_as(server, &l.program, &l.args)?,
         None => config.command(server)?,
     }
     .current_dir(dir);

@@ -102,6 +102,7 @@ mod gate;
 mod generate;
 mod interrupt;
 mod keygen;
+mod launch;
 mod log;
 mod pin_review;
 mod verify_proof;

@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use super::{CallArgs, hint, json_object, show_next};
 use rpr::policy::Policy;
 
-use crate::config::{Config, Launch};
+use crate::config::Config;
 use crate::flow::{self, Gate};
+use crate::launch::{Change, Launch};
 use crate::{Exit, Failure};
 
 /// `call`: propose → admit → Human Gate → bind → dispatch → readback.
@@ -35,7 +36,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
             dir.display()
         )
     })?;
-    let launch = config.launch(server)?;
+    let launch = config.launch(server, &dir)?;
     let live = flow::open_live(&config, &policy, server, tool, &dir, Some(&launch))?;
     let validator = ArgumentValidator::new(&live.tool)?;
     validator.check(&arguments).map_err(|problems| {
@@ -59,7 +60,7 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
         // propose and admit: this call finishes its admission.
         Identical::Open(StoredPathway::Proposed(p)) => {
             let id = p.id().to_owned();
-            if let Some(other) = started_otherwise(&p, &launch)? {
+            if let Some(other) = started_otherwise(&p, &config, server)? {
                 return Err(format!(
                     "an identical call ({tool} on {server}, the same arguments) is pathway {id}, left \
                      proposed by a call whose server was started otherwise ({other}): run this call \
@@ -111,6 +112,21 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                     json!({"server": server, "cwd": dir_text, "launch": launch.to_json()}),
                 );
             let same = serde_json::to_value(&definition)?;
+            // The store redacts every copy of a secret-named argument's value: one that
+            // appears in the server's command line, directory or variable digests would
+            // leave a record that starts another server, or none.
+            if rpr::evidence::check(&same, &policy.bounds())?["metadata"] != same["metadata"] {
+                return Err(
+                    "a word of how this call's server is started (its command line, \
+                     its directory or a variable's digest) holds what the record redacts: the \
+                     value of a secret-named argument of this call, or a JSON text with a \
+                     secret-named member. It cannot be recorded without the secret, and a step \
+                     after this call could not start the server as this call does. Nothing was \
+                     recorded or sent. Keep secrets out of the server's `command`, `args` and \
+                     `cwd` (its `env` is recorded only as digests)"
+                        .into(),
+                );
+            }
             // The store refuses it while an identical call is open, though none was open
             // when this looked: another process stored one in between.
             let proposal = match rt.propose_one_open(&proposer, definition) {
@@ -118,7 +134,10 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
                     if same_call(&rt, &existing, &same, &digest)? =>
                 {
                     Proposal::Existing(started_otherwise_by_key(
-                        &rt, &key, &existing, &launch, &dir,
+                        &rt,
+                        &key,
+                        &existing,
+                        (&config, server, &dir),
                     )?)
                 }
                 Err(rpr::PathwayError::Store(rpr::store::StoreError::IdenticalOpen {
@@ -202,31 +221,18 @@ pub(crate) fn call(args: &CallArgs) -> Result<Exit, Failure> {
     }
 }
 
-/// How `p`'s server was started, when the call recorded it and it differs from `now`:
-/// what differs, for a message.
+/// How `p`'s server was started, when the call recorded it and it differs from how
+/// `config` starts `server` today: what differs, for a message.
 fn started_otherwise<S: rpr::stage::Stage>(
     p: &rpr::Pathway<S>,
-    now: &Launch,
+    config: &Config,
+    server: &str,
 ) -> Result<Option<String>, Failure> {
-    Ok(flow::recorded_launch(p)?.and_then(|recorded| launch_change(&recorded, now)))
-}
-
-/// What differs between two launches of one server, for a message; `None`: nothing.
-pub(crate) fn launch_change(recorded: &Launch, now: &Launch) -> Option<String> {
-    let mut changes = Vec::new();
-    if (&recorded.command, &recorded.args) != (&now.command, &now.args) {
-        changes.push(format!(
-            "the call's command line was `{}`, the config's is `{}`",
-            recorded.shown(),
-            now.shown()
-        ));
-    }
-    let env = recorded.env_changes(now);
-    if !env.is_empty() {
-        let names: Vec<String> = env.iter().map(|n| rpr::shown::name(n)).collect();
-        changes.push(format!("its environment differs in {}", names.join(", ")));
-    }
-    (!changes.is_empty()).then(|| changes.join("; "))
+    let Some(recorded) = flow::recorded_launch(p)? else {
+        return Ok(None);
+    };
+    let change = Change::of(&recorded, config, server)?;
+    Ok((!change.is_empty()).then(|| change.to_string()))
 }
 
 /// Whether stored pathway `id` is the call `definition` (its JSON) is, but for where and
@@ -249,40 +255,64 @@ fn same_call(rt: &Runtime, id: &str, definition: &Value, digest: &str) -> Result
         && without(&record.definition) == without(definition))
 }
 
-/// The pathway `id` of key `key`, which is this very call made when its server was started
-/// otherwise (another command line, environment or directory): answered from it like any
-/// pathway of the key (said here), or, left proposed, admitted only when the call recorded
-/// neither how nor where its server ran (an older rpr) or ran it as this call does; one
-/// left proposed by a server started otherwise is refused: it would be carried out by a
-/// server it was not proposed for.
+/// The pathway `id` of key `key`, the same call as this one but for its metadata (where
+/// and how its server was started): answered from it like any pathway of the key, with
+/// what differs said here. One left proposed (never admitted) is admitted only when
+/// nothing shows its server was started otherwise (an older rpr recorded neither how nor,
+/// or the same, directory); else it is refused: it would be carried out by a server it was
+/// not proposed for.
 fn started_otherwise_by_key(
     rt: &Runtime,
     key: &str,
     id: &str,
-    launch: &Launch,
-    dir: &std::path::Path,
+    (config, server, dir): (&Config, &str, &std::path::Path),
 ) -> Result<StoredPathway, Failure> {
     let stored = rt.load(id)?;
-    if let StoredPathway::Proposed(p) = &stored {
-        let other = match started_otherwise(p, launch)? {
-            Some(other) => Some(other),
-            None => flow::recorded_directory(p)?
-                .filter(|d| d != dir)
-                .map(|d| format!("its server ran in {}", d.display())),
-        };
-        if let Some(other) = other {
+    let record = rt
+        .reader()
+        .pathway(id)?
+        .ok_or_else(|| format!("pathway {id} is gone"))?;
+    let metadata = &record.definition["metadata"];
+    let mut other = Vec::new();
+    if rpr::gate::is_gate_metadata(metadata) {
+        other.push("it was proposed by `rpr gate`".to_owned());
+    }
+    match metadata.get("launch").map(Launch::from_json) {
+        Some(Ok(recorded)) => {
+            let change = Change::of(&recorded, config, server)?;
+            if !change.is_empty() {
+                other.push(change.to_string());
+            }
+        }
+        Some(Err(e)) => other.push(format!("its recorded server command is not readable: {e}")),
+        None => {}
+    }
+    if let Some(recorded) = metadata["cwd"].as_str()
+        && std::path::Path::new(recorded) != dir
+    {
+        other.push(format!("its server ran in {recorded}"));
+    }
+    if let StoredPathway::Proposed(_) = &stored {
+        if !other.is_empty() {
             return Err(format!(
                 "idempotency key {key:?} is pathway {id}, left proposed (never admitted) by a \
-                 call whose server was started otherwise ({other}): run this call with that \
-                 configuration, or end that pathway with `rpr abort`; nothing was sent"
+                 call whose server was started otherwise ({}): run this call as that one was, \
+                 or end that pathway with `rpr abort`; nothing was sent",
+                other.join("; ")
             )
             .into());
         }
     } else {
+        if metadata.get("launch").is_none() && other.is_empty() {
+            other.push(
+                "it was recorded by an older rpr, which did not record how its server was \
+                 started"
+                    .to_owned(),
+            );
+        }
         say!(
-            "idempotency key {key:?} is pathway {id}, the same call made when its server was \
-             started otherwise (another command line, environment or directory); its steps \
-             start the server as that call did"
+            "idempotency key {key:?} is pathway {id}, the same call recorded otherwise ({})",
+            other.join("; ")
         );
     }
     Ok(stored)

@@ -136,9 +136,8 @@ fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result
         }
     };
     let launch = if let Some(recorded) = flow::recorded_launch(p)? {
-        let now = config.launch(server)?;
-        if !recorded.env_changes(&now).is_empty() {
-            let change = super::call::launch_change(&recorded, &now).unwrap_or_default();
+        let change = crate::launch::Change::of(&recorded, &config, server)?;
+        if !change.env.is_empty() {
             return Err(format!(
                 "pathway {}: the server `{server}` would not run as it ran for the call: {change}. \
                  A server given another environment may read or write another place, and a \
@@ -150,7 +149,7 @@ fn live_for<S: Stage>(rt: &Runtime, files: &LiveFiles, p: &Pathway<S>) -> Result
             )
             .into());
         }
-        if let Some(change) = super::call::launch_change(&recorded, &now) {
+        if !change.is_empty() {
             note!(
                 "note: {change}; this pathway's server is started as the call started it: {}",
                 recorded.shown()
