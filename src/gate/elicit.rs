@@ -178,7 +178,9 @@ impl Gate {
                         );
                     }
                 }
-                let quorum = match self.rt.quorum(&p) {
+                // Only the approvals of the binding this answer was given for count: one
+                // given before the pin moved does not make a quorum with it.
+                let quorum = match self.rt.quorum_of_binding(&p, &shown_binding) {
                     Ok(q) => q,
                     Err(e) => {
                         let request = p.definition().request.clone();

@@ -41,6 +41,8 @@ pub(crate) struct Granted {
     at: i64,
     request_digest: String,
     break_glass: bool,
+    /// The binding its approver was shown, when it recorded one.
+    binding: Option<String>,
 }
 
 /// An approval a pathway's last approval step used ([`Runtime::approved_bindings`]).
@@ -94,6 +96,11 @@ impl Approvals {
                         .unwrap_or_default()
                         .to_owned(),
                     break_glass: e.data.get("break_glass") == Some(&Value::Bool(true)),
+                    binding: e
+                        .data
+                        .get("binding_digest")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
                 });
             } else if approved && let Some(id) = id {
                 if !used_run {
@@ -158,6 +165,8 @@ struct Judged<'a> {
     authority: &'a Authority,
     proposer: &'a Actor,
     request_digest: &'a str,
+    /// Count only the approvals that recorded this binding ([`Runtime::quorum_of_binding`]).
+    binding: Option<&'a str>,
 }
 
 impl Judged<'_> {
@@ -176,6 +185,7 @@ impl Judged<'_> {
             .filter(|g| {
                 g.request_digest == self.request_digest
                     && ttl.is_none_or(|t| g.at.saturating_add(t) > now)
+                    && self.binding.is_none_or(|b| g.binding.as_deref() == Some(b))
             })
             .collect();
         live.sort_by_key(|g| Some(g.id.as_str()) != first);
@@ -249,7 +259,8 @@ impl Runtime {
     ///
     /// Refused, with nothing written: an actor who may not approve; the proposer, unless
     /// the rule allows self-approval; an approver whose approval of this request already
-    /// counts.
+    /// counts and recorded the same binding (none, here; an approval of a binding shown,
+    /// [`Runtime::grant_approval_of_binding`], stands only for that binding).
     pub fn grant_approval<S: Gated>(
         &self,
         pathway: &Pathway<S>,
@@ -295,9 +306,13 @@ impl Runtime {
             let now = self.approval_now()?;
             let ttl = ttl_of(authority);
             let approvals = self.approvals(&core.id)?;
+            // An approval of another binding (the server changed since it was given) does
+            // not stand for this one: its approver may approve what they are shown now.
+            let binding = extra.get("binding_digest").and_then(Value::as_str);
             if let Some(g) = approvals.outstanding.iter().find(|g| {
                 g.approver == *approver
                     && g.request_digest == core.request_digest
+                    && g.binding.as_deref() == binding
                     && ttl.is_none_or(|t| g.at.saturating_add(t) > now)
             }) {
                 return Err(PathwayError::AlreadyApproved {
@@ -427,7 +442,29 @@ impl Runtime {
         self.quorum_of(core)
     }
 
+    /// [`Runtime::quorum`] of the approvals that recorded `binding_digest`
+    /// ([`Runtime::grant_approval_of_binding`]) alone: the quorum of those who approved the
+    /// call as it is bound now. An approval of another binding (given before the server
+    /// changed) or of none shown does not count toward it, and does not keep its approver
+    /// from approving this one. A host that records the binding it shows should judge the
+    /// quorum this way: [`Runtime::quorum`] counts every approval of the request, and a
+    /// quorum made of approvals of different bindings approves a call that no send will
+    /// take (the dispatch refuses it: [`PathwayError::ApprovedAnotherBinding`]).
+    pub fn quorum_of_binding<S: Gated>(
+        &self,
+        pathway: &Pathway<S>,
+        binding_digest: &str,
+    ) -> Result<Quorum, PathwayError> {
+        let core = &pathway.core;
+        self.own(core)?;
+        self.judge(core, Some(binding_digest))
+    }
+
     fn quorum_of(&self, core: &Core) -> Result<Quorum, PathwayError> {
+        self.judge(core, None)
+    }
+
+    fn judge(&self, core: &Core, binding: Option<&str>) -> Result<Quorum, PathwayError> {
         let approvals = self.approvals(&core.id)?;
         Judged {
             id: &core.id,
@@ -435,6 +472,7 @@ impl Runtime {
             authority: &core.definition.authority,
             proposer: &core.proposer,
             request_digest: &core.request_digest,
+            binding,
         }
         .quorum(&approvals, self.approval_now()?, None)
     }
@@ -504,6 +542,7 @@ impl Approval {
             authority: &definition.authority,
             proposer: &Actor::new(record.proposer),
             request_digest: &self.request_digest,
+            binding: None,
         }
         .quorum(&approvals, rt.approval_now()?, Some(&self.id))
     }

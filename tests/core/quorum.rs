@@ -250,6 +250,58 @@ fn an_approval_of_another_binding_is_not_sent_on_whatever_its_class() {
     assert_eq!(executor.executed, 1);
 }
 
+/// Alice approves the call bound to X; the server changes to Y; Bob approves Y. Judged
+/// for Y (what a host that records the binding it shows asks), Alice's approval of X does
+/// not count, and does not keep her from approving Y: before, the two made a quorum that
+/// approved a call no send would take, and Alice's approval of Y was refused as given.
+#[test]
+fn a_quorum_of_a_binding_counts_only_the_approvals_of_that_binding() {
+    let env = Env::new("quorum-one-binding");
+    let scripted = rpr::executor::Binding::new("scripted", json!({"executor": "scripted"}));
+    let y = scripted.unwrap().read_only().digest;
+    let p = env.gated("moved", "proposer", two_of_three());
+    env.rt
+        .grant_approval_of_binding(&p, &actor("alice"), "x-before-the-upgrade")
+        .unwrap();
+    env.rt
+        .grant_approval_of_binding(&p, &actor("bob"), &y)
+        .unwrap();
+    let before = db_dump(&env.dir.db());
+    let e = env.rt.quorum_of_binding(&p, &y).unwrap_err();
+    let PathwayError::QuorumShort {
+        have,
+        granted_by,
+        waiting_on,
+        ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(have, 1);
+    assert_eq!(granted_by.as_ref(), [actor("bob")]);
+    assert!(waiting_on.contains(&actor("alice")), "{waiting_on:?}");
+    assert_eq!(db_dump(&env.dir.db()), before, "judging writes nothing");
+    // Judged over every approval of the request (no binding asked), the two still count.
+    assert!(env.rt.quorum(&p).is_ok());
+
+    // Alice approves what she is shown now: a quorum of Y, sent once.
+    env.rt
+        .grant_approval_of_binding(&p, &actor("alice"), &y)
+        .unwrap();
+    let e = env
+        .rt
+        .grant_approval_of_binding(&p, &actor("alice"), &y)
+        .unwrap_err();
+    assert!(matches!(e, PathwayError::AlreadyApproved { .. }), "{e:?}");
+    let quorum = env.rt.quorum_of_binding(&p, &y).unwrap();
+    let approved = p.approve(&env.rt, quorum).unwrap();
+    let mut executor = Scripted::ok();
+    let bound = approved.bind(&mut executor).unwrap();
+    let out = bound.dispatch(&env.rt, &actor("execution_actor"), &mut executor);
+    assert!(!matches!(out, Outcome::NotSent(_)), "{out:?}");
+    assert_eq!(executor.executed, 1);
+}
+
 #[test]
 fn the_proposer_may_not_approve_unless_the_rule_allows_it() {
     let env = Env::new("quorum-self");

@@ -273,7 +273,13 @@ pub(crate) fn grant<S: Gated + 'static>(
             Err(e @ rpr::PathwayError::AlreadyApproved { .. }) => say!("{e}"),
             Err(e) => return Err(stays(&e).into()),
         }
-        match rt.quorum(&p) {
+        // Of the binding shown, only the approvals of that binding: one given before the
+        // server changed makes no quorum with it (its approver may approve this one).
+        let quorum = match shown {
+            Some(digest) => rt.quorum_of_binding(&p, digest),
+            None => rt.quorum(&p),
+        };
+        match quorum {
             Ok(q) => q,
             Err(e @ rpr::PathwayError::QuorumShort { .. }) => {
                 say!("Human Gate: approval by {approver} recorded; {e}; nothing was sent");
