@@ -194,6 +194,32 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The `rpr pin` command that pins `tool` of `server` at `digest` in `database` (`None`:
+/// the word `DB`, for the operator to fill in), each word quoted for a POSIX shell
+/// ([`crate::shown::shell_word`]): the names are the server's to choose, and a command
+/// printed for pasting must run nothing else. A name that cannot be shown as it must be
+/// typed gets no command: the operator reads it with `rpr pin --review --json`.
+pub(crate) fn pin_command(
+    database: Option<&str>,
+    server: &str,
+    tool: &str,
+    digest: &str,
+) -> String {
+    let word = crate::shown::shell_word;
+    let database = match database {
+        Some(d) => word(d),
+        None => Some("DB".to_owned()),
+    };
+    match (database, word(server), word(tool), word(digest)) {
+        (Some(d), Some(s), Some(t), Some(x)) => {
+            format!("rpr pin --database {d} --server {s} --tool {t} --digest {x} --as NAME")
+        }
+        _ => "`rpr pin` (no command is printed here: a name in it cannot be shown as it must \
+              be typed; `rpr pin --review --json` shows the change)"
+            .to_owned(),
+    }
+}
+
 /// Governs the MCP server `command` for the client at the other end of `input` and
 /// `output`, until the client closes `input`: it reports what a previous gate left
 /// unresolved, then serves. Calls in flight finish and record their outcomes before the
@@ -732,4 +758,51 @@ impl Gate {
 /// and `server/discover` give).
 fn server_info() -> Value {
     json!({"name": "rpr-gate", "version": env!("CARGO_PKG_VERSION")})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pin_command;
+
+    #[test]
+    fn a_printed_pin_command_runs_nothing_a_name_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let hostile = "w$(touch PWNED)'`touch PWNED`'";
+        let command = pin_command(Some("my db.sqlite"), "files;touch PWNED", hostile, "abc");
+        // Pasted into a shell where `rpr` prints its arguments, one a line.
+        let script = format!("rpr() {{ printf '%s\\n' \"$@\"; }}; {command}");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(!dir.path().join("PWNED").exists(), "ran a name: {command}");
+        let words: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "pin",
+                "--database",
+                "my db.sqlite",
+                "--server",
+                "files;touch PWNED",
+                "--tool",
+                hostile,
+                "--digest",
+                "abc",
+                "--as",
+                "NAME"
+            ]
+        );
+        // The operator's own placeholder stays a placeholder.
+        assert!(pin_command(None, "s", "t", "d").starts_with("rpr pin --database DB --server s"));
+        // A name that cannot be typed as shown: no command to paste.
+        let lined = pin_command(None, "s", "t\nrpr pin --accept x", "d");
+        assert!(!lined.contains("--tool"), "{lined}");
+    }
 }

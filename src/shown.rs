@@ -57,6 +57,23 @@ pub fn name(s: &str) -> String {
     escape_where(s, |_| false)
 }
 
+/// `s` as one word of a command for a POSIX shell: as is when it is plain, else in single
+/// quotes; `None` for an empty word or one holding a character [`name`] would escape (a
+/// control, invisible or bidi character, a newline): such a word cannot be shown as it must
+/// be typed. A server's or tool's name is the server's to choose, and a command printed for
+/// pasting must not run anything else.
+#[must_use]
+pub fn shell_word(s: &str) -> Option<String> {
+    if s.is_empty() || name(s) != s {
+        return None;
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c);
+    if s.chars().all(plain) {
+        return Some(s.to_owned());
+    }
+    Some(format!("'{}'", s.replace('\'', "'\\''")))
+}
+
 /// Text of several lines that `rpr` composed: unsafe characters escaped, its newlines kept.
 #[must_use]
 pub fn text(s: &str) -> String {

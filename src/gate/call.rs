@@ -527,9 +527,9 @@ impl Gate {
         let changed = crate::mcp::changed_fields(pinned, &seen.details).join(", ");
         format!(
             "refused: tool `{tool}` of server `{server}` is not the one pinned (changed: {changed}; now {}). \
-             Nothing was recorded or sent. An operator reviews the change and pins it with: \
-             rpr pin --database {} --server {server} --tool {tool} --digest {} --as NAME",
-            seen.target, self.database, seen.digest
+             Nothing was recorded or sent. An operator reviews the change and pins it with: {}",
+            seen.target,
+            super::pin_command(Some(&self.database), server, tool, &seen.digest)
         )
     }
 

@@ -395,8 +395,8 @@ impl Gate {
             reader_as_pinned(client, &tool, &pinned).map_err(|(why, digest)| {
                 let pin = digest.map_or_else(String::new, |d| {
                     format!(
-                        ". An operator reviews the change and pins it with: rpr pin --database {database} \
-                         --server {server} --tool {tool} --digest {d} --as NAME"
+                        ". An operator reviews the change and pins it with: {}",
+                        super::pin_command(Some(&database), &server, &tool, &d)
                     )
                 });
                 format!(

@@ -102,8 +102,7 @@ fn reader_pinned(rt: &Runtime, live: &Live) -> Result<(), GateError> {
         &rule.tool,
         "the readback tool",
         "a readback through it proves nothing, so this step did nothing (nothing read back or \
-         sent). Review the change and pin it with: rpr pin --database DB --server {server} \
-         --tool {tool} --digest {digest} --as NAME, then run this step again",
+         sent). Review the change and pin it with: {pin}, then run this step again",
     )
     .map(drop)
 }
@@ -127,14 +126,13 @@ pub fn sender_pinned(rt: &Runtime, live: &Live) -> Result<String, GateError> {
         &live.tool.name,
         "the tool",
         "nobody approved sending to it, so nothing was sent. Review the change (`rpr pin \
-         --review`), pin it (rpr pin --database DB --server {server} --tool {tool} --digest \
-         {digest} --as NAME), and put the pathway back before the Human Gate (`rpr hold`, then \
+         --review`), pin it ({pin}), and put the pathway back before the Human Gate (`rpr hold`, then \
          `rpr escalate`) to approve the call of the tool as it is now; or abort it",
     )
 }
 
-/// `then`: what the refusal says after what changed; `{server}`, `{tool}` and `{digest}` in
-/// it are replaced. Returns the digest, which is the pinned one.
+/// `then`: what the refusal says after what changed; `{pin}` in it is replaced by the
+/// command that pins the tool as it is now. Returns the digest, which is the pinned one.
 fn pinned(
     rt: &Runtime,
     live: &Live,
@@ -166,9 +164,10 @@ fn pinned(
             "{what} `{tool}` of server `{server}` is not the one pinned (changed: {}; now {}): {}",
             crate::mcp::changed_fields(&pin.binding, &binding.details).join(", "),
             binding.target,
-            then.replace("{server}", server)
-                .replace("{tool}", tool)
-                .replace("{digest}", &binding.digest)
+            then.replace(
+                "{pin}",
+                &super::pin_command(None, server, tool, &binding.digest)
+            )
         ))),
     }
 }

@@ -13,9 +13,9 @@ use rpr::{Actor, Pathway, Runtime};
 use serde_json::json;
 
 use crate::config::existing_database;
-use crate::pin_review::shell_word;
 use crate::shown;
 use crate::{Exit, Failure};
+use rpr::shown::shell_word;
 
 /// `rpr gate --database DB --policy POLICY --name NAME [--actor NAME] -- COMMAND [ARGS...]`
 #[derive(Debug, clap::Args)]

@@ -90,7 +90,7 @@ impl Launch {
     pub(crate) fn shown(&self) -> String {
         std::iter::once(&self.command)
             .chain(&self.args)
-            .map(|w| crate::pin_review::shell_word(w).unwrap_or_else(|| format!("{w:?}")))
+            .map(|w| rpr::shown::shell_word(w).unwrap_or_else(|| format!("{w:?}")))
             .collect::<Vec<_>>()
             .join(" ")
     }

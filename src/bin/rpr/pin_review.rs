@@ -127,33 +127,17 @@ fn shown_lines(diff: &[(char, String)]) -> Vec<Option<&(char, String)>> {
     out
 }
 
-/// `s` as one word of a POSIX shell command line: as it is when it holds only characters
-/// no shell reads specially, else in single quotes (a `'` as `'\''`). `None` when it holds
-/// a character [`shown::name`] would escape (a control, invisible or bidi character, a
-/// newline): such a word cannot be shown as it must be typed. A tool's name is the
-/// server's to choose, and a command printed for pasting must not run anything else.
-pub(crate) fn shell_word(s: &str) -> Option<String> {
-    if s.is_empty() || shown::name(s) != s {
-        return None;
-    }
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c);
-    if s.chars().all(plain) {
-        return Some(s.to_owned());
-    }
-    Some(format!("'{}'", s.replace('\'', "'\\''")))
-}
-
 /// The command that accepts every change reviewed here, or `None` when a word of it cannot
 /// be shown as it must be typed.
 fn accept_command(database: &str, server: &str, changes: &[Change<'_>]) -> Option<String> {
     let mut words = vec![format!(
         "rpr pin --database {} --server {}",
-        shell_word(database)?,
-        shell_word(server)?
+        rpr::shown::shell_word(database)?,
+        rpr::shown::shell_word(server)?
     )];
     for ch in changes {
         let accept = format!("{}={}", ch.pin.tool, ch.seen.digest);
-        words.push(format!("--accept {}", shell_word(&accept)?));
+        words.push(format!("--accept {}", rpr::shown::shell_word(&accept)?));
     }
     words.push("--as NAME".into());
     Some(words.join(" "))
