@@ -47,7 +47,7 @@ mod status_view;
 
 pub use detail::{AttemptView, PathwayDetail, pathway};
 pub use events::{ChainProblem, EventView, EvidencePage, evidence};
-pub use next::{Alternative, NextAction, authority_of, next_action, next_of};
+pub use next::{Alternative, NextAction, authority_of, judged_binding, next_action, next_of};
 pub use pages::{PathwayPage, PathwaySummary, list_pathways, list_unresolved};
 pub use status_view::{StatusView, status};
 

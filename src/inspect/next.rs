@@ -239,7 +239,11 @@ pub fn next_of(store: &ReadStore, record: &PathwayRecord) -> Result<NextAction, 
 }
 
 /// Takes out of `next.actors`, for a pathway waiting for approvals, every approver whose
-/// approval already counts.
+/// approval already counts: of the binding an approval is judged for now (the approval
+/// step counts only those, `Runtime::quorum_of_binding`): a gate's call, its tool's pinned
+/// digest; any other, the binding the newest approval recorded (the call is bound again
+/// when its approval step runs, which a view cannot do). An approval of another binding
+/// leaves its approver among those who may approve.
 pub(super) fn without_counted(
     store: &ReadStore,
     record: &PathwayRecord,
@@ -250,15 +254,35 @@ pub(super) fn without_counted(
     {
         let events = store.events(&record.id, 0, usize::MAX)?;
         let now = store.approval_now()?;
-        let done = crate::runtime::Approvals::read(&events)?.counted(
-            &record.request_digest,
-            authority,
-            now,
-        );
+        let approvals = crate::runtime::Approvals::read(&events)?;
+        let binding = match judged_binding(store, record)? {
+            Some(pinned) => Some(pinned),
+            None => approvals.newest_binding().map(str::to_owned),
+        };
+        let done = approvals.counted(&record.request_digest, authority, now, binding.as_deref());
         next.actors
             .retain(|a| !done.iter().any(|d| d.as_str() == a));
     }
     Ok(())
+}
+
+/// The binding a gate's call is approved for now: its tool's pinned digest (`None` for
+/// any other pathway, or a gate's call whose tool has no pin).
+pub fn judged_binding(
+    store: &ReadStore,
+    record: &PathwayRecord,
+) -> Result<Option<String>, StoreError> {
+    let definition = &record.definition;
+    if !crate::gate::is_gate_metadata(&definition["metadata"]) {
+        return Ok(None);
+    }
+    match (
+        definition["metadata"]["server"].as_str(),
+        definition["request"]["action"].as_str(),
+    ) {
+        (Some(server), Some(tool)) => store.pin_digest(server, tool),
+        _ => Ok(None),
+    }
 }
 
 #[cfg(test)]

@@ -116,25 +116,37 @@ impl Approvals {
     }
 
     /// Who has an approval of `request_digest` that counts at `now` (granted, unused, not
-    /// revoked, not expired; break-glass approvals aside): they have nothing more to
-    /// approve.
+    /// revoked, not expired; break-glass approvals aside), and, with `binding`, that
+    /// recorded that binding ([`Runtime::quorum_of_binding`]'s rule): they have nothing more
+    /// to approve.
     pub(crate) fn counted(
         &self,
         request_digest: &str,
         authority: &Authority,
         now: i64,
+        binding: Option<&str>,
     ) -> Vec<Actor> {
         let ttl = ttl_of(authority);
         let mut out: Vec<Actor> = Vec::new();
         for g in &self.outstanding {
             let live = g.request_digest == request_digest
                 && !g.break_glass
+                && binding.is_none_or(|b| g.binding.as_deref() == Some(b))
                 && ttl.is_none_or(|t| g.at.saturating_add(t) > now);
             if live && !out.contains(&g.approver) {
                 out.push(g.approver.clone());
             }
         }
         out
+    }
+
+    /// The binding the newest outstanding approval that recorded one was of: what an
+    /// approver was last shown, for a view that cannot bind the call itself.
+    pub(crate) fn newest_binding(&self) -> Option<&str> {
+        self.outstanding
+            .iter()
+            .rev()
+            .find_map(|g| g.binding.as_deref())
     }
 
     /// When the approval that approved the pathway last expires: the oldest approval of

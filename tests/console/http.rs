@@ -70,6 +70,15 @@ fn hidden(page: &str, name: &str) -> String {
 }
 
 /// Signs in with the printed URL: the cookie it sets.
+/// The headers of a form the console's own page posts.
+fn form_headers<'a>(cookie: &'a str, origin: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("Cookie", cookie),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+        ("Origin", origin),
+    ]
+}
+
 fn sign_in(console: &Console) -> String {
     let path = &console.url[console.base().len()..];
     let (status, headers, _) = http(&console.base(), "GET", path, &[], "");
@@ -430,11 +439,7 @@ fn an_approval_from_a_page_that_no_longer_describes_the_pathway_is_refused() {
     let post = |version: &str| {
         let body =
             format!("form_token={form_token}&pathway={id}&version={version}&binding={binding}");
-        let headers = [
-            ("Cookie", cookie.as_str()),
-            ("Content-Type", "application/x-www-form-urlencoded"),
-            ("Origin", origin.as_str()),
-        ];
+        let headers = form_headers(&cookie, &origin);
         assert_eq!(
             http(&console.base(), "POST", "/approve", &headers, &body).0,
             303
@@ -490,11 +495,7 @@ fn an_approval_from_the_page_is_of_the_binding_it_showed() {
     let post = |binding: &str| {
         let body =
             format!("form_token={form_token}&pathway={id}&version={version}&binding={binding}");
-        let headers = [
-            ("Cookie", cookie.as_str()),
-            ("Content-Type", "application/x-www-form-urlencoded"),
-            ("Origin", origin.as_str()),
-        ];
+        let headers = form_headers(&cookie, &origin);
         let status = http(&console.base(), "POST", "/approve", &headers, &body).0;
         (
             status,
@@ -510,6 +511,29 @@ fn an_approval_from_the_page_is_of_the_binding_it_showed() {
     );
     assert_eq!(scene.state(&id), State::HumanGate);
     assert_eq!(post("not-hex").0, 400, "a binding that is no digest");
+    assert_eq!(scene.state(&id), State::HumanGate);
+    // Named by its idempotency key (which `rpr approve --pathway` also takes), without a
+    // binding: refused as no stored pathway, not approved as whatever is pinned then.
+    let key = rpr::store::ReadStore::open_read_only(&scene.db)
+        .unwrap()
+        .pathway(&id)
+        .unwrap()
+        .unwrap()
+        .idempotency_key;
+    let body = format!(
+        "form_token={form_token}&pathway={}&version={version}",
+        key.bytes().fold(String::new(), |mut s, b| {
+            use std::fmt::Write;
+            let _ = write!(s, "%{b:02X}");
+            s
+        })
+    );
+    let headers = form_headers(&cookie, &origin);
+    assert_eq!(
+        http(&console.base(), "POST", "/approve", &headers, &body).0,
+        400,
+        "a pathway named by its key"
+    );
     assert_eq!(scene.state(&id), State::HumanGate);
 
     let (status, _) = post(&binding);

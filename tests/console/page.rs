@@ -97,7 +97,7 @@ fn a_denial_in_the_browser_answers_the_waiting_call_and_sends_nothing() {
     let shown = driver.wait_for(&article(&id), WAIT);
     shown
         .find("form.deny input[name=reason]")
-        .send_keys("wrong invoice");
+        .send_keys("- wrong invoice");
     shown.find("form.deny button").click();
     let answer = call.join().unwrap();
     assert_eq!(answer["isError"], true, "{answer}");
@@ -107,7 +107,7 @@ fn a_denial_in_the_browser_answers_the_waiting_call_and_sends_nothing() {
     let done = driver.wait_for("li.action", WAIT);
     assert_eq!(done.attribute("data-exit").as_deref(), Some("4"));
     assert!(
-        done.text().contains("--reason \"wrong invoice\""),
+        done.text().contains("--reason=\"- wrong invoice\""),
         "{}",
         done.text()
     );

@@ -257,6 +257,14 @@ fn an_approval_of_another_binding_is_not_sent_on_whatever_its_class() {
 #[test]
 fn a_quorum_of_a_binding_counts_only_the_approvals_of_that_binding() {
     let env = Env::new("quorum-one-binding");
+    // The views read approvals by the store's clock (they cannot be handed one): the
+    // test's clock starts at the real time.
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    env.clock
+        .0
+        .store(i64::try_from(real.as_millis()).unwrap(), Ordering::SeqCst);
     let scripted = rpr::executor::Binding::new("scripted", json!({"executor": "scripted"}));
     let y = scripted.unwrap().read_only().digest;
     let p = env.gated("moved", "proposer", two_of_three());
@@ -283,6 +291,17 @@ fn a_quorum_of_a_binding_counts_only_the_approvals_of_that_binding() {
     assert_eq!(db_dump(&env.dir.db()), before, "judging writes nothing");
     // Judged over every approval of the request (no binding asked), the two still count.
     assert!(env.rt.quorum(&p).is_ok());
+    // The views say the same as the quorum of the binding shown last: alice may still
+    // approve (before, they named carol alone, as if alice's approval of X counted).
+    let store = rpr::store::ReadStore::open_read_only(&env.dir.db()).unwrap();
+    let record = store.pathway(p.id()).unwrap().unwrap();
+    let next = rpr::inspect::next_of(&store, &record).unwrap();
+    assert_eq!(
+        next.actors,
+        ["approval_authority", "alice", "carol"],
+        "{next:?}"
+    );
+    drop(store);
 
     // Alice approves what she is shown now: a quorum of Y, sent once.
     env.rt

@@ -411,6 +411,15 @@ impl Console {
         let pathway = form::value(&fields, "pathway")
             .filter(|p| !p.is_empty())
             .ok_or_else(|| Usage("the form names no pathway".into()))?;
+        // A stored pathway's id, as the page links it: `rpr`'s `--pathway` also takes an
+        // idempotency key, which would pass the checks below made on an id.
+        if self.store()?.pathway(pathway)?.is_none() {
+            return Err(Usage(format!(
+                "the form names no stored pathway ({}); nothing was done",
+                rpr::shown::name(pathway)
+            ))
+            .into());
+        }
         let db = self.database.as_str();
         let mut args: Vec<String> = Vec::new();
         let mut shown: Vec<String> = Vec::new();
@@ -445,8 +454,11 @@ impl Console {
                     && let Some(reason) =
                         form::value(&fields, "reason").filter(|r| !r.trim().is_empty())
                 {
-                    both("--reason", "--reason");
-                    both(reason, &format!("{reason:?}"));
+                    // One word: a reason that begins with `-` is not taken for a flag.
+                    both(
+                        &format!("--reason={reason}"),
+                        &format!("--reason={reason:?}"),
+                    );
                 }
                 // A pathway of `rpr call`, approved, is carried out by `rpr approve` itself,
                 // which needs the files that start its server again; a gate's ignores them.

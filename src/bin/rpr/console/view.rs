@@ -154,6 +154,8 @@ struct Granted {
     approver: String,
     at: i64,
     break_glass: bool,
+    /// The binding its approver was shown, when it recorded one.
+    binding: Option<String>,
 }
 
 /// Why a pathway is at the Human Gate: the event that brought it there.
@@ -202,6 +204,7 @@ fn outstanding(store: &ReadStore, id: &str) -> Result<(Vec<Granted>, Option<Ente
                         approver: e["actor"].as_str().unwrap_or("?").to_owned(),
                         at: e["at"].as_i64().unwrap_or(0),
                         break_glass: e["data"]["break_glass"] == true,
+                        binding: e["data"]["binding_digest"].as_str().map(str::to_owned),
                     },
                 )),
                 "approved" => all.retain(|(a, _)| *a != approval),
@@ -338,10 +341,26 @@ fn waiting_article(
         }
     );
     if !granted.is_empty() {
+        // The binding an approval is judged for now (as the approval step judges it): a
+        // gate's call, the pinned digest; any other, the newest approval's.
+        let judged = match &shown_binding {
+            Some(pinned) => Some(pinned.clone()),
+            None => granted.iter().rev().find_map(|g| g.binding.clone()),
+        };
         out.push_str("<ul class=\"granted\">");
         for g in &granted {
             let until = ttl_ms.map(|t| g.at.saturating_add(t));
+            let other = judged
+                .as_deref()
+                .filter(|j| g.binding.as_deref() != Some(*j));
             let counts = match until {
+                _ if other.is_some() => format!(
+                    "<span class=\"bad\">of another binding{}: it does not count toward the quorum of the call as it is bound now, and its approver may approve again</span>",
+                    g.binding.as_deref().map_or_else(
+                        || " (none recorded)".to_owned(),
+                        |b| format!(" (<code>{}</code>)", esc(b))
+                    )
+                ),
                 Some(u) if u <= now => format!("<span class=\"bad\">EXPIRED at {}</span>", utc(u)),
                 Some(u) => format!("counts until {}", utc(u)),
                 None => "does not expire".to_owned(),
