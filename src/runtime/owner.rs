@@ -480,8 +480,13 @@ impl Runtime {
             OwnerFate::Gone => Ok(Some(true)),
             OwnerFate::Alive => Ok(None),
             OwnerFate::Unverifiable => {
+                // An in-flight attempt always has a lease: one without is a damaged row,
+                // and proves no lapse (the takeover's own unit says the same).
+                let lease_until = attempt.lease_until.ok_or_else(|| {
+                    StoreError::Corrupt(format!("in-flight attempt {} has no lease", attempt.id))
+                })?;
                 let now = self.with_backend(|b| b.now_ms())?;
-                Ok(attempt.lease_until.is_none_or(|l| l < now).then_some(false))
+                Ok((lease_until < now).then_some(false))
             }
         }
     }

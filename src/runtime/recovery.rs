@@ -267,7 +267,12 @@ impl Runtime {
             };
         }
         match self.takeover(attempt)? {
-            Some(proven_gone) => self.recovered_unknown(core, record, attempt, proven_gone),
+            // Judged again inside the unit that writes it: a lease renewed since it was
+            // read leaves the attempt its owner's.
+            Some(proven_gone) => match self.recovered_unknown(core, record, attempt, proven_gone) {
+                Err(PathwayError::Store(StoreError::LeaseHeld { .. })) => Ok(elsewhere()),
+                other => other,
+            },
             None => Ok(elsewhere()),
         }
     }
@@ -318,10 +323,10 @@ impl Runtime {
                 attempt_status: Some(AttemptStatus::Unknown.as_str()),
                 data,
             }],
-            attempt: Some(AttemptWrite::Finish {
+            attempt: Some(AttemptWrite::TakeOver {
                 id: attempt.id.clone(),
-                status: AttemptStatus::Unknown.as_str(),
-                outcome: None,
+                owner: attempt.owner.clone().unwrap_or_default(),
+                lease_lapsed: !proven_gone,
             }),
             approval: None,
             at: self.now(),

@@ -135,6 +135,22 @@ pub enum StoreError {
          while a runtime holds the file is not affected)"
     )]
     ReadOnlyIndex(String),
+    /// A takeover of an in-flight attempt whose owner was not proven gone found, inside
+    /// its own unit, the owner's lease still running (renewed since it was read): nothing
+    /// was written, and the attempt is still the owner's.
+    #[error(
+        "attempt {attempt} of pathway {pathway} is still leased to its owner until {lease_until} (now {now}); it was not taken over"
+    )]
+    LeaseHeld {
+        /// The pathway.
+        pathway: String,
+        /// The attempt.
+        attempt: String,
+        /// Its lease's end, ms since the epoch by the database's clock.
+        lease_until: i64,
+        /// Now, by the same clock.
+        now: i64,
+    },
     /// A compare-and-set lost: another process changed the pathway first.
     #[error(
         "pathway {pathway} changed elsewhere (expected {expected} v{version}); reload it with recover() or load()"
@@ -446,6 +462,16 @@ pub(crate) enum AttemptWrite {
         id: String,
         status: &'static str,
         outcome: Option<String>,
+    },
+    /// The attempt taken over as unknown from its owner (`Runtime::recover`), judged again
+    /// inside the unit that writes it: still in flight under `owner`, and, when the owner
+    /// was not proven gone (`lease_lapsed`), its lease lapsed by the database's clock at
+    /// this moment. A judgement made on rows read before (a renewal since, a reader paused)
+    /// takes over no live owner: [`StoreError::LeaseHeld`], or a conflict when it moved on.
+    TakeOver {
+        id: String,
+        owner: String,
+        lease_lapsed: bool,
     },
 }
 

@@ -47,6 +47,15 @@ pub(crate) struct NewAttempt<'s> {
     pub(crate) at: i64,
 }
 
+/// An attempt's hold on its owner ([`Rows::lease`]).
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) status: String,
+    pub(crate) owner: Option<String>,
+    pub(crate) lease_until: Option<i64>,
+    pub(crate) now: i64,
+}
+
 /// How an attempt ended, for [`Rows::insert_finished_attempt`].
 #[derive(Debug)]
 pub(crate) struct Finished<'s> {
@@ -81,6 +90,10 @@ pub(crate) trait Rows {
     fn attempts(&mut self, pathway: &str) -> Result<Vec<RawAttempt>, StoreError>;
     /// The pathway's approvals.
     fn approvals(&mut self, pathway: &str) -> Result<Vec<RawApproval>, StoreError>;
+    /// Attempt `id` of `pathway` as a takeover judges it: its status, owner and lease end,
+    /// and now by the database's clock, read inside the unit (its row locked where the
+    /// database locks rows); `None`: no such attempt.
+    fn lease(&mut self, pathway: &str, id: &str) -> Result<Option<Held>, StoreError>;
 
     /// The id and stored definition of every pathway not in a terminal state whose request
     /// digest is `request_digest` ([`super::rules::one_open`]).

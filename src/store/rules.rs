@@ -326,7 +326,8 @@ pub(crate) fn insert_together(
             }) => {
                 finished = Some((status, outcome, step.at));
             }
-            None => {}
+            // Not in a unit that inserts its pathway (`settle` refuses it there).
+            Some(AttemptWrite::TakeOver { .. }) | None => {}
         }
         groups.push((step.at, step.events));
     }
@@ -511,6 +512,20 @@ pub(crate) fn apply(
                 rows.insert_attempt(&row)?;
             }
         }
+        Some(AttemptWrite::TakeOver {
+            id,
+            owner,
+            lease_lapsed,
+        }) => {
+            taken_over(rows, &step, id, owner, *lease_lapsed)?;
+            rows.finish_attempt(
+                &step.pathway,
+                id,
+                AttemptStatus::Unknown.as_str(),
+                None,
+                step.at,
+            )?;
+        }
         Some(AttemptWrite::Finish {
             id,
             status,
@@ -563,6 +578,45 @@ pub(crate) fn apply(
 
 /// At most once (brief §11): a new attempt only after the previous one certainly did not
 /// take effect, whatever the caller's handle says. `attempts` are the pathway's, in order.
+/// A takeover judged again inside its unit ([`AttemptWrite::TakeOver`]): the attempt is
+/// still in flight under `owner` and, when the owner was not proven gone, its lease has
+/// lapsed by the database's clock now. A lease with no end is a damaged row, never lapsed.
+fn taken_over(
+    rows: &mut impl Rows,
+    step: &Step,
+    id: &str,
+    owner: &str,
+    lease_lapsed: bool,
+) -> Result<(), StoreError> {
+    let lease = rows.lease(&step.pathway, id)?.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "attempt {id} of pathway {} is missing",
+            step.pathway
+        ))
+    })?;
+    if lease.status != AttemptStatus::InFlight.as_str() || lease.owner.as_deref() != Some(owner) {
+        return Err(StoreError::Conflict {
+            pathway: step.pathway.clone(),
+            expected: step.expected_state,
+            version: step.expected_version,
+        });
+    }
+    if lease_lapsed {
+        let lease_until = lease
+            .lease_until
+            .ok_or_else(|| StoreError::Corrupt(format!("in-flight attempt {id} has no lease")))?;
+        if lease_until >= lease.now {
+            return Err(StoreError::LeaseHeld {
+                pathway: step.pathway.clone(),
+                attempt: id.to_owned(),
+                lease_until,
+                now: lease.now,
+            });
+        }
+    }
+    Ok(())
+}
+
 fn at_most_once(
     pathway: &str,
     attempts: &[RawAttempt],

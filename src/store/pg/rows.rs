@@ -4,12 +4,12 @@
 use std::sync::LazyLock;
 
 use super::check::{LEDGER_OF_PATHWAY, raw_approval, raw_attempt, raw_pathway, raw_pin};
-use super::{PgError, Tx, db_clock_ms, ledger::parse_head};
+use super::{PgError, Tx, db_clock_ms, db_now_ms, ledger::parse_head};
 use crate::store::check::{
     APPROVAL_COLUMNS, ATTEMPT_COLUMNS, PATHWAY_COLUMNS, RawApproval, RawAttempt,
 };
 use crate::store::pins::{Candidate, PIN_COLUMNS, RawPin};
-use crate::store::rows::{EventRow, Finished, Move, NewAttempt, Rows, Stored};
+use crate::store::rows::{EventRow, Finished, Held, Move, NewAttempt, Rows, Stored};
 use crate::store::{NewPathway, StoreError};
 
 static PATHWAY: LazyLock<String> =
@@ -94,6 +94,26 @@ impl Rows for PgRows<'_, '_> {
             .map_err(err)?
             .first()
             .map(|r| (r.get(0), r.get(1))))
+    }
+
+    fn lease(&mut self, pathway: &str, id: &str) -> Result<Option<Held>, StoreError> {
+        let row = self
+            .0
+            .query_opt(
+                concat!(
+                    "SELECT status, owner, lease_until, ",
+                    db_now_ms!(),
+                    " FROM attempts WHERE id = $1 AND pathway_id = $2 FOR UPDATE"
+                ),
+                &[&id, &pathway],
+            )
+            .map_err(err)?;
+        Ok(row.map(|r| Held {
+            status: r.get(0),
+            owner: r.get(1),
+            lease_until: r.get(2),
+            now: r.get(3),
+        }))
     }
 
     fn attempts(&mut self, pathway: &str) -> Result<Vec<RawAttempt>, StoreError> {

@@ -267,3 +267,77 @@ mod event_text {
         }
     }
 }
+
+/// A takeover is judged again inside the unit that writes it
+/// ([`crate::store::AttemptWrite::TakeOver`]): a recoverer that read the attempt before
+/// its owner renewed the lease (or paused past it) takes over no live owner, nor an
+/// attempt another owner holds now, nor one whose lease is missing (a damaged row).
+#[test]
+fn a_takeover_is_judged_again_in_the_unit_that_writes_it() {
+    use crate::store::steps_for_tests::{attempt_ev, ev, step};
+    let db = Db::new();
+    let (new, events, pw) = new_pathway("t", State::Approved, 1000);
+    let start = start_step(&pw, "at_t", 1, None, "host-a", 60_000, 1001);
+    one_by_one(&db, new, events, vec![start]);
+    let running = Pw {
+        state: State::Running,
+        version: pw.version + 1,
+        ..pw
+    };
+    let take = |owner: &str, lease_lapsed: bool| {
+        let fate = if lease_lapsed { "lapsed" } else { "gone" };
+        let e = attempt_ev(
+            ev(
+                "recovered_unknown",
+                "rpr-recovery",
+                State::Running,
+                State::WriteStatusUnknown,
+                json!({"owner": owner, "owner_fate": fate, "reason": "test"}),
+            ),
+            "at_t",
+            AttemptStatus::Unknown,
+        );
+        let mut s = step(&running, Some(State::WriteStatusUnknown), vec![e], 2000);
+        s.attempt = Some(crate::store::AttemptWrite::TakeOver {
+            id: "at_t".into(),
+            owner: owner.into(),
+            lease_lapsed,
+        });
+        s
+    };
+    let set_lease = |sql: &str| {
+        rusqlite::Connection::open(&db.path)
+            .unwrap()
+            .execute(&format!("UPDATE attempts SET lease_until = {sql}"), [])
+            .unwrap();
+    };
+    let before = db.dump();
+
+    // Its lease runs for a minute by the database's clock: not taken over.
+    let s = take("host-a", true);
+    let e = db.write(move |b| b.apply(s)).unwrap_err();
+    assert!(matches!(e, StoreError::LeaseHeld { .. }), "{e:?}");
+    assert_eq!(db.dump(), before, "nothing written");
+    // Held by another owner than the one judged: a conflict, whatever its fate.
+    let s = take("host-b", false);
+    let e = db.write(move |b| b.apply(s)).unwrap_err();
+    assert!(matches!(e, StoreError::Conflict { .. }), "{e:?}");
+    // No lease at all: a damaged row, never a lapse.
+    set_lease("NULL");
+    let before = db.dump();
+    let s = take("host-a", true);
+    let e = db.write(move |b| b.apply(s)).unwrap_err();
+    assert!(matches!(e, StoreError::Corrupt(_)), "{e:?}");
+    assert_eq!(db.dump(), before, "nothing written");
+    // Lapsed: taken over, the attempt unknown and ownerless.
+    set_lease("1");
+    let s = take("host-a", true);
+    db.write(move |b| b.apply(s)).unwrap();
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    let (status, owner): (String, Option<String>) = conn
+        .query_row("SELECT status, owner FROM attempts", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((status.as_str(), owner), ("unknown", None));
+}

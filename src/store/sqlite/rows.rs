@@ -10,7 +10,7 @@ use crate::store::check::{
     raw_approval, raw_attempt, raw_pathway,
 };
 use crate::store::pins::{self, Candidate, RawPin};
-use crate::store::rows::{EventRow, Finished, Move, NewAttempt, Rows, Stored};
+use crate::store::rows::{EventRow, Finished, Held, Move, NewAttempt, Rows, Stored};
 use crate::store::{NewPathway, StoreError};
 
 /// One unit of work on a SQLite connection: a step's savepoint, or a read transaction.
@@ -81,6 +81,24 @@ impl Rows for SqliteRows<'_> {
             ))?
             .query_map(params![pathway], raw_attempt)?
             .collect::<Result<_, _>>()?)
+    }
+
+    fn lease(&mut self, pathway: &str, id: &str) -> Result<Option<Held>, StoreError> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT status, owner, lease_until, {DB_NOW_MS} FROM attempts
+                 WHERE id = ?1 AND pathway_id = ?2"
+            ))?
+            .query_row(params![id, pathway], |r| {
+                Ok(Held {
+                    status: r.get(0)?,
+                    owner: r.get(1)?,
+                    lease_until: r.get(2)?,
+                    now: r.get(3)?,
+                })
+            })
+            .optional()?)
     }
 
     fn approvals(&mut self, pathway: &str) -> Result<Vec<RawApproval>, StoreError> {

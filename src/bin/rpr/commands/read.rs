@@ -54,14 +54,33 @@ pub(crate) fn unresolved(args: &Database, as_json: bool) -> Result<Exit, Failure
         {
             if !as_json {
                 say!(
-                    "recovered: pathway {} was in flight in a process that is gone: now write_status_unknown",
-                    stored.id()
+                    "recovered: pathway {} was in flight {}: now write_status_unknown",
+                    stored.id(),
+                    owner_fate(&rt, stored.id())?
                 );
             }
             recovered.push(stored.id().to_owned());
         }
     }
     list_unresolved(&rt.reader(), &args.database, as_json, &recovered, None)
+}
+
+/// What the takeover of pathway `id` recorded of its owner (its last `recovered_unknown`
+/// event's `owner_fate`): proven gone, or only its lease lapsed, when it may still send.
+fn owner_fate(rt: &rpr::Runtime, id: &str) -> Result<&'static str, Failure> {
+    let events = rt.reader().events(id, 0, usize::MAX)?;
+    let fate = events.iter().rev().find_map(|row| {
+        let e: serde_json::Value = serde_json::from_str(&row.event).ok()?;
+        (e["kind"] == "recovered_unknown").then(|| e["data"]["owner_fate"].clone())
+    });
+    Ok(match fate.as_ref().and_then(serde_json::Value::as_str) {
+        Some("gone") => "in a process that is gone",
+        Some("lapsed") => {
+            "in a process whose lease lapsed (not proven gone: it may still send, so a \
+             readback's \"not applied\" is not accepted while it may)"
+        }
+        _ => "(its owner's fate is not recorded)",
+    })
 }
 
 /// Whether this process cannot write the database at `db` (or make files beside it).
