@@ -544,6 +544,42 @@ fn an_approval_from_the_page_is_of_the_binding_it_showed() {
     assert_eq!(scene.effects().len(), 1);
 }
 
+/// A gate's call whose tool has no pin: nothing shows what an approval would be of, and the
+/// console refuses an approval that names no binding, so its page offers no Approve button
+/// (before, it offered one that could never work); it can still be denied.
+#[test]
+fn a_gate_call_without_a_pin_is_offered_no_approval() {
+    let scene = Scene::new(&json!({}), &[]);
+    let call = scene.put_in_background(json!({"key": "k7", "value": "v7"}));
+    let id = scene.pathway_in(State::HumanGate);
+    let console = scene.console("host");
+    let cookie = sign_in(&console);
+    let page = |cookie: &str| http(&console.base(), "GET", "/", &[("Cookie", cookie)], "").2;
+    assert!(
+        page(&cookie).contains("<form class=\"approve\""),
+        "pinned: offered"
+    );
+    rusqlite::Connection::open(&scene.db)
+        .unwrap()
+        .execute("DELETE FROM pins", [])
+        .unwrap();
+    let shown = page(&cookie);
+    assert!(!shown.contains("<form class=\"approve\""), "{shown}");
+    assert!(shown.contains("pin the tool first"), "{shown}");
+    let (form_token, version) = (hidden(&shown, "form_token"), hidden(&shown, "version"));
+    let body = format!("form_token={form_token}&pathway={id}&version={version}&reason=no+pin");
+    let origin = console.origin().to_owned();
+    let headers = form_headers(&cookie, &origin);
+    assert_eq!(
+        http(&console.base(), "POST", "/deny", &headers, &body).0,
+        303
+    );
+    let answer = call.join().unwrap();
+    assert_eq!(answer["isError"], true, "{answer}");
+    assert_eq!(scene.state(&id), State::Denied);
+    assert!(scene.effects().is_empty());
+}
+
 /// "Verified" is not kept for the ledger's head alone: a chain-covered row changed behind
 /// the ledger's back (no new event, so the head did not move) shows as NOT VERIFIED once
 /// `--verify-every` passed.

@@ -296,7 +296,7 @@ fn waiting_article(
                 out.push_str("<p class=\"bad\">The server's tool has CHANGED since it was pinned: the call is refused until the change is reviewed (below).</p>");
             }
         }
-        None => out.push_str("<p class=\"bad\">No tool pin is recorded for this gate's server and tool: an approval here names no binding, and the gate and <code>rpr resume</code> will not send on it.</p>"),
+        None => out.push_str("<p class=\"bad\">No tool pin is recorded for this gate's server and tool: nothing shows what an approval would be of, so it cannot be approved here (pin the tool first with <code>rpr pin</code>, then reload); it can be denied.</p>"),
     }
     let args = &def["request"]["arguments"];
     let found = targets(args);
@@ -385,7 +385,10 @@ fn waiting_article(
         }
         None => out.push_str("<p class=\"expiry\">Approvals of this pathway do not expire (it was recorded before approvals had an expiry).</p>"),
     }
-    let may = d.next.actors.iter().any(|a| a == ctx.approver);
+    // A gate's call without a pin: the console refuses an approval that names no binding,
+    // so no button is offered for one.
+    let unpinned = is_gate && shown_binding.is_none();
+    let may = d.next.actors.iter().any(|a| a == ctx.approver) && !unpinned;
     // The forms carry the version this page shows: a decision is taken only on the pathway
     // as it was looked at (`rpr approve --at-version`).
     let version = d.version.to_string();
@@ -402,7 +405,7 @@ fn waiting_article(
             "",
             ("approve", &format!("Approve as {}", ctx.approver)),
         ));
-    } else {
+    } else if !unpinned {
         let _ = write!(
             out,
             "<p class=\"meta\">You ({}) are not among who may still approve it.</p>",
